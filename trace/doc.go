@@ -1,0 +1,113 @@
+/*
+Package trace defines tracer's trace format: GPU allocator events stored as an
+Apache Arrow IPC stream. It is the only package of tracer that imports Arrow;
+everything else sees Event, Reader and Writer.
+
+# Files
+
+A trace is an Arrow IPC *stream* (conventionally ".arrows"), written in
+bounded record batches (DefaultBatchRows, 65536 events). The stream format
+needs no footer, so a recording killed mid-run is readable up to its last
+whole batch; Reader.Truncated then reports that the end-of-stream marker is
+missing. Any Arrow implementation reads it:
+
+	import pyarrow.ipc as ipc
+	df = ipc.open_stream("run.arrows").read_pandas()
+
+	import polars as pl
+	df = pl.read_ipc_stream("run.arrows")
+
+	-- DuckDB, through pyarrow
+	SELECT action, count(*) FROM tbl GROUP BY action
+
+# Columns (format v1)
+
+One row per allocator event, in the order the allocator emitted them. Readers
+find columns by name; columns marked optional may be absent in files from
+other producers.
+
+	column             type                      unit    meaning
+	seq                int64                     -       0-based position in the trace; dense, increasing
+	time_us            int64                     µs      time as recorded: µs since the Unix epoch for PyTorch
+	                                                     snapshots and live recordings; 0 = unknown (optional)
+	device             int32                     -       CUDA device ordinal (optional, default 0)
+	action             dictionary<int8, utf8>    -       PyTorch's action name (see Kind): alloc, free_requested,
+	                                                     free_completed, segment_alloc, segment_free,
+	                                                     segment_map, segment_unmap, snapshot, oom
+	addr               uint64                    -       block address (alloc, free_*), segment base
+	                                                     (segment_alloc/free), first byte mapped or unmapped
+	                                                     (segment_map/unmap); bytes free on the device for oom;
+	                                                     0 for snapshot
+	size_bytes         int64                     bytes   requested (unrounded) bytes for alloc and free_*;
+	                                                     segment bytes for segment_*; the rounded request for
+	                                                     oom; total active bytes for snapshot
+	stream             uint64                    -       cudaStream_t as an integer; 0 = legacy default stream
+	pool_a, pool_b     uint64                    -       owning memory pool id (a, b); (0, 0) = default pools,
+	                                                     otherwise a CUDA graph or MemPool private pool
+	                                                     (optional, default 0)
+	stack              dictionary<int32, utf8>   -       the event's call stack, innermost frame first, one
+	                   nullable                          frame per line as "name<TAB>file<TAB>line" (see
+	                                                     FormatStack); null = none recorded. Each distinct
+	                                                     stack is stored once, in a dictionary that grows by
+	                                                     delta batches
+	block_size_bytes   int64                     bytes   for alloc and free_*: the block's size after rounding
+	                                                     and splitting, when the producer knew it (tracer's
+	                                                     allocator, reconstructed blocks); 0 = unknown, as in
+	                                                     PyTorch's own trace entries (optional)
+	reconstructed      bool                      -       true for events tracer synthesised to restore the
+	                                                     state at the start of an incomplete history
+	                                                     (optional, default false)
+	pending_free       bool                      -       for reconstructed allocs: the block was already freed
+	                                                     by the user and awaited its free_completed
+	                                                     (cross-stream use) at trace start (optional)
+
+# Invariants
+
+Per device, in seq order (Validate-style checks report violations as
+warnings; readers never fail on them):
+
+  - A synchronous free is free_requested immediately followed by
+    free_completed at the same addr. A block used on other streams
+    (record_stream) has its free_completed later, at the start of a later
+    allocation.
+  - An alloc that needed a new segment follows its segment_alloc (or
+    segment_map events). At most one live block starts at an address; every
+    live block lies inside a segment.
+  - Reconstructed events, if any, come first, before every recorded event of
+    their device: one segment_alloc per segment (segment_map per mapped range
+    of an expandable segment) that existed at the start, then one alloc per
+    block live at the start (block_size_bytes exact; pending_free if awaiting
+    completion). Free blocks are the gaps between them. Replaying them and
+    then the rest reproduces the final state PyTorch dumped.
+
+# Schema metadata
+
+Key/value strings on the schema (Meta):
+
+	tracer.format              "gpu-mem-trace"
+	tracer.version             format version, decimal ("1")
+	tracer.producer            e.g. "tracer 0.1.0"
+	tracer.source              pytorch-snapshot | record | record-python | replay
+	tracer.source_file         the imported file's base name
+	tracer.alloc_conf          the PYTORCH_CUDA_ALLOC_CONF string the run used ("" = defaults)
+	tracer.alloc_settings      JSON object: the allocator settings as the source reported them
+	                           (PyTorch's allocator_settings for snapshots)
+	tracer.device_name         e.g. "NVIDIA H100 80GB HBM3" ("" = unknown)
+	tracer.device_total_bytes  total device memory, bytes (0 = unknown)
+	tracer.memory_fraction     set_per_process_memory_fraction argument ("" = none/unknown)
+	tracer.memory_limit_bytes  floor(fraction × total): bytes the allocator may reserve (0 = none)
+	tracer.history_truncated   "true" when events before the first were lost (ring buffer
+	                           wrapped, or recording began mid-run)
+	tracer.x.*                 free-form producer annotations (workload name, command line, ...)
+
+# Versions
+
+	version  tracer  change
+	1        0.1.0   first release
+
+Adding an optional column or metadata key keeps the version. Changing a
+column's unit or meaning bumps Current, adds testdata/v<N>.arrows, and adds a
+row here. A reader refuses versions newer than Current with a VersionError
+that says to upgrade.
+*/
+package trace

@@ -1,0 +1,573 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// ErrTruncated is reported by Reader.Truncated's callers when a stream ended
+// without its end-of-stream marker: a recording killed mid-run, or a copy cut
+// short. The events before the cut are all readable.
+var ErrTruncated = errors.New("trace: stream ends without its end-of-stream marker")
+
+// Reader streams the events of a trace, one record batch in memory at a time.
+//
+//	rd, err := trace.Open(path)
+//	...
+//	for rd.Next() {
+//		ev := rd.Event()
+//	}
+//	if err := rd.Err(); err != nil { ... }
+type Reader struct {
+	name   string
+	file   *os.File
+	src    *tailReader
+	ipc    *ipc.Reader
+	meta   Meta
+	ev     Event
+	err    error
+	done   bool
+	cut    bool
+	stacks []Stack
+
+	// Current batch: typed value slices resolved once per batch.
+	rec       arrow.Record
+	row, rows int
+	seq       []int64
+	timeUs    []int64
+	device    []int32
+	actions   []Kind // per row
+	addr      []uint64
+	size      []int64
+	stream    []uint64
+	poolA     []uint64
+	poolB     []uint64
+	stackIdx  *array.Int32
+	block     []int64
+	recon     *array.Boolean
+	pending   *array.Boolean
+	kindBuf   []Kind
+	kindOfIdx []Kind // action dictionary index → Kind, per batch
+	unknown   int64  // events with an action this version does not know
+}
+
+// Open opens the trace at path. Errors name the file.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("trace: %s: is a directory, not a trace", path)
+	}
+	r, err := newReader(path, f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.file = f
+	return r, nil
+}
+
+// NewReader reads a trace from r. name is used in error messages.
+func NewReader(r io.Reader, name string) (*Reader, error) {
+	size := int64(-1)
+	if br, ok := r.(*bytes.Reader); ok {
+		size = br.Size()
+	}
+	return newReader(name, r, size)
+}
+
+func newReader(name string, r io.Reader, size int64) (rd *Reader, err error) {
+	src := &tailReader{r: r, size: size}
+	rd = &Reader{name: name, src: src}
+	defer func() {
+		// arrow-go can panic on malformed flatbuffers; input never panics us.
+		if p := recover(); p != nil {
+			if p == errTooLarge {
+				rd, err = nil, fmt.Errorf("trace: %s: truncated before the end of its schema", name)
+				return
+			}
+			rd, err = nil, fmt.Errorf("trace: %s: corrupt trace (%v)", name, p)
+		}
+	}()
+	rdr, err := ipc.NewReader(src, ipc.WithAllocator(&boundedAllocator{src: src}), ipc.WithDelayReadSchema(false))
+	if err != nil {
+		if src.n == 0 {
+			return nil, fmt.Errorf("trace: %s: empty file (a recording cut short before its first batch?)", name)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("trace: %s: truncated before the end of its schema", name)
+		}
+		return nil, fmt.Errorf("trace: %s: not an Arrow IPC stream (%v)", name, err)
+	}
+	rd.ipc = rdr
+	md := rdr.Schema().Metadata()
+	meta, err := parseMeta(md.Keys(), md.Values())
+	if err != nil {
+		rdr.Release()
+		return nil, fmt.Errorf("trace: %s: %v", name, err)
+	}
+	if meta.Version > Current {
+		rdr.Release()
+		return nil, &VersionError{Path: name, Got: meta.Version}
+	}
+	rd.meta = meta
+	if err := rd.checkSchema(rdr.Schema()); err != nil {
+		rdr.Release()
+		return nil, err
+	}
+	return rd, nil
+}
+
+func (r *Reader) checkSchema(s *arrow.Schema) error {
+	for _, c := range []struct {
+		name string
+		id   arrow.Type
+	}{{ColAction, arrow.DICTIONARY}, {ColAddr, arrow.UINT64}, {ColSizeBytes, arrow.INT64}} {
+		idx := s.FieldIndices(c.name)
+		if len(idx) != 1 {
+			return fmt.Errorf("trace: %s: required column %q is missing", r.name, c.name)
+		}
+		if s.Field(idx[0]).Type.ID() != c.id {
+			return fmt.Errorf("trace: %s: column %q has type %s", r.name, c.name, s.Field(idx[0]).Type)
+		}
+	}
+	return nil
+}
+
+// Meta returns the trace's metadata.
+func (r *Reader) Meta() Meta { return r.meta }
+
+// Next advances to the next event. It returns false at the end of the trace
+// or on error; check Err.
+func (r *Reader) Next() bool {
+	if r.row < r.rows {
+		r.fill()
+		return true
+	}
+	for {
+		if r.done || !r.nextBatch() {
+			return false
+		}
+		if r.rows > 0 {
+			r.fill()
+			return true
+		}
+	}
+}
+
+func (r *Reader) fill() {
+	i := r.row
+	r.row++
+	e := &r.ev
+	e.Kind = r.actions[i]
+	e.Addr = r.addr[i]
+	e.Size = r.size[i]
+	if r.seq != nil {
+		e.Seq = r.seq[i]
+	} else {
+		e.Seq++
+	}
+	if r.timeUs != nil {
+		e.TimeUs = r.timeUs[i]
+	}
+	if r.device != nil {
+		e.Device = r.device[i]
+	}
+	if r.stream != nil {
+		e.Stream = r.stream[i]
+	}
+	if r.poolA != nil {
+		e.Pool = PoolID{r.poolA[i], r.poolB[i]}
+	}
+	e.Stack = NoStack
+	if r.stackIdx != nil && r.stackIdx.IsValid(i) {
+		e.Stack = StackID(r.stackIdx.Value(i))
+	}
+	if r.block != nil {
+		e.BlockSize = r.block[i]
+	}
+	e.Flags = 0
+	if r.recon != nil && r.recon.Value(i) {
+		e.Flags |= FlagReconstructed
+	}
+	if r.pending != nil && r.pending.Value(i) {
+		e.Flags |= FlagPending
+	}
+}
+
+func (r *Reader) nextBatch() (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok = false
+			r.row, r.rows, r.done = 0, 0, true
+			if p == errTooLarge {
+				// A message longer than the rest of the file: cut short.
+				r.cut = true
+				return
+			}
+			r.fail(fmt.Errorf("trace: %s: corrupt record batch (%v)", r.name, p))
+		}
+	}()
+	r.row, r.rows = 0, 0
+	if !r.ipc.Next() {
+		r.done = true
+		if err := r.ipc.Err(); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errTooLarge) {
+				// A partial message at the end: a recording killed mid-batch.
+				r.cut = true
+				return false
+			}
+			r.fail(fmt.Errorf("trace: %s: %w", r.name, err))
+			return false
+		}
+		r.cut = !r.src.sawEOS()
+		return false
+	}
+	rec := r.ipc.Record()
+	if err := r.bind(rec); err != nil {
+		r.fail(err)
+		return false
+	}
+	r.rows = int(rec.NumRows())
+	return true
+}
+
+// bind resolves the typed columns of one batch and extends the stack table
+// with new dictionary entries.
+func (r *Reader) bind(rec arrow.Record) error {
+	s := rec.Schema()
+	col := func(name string) arrow.Array {
+		if idx := s.FieldIndices(name); len(idx) == 1 {
+			return rec.Column(idx[0])
+		}
+		return nil
+	}
+	n := int(rec.NumRows())
+	i64 := func(name string) ([]int64, error) {
+		c := col(name)
+		if c == nil {
+			return nil, nil
+		}
+		a, ok := c.(*array.Int64)
+		if !ok || a.NullN() > 0 {
+			return nil, fmt.Errorf("trace: %s: column %q must be non-null int64, is %s", r.name, name, c.DataType())
+		}
+		return a.Int64Values(), nil
+	}
+	u64 := func(name string) ([]uint64, error) {
+		c := col(name)
+		if c == nil {
+			return nil, nil
+		}
+		a, ok := c.(*array.Uint64)
+		if !ok || a.NullN() > 0 {
+			return nil, fmt.Errorf("trace: %s: column %q must be non-null uint64, is %s", r.name, name, c.DataType())
+		}
+		return a.Uint64Values(), nil
+	}
+	var err error
+	if r.seq, err = i64(ColSeq); err != nil {
+		return err
+	}
+	if r.timeUs, err = i64(ColTimeUs); err != nil {
+		return err
+	}
+	if r.size, err = i64(ColSizeBytes); err != nil {
+		return err
+	}
+	if r.block, err = i64(ColBlockBytes); err != nil {
+		return err
+	}
+	if r.addr, err = u64(ColAddr); err != nil {
+		return err
+	}
+	if r.stream, err = u64(ColStream); err != nil {
+		return err
+	}
+	if r.poolA, err = u64(ColPoolA); err != nil {
+		return err
+	}
+	if r.poolB, err = u64(ColPoolB); err != nil {
+		return err
+	}
+	if r.poolA == nil || r.poolB == nil {
+		r.poolA, r.poolB = nil, nil
+	}
+	r.device = nil
+	if c := col(ColDevice); c != nil {
+		a, ok := c.(*array.Int32)
+		if !ok || a.NullN() > 0 {
+			return fmt.Errorf("trace: %s: column %q must be non-null int32", r.name, ColDevice)
+		}
+		r.device = a.Int32Values()
+	}
+	r.recon, r.pending = nil, nil
+	if c, ok := col(ColReconstructed).(*array.Boolean); ok {
+		r.recon = c
+	}
+	if c, ok := col(ColPendingFree).(*array.Boolean); ok {
+		r.pending = c
+	}
+	if err := r.bindActions(col(ColAction), n); err != nil {
+		return err
+	}
+	return r.bindStacks(col(ColStack))
+}
+
+func (r *Reader) bindActions(c arrow.Array, n int) error {
+	d, ok := c.(*array.Dictionary)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColAction)
+	}
+	dict, ok := d.Dictionary().(*array.String)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColAction)
+	}
+	r.kindOfIdx = r.kindOfIdx[:0]
+	for j := 0; j < dict.Len(); j++ {
+		k, _ := ParseKind(dict.Value(j))
+		r.kindOfIdx = append(r.kindOfIdx, k)
+	}
+	if cap(r.kindBuf) < n {
+		r.kindBuf = make([]Kind, n)
+	}
+	r.actions = r.kindBuf[:n]
+	for i := 0; i < n; i++ {
+		if d.IsNull(i) {
+			return fmt.Errorf("trace: %s: row %d has no action", r.name, i)
+		}
+		j := d.GetValueIndex(i)
+		if j < 0 || j >= len(r.kindOfIdx) {
+			return fmt.Errorf("trace: %s: row %d: action index %d out of range", r.name, i, j)
+		}
+		k := r.kindOfIdx[j]
+		if k == KindInvalid {
+			r.unknown++
+		}
+		r.actions[i] = k
+	}
+	return nil
+}
+
+func (r *Reader) bindStacks(c arrow.Array) error {
+	r.stackIdx = nil
+	if c == nil {
+		return nil
+	}
+	d, ok := c.(*array.Dictionary)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColStack)
+	}
+	dict, ok := d.Dictionary().(*array.String)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColStack)
+	}
+	idx, ok := d.Indices().(*array.Int32)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must have int32 indices", r.name, ColStack)
+	}
+	// Dictionaries only grow (delta batches); a replacement dictionary would
+	// renumber stacks, so rebuild the table in that case.
+	if dict.Len() < len(r.stacks) || (len(r.stacks) > 0 && FormatStack(r.stacks[0]) != dict.Value(0)) {
+		r.stacks = r.stacks[:0]
+	}
+	for j := len(r.stacks); j < dict.Len(); j++ {
+		r.stacks = append(r.stacks, ParseStack(dict.Value(j)))
+	}
+	for i := 0; i < idx.Len(); i++ {
+		if idx.IsValid(i) {
+			if v := idx.Value(i); v < 0 || int(v) >= dict.Len() {
+				return fmt.Errorf("trace: %s: row %d: stack index %d out of range", r.name, i, v)
+			}
+		}
+	}
+	r.stackIdx = idx
+	return nil
+}
+
+func (r *Reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.done = true
+}
+
+// Event returns the current event. The pointer stays valid until Next.
+func (r *Reader) Event() *Event { return &r.ev }
+
+// Stack returns the stack with the given id, or nil for NoStack or an id not
+// seen yet.
+func (r *Reader) Stack(id StackID) Stack {
+	if id < 0 || int(id) >= len(r.stacks) {
+		return nil
+	}
+	return r.stacks[id]
+}
+
+// Err returns the first error met while reading, other than truncation.
+func (r *Reader) Err() error { return r.err }
+
+// Truncated reports, once Next has returned false, whether the stream ended
+// without its end-of-stream marker (see ErrTruncated).
+func (r *Reader) Truncated() bool { return r.cut }
+
+// UnknownActions counts events whose action this version of tracer does not
+// know; they are returned with Kind KindInvalid and should be skipped.
+func (r *Reader) UnknownActions() int64 { return r.unknown }
+
+// Close releases the reader and closes the file opened by Open.
+func (r *Reader) Close() error {
+	r.ipc.Release()
+	if r.file != nil {
+		return r.file.Close()
+	}
+	return nil
+}
+
+// tailReader remembers the last 8 bytes read, to tell a properly ended stream
+// (end-of-stream marker 0xFFFFFFFF 0x00000000) from one cut short.
+type tailReader struct {
+	r       io.Reader
+	lenNext bool  // the previous 4-byte read was an IPC continuation marker
+	metaLen int64 // the length just read: the next read of that size is metadata
+	n       int64 // bytes read
+	size    int64 // total size when known, else -1
+	tail    [8]byte
+}
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	if t.metaLen > 0 && int64(len(p)) == t.metaLen {
+		// The message metadata: read it whole and verify it before arrow
+		// decodes it (see verify.go).
+		t.metaLen = 0
+		n, err := io.ReadFull(t.r, p)
+		t.count(p[:n])
+		if err != nil {
+			return n, err
+		}
+		if err := verifyMessage(p); err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	n, err := t.r.Read(p)
+	// arrow's message reader reads a 4-byte continuation marker, then a 4-byte
+	// metadata length that it allocates unchecked: refuse lengths longer than
+	// the rest of the input before they reach it.
+	if n == 4 && len(p) == 4 {
+		v := uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24
+		if t.lenNext {
+			if int64(v) > t.remaining()-4 {
+				return 0, io.ErrUnexpectedEOF
+			}
+			t.metaLen = int64(v)
+		}
+		t.lenNext = v == 0xFFFFFFFF
+	} else {
+		t.lenNext = false
+	}
+	t.count(p[:n])
+	return n, err
+}
+
+func (t *tailReader) count(p []byte) {
+	n := len(p)
+	if n > 0 {
+		t.n += int64(n)
+		if n >= 8 {
+			copy(t.tail[:], p[n-8:n])
+		} else {
+			copy(t.tail[:], t.tail[n:])
+			copy(t.tail[8-n:], p[:n])
+		}
+	}
+}
+
+func (t *tailReader) sawEOS() bool {
+	return t.n >= 8 && t.tail == [8]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+}
+
+func (t *tailReader) remaining() int64 {
+	if t.size < 0 {
+		return 1 << 40
+	}
+	return t.size - t.n
+}
+
+var errTooLarge = errors.New("trace: allocation larger than the rest of the input")
+
+// boundedAllocator refuses buffers much larger than what is left of the
+// input, so a corrupt length field cannot make the reader allocate gigabytes.
+// arrow's resizable buffers grow to the next power of two, hence the 2×.
+//
+// It also recycles the message bodies of released batches: each batch is read
+// into a buffer that the previous batch just gave back, so reading a long
+// trace neither clears nor allocates fresh memory per batch. Recycled memory
+// is not zeroed; the IPC reader overwrites every byte it hands out.
+type boundedAllocator struct {
+	src  *tailReader
+	mu   sync.Mutex
+	free [][]byte
+}
+
+func (a *boundedAllocator) limit(extra int64) int64 {
+	return 2*(a.src.remaining()+extra) + (1 << 20)
+}
+
+func (a *boundedAllocator) Allocate(size int) []byte {
+	if int64(size) > a.limit(0) {
+		panic(errTooLarge)
+	}
+	a.mu.Lock()
+	for i, b := range a.free {
+		if cap(b) >= size && cap(b) <= 2*size+4096 {
+			a.free[i] = a.free[len(a.free)-1]
+			a.free = a.free[:len(a.free)-1]
+			a.mu.Unlock()
+			return b[:size]
+		}
+	}
+	a.mu.Unlock()
+	return memory.DefaultAllocator.Allocate(size)
+}
+
+func (a *boundedAllocator) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		return b[:size]
+	}
+	if int64(size) > a.limit(int64(cap(b))) {
+		panic(errTooLarge)
+	}
+	nb := a.Allocate(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
+}
+
+func (a *boundedAllocator) Free(b []byte) {
+	if cap(b) < 64<<10 {
+		return // small buffers: let the GC have them
+	}
+	a.mu.Lock()
+	if len(a.free) < 8 {
+		a.free = append(a.free, b[:0])
+	}
+	a.mu.Unlock()
+}

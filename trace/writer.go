@@ -1,0 +1,316 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// DefaultBatchRows is the number of events per Arrow record batch. A killed
+// writer loses at most the batch in progress; a reader holds one batch.
+const DefaultBatchRows = 64 << 10
+
+// WriterOptions tune a Writer. The zero value is fine.
+type WriterOptions struct {
+	BatchRows int // events per record batch; DefaultBatchRows when 0
+	// InPlace writes straight to the destination instead of a temporary file
+	// renamed on Close. Live recordings use it so that a killed process leaves
+	// a trace readable up to its last flushed batch; imports do not, so that a
+	// failed import leaves nothing behind.
+	InPlace bool
+	Mem     memory.Allocator // arrow allocator; memory.DefaultAllocator when nil
+}
+
+// Writer streams events into an Arrow IPC stream in bounded record batches.
+// Memory is bounded by one batch plus the stack table.
+type Writer struct {
+	out       io.Writer
+	file      *os.File
+	tmpPath   string // "" when writing in place or to a plain io.Writer
+	finalPath string
+
+	mem    memory.Allocator
+	schema *arrow.Schema
+	ipc    *ipc.Writer
+
+	seq, timeUs, size, block   *array.Int64Builder
+	device                     *array.Int32Builder
+	addr, stream, poolA, poolB *array.Uint64Builder
+	stackIdx                   *array.Int32Builder
+	recon, pending             *array.BooleanBuilder
+	actionIdx                  *array.Int8Builder
+	actionDict                 arrow.Array
+	rows, batchRows            int
+	nextSeq                    int64
+	stackIDs                   map[string]StackID
+	stackText                  []string
+	dictCache                  arrow.Array // stack dictionary as last written
+	dictLen                    int
+	err                        error
+	closed                     bool
+}
+
+// Create writes a trace to path. Unless opts.InPlace, the events go to a
+// temporary file in the same directory that Close renames to path, so a
+// failed or interrupted write leaves nothing at path.
+func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
+	var f *os.File
+	var err error
+	w := &Writer{finalPath: path}
+	if opts.InPlace {
+		f, err = os.Create(path)
+	} else {
+		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+		if f != nil {
+			w.tmpPath = f.Name()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace: create %s: %w", path, err)
+	}
+	w.file = f
+	w.init(f, meta, opts)
+	return w, nil
+}
+
+// NewWriter writes a trace to out. Close flushes it but does not close out.
+func NewWriter(out io.Writer, meta Meta, opts WriterOptions) *Writer {
+	w := &Writer{}
+	w.init(out, meta, opts)
+	return w
+}
+
+func (w *Writer) init(out io.Writer, meta Meta, opts WriterOptions) {
+	w.out = out
+	w.mem = opts.Mem
+	if w.mem == nil {
+		w.mem = memory.DefaultAllocator
+	}
+	w.batchRows = opts.BatchRows
+	if w.batchRows <= 0 {
+		w.batchRows = DefaultBatchRows
+	}
+	w.schema = newSchema(&meta)
+	w.ipc = ipc.NewWriter(out, ipc.WithSchema(w.schema), ipc.WithAllocator(w.mem), ipc.WithDictionaryDeltas(true))
+	// Resolve each typed builder once; dictionary columns are built as plain
+	// index arrays and paired with dictionaries we own (see flush).
+	w.seq = array.NewInt64Builder(w.mem)
+	w.timeUs = array.NewInt64Builder(w.mem)
+	w.device = array.NewInt32Builder(w.mem)
+	w.actionIdx = array.NewInt8Builder(w.mem)
+	w.addr = array.NewUint64Builder(w.mem)
+	w.size = array.NewInt64Builder(w.mem)
+	w.stream = array.NewUint64Builder(w.mem)
+	w.poolA = array.NewUint64Builder(w.mem)
+	w.poolB = array.NewUint64Builder(w.mem)
+	w.stackIdx = array.NewInt32Builder(w.mem)
+	w.block = array.NewInt64Builder(w.mem)
+	w.recon = array.NewBooleanBuilder(w.mem)
+	w.pending = array.NewBooleanBuilder(w.mem)
+	ab := array.NewStringBuilder(w.mem)
+	for k := KindAlloc; k < numKinds; k++ {
+		ab.Append(k.String())
+	}
+	w.actionDict = ab.NewArray()
+	ab.Release()
+	w.stackIDs = make(map[string]StackID)
+}
+
+// AddStack interns s and returns its id for Event.Stack. Identical stacks
+// share one id and are stored once.
+func (w *Writer) AddStack(s Stack) StackID {
+	text := FormatStack(s)
+	if id, ok := w.stackIDs[text]; ok {
+		return id
+	}
+	id := StackID(len(w.stackText))
+	w.stackIDs[text] = id
+	w.stackText = append(w.stackText, text)
+	return id
+}
+
+// Write appends ev. Its Seq is assigned by the writer (0, 1, 2, ...), and
+// ev.Stack must be NoStack or an id returned by AddStack.
+func (w *Writer) Write(ev *Event) error {
+	if w.err != nil {
+		return w.err
+	}
+	if !ev.Kind.Valid() {
+		return fmt.Errorf("trace: write event %d: invalid kind %v", w.nextSeq, ev.Kind)
+	}
+	if ev.Stack != NoStack && (ev.Stack < 0 || int(ev.Stack) >= len(w.stackText)) {
+		return fmt.Errorf("trace: write event %d: stack id %d was not added", w.nextSeq, ev.Stack)
+	}
+	w.seq.Append(w.nextSeq)
+	w.nextSeq++
+	w.timeUs.Append(ev.TimeUs)
+	w.device.Append(ev.Device)
+	w.actionIdx.Append(int8(ev.Kind - 1))
+	w.addr.Append(ev.Addr)
+	w.size.Append(ev.Size)
+	w.stream.Append(ev.Stream)
+	w.poolA.Append(ev.Pool.A)
+	w.poolB.Append(ev.Pool.B)
+	if ev.Stack == NoStack {
+		w.stackIdx.AppendNull()
+	} else {
+		w.stackIdx.Append(int32(ev.Stack))
+	}
+	w.block.Append(ev.BlockSize)
+	w.recon.Append(ev.Flags&FlagReconstructed != 0)
+	w.pending.Append(ev.Flags&FlagPending != 0)
+	w.rows++
+	if w.rows >= w.batchRows {
+		return w.Flush()
+	}
+	return nil
+}
+
+// Events reports how many events were written so far.
+func (w *Writer) Events() int64 { return w.nextSeq }
+
+// Flush writes the events buffered so far as one record batch. Live recorders
+// call it periodically so that a crash loses little.
+func (w *Writer) Flush() error {
+	if w.err != nil || w.rows == 0 {
+		return w.err
+	}
+	w.err = w.flush()
+	if w.err == nil && w.file != nil && w.tmpPath == "" {
+		// In-place recordings must survive a kill: push the batch to the OS.
+		_ = w.file.Sync()
+	}
+	return w.err
+}
+
+func (w *Writer) flush() error {
+	cols := make([]arrow.Array, numCols)
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	cols[idxSeq] = w.seq.NewArray()
+	cols[idxTimeUs] = w.timeUs.NewArray()
+	cols[idxDevice] = w.device.NewArray()
+	ai := w.actionIdx.NewArray()
+	cols[idxAction] = array.NewDictionaryArray(actionType, ai, w.actionDict)
+	ai.Release()
+	cols[idxAddr] = w.addr.NewArray()
+	cols[idxSize] = w.size.NewArray()
+	cols[idxStream] = w.stream.NewArray()
+	cols[idxPoolA] = w.poolA.NewArray()
+	cols[idxPoolB] = w.poolB.NewArray()
+	si := w.stackIdx.NewArray()
+	cols[idxStack] = array.NewDictionaryArray(stackType, si, w.stackDictionary())
+	si.Release()
+	cols[idxBlock] = w.block.NewArray()
+	cols[idxReconstructed] = w.recon.NewArray()
+	cols[idxPending] = w.pending.NewArray()
+	rec := array.NewRecord(w.schema, cols, int64(w.rows))
+	defer rec.Release()
+	w.rows = 0
+	if err := w.ipc.Write(rec); err != nil {
+		return fmt.Errorf("trace: write batch: %w", err)
+	}
+	return nil
+}
+
+// stackDictionary returns the dictionary of every stack added so far. It only
+// grows, and keeps its order, so the IPC writer emits just the new entries of
+// each batch as a delta dictionary.
+func (w *Writer) stackDictionary() arrow.Array {
+	if w.dictCache != nil && w.dictLen == len(w.stackText) {
+		return w.dictCache
+	}
+	b := array.NewStringBuilder(w.mem)
+	defer b.Release()
+	b.AppendValues(w.stackText, nil)
+	if w.dictCache != nil {
+		w.dictCache.Release()
+	}
+	w.dictCache = b.NewArray()
+	w.dictLen = len(w.stackText)
+	return w.dictCache
+}
+
+// Close flushes the last batch, ends the stream and, for Create, renames the
+// temporary file into place. After a failed Close nothing is left at the
+// destination (unless InPlace).
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	err := w.Flush()
+	if err == nil && w.nextSeq == 0 {
+		// An empty trace still needs its schema (and metadata) on disk: write
+		// one empty batch.
+		err = w.flush()
+	}
+	if cerr := w.ipc.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("trace: end stream: %w", cerr)
+	}
+	w.release()
+	if w.file != nil {
+		if serr := w.file.Sync(); err == nil && serr != nil {
+			err = fmt.Errorf("trace: sync %s: %w", w.finalPath, serr)
+		}
+		if cerr := w.file.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("trace: close %s: %w", w.finalPath, cerr)
+		}
+		if w.tmpPath != "" {
+			if err == nil {
+				if rerr := os.Rename(w.tmpPath, w.finalPath); rerr != nil {
+					err = fmt.Errorf("trace: %w", rerr)
+				}
+			}
+			if err != nil {
+				os.Remove(w.tmpPath)
+			}
+		}
+	}
+	w.err = err
+	if err == nil {
+		w.err = errors.New("trace: writer is closed")
+	}
+	return err
+}
+
+// Abort discards the output: the temporary file is removed and nothing
+// appears at the destination. Safe to call after Close (then it does nothing).
+func (w *Writer) Abort() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.err = errors.New("trace: writer aborted")
+	w.ipc.Close()
+	w.release()
+	if w.file != nil {
+		w.file.Close()
+		if w.tmpPath != "" {
+			os.Remove(w.tmpPath)
+		}
+	}
+}
+
+func (w *Writer) release() {
+	for _, b := range []array.Builder{w.seq, w.timeUs, w.device, w.actionIdx, w.addr, w.size, w.stream, w.poolA, w.poolB, w.stackIdx, w.block, w.recon, w.pending} {
+		b.Release()
+	}
+	w.actionDict.Release()
+	if w.dictCache != nil {
+		w.dictCache.Release()
+		w.dictCache = nil
+	}
+}
