@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,11 +52,11 @@ type Reader struct {
 	stream    []uint64
 	poolA     []uint64
 	poolB     []uint64
-	stackIdx  *array.Int32
+	stackIDs  []StackID // per row; nil when the column is absent
 	block     []int64
-	recon     *array.Boolean
-	pending   *array.Boolean
+	flags     []Flags // per row
 	kindBuf   []Kind
+	stackBuf  []StackID
 	kindOfIdx []Kind // action dictionary index → Kind, per batch
 	unknown   int64  // events with an action this version does not know
 }
@@ -108,7 +109,7 @@ func newReader(name string, r io.Reader, size int64) (rd *Reader, err error) {
 	}()
 	rdr, err := ipc.NewReader(src, ipc.WithAllocator(&boundedAllocator{src: src}), ipc.WithDelayReadSchema(false))
 	if err != nil {
-		if src.n == 0 {
+		if size == 0 {
 			return nil, fmt.Errorf("trace: %s: empty file (a recording cut short before its first batch?)", name)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -197,19 +198,13 @@ func (r *Reader) fill() {
 		e.Pool = PoolID{r.poolA[i], r.poolB[i]}
 	}
 	e.Stack = NoStack
-	if r.stackIdx != nil && r.stackIdx.IsValid(i) {
-		e.Stack = StackID(r.stackIdx.Value(i))
+	if r.stackIDs != nil {
+		e.Stack = r.stackIDs[i]
 	}
 	if r.block != nil {
 		e.BlockSize = r.block[i]
 	}
-	e.Flags = 0
-	if r.recon != nil && r.recon.Value(i) {
-		e.Flags |= FlagReconstructed
-	}
-	if r.pending != nil && r.pending.Value(i) {
-		e.Flags |= FlagPending
-	}
+	e.Flags = r.flags[i]
 }
 
 func (r *Reader) nextBatch() (ok bool) {
@@ -260,13 +255,16 @@ func (r *Reader) bind(rec arrow.Record) error {
 		return nil
 	}
 	n := int(rec.NumRows())
+	if n == 0 {
+		return nil
+	}
 	i64 := func(name string) ([]int64, error) {
 		c := col(name)
 		if c == nil {
 			return nil, nil
 		}
 		a, ok := c.(*array.Int64)
-		if !ok || a.NullN() > 0 {
+		if !ok || a.NullN() > 0 || len(a.Int64Values()) < n {
 			return nil, fmt.Errorf("trace: %s: column %q must be non-null int64, is %s", r.name, name, c.DataType())
 		}
 		return a.Int64Values(), nil
@@ -277,7 +275,7 @@ func (r *Reader) bind(rec arrow.Record) error {
 			return nil, nil
 		}
 		a, ok := c.(*array.Uint64)
-		if !ok || a.NullN() > 0 {
+		if !ok || a.NullN() > 0 || len(a.Uint64Values()) < n {
 			return nil, fmt.Errorf("trace: %s: column %q must be non-null uint64, is %s", r.name, name, c.DataType())
 		}
 		return a.Uint64Values(), nil
@@ -313,22 +311,40 @@ func (r *Reader) bind(rec arrow.Record) error {
 	r.device = nil
 	if c := col(ColDevice); c != nil {
 		a, ok := c.(*array.Int32)
-		if !ok || a.NullN() > 0 {
+		if !ok || a.NullN() > 0 || len(a.Int32Values()) < n {
 			return fmt.Errorf("trace: %s: column %q must be non-null int32", r.name, ColDevice)
 		}
 		r.device = a.Int32Values()
 	}
-	r.recon, r.pending = nil, nil
-	if c, ok := col(ColReconstructed).(*array.Boolean); ok {
-		r.recon = c
+	if r.size == nil || r.addr == nil {
+		return fmt.Errorf("trace: %s: a batch lacks column %q or %q", r.name, ColSizeBytes, ColAddr)
 	}
-	if c, ok := col(ColPendingFree).(*array.Boolean); ok {
-		r.pending = c
+	if cap(r.flags) < n {
+		r.flags = make([]Flags, n)
+	}
+	r.flags = r.flags[:n]
+	clear(r.flags)
+	for _, f := range []struct {
+		col  string
+		flag Flags
+	}{{ColReconstructed, FlagReconstructed}, {ColPendingFree, FlagPending}} {
+		c, ok := col(f.col).(*array.Boolean)
+		if !ok {
+			continue
+		}
+		if c.Len() != n {
+			return fmt.Errorf("trace: %s: column %q has %d rows in a batch of %d", r.name, f.col, c.Len(), n)
+		}
+		for i := 0; i < n; i++ {
+			if c.Value(i) {
+				r.flags[i] |= f.flag
+			}
+		}
 	}
 	if err := r.bindActions(col(ColAction), n); err != nil {
 		return err
 	}
-	return r.bindStacks(col(ColStack))
+	return r.bindStacks(col(ColStack), n)
 }
 
 func (r *Reader) bindActions(c arrow.Array, n int) error {
@@ -344,6 +360,9 @@ func (r *Reader) bindActions(c arrow.Array, n int) error {
 	for j := 0; j < dict.Len(); j++ {
 		k, _ := ParseKind(dict.Value(j))
 		r.kindOfIdx = append(r.kindOfIdx, k)
+	}
+	if d.Len() != n {
+		return fmt.Errorf("trace: %s: column %q has %d rows in a batch of %d", r.name, ColAction, d.Len(), n)
 	}
 	if cap(r.kindBuf) < n {
 		r.kindBuf = make([]Kind, n)
@@ -366,8 +385,8 @@ func (r *Reader) bindActions(c arrow.Array, n int) error {
 	return nil
 }
 
-func (r *Reader) bindStacks(c arrow.Array) error {
-	r.stackIdx = nil
+func (r *Reader) bindStacks(c arrow.Array, n int) error {
+	r.stackIDs = nil
 	if c == nil {
 		return nil
 	}
@@ -391,14 +410,25 @@ func (r *Reader) bindStacks(c arrow.Array) error {
 	for j := len(r.stacks); j < dict.Len(); j++ {
 		r.stacks = append(r.stacks, ParseStack(dict.Value(j)))
 	}
-	for i := 0; i < idx.Len(); i++ {
-		if idx.IsValid(i) {
-			if v := idx.Value(i); v < 0 || int(v) >= dict.Len() {
-				return fmt.Errorf("trace: %s: row %d: stack index %d out of range", r.name, i, v)
-			}
-		}
+	if idx.Len() != n {
+		return fmt.Errorf("trace: %s: column %q has %d rows in a batch of %d", r.name, ColStack, idx.Len(), n)
 	}
-	r.stackIdx = idx
+	if cap(r.stackBuf) < n {
+		r.stackBuf = make([]StackID, n)
+	}
+	r.stackIDs = r.stackBuf[:n]
+	vals := idx.Int32Values()
+	for i := 0; i < n; i++ {
+		if idx.IsNull(i) {
+			r.stackIDs[i] = NoStack
+			continue
+		}
+		v := vals[i]
+		if v < 0 || int(v) >= dict.Len() {
+			return fmt.Errorf("trace: %s: row %d: stack index %d out of range", r.name, i, v)
+		}
+		r.stackIDs[i] = StackID(v)
+	}
 	return nil
 }
 
@@ -445,7 +475,6 @@ func (r *Reader) Close() error {
 // (end-of-stream marker 0xFFFFFFFF 0x00000000) from one cut short.
 type tailReader struct {
 	r       io.Reader
-	lenNext bool  // the previous 4-byte read was an IPC continuation marker
 	metaLen int64 // the length just read: the next read of that size is metadata
 	n       int64 // bytes read
 	size    int64 // total size when known, else -1
@@ -469,19 +498,17 @@ func (t *tailReader) Read(p []byte) (int, error) {
 	}
 	n, err := t.r.Read(p)
 	// arrow's message reader reads a 4-byte continuation marker, then a 4-byte
-	// metadata length that it allocates unchecked: refuse lengths longer than
-	// the rest of the input before they reach it.
+	// metadata length (legacy streams have the length alone) that it
+	// allocates unchecked: refuse lengths longer than the rest of the input
+	// before they reach it. Metadata and bodies are multiples of 8 bytes, so
+	// every 4-byte read is one of these prefixes.
 	if n == 4 && len(p) == 4 {
-		v := uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24
-		if t.lenNext {
+		if v := binary.LittleEndian.Uint32(p); v != 0xFFFFFFFF {
 			if int64(v) > t.remaining()-4 {
 				return 0, io.ErrUnexpectedEOF
 			}
 			t.metaLen = int64(v)
 		}
-		t.lenNext = v == 0xFFFFFFFF
-	} else {
-		t.lenNext = false
 	}
 	t.count(p[:n])
 	return n, err
