@@ -121,6 +121,10 @@ type Event struct {
 	// alloc and free_* events, when the producer knew it (our allocator, or a
 	// reconstructed block); 0 when unknown, as in a PyTorch trace entry.
 	BlockSize int64
+	// DeviceUsed is the device memory in use as NVML last reported it when
+	// the event happened (live recordings on a GPU); it includes the CUDA
+	// context and other processes, which no allocator counts. 0 = unknown.
+	DeviceUsed int64
 }
 
 // Reconstructed reports whether tracer synthesised e to restore pre-trace state.

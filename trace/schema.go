@@ -22,6 +22,7 @@ const (
 	ColBlockBytes    = "block_size_bytes"
 	ColReconstructed = "reconstructed"
 	ColPendingFree   = "pending_free"
+	ColDeviceUsed    = "device_used_bytes"
 )
 
 // Column indices in the schema this package writes. Readers look columns up
@@ -40,6 +41,7 @@ const (
 	idxBlock
 	idxReconstructed
 	idxPending
+	idxDeviceUsed
 	numCols
 )
 
@@ -65,6 +67,7 @@ func newSchema(meta *Meta) *arrow.Schema {
 		idxBlock:         {Name: ColBlockBytes, Type: arrow.PrimitiveTypes.Int64},
 		idxReconstructed: {Name: ColReconstructed, Type: arrow.FixedWidthTypes.Boolean},
 		idxPending:       {Name: ColPendingFree, Type: arrow.FixedWidthTypes.Boolean},
+		idxDeviceUsed:    {Name: ColDeviceUsed, Type: arrow.PrimitiveTypes.Int64},
 	}, &md)
 }
 

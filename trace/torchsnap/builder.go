@@ -1,0 +1,581 @@
+package torchsnap
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Keys the builder looks up. They are interned first, so their string ids are
+// these constants and a key test is an integer compare.
+const (
+	kAction = iota
+	kAddr
+	kSize
+	kStream
+	kTimeUs
+	kFrames
+	kDeviceFree
+	kPoolID
+	kFilename
+	kLine
+	kName
+	kAddress
+	kRequestedSize
+	kState
+	kHistory
+	kRealSize
+	kDevice
+	kTotalSize
+	kAllocatedSize
+	kActiveSize
+	kSegmentType
+	kSegmentPoolID
+	kIsExpandable
+	kBlocks
+	kSegments
+	kDeviceTraces
+	kAllocatorSettings
+	kExternalAnnotations
+	kStage
+	numKeys
+)
+
+var keyNames = [numKeys]string{
+	kAction: "action", kAddr: "addr", kSize: "size", kStream: "stream", kTimeUs: "time_us",
+	kFrames: "frames", kDeviceFree: "device_free", kPoolID: "pool_id", kFilename: "filename",
+	kLine: "line", kName: "name", kAddress: "address", kRequestedSize: "requested_size",
+	kState: "state", kHistory: "history", kRealSize: "real_size", kDevice: "device",
+	kTotalSize: "total_size", kAllocatedSize: "allocated_size", kActiveSize: "active_size",
+	kSegmentType: "segment_type", kSegmentPoolID: "segment_pool_id", kIsExpandable: "is_expandable",
+	kBlocks: "blocks", kSegments: "segments", kDeviceTraces: "device_traces",
+	kAllocatorSettings: "allocator_settings", kExternalAnnotations: "external_annotations",
+	kStage: "stage",
+}
+
+// segRec is a converted segment dict with the device it names.
+type segRec struct {
+	Segment
+	device int32
+}
+
+// builder owns every table the values index, and converts schema dicts.
+type builder struct {
+	strs   []string
+	strIdx map[string]int32
+
+	lists     []listObj
+	dicts     []dictObj
+	freeDicts []int32
+
+	frames   []trace.Frame
+	frameIdx map[trace.Frame]int32
+	stacks   []trace.Stack
+	stackIdx map[string]trace.StackID
+	keyBuf   []byte
+
+	events   []trace.Event
+	blocks   []blockRec
+	segments []segRec
+
+	memo memo
+}
+
+type blockRec struct {
+	Block
+	hasAddr bool
+}
+
+func newBuilder() *builder {
+	b := &builder{
+		strIdx:   make(map[string]int32, 256),
+		frameIdx: map[trace.Frame]int32{},
+		stackIdx: map[string]trace.StackID{},
+	}
+	for _, k := range keyNames {
+		b.internString(k)
+	}
+	return b
+}
+
+func (b *builder) internBytes(s []byte) value {
+	if id, ok := b.strIdx[string(s)]; ok { // no allocation for the lookup
+		return value{vStr, int64(id)}
+	}
+	return b.internString(string(s))
+}
+
+func (b *builder) internString(s string) value {
+	if id, ok := b.strIdx[s]; ok {
+		return value{vStr, int64(id)}
+	}
+	id := int32(len(b.strs))
+	b.strs = append(b.strs, s)
+	b.strIdx[s] = id
+	return value{vStr, int64(id)}
+}
+
+func (b *builder) newList(k vkind, vals []value) value {
+	b.lists = append(b.lists, listObj{vals: vals, stack: -2})
+	return value{k, int64(len(b.lists) - 1)}
+}
+
+func (b *builder) newDict() value {
+	if n := len(b.freeDicts); n > 0 {
+		i := b.freeDicts[n-1]
+		b.freeDicts = b.freeDicts[:n-1]
+		return value{vDict, int64(i)}
+	}
+	b.dicts = append(b.dicts, dictObj{memo: -1})
+	return value{vDict, int64(len(b.dicts) - 1)}
+}
+
+// dictMemo notes that memo slot idx refers to dict v.
+func (b *builder) dictMemo(v value, idx uint64) {
+	d := &b.dicts[v.i]
+	if d.memo == -1 && idx <= math.MaxInt64 {
+		d.memo = int64(idx)
+	} else {
+		d.memo = -2
+	}
+}
+
+// shared marks a dict fetched from the memo while still generic: another
+// reference to it now exists, so its slot must never be recycled.
+func (b *builder) shared(v value) {
+	if v.k == vDict {
+		b.dicts[v.i].memo = -2
+	}
+}
+
+func (b *builder) setItem(d value, k, v value) error {
+	if d.k != vDict {
+		return fmt.Errorf("SETITEM on a %v", d.k)
+	}
+	v, err := b.settle(v)
+	if err != nil {
+		return err
+	}
+	o := &b.dicts[d.i]
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+	return nil
+}
+
+func (b *builder) appendItem(l value, v value) error {
+	if l.k != vList {
+		return fmt.Errorf("APPEND to a %v", l.k)
+	}
+	v, err := b.settle(v)
+	if err != nil {
+		return err
+	}
+	o := &b.lists[l.i]
+	o.vals = append(o.vals, v)
+	return nil
+}
+
+// settle converts v if it is a dict of the snapshot schema, and returns what
+// should be stored in its place.
+func (b *builder) settle(v value) (value, error) {
+	if v.k != vDict {
+		return v, nil
+	}
+	d := &b.dicts[v.i]
+	if len(d.keys) == 1 && d.keys[0].k == vMark {
+		return d.vals[0], nil // converted earlier, kept because shared
+	}
+	var have uint64
+	for _, k := range d.keys {
+		if k.k == vStr && k.i < numKeys {
+			have |= 1 << uint(k.i)
+		}
+	}
+	var (
+		conv value
+		err  error
+	)
+	switch {
+	case have&(1<<kAction) != 0:
+		conv, err = b.toEvent(d)
+	case have&(1<<kFilename) != 0:
+		conv, err = b.toFrame(d)
+	case have&(1<<kBlocks|1<<kTotalSize) != 0:
+		conv, err = b.toSegment(d)
+	case have&(1<<kState) != 0:
+		conv, err = b.toBlock(d)
+	default:
+		return v, nil
+	}
+	if err != nil {
+		return value{}, err
+	}
+	if d.memo == -2 {
+		// Others may still refer to this slot: leave a forwarding entry.
+		d.keys = append(d.keys[:0], value{k: vMark})
+		d.vals = append(d.vals[:0], conv)
+		return conv, nil
+	}
+	if d.memo >= 0 {
+		b.memo.put(uint64(d.memo), conv)
+	}
+	d.keys, d.vals, d.memo = d.keys[:0], d.vals[:0], -1
+	b.freeDicts = append(b.freeDicts, int32(v.i))
+	return conv, nil
+}
+
+func (b *builder) str(v value) (string, error) {
+	if v.k != vStr {
+		return "", fmt.Errorf("is a %v, want str", v.k)
+	}
+	return b.strs[v.i], nil
+}
+
+func asInt(v value) (int64, error) {
+	switch v.k {
+	case vInt, vBool:
+		return v.i, nil
+	case vUint, vBig:
+		return 0, errors.New("is an int out of the int64 range")
+	}
+	return 0, fmt.Errorf("is a %v, want int", v.k)
+}
+
+// asUint reads an address or stream handle: unsigned in meaning, but Python
+// writes them as plain ints, so negative values wrap as the C++ side would.
+func asUint(v value) (uint64, error) {
+	switch v.k {
+	case vInt, vBool, vUint:
+		return uint64(v.i), nil
+	case vBig:
+		return 0, errors.New("is an int wider than 64 bits")
+	}
+	return 0, fmt.Errorf("is a %v, want int", v.k)
+}
+
+func asFloat(v value) (float64, error) {
+	switch v.k {
+	case vFloat:
+		return math.Float64frombits(uint64(v.i)), nil
+	case vInt, vBool:
+		return float64(v.i), nil
+	}
+	return 0, fmt.Errorf("is a %v, want float", v.k)
+}
+
+func asBool(v value) (bool, error) {
+	switch v.k {
+	case vBool, vInt:
+		return v.i != 0, nil
+	}
+	return false, fmt.Errorf("is a %v, want bool", v.k)
+}
+
+// stackOf converts a frames list to a stack id, once per list object.
+func (b *builder) stackOf(v value) (trace.StackID, error) {
+	if v.k == vNone {
+		return trace.NoStack, nil
+	}
+	if v.k != vList && v.k != vTuple {
+		return 0, fmt.Errorf("frames is a %v, want list", v.k)
+	}
+	l := &b.lists[v.i]
+	if l.stack != -2 {
+		return trace.StackID(l.stack), nil
+	}
+	if len(l.vals) == 0 {
+		l.stack = int32(trace.NoStack)
+		return trace.NoStack, nil
+	}
+	key := b.keyBuf[:0]
+	for i, f := range l.vals {
+		if f.k == vDict { // a frame dict not yet settled (e.g. stored in a tuple)
+			var err error
+			if f, err = b.settle(f); err != nil {
+				return 0, err
+			}
+			l.vals[i] = f
+		}
+		if f.k != vFrame {
+			return 0, fmt.Errorf("frames[%d] is a %v, want a frame dict", i, f.k)
+		}
+		key = append(key, byte(f.i), byte(f.i>>8), byte(f.i>>16), byte(f.i>>24))
+	}
+	b.keyBuf = key
+	id, ok := b.stackIdx[string(key)]
+	if !ok {
+		st := make(trace.Stack, len(l.vals))
+		for i, f := range l.vals {
+			st[i] = b.frames[f.i]
+		}
+		id = trace.StackID(len(b.stacks))
+		b.stacks = append(b.stacks, st)
+		b.stackIdx[string(key)] = id
+	}
+	l.stack = int32(id)
+	return id, nil
+}
+
+type fieldErr struct {
+	what, key string
+	err       error
+}
+
+func (e *fieldErr) Error() string { return fmt.Sprintf("%s: %s %v", e.what, e.key, e.err) }
+
+func (b *builder) keyName(k value) string {
+	if k.k == vStr {
+		return b.strs[k.i]
+	}
+	return k.k.String()
+}
+
+func (b *builder) toFrame(d *dictObj) (value, error) {
+	var f trace.Frame
+	for j, k := range d.keys {
+		if k.k != vStr {
+			continue
+		}
+		var err error
+		switch k.i {
+		case kFilename:
+			f.File, err = b.str(d.vals[j])
+		case kName:
+			f.Name, err = b.str(d.vals[j])
+		case kLine:
+			var n int64
+			n, err = asInt(d.vals[j])
+			f.Line = int32(n)
+		}
+		if err != nil {
+			return value{}, &fieldErr{"frame", b.keyName(k), err}
+		}
+	}
+	id, ok := b.frameIdx[f]
+	if !ok {
+		id = int32(len(b.frames))
+		b.frames = append(b.frames, f)
+		b.frameIdx[f] = id
+	}
+	return value{vFrame, int64(id)}, nil
+}
+
+func (b *builder) toEvent(d *dictObj) (value, error) {
+	ev := trace.Event{Stack: trace.NoStack}
+	for j, k := range d.keys {
+		if k.k != vStr || k.i >= numKeys {
+			continue
+		}
+		v := d.vals[j]
+		var err error
+		switch k.i {
+		case kAction:
+			var a string
+			if a, err = b.str(v); err == nil {
+				var ok bool
+				if ev.Kind, ok = trace.ParseKind(a); !ok {
+					return value{vSkipped, v.i}, nil
+				}
+			}
+		case kAddr:
+			if ev.Kind != trace.KindOOM { // device_free wins for oom whatever the key order
+				ev.Addr, err = asUint(v)
+			}
+		case kDeviceFree:
+			ev.Addr, err = asUint(v)
+		case kSize:
+			ev.Size, err = asInt(v)
+		case kStream:
+			ev.Stream, err = asUint(v)
+		case kTimeUs:
+			if v.k != vNone {
+				ev.TimeUs, err = asInt(v)
+			}
+		case kFrames:
+			ev.Stack, err = b.stackOf(v)
+		case kPoolID:
+			if v.k != vNone {
+				ev.Pool, err = b.poolID(v)
+			}
+		}
+		if err != nil {
+			return value{}, &fieldErr{"trace entry", b.keyName(k), err}
+		}
+	}
+	if ev.Kind == trace.KindOOM {
+		// device_free may come after addr in the dict: read it last.
+		for j, k := range d.keys {
+			if k.k == vStr && k.i == kDeviceFree {
+				ev.Addr, _ = asUint(d.vals[j])
+			}
+		}
+	}
+	b.events = append(b.events, ev)
+	return value{vEvent, int64(len(b.events) - 1)}, nil
+}
+
+func (b *builder) poolID(v value) (trace.PoolID, error) {
+	if v.k != vTuple && v.k != vList {
+		return trace.PoolID{}, fmt.Errorf("is a %v, want a 2-tuple", v.k)
+	}
+	vals := b.lists[v.i].vals
+	if len(vals) != 2 {
+		return trace.PoolID{}, fmt.Errorf("has %d elements, want 2", len(vals))
+	}
+	x, err := asUint(vals[0])
+	if err != nil {
+		return trace.PoolID{}, err
+	}
+	y, err := asUint(vals[1])
+	return trace.PoolID{A: x, B: y}, err
+}
+
+func (b *builder) toBlock(d *dictObj) (value, error) {
+	bl := blockRec{Block: Block{Stack: trace.NoStack}}
+	haveReq := false
+	for j, k := range d.keys {
+		if k.k != vStr || k.i >= numKeys {
+			continue
+		}
+		v := d.vals[j]
+		var err error
+		switch k.i {
+		case kAddress:
+			bl.Addr, err = asUint(v)
+			bl.hasAddr = err == nil
+		case kSize:
+			bl.Size, err = asInt(v)
+		case kRequestedSize:
+			bl.RequestedSize, err = asInt(v)
+			haveReq = true
+		case kState:
+			var s string
+			if s, err = b.str(v); err == nil {
+				bl.State, err = parseBlockState(s)
+			}
+		case kFrames:
+			bl.Stack, err = b.stackOf(v)
+		}
+		if err != nil {
+			return value{}, &fieldErr{"block", b.keyName(k), err}
+		}
+	}
+	// Legacy (≈2.0): stack and request come from history[0].
+	for j, k := range d.keys {
+		if k.k != vStr || k.i != kHistory {
+			continue
+		}
+		h := d.vals[j]
+		if (h.k != vList && h.k != vTuple) || len(b.lists[h.i].vals) == 0 {
+			continue
+		}
+		first := b.lists[h.i].vals[0]
+		if first.k != vDict {
+			continue
+		}
+		hd := &b.dicts[first.i]
+		for m, hk := range hd.keys {
+			var err error
+			switch {
+			case hk.k == vStr && hk.i == kRealSize && !haveReq:
+				bl.RequestedSize, err = asInt(hd.vals[m])
+			case hk.k == vStr && hk.i == kFrames && bl.Stack == trace.NoStack:
+				bl.Stack, err = b.stackOf(hd.vals[m])
+			}
+			if err != nil {
+				return value{}, &fieldErr{"block history", b.keyName(hk), err}
+			}
+		}
+	}
+	b.blocks = append(b.blocks, bl)
+	return value{vBlock, int64(len(b.blocks) - 1)}, nil
+}
+
+func (b *builder) toSegment(d *dictObj) (value, error) {
+	s := segRec{Segment: Segment{Stack: trace.NoStack}}
+	var blocks value
+	for j, k := range d.keys {
+		if k.k != vStr || k.i >= numKeys {
+			continue
+		}
+		v := d.vals[j]
+		var err error
+		switch k.i {
+		case kDevice:
+			var n int64
+			if n, err = asInt(v); err == nil && (n < 0 || n > math.MaxInt32) {
+				err = fmt.Errorf("%d is out of range", n)
+			}
+			s.device = int32(n)
+		case kAddress:
+			s.Addr, err = asUint(v)
+		case kTotalSize:
+			s.TotalSize, err = asInt(v)
+		case kAllocatedSize:
+			s.AllocatedSize, err = asInt(v)
+		case kActiveSize:
+			s.ActiveSize, err = asInt(v)
+		case kRequestedSize:
+			s.RequestedSize, err = asInt(v)
+		case kStream:
+			s.Stream, err = asUint(v)
+		case kSegmentType:
+			var t string
+			t, err = b.str(v)
+			s.Large = t == "large"
+		case kSegmentPoolID:
+			s.Pool, err = b.poolID(v)
+		case kIsExpandable:
+			s.Expandable, err = asBool(v)
+		case kFrames:
+			s.Stack, err = b.stackOf(v)
+		case kBlocks:
+			if v.k != vList && v.k != vTuple {
+				err = fmt.Errorf("is a %v, want list", v.k)
+			}
+			blocks = v
+		}
+		if err != nil {
+			return value{}, &fieldErr{"segment", b.keyName(k), err}
+		}
+	}
+	if blocks.k == vList || blocks.k == vTuple {
+		vals := b.lists[blocks.i].vals
+		s.Blocks = make([]Block, len(vals))
+		addr := s.Addr
+		for i, bv := range vals {
+			if bv.k == vDict {
+				var err error
+				if bv, err = b.settle(bv); err != nil {
+					return value{}, err
+				}
+			}
+			if bv.k != vBlock {
+				return value{}, fmt.Errorf("segment: blocks[%d] is a %v, want a block dict", i, bv.k)
+			}
+			br := b.blocks[bv.i]
+			if !br.hasAddr {
+				br.Addr = addr // older files: addresses are implied by the sizes
+			}
+			s.Blocks[i] = br.Block
+			addr = br.Addr + uint64(br.Size)
+		}
+	}
+	b.segments = append(b.segments, s)
+	return value{vSegment, int64(len(b.segments) - 1)}, nil
+}
+
+func parseBlockState(s string) (BlockState, error) {
+	switch s {
+	case "inactive":
+		return Inactive, nil
+	case "active_allocated":
+		return ActiveAllocated, nil
+	case "active_pending_free", "active_awaiting_free":
+		return ActivePendingFree, nil
+	}
+	return 0, fmt.Errorf("%q is not a known block state", strings.ToValidUTF8(s, "?"))
+}

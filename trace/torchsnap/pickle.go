@@ -1,0 +1,608 @@
+package torchsnap
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Pickle opcodes (CPython Lib/pickle.py). Only the subset that dumps of plain
+// dicts, lists, tuples, strings, ints, floats and bools use is executed; the
+// class-loading ones are refused so that a hostile file cannot make us
+// interpret anything beyond data.
+const (
+	opMark           = '('
+	opStop           = '.'
+	opPop            = '0'
+	opPopMark        = '1'
+	opDup            = '2'
+	opFloat          = 'F'
+	opInt            = 'I'
+	opBinInt         = 'J'
+	opBinInt1        = 'K'
+	opLong           = 'L'
+	opBinInt2        = 'M'
+	opNone           = 'N'
+	opPersID         = 'P'
+	opBinPersID      = 'Q'
+	opReduce         = 'R'
+	opString         = 'S'
+	opBinString      = 'T'
+	opShortBinString = 'U'
+	opUnicode        = 'V'
+	opBinUnicode     = 'X'
+	opAppend         = 'a'
+	opBuild          = 'b'
+	opGlobal         = 'c'
+	opDict           = 'd'
+	opEmptyDict      = '}'
+	opAppends        = 'e'
+	opGet            = 'g'
+	opBinGet         = 'h'
+	opInst           = 'i'
+	opLongBinGet     = 'j'
+	opList           = 'l'
+	opEmptyList      = ']'
+	opObj            = 'o'
+	opPut            = 'p'
+	opBinPut         = 'q'
+	opLongBinPut     = 'r'
+	opSetItem        = 's'
+	opTuple          = 't'
+	opEmptyTuple     = ')'
+	opSetItems       = 'u'
+	opBinFloat       = 'G'
+
+	opProto          = 0x80
+	opNewObj         = 0x81
+	opExt1           = 0x82
+	opExt2           = 0x83
+	opExt4           = 0x84
+	opTuple1         = 0x85
+	opTuple2         = 0x86
+	opTuple3         = 0x87
+	opNewTrue        = 0x88
+	opNewFalse       = 0x89
+	opLong1          = 0x8a
+	opLong4          = 0x8b
+	opBinBytes       = 'B'
+	opShortBinBytes  = 'C'
+	opShortBinUni    = 0x8c
+	opBinUnicode8    = 0x8d
+	opBinBytes8      = 0x8e
+	opEmptySet       = 0x8f
+	opAddItems       = 0x90
+	opFrozenSet      = 0x91
+	opNewObjEx       = 0x92
+	opStackGlobal    = 0x93
+	opMemoize        = 0x94
+	opFrame          = 0x95
+	opByteArray8     = 0x96
+	opNextBuffer     = 0x97
+	opReadonlyBuffer = 0x98
+)
+
+// errNotSnapshot prefixes errors about files that are valid input of some
+// kind, but not a snapshot.
+const notSnapshot = "not a PyTorch memory snapshot: "
+
+// unpickler executes pickle opcodes onto a builder.
+type unpickler struct {
+	r     *bufio.Reader
+	off   int64 // bytes consumed, for error messages
+	b     *builder
+	stack []value
+	marks []int
+	buf   []byte
+}
+
+// readChunk bounds how much is allocated ahead of data actually read, so a
+// hostile length field costs at most this much before EOF stops it.
+const readChunk = 1 << 20
+
+func (u *unpickler) readByte() (byte, error) {
+	c, err := u.r.ReadByte()
+	if err != nil {
+		return 0, u.eof(err)
+	}
+	u.off++
+	return c, nil
+}
+
+func (u *unpickler) eof(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return errors.New("truncated pickle: unexpected end of file (no STOP opcode)")
+	}
+	return err
+}
+
+// read returns the next n bytes; the slice is valid until the next read.
+func (u *unpickler) read(n uint64) ([]byte, error) {
+	if n <= uint64(u.r.Size()) {
+		p, err := u.r.Peek(int(n))
+		if err != nil {
+			return nil, u.eof(err)
+		}
+		u.r.Discard(int(n))
+		u.off += int64(n)
+		return p, nil
+	}
+	u.buf = u.buf[:0]
+	for n > 0 {
+		c := min(n, readChunk)
+		start := len(u.buf)
+		u.buf = append(u.buf, make([]byte, c)...)
+		if _, err := io.ReadFull(u.r, u.buf[start:]); err != nil {
+			return nil, u.eof(err)
+		}
+		u.off += int64(c)
+		n -= c
+	}
+	return u.buf, nil
+}
+
+func (u *unpickler) readLine() (string, error) {
+	line, err := u.r.ReadSlice('\n')
+	if err != nil {
+		if err == bufio.ErrBufferFull {
+			return "", errors.New("text opcode argument too long")
+		}
+		return "", u.eof(err)
+	}
+	u.off += int64(len(line))
+	return string(line[:len(line)-1]), nil
+}
+
+func (u *unpickler) push(v value) { u.stack = append(u.stack, v) }
+
+func (u *unpickler) pop() (value, error) {
+	n := len(u.stack)
+	if n == 0 || (len(u.marks) > 0 && u.marks[len(u.marks)-1] == n) {
+		return value{}, errors.New("stack underflow")
+	}
+	v := u.stack[n-1]
+	u.stack = u.stack[:n-1]
+	return v, nil
+}
+
+func (u *unpickler) top() (*value, error) {
+	n := len(u.stack)
+	if n == 0 || (len(u.marks) > 0 && u.marks[len(u.marks)-1] == n) {
+		return nil, errors.New("stack underflow")
+	}
+	return &u.stack[n-1], nil
+}
+
+// popMark returns the items pushed since the last MARK (aliasing the stack)
+// and removes them with the mark.
+func (u *unpickler) popMark() ([]value, error) {
+	if len(u.marks) == 0 {
+		return nil, errors.New("no MARK on the stack")
+	}
+	m := u.marks[len(u.marks)-1]
+	u.marks = u.marks[:len(u.marks)-1]
+	items := u.stack[m:]
+	u.stack = u.stack[:m]
+	return items, nil
+}
+
+func (u *unpickler) tuple(items []value) (value, error) {
+	vals := make([]value, len(items))
+	for i, it := range items {
+		v, err := u.b.settle(it)
+		if err != nil {
+			return value{}, err
+		}
+		vals[i] = v
+	}
+	return u.b.newList(vTuple, vals), nil
+}
+
+// decodeInt reads a little-endian two's complement integer (LONG1/LONG4).
+func decodeInt(p []byte) value {
+	n := len(p)
+	switch {
+	case n == 0:
+		return intValue(0)
+	case n <= 8:
+		var x uint64
+		for i := n - 1; i >= 0; i-- {
+			x = x<<8 | uint64(p[i])
+		}
+		if shift := uint(64 - 8*n); shift > 0 {
+			x = uint64(int64(x<<shift) >> shift) // sign-extend
+		}
+		return intValue(int64(x))
+	}
+	// Wider encodings: an unsigned 64-bit value with trailing zero bytes still fits.
+	for _, c := range p[8:] {
+		if c != 0 {
+			return value{k: vBig}
+		}
+	}
+	x := binary.LittleEndian.Uint64(p)
+	if x > math.MaxInt64 {
+		return value{vUint, int64(x)}
+	}
+	return intValue(int64(x))
+}
+
+// run executes opcodes until STOP and returns the settled top of the stack.
+func (u *unpickler) run() (value, error) {
+	v, err := u.loop()
+	if err != nil {
+		return value{}, fmt.Errorf("pickle offset %d: %w", u.off, err)
+	}
+	return v, nil
+}
+
+func (u *unpickler) loop() (value, error) {
+	b := u.b
+	for first := true; ; first = false {
+		op, err := u.readByte()
+		if err != nil {
+			return value{}, err
+		}
+		if first && op != opProto {
+			return value{}, fmt.Errorf(notSnapshot+"no pickle PROTO header (first byte %#02x); snapshots are pickled with protocol 2 or later", op)
+		}
+		switch op {
+		case opProto:
+			p, err := u.readByte()
+			if err != nil {
+				return value{}, err
+			}
+			if p < 2 || p > 5 {
+				return value{}, fmt.Errorf("pickle protocol %d is not supported (want 2 to 5)", p)
+			}
+		case opFrame:
+			if _, err := u.read(8); err != nil {
+				return value{}, err
+			}
+		case opStop:
+			v, err := u.pop()
+			if err != nil {
+				return value{}, err
+			}
+			return b.settle(v)
+		case opMark:
+			u.marks = append(u.marks, len(u.stack))
+		case opPop:
+			if _, err := u.pop(); err != nil {
+				return value{}, err
+			}
+		case opPopMark:
+			if _, err := u.popMark(); err != nil {
+				return value{}, err
+			}
+		case opDup:
+			t, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			b.shared(*t)
+			u.push(*t)
+		case opNone:
+			u.push(value{})
+		case opNewTrue:
+			u.push(boolValue(true))
+		case opNewFalse:
+			u.push(boolValue(false))
+		case opBinInt:
+			p, err := u.read(4)
+			if err != nil {
+				return value{}, err
+			}
+			u.push(intValue(int64(int32(binary.LittleEndian.Uint32(p)))))
+		case opBinInt1:
+			c, err := u.readByte()
+			if err != nil {
+				return value{}, err
+			}
+			u.push(intValue(int64(c)))
+		case opBinInt2:
+			p, err := u.read(2)
+			if err != nil {
+				return value{}, err
+			}
+			u.push(intValue(int64(binary.LittleEndian.Uint16(p))))
+		case opLong1, opLong4:
+			var n uint64
+			if op == opLong1 {
+				c, err := u.readByte()
+				if err != nil {
+					return value{}, err
+				}
+				n = uint64(c)
+			} else {
+				p, err := u.read(4)
+				if err != nil {
+					return value{}, err
+				}
+				n = uint64(binary.LittleEndian.Uint32(p))
+			}
+			p, err := u.read(n)
+			if err != nil {
+				return value{}, err
+			}
+			u.push(decodeInt(p))
+		case opInt, opLong:
+			s, err := u.readLine()
+			if err != nil {
+				return value{}, err
+			}
+			u.push(parseTextInt(strings.TrimSuffix(s, "L")))
+		case opBinFloat:
+			p, err := u.read(8)
+			if err != nil {
+				return value{}, err
+			}
+			u.push(floatValue(math.Float64frombits(binary.BigEndian.Uint64(p))))
+		case opFloat:
+			s, err := u.readLine()
+			if err != nil {
+				return value{}, err
+			}
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return value{}, fmt.Errorf("FLOAT %q: %v", s, err)
+			}
+			u.push(floatValue(f))
+		case opShortBinUni, opShortBinString, opShortBinBytes:
+			c, err := u.readByte()
+			if err != nil {
+				return value{}, err
+			}
+			if err := u.pushString(op, uint64(c)); err != nil {
+				return value{}, err
+			}
+		case opBinUnicode, opBinString, opBinBytes:
+			p, err := u.read(4)
+			if err != nil {
+				return value{}, err
+			}
+			n := uint64(binary.LittleEndian.Uint32(p))
+			if op == opBinString && int32(n) < 0 {
+				return value{}, errors.New("BINSTRING with a negative length")
+			}
+			if err := u.pushString(op, n); err != nil {
+				return value{}, err
+			}
+		case opBinUnicode8, opBinBytes8:
+			p, err := u.read(8)
+			if err != nil {
+				return value{}, err
+			}
+			if err := u.pushString(op, binary.LittleEndian.Uint64(p)); err != nil {
+				return value{}, err
+			}
+		case opEmptyDict:
+			u.push(b.newDict())
+		case opEmptyList:
+			u.push(b.newList(vList, nil))
+		case opEmptyTuple:
+			u.push(b.newList(vTuple, nil))
+		case opTuple1, opTuple2, opTuple3:
+			n := int(op-opTuple1) + 1
+			if len(u.stack) < n || (len(u.marks) > 0 && u.marks[len(u.marks)-1] > len(u.stack)-n) {
+				return value{}, errors.New("stack underflow")
+			}
+			t, err := u.tuple(u.stack[len(u.stack)-n:])
+			if err != nil {
+				return value{}, err
+			}
+			u.stack = append(u.stack[:len(u.stack)-n], t)
+		case opTuple:
+			items, err := u.popMark()
+			if err != nil {
+				return value{}, err
+			}
+			t, err := u.tuple(items)
+			if err != nil {
+				return value{}, err
+			}
+			u.push(t)
+		case opList:
+			items, err := u.popMark()
+			if err != nil {
+				return value{}, err
+			}
+			l := b.newList(vList, nil)
+			for _, it := range items {
+				if err := b.appendItem(l, it); err != nil {
+					return value{}, err
+				}
+			}
+			u.push(l)
+		case opDict:
+			items, err := u.popMark()
+			if err != nil {
+				return value{}, err
+			}
+			if len(items)%2 != 0 {
+				return value{}, errors.New("DICT with an odd number of items")
+			}
+			d := b.newDict()
+			for i := 0; i < len(items); i += 2 {
+				if err := b.setItem(d, items[i], items[i+1]); err != nil {
+					return value{}, err
+				}
+			}
+			u.push(d)
+		case opAppend:
+			v, err := u.pop()
+			if err != nil {
+				return value{}, err
+			}
+			l, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			if err := b.appendItem(*l, v); err != nil {
+				return value{}, err
+			}
+		case opAppends:
+			items, err := u.popMark()
+			if err != nil {
+				return value{}, err
+			}
+			l, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			if l.k == vList {
+				o := &b.lists[l.i]
+				if o.vals == nil {
+					o.vals = make([]value, 0, len(items))
+				}
+			}
+			for _, it := range items {
+				if err := b.appendItem(*l, it); err != nil {
+					return value{}, err
+				}
+			}
+		case opSetItem:
+			v, err := u.pop()
+			if err != nil {
+				return value{}, err
+			}
+			k, err := u.pop()
+			if err != nil {
+				return value{}, err
+			}
+			d, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			if err := b.setItem(*d, k, v); err != nil {
+				return value{}, err
+			}
+		case opSetItems:
+			items, err := u.popMark()
+			if err != nil {
+				return value{}, err
+			}
+			if len(items)%2 != 0 {
+				return value{}, errors.New("SETITEMS with an odd number of items")
+			}
+			d, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			for i := 0; i < len(items); i += 2 {
+				if err := b.setItem(*d, items[i], items[i+1]); err != nil {
+					return value{}, err
+				}
+			}
+		case opMemoize:
+			t, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			u.memoPut(uint64(len(b.memo.k)), *t)
+		case opBinPut, opLongBinPut, opPut:
+			idx, err := u.memoIndex(op, opBinPut, opLongBinPut)
+			if err != nil {
+				return value{}, err
+			}
+			t, err := u.top()
+			if err != nil {
+				return value{}, err
+			}
+			u.memoPut(idx, *t)
+		case opBinGet, opLongBinGet, opGet:
+			idx, err := u.memoIndex(op, opBinGet, opLongBinGet)
+			if err != nil {
+				return value{}, err
+			}
+			v, ok := b.memo.get(idx)
+			if !ok {
+				return value{}, fmt.Errorf("memo index %d was never stored", idx)
+			}
+			b.shared(v)
+			u.push(v)
+		case opGlobal:
+			mod, _ := u.readLine()
+			name, _ := u.readLine()
+			return value{}, fmt.Errorf(notSnapshot+"pickle uses class GLOBAL %s.%s (snapshots hold only builtin types)", mod, name)
+		case opStackGlobal:
+			return value{}, errors.New(notSnapshot + "pickle uses class loading (STACK_GLOBAL); snapshots hold only builtin types")
+		case opReduce, opBuild, opInst, opObj, opNewObj, opNewObjEx, opExt1, opExt2, opExt4,
+			opPersID, opBinPersID:
+			return value{}, fmt.Errorf(notSnapshot+"pickle builds objects (opcode %s); snapshots hold only builtin types", opName(op))
+		default:
+			return value{}, fmt.Errorf("unsupported pickle opcode %s", opName(op))
+		}
+	}
+}
+
+func (u *unpickler) pushString(op byte, n uint64) error {
+	p, err := u.read(n)
+	if err != nil {
+		return err
+	}
+	if op == opShortBinBytes || op == opBinBytes || op == opBinBytes8 {
+		u.push(value{k: vBytes})
+		return nil
+	}
+	u.push(u.b.internBytes(p))
+	return nil
+}
+
+func (u *unpickler) memoIndex(op, one, four byte) (uint64, error) {
+	switch op {
+	case one:
+		c, err := u.readByte()
+		return uint64(c), err
+	case four:
+		p, err := u.read(4)
+		if err != nil {
+			return 0, err
+		}
+		return uint64(binary.LittleEndian.Uint32(p)), nil
+	}
+	s, err := u.readLine()
+	if err != nil {
+		return 0, err
+	}
+	idx, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("memo index %q: %v", s, err)
+	}
+	return idx, nil
+}
+
+func (u *unpickler) memoPut(idx uint64, v value) {
+	if v.k == vDict {
+		u.b.dictMemo(v, idx)
+	}
+	u.b.memo.put(idx, v)
+}
+
+func parseTextInt(s string) value {
+	switch s {
+	case "00":
+		return boolValue(false)
+	case "01":
+		return boolValue(true)
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return intValue(n)
+	}
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return value{vUint, int64(n)}
+	}
+	return value{k: vBig}
+}
+
+func opName(op byte) string {
+	if op >= 0x20 && op < 0x7f {
+		return fmt.Sprintf("%q", rune(op))
+	}
+	return fmt.Sprintf("%#02x", op)
+}

@@ -1,0 +1,289 @@
+// Package torchsnap reads PyTorch CUDA memory snapshots (the pickles written by
+// torch.cuda.memory._dump_snapshot, or MemoryViz's JSON form of the same
+// schema) into tracer events and allocator state.
+//
+// The pickle is decoded by a small opcode machine that understands only the
+// data opcodes snapshots use and converts trace entries, frames, blocks and
+// segments to Go structs as they complete, so memory stays near the size of
+// the events themselves. When PyTorch's ring buffer wrapped, Device.Reconstruct
+// rebuilds the allocator state at the first retained event.
+package torchsnap
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Snapshot is a decoded memory snapshot.
+type Snapshot struct {
+	Settings     Settings      // from allocator_settings; zero if absent
+	Devices      []*Device     // one per device that has a trace or segments, ordered by index
+	Stacks       []trace.Stack // stack table; trace.StackID indexes it; identical stacks stored once
+	Annotations  []Annotation  // external_annotations, in recorded order
+	SegmentsOnly bool          // the file was a bare list (memory_snapshot()): state only, no trace
+}
+
+// Device is one CUDA device's trace and final allocator state.
+type Device struct {
+	Index int32
+	// Events is the trace in recorded order. Device, Kind, Addr (device_free
+	// for oom), Size, Stream, TimeUs and Stack are set; Seq is the position.
+	Events []trace.Event
+	// Segments is the final state from `segments`, this device only, sorted by address.
+	Segments []Segment
+	// Skipped counts trace entries with unknown action strings, by action.
+	Skipped map[string]int
+}
+
+// Segment is one cudaMalloc'd segment (or mapped range of an expandable one)
+// at snapshot time.
+type Segment struct {
+	Addr                                                uint64
+	TotalSize, AllocatedSize, ActiveSize, RequestedSize int64
+	Stream                                              uint64
+	Pool                                                trace.PoolID
+	Large, Expandable                                   bool
+	Stack                                               trace.StackID
+	Blocks                                              []Block // tile the segment in address order
+}
+
+// Block is one block of a segment at snapshot time.
+type Block struct {
+	Addr          uint64
+	Size          int64 // after rounding and splitting
+	RequestedSize int64 // the current or last request; may be stale for inactive blocks
+	State         BlockState
+	Stack         trace.StackID
+}
+
+// BlockState is a block's state in a snapshot.
+type BlockState uint8
+
+const (
+	Inactive          BlockState = iota // cached free
+	ActiveAllocated                     // a live tensor
+	ActivePendingFree                   // freed by the user, waiting on record_stream events
+)
+
+// String returns PyTorch's name for s.
+func (s BlockState) String() string {
+	switch s {
+	case Inactive:
+		return "inactive"
+	case ActiveAllocated:
+		return "active_allocated"
+	case ActivePendingFree:
+		return "active_pending_free"
+	}
+	return fmt.Sprintf("BlockState(%d)", uint8(s))
+}
+
+// Live reports whether a block in state s holds memory a user asked for.
+func (s BlockState) Live() bool { return s == ActiveAllocated || s == ActivePendingFree }
+
+// ReadFile decodes the snapshot in the file at path.
+func ReadFile(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("torchsnap: %w", err)
+	}
+	defer f.Close()
+	s, err := decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Decode reads a snapshot from r: a pickle (protocol 2 to 5) or the JSON form
+// MemoryViz accepts, told apart by the first byte.
+func Decode(r io.Reader) (*Snapshot, error) {
+	s, err := decode(r)
+	if err != nil {
+		return nil, fmt.Errorf("torchsnap: %w", err)
+	}
+	return s, nil
+}
+
+func decode(r io.Reader) (*Snapshot, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	b := newBuilder()
+	var (
+		top value
+		err error
+	)
+	first, err := sniff(br)
+	if err != nil {
+		return nil, err
+	}
+	switch first {
+	case opProto:
+		u := &unpickler{r: br, b: b}
+		top, err = u.run()
+	case '{', '[':
+		top, err = decodeJSON(br, b)
+	default:
+		return nil, fmt.Errorf(notSnapshot+"neither a pickle nor JSON (starts with %q)", first)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b.assemble(top)
+}
+
+// sniff returns the first byte that is not JSON whitespace, without consuming it.
+func sniff(br *bufio.Reader) (byte, error) {
+	for {
+		c, err := br.ReadByte()
+		if err == io.EOF {
+			return 0, errors.New(notSnapshot + "empty file")
+		}
+		if err != nil {
+			return 0, err
+		}
+		if c == opProto || !bytes.ContainsRune([]byte(" \t\r\n"), rune(c)) {
+			br.UnreadByte()
+			return c, nil
+		}
+	}
+}
+
+// assemble turns the decoded top-level object into a Snapshot.
+func (b *builder) assemble(top value) (*Snapshot, error) {
+	s := &Snapshot{}
+	var segs, traces value
+	switch top.k {
+	case vList:
+		s.SegmentsOnly = true
+		segs = top
+	case vDict:
+		d := &b.dicts[top.i]
+		found := false
+		for j, k := range d.keys {
+			if k.k != vStr {
+				continue
+			}
+			v := d.vals[j]
+			var err error
+			switch k.i {
+			case kSegments:
+				segs, found = v, true
+			case kDeviceTraces:
+				traces, found = v, true
+			case kAllocatorSettings:
+				s.Settings, err = b.settings(v)
+			case kExternalAnnotations:
+				s.Annotations, err = b.annotations(v)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if !found {
+			return nil, errors.New(notSnapshot + "the top-level dict has neither device_traces nor segments")
+		}
+	default:
+		return nil, fmt.Errorf(notSnapshot+"the top level is a %v, want a dict or a list of segments", top.k)
+	}
+	devs := map[int32]*Device{}
+	dev := func(i int32) *Device {
+		d := devs[i]
+		if d == nil {
+			d = &Device{Index: i, Skipped: map[string]int{}}
+			devs[i] = d
+		}
+		return d
+	}
+	if segs.k != vNone {
+		if segs.k != vList && segs.k != vTuple {
+			return nil, fmt.Errorf(notSnapshot+"segments is a %v, want a list", segs.k)
+		}
+		for i, v := range b.lists[segs.i].vals {
+			if v.k != vSegment {
+				return nil, fmt.Errorf(notSnapshot+"segments[%d] is a %v, want a segment dict", i, v.k)
+			}
+			r := &b.segments[v.i]
+			d := dev(r.device)
+			d.Segments = append(d.Segments, r.Segment)
+		}
+	}
+	if traces.k != vNone {
+		if traces.k != vList && traces.k != vTuple {
+			return nil, fmt.Errorf(notSnapshot+"device_traces is a %v, want a list", traces.k)
+		}
+		for i, tv := range b.lists[traces.i].vals {
+			if tv.k != vList && tv.k != vTuple {
+				return nil, fmt.Errorf(notSnapshot+"device_traces[%d] is a %v, want a list", i, tv.k)
+			}
+			entries := b.lists[tv.i].vals
+			if len(entries) == 0 {
+				continue
+			}
+			d := dev(int32(i))
+			evs, err := b.gather(entries, d)
+			if err != nil {
+				return nil, fmt.Errorf(notSnapshot+"device_traces[%d]%v", i, err)
+			}
+			for j := range evs {
+				evs[j].Device = int32(i)
+				evs[j].Seq = int64(j)
+			}
+			d.Events = evs
+		}
+	}
+	for _, d := range devs {
+		sort.Slice(d.Segments, func(i, j int) bool { return d.Segments[i].Addr < d.Segments[j].Addr })
+		s.Devices = append(s.Devices, d)
+	}
+	slices.SortFunc(s.Devices, func(a, b *Device) int { return int(a.Index) - int(b.Index) })
+	s.Stacks = b.stacks
+	return s, nil
+}
+
+// gather collects a device's events. Events of one trace list are decoded
+// back to back, so usually they are a contiguous run of b.events that can be
+// shared without copying; the capacity is clipped so appends cannot clobber
+// the next device's events.
+func (b *builder) gather(entries []value, d *Device) ([]trace.Event, error) {
+	var lo, hi int64 = -1, -1
+	contiguous := true
+	n := 0
+	for j, v := range entries {
+		switch v.k {
+		case vEvent:
+			if lo < 0 {
+				lo = v.i
+			} else if v.i != hi {
+				contiguous = false
+			}
+			hi = v.i + 1
+			n++
+		case vSkipped:
+			d.Skipped[b.strs[v.i]]++
+			contiguous = false // indices stay increasing; a gap is harmless but keep it simple
+		default:
+			return nil, fmt.Errorf("[%d] is a %v, want a trace entry dict", j, v.k)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if contiguous {
+		return b.events[lo:hi:hi], nil
+	}
+	evs := make([]trace.Event, 0, n)
+	for _, v := range entries {
+		if v.k == vEvent {
+			evs = append(evs, b.events[v.i])
+		}
+	}
+	return evs, nil
+}

@@ -1,0 +1,111 @@
+package torchsnap
+
+import (
+	"fmt"
+	"math"
+)
+
+// The decoder never builds a generic object graph for the whole file: a
+// snapshot of millions of events would cost several times its size. Instead
+// every decoded Python object is a 16-byte value: a kind and one int64 that is
+// the number itself, or an index into one of the builder's tables. Strings are
+// interned once; dicts that match the snapshot schema (trace entries, frames,
+// blocks, segments) are converted to Go structs as soon as they are consumed
+// (appended to a list or stored in a dict) and their generic form is recycled.
+
+type vkind uint8
+
+const (
+	vNone vkind = iota
+	vBool
+	vInt     // i is the value
+	vUint    // i holds uint64 bits of a value in [2^63, 2^64)
+	vBig     // an integer wider than 64 bits; only its existence is kept
+	vFloat   // i holds float64 bits
+	vStr     // i indexes builder.strs
+	vBytes   // a bytes object; contents dropped (snapshots have none)
+	vList    // i indexes builder.lists
+	vTuple   // i indexes builder.lists
+	vDict    // i indexes builder.dicts
+	vFrame   // i indexes builder.frames
+	vEvent   // i indexes builder.events
+	vSkipped // an unknown trace action; i indexes builder.strs (the action)
+	vBlock   // i indexes builder.blocks
+	vSegment // i indexes builder.segments
+	vMark    // pickle MARK on the stack (never stored)
+)
+
+var kindNames = [...]string{
+	vNone: "None", vBool: "bool", vInt: "int", vUint: "int", vBig: "int", vFloat: "float",
+	vStr: "str", vBytes: "bytes", vList: "list", vTuple: "tuple", vDict: "dict",
+	vFrame: "frame dict", vEvent: "trace entry dict", vSkipped: "trace entry dict",
+	vBlock: "block dict", vSegment: "segment dict", vMark: "mark",
+}
+
+func (k vkind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("vkind(%d)", uint8(k))
+}
+
+type value struct {
+	k vkind
+	i int64
+}
+
+func intValue(n int64) value     { return value{vInt, n} }
+func floatValue(f float64) value { return value{vFloat, int64(math.Float64bits(f))} }
+func boolValue(b bool) value {
+	if b {
+		return value{vBool, 1}
+	}
+	return value{vBool, 0}
+}
+
+// listObj is a decoded list or tuple. stack caches its conversion to a stack
+// id: frames lists are shared by many trace entries, so each is converted once.
+type listObj struct {
+	vals    []value
+	stack   int32 // -2: not converted yet
+	stackOK bool
+}
+
+// dictObj is a decoded dict waiting to be recognised or consumed. memo is the
+// memo slot that refers to it (-1 none, -2 more than one: never recycled).
+type dictObj struct {
+	keys []value
+	vals []value
+	memo int64
+}
+
+// memo is the pickle memo in struct-of-arrays form (9 bytes a slot instead of
+// 16): a snapshot memoizes roughly three objects per trace entry.
+type memo struct {
+	k      []vkind
+	v      []int64
+	sparse map[uint64]value // indices far beyond the dense part (hostile or odd pickles)
+}
+
+func (m *memo) put(idx uint64, v value) {
+	switch {
+	case idx < uint64(len(m.k)):
+		m.k[idx], m.v[idx] = v.k, v.i
+	case idx == uint64(len(m.k)):
+		m.k = append(m.k, v.k)
+		m.v = append(m.v, v.i)
+	default:
+		if m.sparse == nil {
+			m.sparse = map[uint64]value{}
+		}
+		m.sparse[idx] = v
+	}
+}
+
+func (m *memo) get(idx uint64) (value, bool) {
+	if idx < uint64(len(m.k)) {
+		return value{m.k[idx], m.v[idx]}, true
+	}
+	v, ok := m.sparse[idx]
+	return v, ok
+}
