@@ -54,6 +54,7 @@ type Reader struct {
 	poolB     []uint64
 	stackIDs  []StackID // per row; nil when the column is absent
 	block     []int64
+	used      []int64
 	flags     []Flags // per row
 	kindBuf   []Kind
 	stackBuf  []StackID
@@ -204,6 +205,9 @@ func (r *Reader) fill() {
 	if r.block != nil {
 		e.BlockSize = r.block[i]
 	}
+	if r.used != nil {
+		e.DeviceUsed = r.used[i]
+	}
 	e.Flags = r.flags[i]
 }
 
@@ -291,6 +295,9 @@ func (r *Reader) bind(rec arrow.Record) error {
 		return err
 	}
 	if r.block, err = i64(ColBlockBytes); err != nil {
+		return err
+	}
+	if r.used, err = i64(ColDeviceUsed); err != nil {
 		return err
 	}
 	if r.addr, err = u64(ColAddr); err != nil {

@@ -41,6 +41,7 @@ type Writer struct {
 	ipc    *ipc.Writer
 
 	seq, timeUs, size, block   *array.Int64Builder
+	deviceUsed                 *array.Int64Builder
 	device                     *array.Int32Builder
 	addr, stream, poolA, poolB *array.Uint64Builder
 	stackIdx                   *array.Int32Builder
@@ -112,6 +113,7 @@ func (w *Writer) init(out io.Writer, meta Meta, opts WriterOptions) {
 	w.poolB = array.NewUint64Builder(w.mem)
 	w.stackIdx = array.NewInt32Builder(w.mem)
 	w.block = array.NewInt64Builder(w.mem)
+	w.deviceUsed = array.NewInt64Builder(w.mem)
 	w.recon = array.NewBooleanBuilder(w.mem)
 	w.pending = array.NewBooleanBuilder(w.mem)
 	ab := array.NewStringBuilder(w.mem)
@@ -166,6 +168,7 @@ func (w *Writer) Write(ev *Event) error {
 	w.block.Append(ev.BlockSize)
 	w.recon.Append(ev.Flags&FlagReconstructed != 0)
 	w.pending.Append(ev.Flags&FlagPending != 0)
+	w.deviceUsed.Append(ev.DeviceUsed)
 	w.rows++
 	if w.rows >= w.batchRows {
 		return w.Flush()
@@ -216,6 +219,7 @@ func (w *Writer) flush() error {
 	cols[idxBlock] = w.block.NewArray()
 	cols[idxReconstructed] = w.recon.NewArray()
 	cols[idxPending] = w.pending.NewArray()
+	cols[idxDeviceUsed] = w.deviceUsed.NewArray()
 	rec := array.NewRecord(w.schema, cols, int64(w.rows))
 	defer rec.Release()
 	w.rows = 0
@@ -305,7 +309,7 @@ func (w *Writer) Abort() {
 }
 
 func (w *Writer) release() {
-	for _, b := range []array.Builder{w.seq, w.timeUs, w.device, w.actionIdx, w.addr, w.size, w.stream, w.poolA, w.poolB, w.stackIdx, w.block, w.recon, w.pending} {
+	for _, b := range []array.Builder{w.seq, w.timeUs, w.device, w.actionIdx, w.addr, w.size, w.stream, w.poolA, w.poolB, w.stackIdx, w.block, w.recon, w.pending, w.deviceUsed} {
 		b.Release()
 	}
 	w.actionDict.Release()

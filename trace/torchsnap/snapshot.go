@@ -41,6 +41,11 @@ type Device struct {
 	Segments []Segment
 	// Skipped counts trace entries with unknown action strings, by action.
 	Skipped map[string]int
+	// Truncated is set by Reconstruct: the history is incomplete (state
+	// existed before the first event, or a free had no alloc in the window).
+	Truncated bool
+
+	maxSplit int64 // recorded max_split_size; ≤ 0 unlimited
 }
 
 // Segment is one cudaMalloc'd segment (or mapped range of an expandable one)
@@ -240,6 +245,7 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 		}
 	}
 	for _, d := range devs {
+		d.maxSplit = s.Settings.MaxSplitSize
 		sort.Slice(d.Segments, func(i, j int) bool { return d.Segments[i].Addr < d.Segments[j].Addr })
 		s.Devices = append(s.Devices, d)
 	}

@@ -1,0 +1,275 @@
+package torchsnap
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Allocator constants that decide how large a block was (caching-allocator.md §2, §6).
+const (
+	smallSize     = 1 << 20  // kSmallSize: requests up to 1 MiB use the small pool
+	smallBuffer   = 2 << 20  // kSmallBuffer: the size of every small-pool segment
+	nonSplitRound = 20 << 20 // max_non_split_rounding default: oversize tolerance
+)
+
+// Reconstruct returns the events that rebuild the allocator state just before
+// d.Events[0]: when PyTorch's ring buffer wrapped, the allocs of blocks that
+// are still live and the segment_allocs of segments that still exist are gone,
+// and a replay that starts empty would free what it never saw.
+//
+// It starts from d.Segments and undoes the trace backwards (spec
+// pytorch-snapshot.md §11.1). The result is one segment_alloc per segment that
+// existed at the start (one segment_map per mapped range for expandable
+// segments), then one alloc per block live at the start, in address order,
+// all flagged trace.FlagReconstructed, with TimeUs of the first event. An alloc
+// carries the requested bytes in Size and the block size in BlockSize: exact
+// for blocks still live at the end; round(requested) for blocks freed during
+// the trace, widened by a large-pool remainder the allocator would not have
+// split off. Blocks between free_requested and free_completed at the start
+// also carry trace.FlagPending.
+//
+// The result is empty when the recording started before the first allocation.
+// Reconstruct sets d.Truncated. It fails only on a device without any trace
+// and segments to work from.
+func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, error) {
+	if round == nil {
+		return nil, fmt.Errorf("torchsnap: device %d: Reconstruct needs a rounding function", d.Index)
+	}
+	st := newStartState(d)
+	unseenFree := st.undo(d.Events)
+	segs := st.segs
+	blocks := make([]*liveBlock, 0, len(st.blocks))
+	for _, b := range st.blocks {
+		blocks = append(blocks, b)
+	}
+	slices.SortFunc(blocks, func(a, b *liveBlock) int {
+		switch {
+		case a.addr < b.addr:
+			return -1
+		case a.addr > b.addr:
+			return 1
+		}
+		return 0
+	})
+	d.Truncated = unseenFree || len(segs) > 0 || len(blocks) > 0
+	if len(segs) == 0 && len(blocks) == 0 {
+		return nil, nil
+	}
+	var t0 int64
+	if len(d.Events) > 0 {
+		t0 = d.Events[0].TimeUs
+	}
+	out := make([]trace.Event, 0, len(segs)+len(blocks))
+	for _, s := range segs {
+		k := trace.KindSegmentAlloc
+		if s.expandable {
+			k = trace.KindSegmentMap
+		}
+		out = append(out, trace.Event{TimeUs: t0, Device: d.Index, Kind: k, Addr: s.addr, Size: s.size,
+			Stream: s.stream, Pool: s.pool, Stack: s.stack, Flags: trace.FlagReconstructed})
+	}
+	d.sizeBlocks(segs, blocks, round)
+	for _, b := range blocks {
+		f := trace.FlagReconstructed
+		if b.pending {
+			f |= trace.FlagPending
+		}
+		out = append(out, trace.Event{TimeUs: t0, Device: d.Index, Kind: trace.KindAlloc, Addr: b.addr,
+			Size: b.req, Stream: b.stream, Pool: b.pool, Stack: b.stack, Flags: f, BlockSize: b.size})
+	}
+	for i := range out {
+		out[i].Seq = int64(i)
+	}
+	return out, nil
+}
+
+// segRange is a segment, or one mapped range of an expandable segment.
+type segRange struct {
+	addr       uint64
+	size       int64
+	stream     uint64
+	pool       trace.PoolID
+	large      bool
+	expandable bool
+	stack      trace.StackID
+}
+
+func (s *segRange) end() uint64 { return s.addr + uint64(s.size) }
+
+// liveBlock is a block holding user memory. size is 0 while unknown (the
+// block was re-created from a free event, which carries requested bytes).
+type liveBlock struct {
+	addr, stream uint64
+	pool         trace.PoolID
+	req, size    int64
+	stack        trace.StackID
+	pending      bool
+}
+
+type startState struct {
+	segs   []*segRange // sorted by address
+	blocks map[uint64]*liveBlock
+}
+
+func newStartState(d *Device) *startState {
+	st := &startState{blocks: map[uint64]*liveBlock{}}
+	for i := range d.Segments {
+		s := &d.Segments[i]
+		st.segs = append(st.segs, &segRange{addr: s.Addr, size: s.TotalSize, stream: s.Stream, pool: s.Pool,
+			large: s.Large, expandable: s.Expandable, stack: s.Stack})
+		for _, b := range s.Blocks {
+			if b.State.Live() {
+				st.blocks[b.Addr] = &liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
+					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree}
+			}
+		}
+	}
+	sort.Slice(st.segs, func(i, j int) bool { return st.segs[i].addr < st.segs[j].addr })
+	return st
+}
+
+// undo walks evs backwards, turning the end state into the start state. It
+// reports whether a free had no alloc in the window (a lost alloc).
+func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		e := &evs[i]
+		switch e.Kind {
+		case trace.KindAlloc:
+			delete(st.blocks, e.Addr)
+		case trace.KindFreeRequested:
+			if b := st.blocks[e.Addr]; b != nil {
+				b.pending = false
+			} else {
+				// free_completed was skipped or lost to a race: the block was allocated.
+				st.blocks[e.Addr] = &liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack}
+			}
+		case trace.KindFreeCompleted:
+			st.blocks[e.Addr] = &liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true}
+		case trace.KindSegmentFree:
+			st.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
+				large: e.Size != smallBuffer, stack: trace.NoStack})
+		case trace.KindSegmentAlloc:
+			if j, ok := st.find(e.Addr); ok && st.segs[j].addr == e.Addr {
+				st.segs = slices.Delete(st.segs, j, j+1)
+			}
+		case trace.KindSegmentUnmap:
+			st.unmap(e)
+		case trace.KindSegmentMap:
+			st.cut(e.Addr, e.Size)
+		}
+	}
+	// A free before any alloc at its address means that alloc was lost.
+	seen := map[uint64]bool{}
+	for i := range evs {
+		e := &evs[i]
+		switch e.Kind {
+		case trace.KindAlloc:
+			seen[e.Addr] = true
+		case trace.KindFreeRequested, trace.KindFreeCompleted:
+			if !seen[e.Addr] {
+				unseenFree = true
+			}
+			if e.Kind == trace.KindFreeCompleted {
+				delete(seen, e.Addr)
+			}
+		}
+	}
+	return unseenFree
+}
+
+// find returns the index of the range containing addr.
+func (st *startState) find(addr uint64) (int, bool) {
+	j := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].end() > addr })
+	return j, j < len(st.segs) && st.segs[j].addr <= addr
+}
+
+func (st *startState) insert(s *segRange) {
+	j := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].addr >= s.addr })
+	st.segs = slices.Insert(st.segs, j, s)
+}
+
+// unmap undoes segment_unmap: the range was mapped before, contiguous with
+// its neighbours of the same stream.
+func (st *startState) unmap(e *trace.Event) {
+	s := &segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
+		large: true, expandable: true, stack: trace.NoStack}
+	j := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].addr >= s.addr })
+	if j < len(st.segs) && st.segs[j].expandable && st.segs[j].addr == s.end() && st.segs[j].stream == s.stream {
+		s.size += st.segs[j].size
+		s.large = st.segs[j].large
+		st.segs = slices.Delete(st.segs, j, j+1)
+	}
+	if j > 0 && st.segs[j-1].expandable && st.segs[j-1].end() == s.addr && st.segs[j-1].stream == s.stream {
+		st.segs[j-1].size += s.size
+		return
+	}
+	st.segs = slices.Insert(st.segs, j, s)
+}
+
+// cut undoes segment_map: [addr, addr+size) was not mapped before.
+func (st *startState) cut(addr uint64, size int64) {
+	j, ok := st.find(addr)
+	if !ok {
+		return
+	}
+	s := st.segs[j]
+	end := addr + uint64(size)
+	switch {
+	case s.addr == addr && s.end() <= end:
+		st.segs = slices.Delete(st.segs, j, j+1)
+	case s.addr == addr:
+		s.size -= size
+		s.addr = end
+	case s.end() <= end:
+		s.size = int64(addr - s.addr)
+	default:
+		tail := *s
+		tail.addr, tail.size = end, int64(s.end()-end)
+		s.size = int64(addr - s.addr)
+		st.segs = slices.Insert(st.segs, j+1, &tail)
+	}
+}
+
+// sizeBlocks fills in the size of blocks re-created from free events, and the
+// stream and pool of every block from the segment holding it.
+//
+// A freed block's size is round(requested), except in the large pool of a
+// non-expandable segment: there the allocator splits a free block only when
+// more than 1 MiB would remain (and never for requests ≥ max_split_size, which
+// may take a block up to 20 MiB larger). Every large-pool block is over 1 MiB,
+// so a gap of at most 1 MiB between a block's rounded end and the next live
+// block (or the segment end) cannot be a free block of its own: it is the
+// remainder the allocation kept.
+func (d *Device) sizeBlocks(segs []*segRange, blocks []*liveBlock, round func(int64) int64) {
+	for i, b := range blocks {
+		j := sort.Search(len(segs), func(k int) bool { return segs[k].end() > b.addr })
+		var seg *segRange
+		if j < len(segs) && segs[j].addr <= b.addr {
+			seg = segs[j]
+			b.stream, b.pool = seg.stream, seg.pool
+		}
+		if b.size != 0 {
+			continue
+		}
+		b.size = round(b.req)
+		if seg == nil || !seg.large || seg.expandable {
+			continue
+		}
+		next := seg.end()
+		if i+1 < len(blocks) && blocks[i+1].addr < next {
+			next = blocks[i+1].addr
+		}
+		end := b.addr + uint64(b.size)
+		if next <= end {
+			continue
+		}
+		gap := int64(next - end)
+		oversize := d.maxSplit > 0 && b.size >= d.maxSplit
+		if gap <= smallSize || (oversize && gap < nonSplitRound) {
+			b.size += gap
+		}
+	}
+}
