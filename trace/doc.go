@@ -60,6 +60,9 @@ other producers.
 	pending_free       bool                      -       for reconstructed allocs: the block was already freed
 	                                                     by the user and awaited its free_completed
 	                                                     (cross-stream use) at trace start (optional)
+	device_used_bytes  int64                     bytes   device memory in use as NVML last reported it (live
+	                                                     GPU recordings; includes the CUDA context and other
+	                                                     processes); 0 = not sampled (optional)
 
 # Invariants
 

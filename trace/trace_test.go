@@ -27,16 +27,17 @@ func sample(w *trace.Writer, n int) []trace.Event {
 	kinds := trace.Kinds()
 	for i := range evs {
 		evs[i] = trace.Event{
-			TimeUs:    1_700_000_000_000_000 + int64(i)*3,
-			Device:    int32(rng.Intn(2)),
-			Kind:      kinds[rng.Intn(len(kinds))],
-			Addr:      0x7f00_0000_0000 + uint64(rng.Intn(1<<20))*512,
-			Size:      int64(rng.Intn(1 << 30)),
-			Stream:    uint64(rng.Intn(3)) * 0x1234567,
-			Pool:      trace.PoolID{A: uint64(rng.Intn(2)), B: 0},
-			Stack:     stacks[rng.Intn(len(stacks))],
-			Flags:     trace.Flags(rng.Intn(4)),
-			BlockSize: int64(rng.Intn(1<<20)) * 512,
+			TimeUs:     1_700_000_000_000_000 + int64(i)*3,
+			Device:     int32(rng.Intn(2)),
+			Kind:       kinds[rng.Intn(len(kinds))],
+			Addr:       0x7f00_0000_0000 + uint64(rng.Intn(1<<20))*512,
+			Size:       int64(rng.Intn(1 << 30)),
+			Stream:     uint64(rng.Intn(3)) * 0x1234567,
+			Pool:       trace.PoolID{A: uint64(rng.Intn(2)), B: 0},
+			Stack:      stacks[rng.Intn(len(stacks))],
+			Flags:      trace.Flags(rng.Intn(4)),
+			BlockSize:  int64(rng.Intn(1<<20)) * 512,
+			DeviceUsed: int64(rng.Intn(1 << 30)),
 		}
 	}
 	return evs
