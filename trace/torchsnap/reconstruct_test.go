@@ -1,0 +1,209 @@
+package torchsnap
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// roundSize is the default round_size (caching-allocator.md §3.1) without
+// roundup_power2_divisions: enough for the structural checks here, which only
+// use it for blocks freed during the trace.
+func roundSize(n int64) int64 {
+	if n < 512 {
+		return 512
+	}
+	return (n + 511) / 512 * 512
+}
+
+type simBlock struct {
+	req, size int64
+	pending   bool
+}
+
+type simRange struct {
+	addr, end uint64
+	stream    uint64
+}
+
+// forwardSim applies evs to a block map and a list of segment ranges; it is
+// deliberately independent of Reconstruct's and Validate's code.
+type forwardSim struct {
+	t      *testing.T
+	blocks map[uint64]*simBlock
+	segs   []simRange
+}
+
+func (f *forwardSim) inSegment(a uint64) bool {
+	for _, s := range f.segs {
+		if a >= s.addr && a < s.end {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *forwardSim) apply(i int, e trace.Event) {
+	t := f.t
+	switch e.Kind {
+	case trace.KindAlloc:
+		if f.blocks[e.Addr] != nil {
+			t.Errorf("event %d: alloc at live %#x", i, e.Addr)
+		}
+		if !f.inSegment(e.Addr) {
+			t.Errorf("event %d: alloc %#x outside segments", i, e.Addr)
+		}
+		pending := e.Flags&trace.FlagPending != 0
+		f.blocks[e.Addr] = &simBlock{req: e.Size, size: e.BlockSize, pending: pending}
+	case trace.KindFreeRequested:
+		b := f.blocks[e.Addr]
+		if b == nil {
+			t.Errorf("event %d: free_requested of dead %#x", i, e.Addr)
+			return
+		}
+		b.pending = true
+	case trace.KindFreeCompleted:
+		if f.blocks[e.Addr] == nil {
+			t.Errorf("event %d: free_completed of dead %#x", i, e.Addr)
+		}
+		delete(f.blocks, e.Addr)
+	case trace.KindSegmentAlloc, trace.KindSegmentMap:
+		f.segs = append(f.segs, simRange{e.Addr, e.Addr + uint64(e.Size), e.Stream})
+		f.merge()
+	case trace.KindSegmentFree:
+		for j, s := range f.segs {
+			if s.addr == e.Addr {
+				f.segs = append(f.segs[:j], f.segs[j+1:]...)
+				return
+			}
+		}
+		t.Errorf("event %d: segment_free of unknown %#x", i, e.Addr)
+	case trace.KindSegmentUnmap:
+		end := e.Addr + uint64(e.Size)
+		var out []simRange
+		for _, s := range f.segs {
+			if end <= s.addr || e.Addr >= s.end {
+				out = append(out, s)
+				continue
+			}
+			if s.addr < e.Addr {
+				out = append(out, simRange{s.addr, e.Addr, s.stream})
+			}
+			if end < s.end {
+				out = append(out, simRange{end, s.end, s.stream})
+			}
+		}
+		f.segs = out
+	}
+}
+
+// merge joins touching ranges of one stream, as a snapshot reports one
+// segment per contiguous mapped range of an expandable segment. Plain
+// segments never touch in practice, so merging them too is harmless.
+func (f *forwardSim) merge() {
+	sort.Slice(f.segs, func(i, j int) bool { return f.segs[i].addr < f.segs[j].addr })
+	var out []simRange
+	for _, s := range f.segs {
+		if n := len(out); n > 0 && out[n-1].end == s.addr && out[n-1].stream == s.stream {
+			out[n-1].end = s.end
+			continue
+		}
+		out = append(out, s)
+	}
+	f.segs = out
+}
+
+func checkReconstruction(t *testing.T, d *Device) []trace.Event {
+	initial, err := d.Reconstruct(roundSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwardSim{t: t, blocks: map[uint64]*simBlock{}}
+	for i, e := range initial {
+		if e.Flags&trace.FlagReconstructed == 0 || e.Device != d.Index {
+			t.Errorf("initial %d: %+v", i, e)
+		}
+		if e.Kind == trace.KindAlloc && e.BlockSize < e.Size {
+			t.Errorf("initial %d: block size %d < requested %d", i, e.BlockSize, e.Size)
+		}
+		f.apply(i, e)
+	}
+	// Reconstructed blocks must not overlap each other.
+	var addrs []uint64
+	for a := range f.blocks {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
+	for i := 1; i < len(addrs); i++ {
+		if prev := f.blocks[addrs[i-1]]; addrs[i-1]+uint64(prev.size) > addrs[i] {
+			t.Errorf("reconstructed blocks %#x (+%d) and %#x overlap", addrs[i-1], prev.size, addrs[i])
+		}
+	}
+	for i, e := range d.Events {
+		f.apply(i, e)
+	}
+	f.merge()
+	want := &forwardSim{t: t}
+	live := map[uint64]Block{}
+	for _, s := range d.Segments {
+		want.segs = append(want.segs, simRange{s.Addr, s.Addr + uint64(s.TotalSize), s.Stream})
+		for _, b := range s.Blocks {
+			if b.State.Live() {
+				live[b.Addr] = b
+			}
+		}
+	}
+	want.merge()
+	if len(want.segs) != len(f.segs) {
+		t.Errorf("forward: %d segment ranges, want %d", len(f.segs), len(want.segs))
+	} else {
+		for i := range f.segs {
+			if f.segs[i] != want.segs[i] {
+				t.Errorf("forward: segment %d %+v, want %+v", i, f.segs[i], want.segs[i])
+			}
+		}
+	}
+	if len(live) != len(f.blocks) {
+		t.Errorf("forward: %d live blocks, want %d", len(f.blocks), len(live))
+	}
+	for a, b := range live {
+		g := f.blocks[a]
+		if g == nil {
+			t.Errorf("forward: block %#x missing", a)
+			continue
+		}
+		if g.req != b.RequestedSize || g.pending != (b.State == ActivePendingFree) {
+			t.Errorf("forward: block %#x req %d pending %v, want %d %v", a, g.req, g.pending, b.RequestedSize, b.State)
+		}
+		if g.size != 0 && g.size != b.Size { // a block live from start to end keeps its exact size
+			t.Errorf("forward: block %#x size %d, want %d", a, g.size, b.Size)
+		}
+	}
+	return initial
+}
+
+// TestReconstruct_forward checks every real snapshot: the reconstructed
+// start state followed by the trace ends exactly in the dumped state.
+func TestReconstruct_forward(t *testing.T) {
+	for _, path := range realSnapshots(t) {
+		t.Run(name(path), func(t *testing.T) {
+			s, err := ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range s.Devices {
+				initial := checkReconstruction(t, d)
+				wrapped := strings.Contains(path, "wrap")
+				if wrapped != (len(initial) > 0) || wrapped != d.Truncated {
+					t.Errorf("device %d: %d initial events, truncated %v", d.Index, len(initial), d.Truncated)
+				}
+				for _, p := range d.Validate() {
+					t.Errorf("problem: %v", p)
+				}
+				t.Logf("device %d: %d initial events for %d events", d.Index, len(initial), len(d.Events))
+			}
+		})
+	}
+}
