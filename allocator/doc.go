@@ -1,3 +1,42 @@
 // Package allocator is an exact model of PyTorch's native CUDA caching
-// allocator (c10/cuda/CUDACachingAllocator.cpp, torch 2.11).
+// allocator (c10/cuda/CUDACachingAllocator.cpp, torch 2.11), as specified in
+// shared/spec/caching-allocator.md (cited here as §N).
+//
+// An Allocator is one DeviceCachingAllocator. Malloc rounds the request
+// (round_size, §3.1–3.2), picks the small or large pool of the default or an
+// active private pool (§3.3, §15), and runs the malloc sequence of §4: process
+// completed cross-stream frees, best fit in the pool's free set ordered by
+// (stream, size, address) with the oversize and expandable rules (§5), then
+// garbage collection (§10), a new segment (alloc_block, §7.1), the
+// release_available_cached_blocks fallback (§7.2) and the full flush with one
+// retry (§7.3), and finally the OOM path (§12). A found block is split from
+// the front when should_split says so (§6).
+//
+// Free (§8) returns a block at once, or, when RecordStream named other
+// streams, leaves it active_pending_free until CompleteFree (or
+// MarkEventsDone and the next Malloc's process_events, or a flush) completes
+// its events. With expandable_segments (§9) segments are virtual reservations
+// mapped and unmapped in whole pages; map and unmap move reserved bytes and
+// num_device_alloc/free but never the segment count.
+//
+// Every statistic of torch.cuda.memory_stats() is kept with PyTorch's update
+// rules (§11); Stats().Map() flattens them under the same names. The
+// allocator emits PyTorch's trace entries (§13) to an Observer, in PyTorch's
+// order, with the block size added; it depends on nothing in this module so
+// any package can use it. Segments reports the layout as a snapshot's
+// `segments` list, Restore installs a starting state (for traces whose history
+// wrapped), and CheckInvariants verifies the whole state, which the tests and
+// FuzzAllocator do after every step.
+//
+// Memory comes from a Device: the real GPU (package cuda) or SimDevice, a
+// capacity budget with deterministic addresses that can be told the addresses
+// of a recording so a replay places every block where PyTorch did. The
+// memory limit of set_per_process_memory_fraction is SetMemoryLimit (§14).
+//
+// Beyond PyTorch, the constants of §2 (rounding quantum, small-request limit,
+// segment sizes, large rounding) are Conf fields, for what-if replays.
+//
+// Blocks live in an arena indexed by int32; free sets are B-trees; addresses
+// map to active blocks through a hash map. The Malloc/Free hot path
+// allocates nothing once the arena and trees have grown.
 package allocator

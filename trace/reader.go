@@ -600,7 +600,7 @@ func (a *boundedAllocator) Free(b []byte) {
 		return // small buffers: let the GC have them
 	}
 	a.mu.Lock()
-	if len(a.free) < 8 {
+	if len(a.free) < 64 {
 		a.free = append(a.free, b[:0])
 	}
 	a.mu.Unlock()

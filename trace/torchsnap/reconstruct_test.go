@@ -24,8 +24,9 @@ type simBlock struct {
 }
 
 type simRange struct {
-	addr, end uint64
-	stream    uint64
+	addr, end  uint64
+	stream     uint64
+	expandable bool
 }
 
 // forwardSim applies evs to a block map and a list of segment ranges; it is
@@ -70,7 +71,7 @@ func (f *forwardSim) apply(i int, e trace.Event) {
 		}
 		delete(f.blocks, e.Addr)
 	case trace.KindSegmentAlloc, trace.KindSegmentMap:
-		f.segs = append(f.segs, simRange{e.Addr, e.Addr + uint64(e.Size), e.Stream})
+		f.segs = append(f.segs, simRange{e.Addr, e.Addr + uint64(e.Size), e.Stream, e.Kind == trace.KindSegmentMap})
 		f.merge()
 	case trace.KindSegmentFree:
 		for j, s := range f.segs {
@@ -89,24 +90,24 @@ func (f *forwardSim) apply(i int, e trace.Event) {
 				continue
 			}
 			if s.addr < e.Addr {
-				out = append(out, simRange{s.addr, e.Addr, s.stream})
+				out = append(out, simRange{s.addr, e.Addr, s.stream, true})
 			}
 			if end < s.end {
-				out = append(out, simRange{end, s.end, s.stream})
+				out = append(out, simRange{end, s.end, s.stream, true})
 			}
 		}
 		f.segs = out
 	}
 }
 
-// merge joins touching ranges of one stream, as a snapshot reports one
+// merge joins touching mapped ranges of one stream, as a snapshot reports one
 // segment per contiguous mapped range of an expandable segment. Plain
-// segments never touch in practice, so merging them too is harmless.
+// segments may touch (cudaMalloc hands out adjacent ranges) and stay apart.
 func (f *forwardSim) merge() {
 	sort.Slice(f.segs, func(i, j int) bool { return f.segs[i].addr < f.segs[j].addr })
 	var out []simRange
 	for _, s := range f.segs {
-		if n := len(out); n > 0 && out[n-1].end == s.addr && out[n-1].stream == s.stream {
+		if n := len(out); n > 0 && s.expandable && out[n-1].expandable && out[n-1].end == s.addr && out[n-1].stream == s.stream {
 			out[n-1].end = s.end
 			continue
 		}
@@ -148,7 +149,7 @@ func checkReconstruction(t *testing.T, d *Device) []trace.Event {
 	want := &forwardSim{t: t}
 	live := map[uint64]Block{}
 	for _, s := range d.Segments {
-		want.segs = append(want.segs, simRange{s.Addr, s.Addr + uint64(s.TotalSize), s.Stream})
+		want.segs = append(want.segs, simRange{s.Addr, s.Addr + uint64(s.TotalSize), s.Stream, s.Expandable})
 		for _, b := range s.Blocks {
 			if b.State.Live() {
 				live[b.Addr] = b
