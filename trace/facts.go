@@ -15,6 +15,7 @@ type Facts struct {
 	Reconstructed int64 // events synthesised to restore pre-trace state
 	WithStack     int64 // events carrying a stack
 	Unknown       int64 // events with an action this version does not know
+	Truncated     bool  // the stream ended without its end-of-stream marker (set by the caller)
 
 	devices map[int32]bool
 	streams map[uint64]bool

@@ -71,6 +71,8 @@ func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
 		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 		if f != nil {
 			w.tmpPath = f.Name()
+			// CreateTemp makes the file private; a trace is an ordinary output.
+			err = f.Chmod(0o644)
 		}
 	}
 	if err != nil {

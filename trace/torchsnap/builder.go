@@ -291,14 +291,10 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 		return trace.NoStack, nil
 	}
 	key := b.keyBuf[:0]
+	// Every container settles its items as they are added, so a frame dict
+	// has already become a vFrame here; converting lazily would let a cyclic
+	// pickle recurse without end.
 	for i, f := range l.vals {
-		if f.k == vDict { // a frame dict not yet settled (e.g. stored in a tuple)
-			var err error
-			if f, err = b.settle(f); err != nil {
-				return 0, err
-			}
-			l.vals[i] = f
-		}
 		if f.k != vFrame {
 			return 0, fmt.Errorf("frames[%d] is a %v, want a frame dict", i, f.k)
 		}
@@ -547,12 +543,6 @@ func (b *builder) toSegment(d *dictObj) (value, error) {
 		s.Blocks = make([]Block, len(vals))
 		addr := s.Addr
 		for i, bv := range vals {
-			if bv.k == vDict {
-				var err error
-				if bv, err = b.settle(bv); err != nil {
-					return value{}, err
-				}
-			}
 			if bv.k != vBlock {
 				return value{}, fmt.Errorf("segment: blocks[%d] is a %v, want a block dict", i, bv.k)
 			}

@@ -68,7 +68,7 @@ func jsonValue(dec *json.Decoder, b *builder, depth int) (value, error) {
 					return value{}, err
 				}
 			}
-			if _, err := dec.Token(); err != nil {
+			if err := closeDelim(dec); err != nil {
 				return value{}, err
 			}
 			return d, nil
@@ -83,13 +83,22 @@ func jsonValue(dec *json.Decoder, b *builder, depth int) (value, error) {
 					return value{}, err
 				}
 			}
-			if _, err := dec.Token(); err != nil {
+			if err := closeDelim(dec); err != nil {
 				return value{}, err
 			}
 			return l, nil
 		}
 	}
 	return value{}, fmt.Errorf("unexpected token %v", tok)
+}
+
+// closeDelim consumes the closing bracket of an object or array.
+func closeDelim(dec *json.Decoder) error {
+	_, err := dec.Token()
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 func jsonNumber(s string) value {

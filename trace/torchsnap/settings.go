@@ -159,12 +159,25 @@ func (b *builder) annotations(v value) ([]Annotation, error) {
 // settings always give the same metadata string.
 func (b *builder) jsonString(v value) string {
 	var sb strings.Builder
-	b.writeJSON(&sb, v, 0)
+	w := jsonWriter{b: b, sb: &sb, budget: maxJSONNodes}
+	w.write(v, 0)
 	return sb.String()
 }
 
-func (b *builder) writeJSON(sb *strings.Builder, v value, depth int) {
-	if depth > 64 {
+// maxJSONNodes bounds the work of rendering one value: memo references can
+// make a small pickle describe a huge (or cyclic) tree.
+const maxJSONNodes = 1 << 16
+
+type jsonWriter struct {
+	b      *builder
+	sb     *strings.Builder
+	budget int
+}
+
+func (w *jsonWriter) write(v value, depth int) {
+	b, sb := w.b, w.sb
+	w.budget--
+	if depth > 64 || w.budget < 0 {
 		sb.WriteString("null")
 		return
 	}
@@ -192,7 +205,7 @@ func (b *builder) writeJSON(sb *strings.Builder, v value, depth int) {
 			if i > 0 {
 				sb.WriteByte(',')
 			}
-			b.writeJSON(sb, e, depth+1)
+			w.write(e, depth+1)
 		}
 		sb.WriteByte(']')
 	case vDict:
@@ -205,9 +218,7 @@ func (b *builder) writeJSON(sb *strings.Builder, v value, depth int) {
 			if d.keys[i].k == vStr {
 				return b.strs[d.keys[i].i]
 			}
-			var ks strings.Builder
-			b.writeJSON(&ks, d.keys[i], depth+1)
-			return ks.String()
+			return d.keys[i].k.String()
 		}
 		sort.SliceStable(idx, func(x, y int) bool { return key(idx[x]) < key(idx[y]) })
 		sb.WriteByte('{')
@@ -217,7 +228,7 @@ func (b *builder) writeJSON(sb *strings.Builder, v value, depth int) {
 			}
 			writeJSONString(sb, key(i))
 			sb.WriteByte(':')
-			b.writeJSON(sb, d.vals[i], depth+1)
+			w.write(d.vals[i], depth+1)
 		}
 		sb.WriteByte('}')
 	default: // converted schema objects never appear inside settings

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/tracer-dev/tracer/record"
+)
+
+type importOptions struct {
+	Inputs   []string
+	Out      string
+	Fraction float64
+	Total    string
+	Device   string
+	Stdout   io.Writer
+	Stderr   io.Writer
+	Progress bool
+}
+
+func newImportCmd(runF func(context.Context, *importOptions) error) *cobra.Command {
+	opts := &importOptions{}
+	cmd := &cobra.Command{
+		Use:   "import SNAPSHOT... [-o OUT]",
+		Short: "Convert PyTorch memory snapshots into tracer traces",
+		Long: `Import converts snapshots written by torch.cuda.memory._dump_snapshot (pickle,
+protocols 2-5), the JSON form MemoryViz accepts, and bare segment lists
+(torch.cuda.memory_snapshot()) into Arrow traces.
+
+When PyTorch's history ring buffer wrapped (max_entries was reached), the trace
+starts mid-run; import rebuilds the allocator state at the first event from the
+snapshot's final segments and stores it as leading "reconstructed" events, so a
+replay ends in exactly the dumped layout.
+
+Several files (one per rank) import in parallel. Each output is written to a
+temporary file and renamed at the end: a failed import leaves nothing behind.`,
+		Example: `  tracer import snapshot.pickle                 # writes snapshot.arrows
+  tracer import snapshot.pickle -o run.arrows
+  tracer import rank*.pickle -o traces/          # one trace per rank
+  tracer import oom.pickle --fraction 0.03 --total-memory 85017493504`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Inputs, opts.Stdout, opts.Stderr = args, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if opts.Fraction < 0 || opts.Fraction > 1 {
+				return usagef("--fraction %g: must be in [0, 1]", opts.Fraction)
+			}
+			if runF == nil {
+				runF = runImport
+			}
+			return runF(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "output trace (one input) or directory (several); default: beside each input, .arrows")
+	cmd.Flags().Float64Var(&opts.Fraction, "fraction", 0, "the run's torch.cuda.set_per_process_memory_fraction, which snapshots do not record")
+	cmd.Flags().StringVar(&opts.Total, "total-memory", "", "the GPU's total memory (e.g. 80GiB), needed with --fraction")
+	cmd.Flags().StringVar(&opts.Device, "device-name", "", "the GPU's name, for the record")
+	cmd.Flags().BoolVar(&opts.Progress, "progress", isTerminal(os.Stderr), "print a line per imported file on stderr")
+	return cmd
+}
+
+func runImport(ctx context.Context, opts *importOptions) error {
+	var total int64
+	if opts.Total != "" {
+		var err error
+		if total, err = parseBytes(opts.Total); err != nil {
+			return usagef("--total-memory: %v", err)
+		}
+	}
+	if opts.Fraction > 0 && total == 0 {
+		return usagef("--fraction needs --total-memory (the limit is fraction × total)")
+	}
+	ro := record.ImportOptions{Out: opts.Out, MemoryFraction: opts.Fraction, DeviceTotal: total, DeviceName: opts.Device}
+	if opts.Progress {
+		ro.Progress = opts.Stderr
+	}
+	results, err := record.ImportSnapshots(ctx, opts.Inputs, ro)
+	for _, r := range results {
+		if r == nil {
+			continue
+		}
+		note := ""
+		if r.Truncated {
+			note = fmt.Sprintf(", history wrapped: %d reconstructed events restore the state at its start", r.Reconstructed)
+		}
+		fmt.Fprintf(opts.Stdout, "%s: %d events, %d device(s)%s\n", r.Out, r.Events, r.Devices, note)
+		for name, n := range r.Skipped {
+			fmt.Fprintf(opts.Stderr, "warning: %s: skipped %d events with unknown action %q\n", r.In, n, name)
+		}
+		for _, p := range r.Problems {
+			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, p)
+		}
+	}
+	return err
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+type infoOptions struct {
+	Path string
+	JSON bool
+	Out  io.Writer
+}
+
+func init() {
+	extraCommands = append(extraCommands, func() *cobra.Command { return newInfoCmd(nil) })
+}
+
+func newInfoCmd(runF func(context.Context, *infoOptions) error) *cobra.Command {
+	opts := &infoOptions{}
+	cmd := &cobra.Command{
+		Use:   "info [TRACE]",
+		Short: "Describe a trace: events, devices, time span, memory_stats() peaks",
+		Long: `Info says what a trace holds: its source and settings, the events by action,
+devices and streams, the time span, whether the history is complete, and the
+torch.cuda.memory_stats() peaks and counters computed from the events (through
+the allocator model under the recorded settings, which also checks that the
+model reproduces the recording).
+
+With --json the output is a stable contract:
+  {"format_version", "events", "actions": {name: count}, "devices", "streams",
+   "time_span_us", "truncated", "stats": {memory_stats() key: value}, ...}`,
+		Example: `  tracer info run.arrows
+  tracer info run.arrows --json | jq '.stats["reserved_bytes.all.peak"]'
+  tracer info            # the built-in sample`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Path = args[0]
+			}
+			opts.Out = cmd.OutOrStdout()
+			if runF == nil {
+				runF = runInfo
+			}
+			return runF(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON (a stable contract) instead of text")
+	return cmd
+}
+
+// infoJSON is the --json contract of tracer info. Add fields; never rename.
+type infoJSON struct {
+	FormatVersion int              `json:"format_version"`
+	Events        int64            `json:"events"`
+	Actions       map[string]int64 `json:"actions"`
+	Devices       []int32          `json:"devices"`
+	Streams       []uint64         `json:"streams"`
+	TimeSpanUs    int64            `json:"time_span_us"`
+	// Truncated: the history is incomplete (ring buffer wrapped, or the
+	// stream was cut short).
+	Truncated     bool                        `json:"truncated"`
+	CutShort      bool                        `json:"cut_short"`
+	Reconstructed int64                       `json:"reconstructed_events"`
+	Stats         map[string]int64            `json:"stats"`
+	DeviceStats   map[string]map[string]int64 `json:"device_stats"`
+	Source        string                      `json:"source"`
+	SourceFile    string                      `json:"source_file,omitempty"`
+	Producer      string                      `json:"producer"`
+	AllocConf     string                      `json:"alloc_conf"`
+	DeviceName    string                      `json:"device_name,omitempty"`
+	DeviceTotal   int64                       `json:"device_total_bytes,omitempty"`
+	MemoryLimit   int64                       `json:"memory_limit_bytes,omitempty"`
+	Mismatches    int                         `json:"model_mismatches"`
+	Warnings      []string                    `json:"warnings"`
+}
+
+func runInfo(ctx context.Context, opts *infoOptions) error {
+	in, err := pipeline.Open(opts.Path)
+	if err != nil {
+		return err
+	}
+	set, err := in.RecordedSettings()
+	if err != nil {
+		return err
+	}
+	sums, facts, err := pipeline.Analyze(ctx, in, analysis.Options{})
+	if err != nil {
+		return err
+	}
+	// The replay under the recorded settings checks the model against the
+	// recording; the figures come from the recording itself.
+	run, err := pipeline.Replay(ctx, in, set, pipeline.Options{})
+	if err != nil {
+		return err
+	}
+	run.Summaries, run.Facts = sums, facts
+	out := buildInfo(in, run)
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return writeInfo(opts.Out, in, run, out)
+}
+
+func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
+	f := run.Facts
+	m := in.Meta
+	out := &infoJSON{
+		FormatVersion: int(m.Version), Events: f.Events, Actions: f.Actions, Devices: f.Devices,
+		Streams: f.Streams, TimeSpanUs: f.SpanUs(), Truncated: m.Truncated || f.Truncated,
+		CutShort: f.Truncated, Reconstructed: f.Reconstructed, Source: m.Source, SourceFile: m.SourceFile,
+		Producer: m.Producer, AllocConf: m.AllocConf, DeviceName: m.DeviceName, DeviceTotal: m.DeviceTotal,
+		MemoryLimit: m.MemoryLimit, Stats: map[string]int64{}, DeviceStats: map[string]map[string]int64{},
+		Warnings: []string{},
+	}
+	if out.Actions == nil {
+		out.Actions = map[string]int64{}
+	}
+	for i, s := range run.Summaries {
+		if i == 0 {
+			out.Stats = s.Stats
+		}
+		out.DeviceStats[fmt.Sprint(s.Device)] = s.Stats
+		if s.Unmatched > 0 {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("device %d: %d events contradict the state before them (frees of unknown blocks, double frees, frees of unknown segments)", s.Device, s.Unmatched))
+		}
+	}
+	for _, d := range run.Result.Devices {
+		out.Mismatches += d.NumMismatches
+		for i, mm := range d.Mismatches {
+			if i == 3 {
+				break
+			}
+			out.Warnings = append(out.Warnings, fmt.Sprintf("device %d: the model differs from the recording at event %d: %s", d.Device, mm.Seq, mm.What))
+		}
+	}
+	if f.Unknown > 0 {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%d events have an action this tracer does not know; skipped", f.Unknown))
+	}
+	return out
+}
+
+func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) error {
+	m := in.Meta
+	p := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "  %-11s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	fmt.Fprintf(w, "%s\n", in.Name)
+	src := m.Source
+	if m.SourceFile != "" {
+		src += " " + m.SourceFile
+	}
+	p("source", "%s (%s, trace format v%d)", src, m.Producer, m.Version)
+	conf := m.AllocConf
+	if conf == "" {
+		conf = "(none: defaults)"
+	}
+	p("settings", "PYTORCH_CUDA_ALLOC_CONF=%s", conf)
+	if m.DeviceName != "" || m.DeviceTotal > 0 {
+		p("device", "%s, %s", orUnknown(m.DeviceName), analysis.Bytes(m.DeviceTotal))
+	}
+	if m.MemoryLimit > 0 {
+		p("limit", "%s per process", analysis.Bytes(m.MemoryLimit))
+	}
+	span := "no timestamps"
+	if j.TimeSpanUs > 0 {
+		span = "over " + analysis.Duration(j.TimeSpanUs)
+	}
+	p("events", "%d %s; %s, %s", j.Events, span, plural(len(j.Devices), "device"), plural(len(j.Streams), "stream"))
+	p("actions", "%s", actionList(j.Actions))
+	switch {
+	case j.CutShort:
+		p("history", "CUT SHORT: the stream ends without its end marker (a killed recording?); all whole batches were read")
+	case j.Truncated:
+		p("history", "incomplete at its start (ring buffer wrapped); %d reconstructed events restore the state", j.Reconstructed)
+	default:
+		p("history", "complete")
+	}
+	for _, s := range run.Summaries {
+		st := s.Stats
+		dev := ""
+		if len(run.Summaries) > 1 {
+			dev = fmt.Sprintf(" (device %d)", s.Device)
+		}
+		p("peaks"+dev, "allocated %s, reserved %s, active %s, requested %s",
+			analysis.Bytes(st["allocated_bytes.all.peak"]), analysis.Bytes(st["reserved_bytes.all.peak"]),
+			analysis.Bytes(st["active_bytes.all.peak"]), analysis.Bytes(st["requested_bytes.all.peak"]))
+		p("counters", "%d segments at peak, %d device mallocs, %d device frees, %d allocations, %d OOMs",
+			st["segment.all.peak"], st["num_device_alloc"], st["num_device_free"], st["allocation.all.allocated"], st["num_ooms"])
+	}
+	if j.Mismatches == 0 {
+		p("model", "replaying under the recorded settings reproduces every recorded event")
+	} else {
+		p("model", "%d events differ from the recording when replayed under its settings", j.Mismatches)
+	}
+	for _, warn := range j.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	return nil
+}
+
+func actionList(actions map[string]int64) string {
+	names := make([]string, 0, len(actions))
+	for name := range actions {
+		names = append(names, name)
+	}
+	order := map[string]int{}
+	for i, k := range trace.Kinds() {
+		order[k.String()] = i
+	}
+	sort.Slice(names, func(a, b int) bool { return order[names[a]] < order[names[b]] })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %d", name, actions[name])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown GPU"
+	}
+	return s
+}

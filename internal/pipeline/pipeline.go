@@ -1,0 +1,322 @@
+// Package pipeline wires the stages together for the commands: it opens a
+// trace (or the built-in sample), resolves the allocator settings a replay
+// runs under (the recorded ones, overridden by flags), and runs
+// trace → replay → analysis in one streaming pass per replay. It holds no
+// algorithms of its own; those live in replay and analysis.
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Input is a trace to read, possibly several times (once per replay).
+type Input struct {
+	Name   string // the path, or sample.Name
+	Path   string // "" for the built-in sample
+	Sample bool
+	Meta   trace.Meta
+}
+
+// Open checks that path is a readable trace and reads its metadata. An
+// empty path selects the built-in sample.
+func Open(path string) (*Input, error) {
+	in := &Input{Name: path, Path: path}
+	if path == "" {
+		in.Name, in.Sample = sample.Name, true
+	}
+	rd, err := in.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	in.Meta = rd.Meta()
+	return in, nil
+}
+
+// Reader opens a new reader over the input.
+func (in *Input) Reader() (*trace.Reader, error) {
+	if in.Sample {
+		return trace.NewReader(bytes.NewReader(sample.Bytes()), "built-in sample")
+	}
+	if st, err := os.Stat(in.Path); err == nil && !st.IsDir() && st.Size() > 0 {
+		if looksLikeSnapshot(in.Path) {
+			return nil, fmt.Errorf("%s: this is a PyTorch snapshot, not a trace: run 'tracer import %s' first", in.Path, in.Path)
+		}
+	}
+	return trace.Open(in.Path)
+}
+
+// looksLikeSnapshot recognises a pickle (0x80 protocol byte) or a JSON
+// document, the formats `tracer import` reads, so the error can say so.
+func looksLikeSnapshot(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return false
+	}
+	return b[0] == 0x80 || b[0] == '{' || b[0] == '['
+}
+
+// Settings are what a user may change for a replay. Zero values keep the
+// recorded settings.
+type Settings struct {
+	Conf  string // PYTORCH_CUDA_ALLOC_CONF keys applied over the recorded string
+	Round int64  // rounding quantum (kMinBlockSize); 0 keeps 512
+	Limit int64  // per-process memory limit in bytes; 0 keeps the recorded one, <0 removes it
+	Total int64  // simulated device memory in bytes; 0 = the recorded device's, else 80 GiB
+}
+
+// Resolved is a complete replay configuration.
+type Resolved struct {
+	Conf     allocator.Conf
+	Limit    int64 // bytes; 0 = none
+	Total    int64
+	Recorded bool   // identical to the recording's settings: exact comparison applies
+	Label    string // human-readable, e.g. "expandable_segments:True, round 4096"
+}
+
+// Resolve applies s over the input's recorded settings.
+func (in *Input) Resolve(s Settings) (Resolved, error) {
+	recorded := in.Meta.AllocConf
+	conf, err := allocator.ParseConf(recorded)
+	if err != nil {
+		return Resolved{}, fmt.Errorf("%s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in.Name, recorded, err)
+	}
+	r := Resolved{Total: in.Meta.DeviceTotal, Limit: in.Meta.MemoryLimit}
+	if s.Conf != "" {
+		merged := s.Conf
+		if recorded != "" {
+			merged = recorded + "," + s.Conf
+		}
+		if conf, err = allocator.ParseConf(merged); err != nil {
+			return Resolved{}, fmt.Errorf("--conf %q: %v", s.Conf, err)
+		}
+	}
+	if s.Round != 0 {
+		conf.MinBlockSize = s.Round
+	}
+	if err := conf.Validate(); err != nil {
+		return Resolved{}, err
+	}
+	switch {
+	case s.Limit > 0:
+		r.Limit = s.Limit
+	case s.Limit < 0:
+		r.Limit = 0
+	}
+	if s.Total > 0 {
+		r.Total = s.Total
+	}
+	if r.Total == 0 {
+		r.Total = 80 << 30
+	}
+	r.Conf = conf
+	base, _ := allocator.ParseConf(recorded)
+	r.Recorded = confEqual(conf, base) && r.Limit == in.Meta.MemoryLimit
+	r.Label = label(conf, r.Limit)
+	return r, nil
+}
+
+// RecordedSettings are the settings the trace was recorded under.
+func (in *Input) RecordedSettings() (Resolved, error) { return in.Resolve(Settings{}) }
+
+func confEqual(a, b allocator.Conf) bool {
+	a.Raw, b.Raw = "", ""
+	return a == b
+}
+
+func label(c allocator.Conf, limit int64) string {
+	var parts []string
+	if s := c.String(); s != "" {
+		parts = append(parts, s)
+	}
+	if c.MinBlockSize != 512 {
+		parts = append(parts, fmt.Sprintf("round %d", c.MinBlockSize))
+	}
+	if limit > 0 {
+		parts = append(parts, "limit "+analysis.Bytes(limit).String())
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Options tune a Replay.
+type Options struct {
+	Analysis analysis.Options // Device and Stacks are set per device
+	// Out, when set, receives the replayed events (with their stacks).
+	Out *trace.Writer
+	// NewDevice builds a device per ordinal; nil uses simulated devices.
+	NewDevice func(device int32) allocator.Device
+}
+
+// Run is the outcome of one replay of an input.
+type Run struct {
+	Settings  Resolved
+	Result    *replay.Result
+	Summaries []*analysis.Summary // one per device, by ordinal
+	Facts     trace.Facts         // of the input, as recorded
+}
+
+// Summary returns the summary of device d, or nil.
+func (r *Run) Summary(d int32) *analysis.Summary {
+	for _, s := range r.Summaries {
+		if s.Device == d {
+			return s
+		}
+	}
+	return nil
+}
+
+// Replay replays the input once under s and analyzes the replayed events.
+func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, error) {
+	rd, err := in.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	run := &Run{Settings: s}
+	src := &factsSource{rd: rd, facts: &run.Facts}
+	obs := &fanout{rd: rd, opt: opt, byDevice: map[int32]*analysis.Summarizer{}}
+	res, err := replay.Run(ctx, src, replay.Options{
+		Conf:        s.Conf,
+		TotalMemory: s.Total,
+		MemoryLimit: s.Limit,
+		Recorded:    s.Recorded,
+		NewDevice:   opt.NewDevice,
+	}, obs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in.Name, err)
+	}
+	if obs.err != nil {
+		return nil, obs.err
+	}
+	if rd.Truncated() {
+		run.Facts.Truncated = true
+	}
+	run.Result = res
+	run.Summaries = obs.summaries()
+	return run, nil
+}
+
+// factsSource passes a reader's events through, folding them into Facts.
+type factsSource struct {
+	rd    *trace.Reader
+	facts *trace.Facts
+}
+
+func (f *factsSource) Next() bool {
+	if !f.rd.Next() {
+		return false
+	}
+	f.facts.Add(f.rd.Event())
+	return true
+}
+func (f *factsSource) Event() *trace.Event { return f.rd.Event() }
+func (f *factsSource) Err() error          { return f.rd.Err() }
+
+// fanout sends each replayed event to its device's summarizer and to the
+// output trace.
+type fanout struct {
+	rd       *trace.Reader
+	opt      Options
+	byDevice map[int32]*analysis.Summarizer
+	last     *analysis.Summarizer
+	lastDev  int32
+	stackIDs map[trace.StackID]trace.StackID
+	err      error
+}
+
+func (f *fanout) Event(ev *trace.Event) {
+	s := f.last
+	if s == nil || ev.Device != f.lastDev {
+		s = f.byDevice[ev.Device]
+		if s == nil {
+			o := f.opt.Analysis
+			o.Device = ev.Device
+			o.Stacks = f.rd.Stack
+			s = analysis.NewSummarizer(o)
+			f.byDevice[ev.Device] = s
+		}
+		f.last, f.lastDev = s, ev.Device
+	}
+	s.Event(ev)
+	if f.opt.Out != nil && f.err == nil {
+		out := *ev
+		if out.Stack != trace.NoStack {
+			if f.stackIDs == nil {
+				f.stackIDs = map[trace.StackID]trace.StackID{}
+			}
+			id, ok := f.stackIDs[out.Stack]
+			if !ok {
+				id = f.opt.Out.AddStack(f.rd.Stack(out.Stack))
+				f.stackIDs[out.Stack] = id
+			}
+			out.Stack = id
+		}
+		f.err = f.opt.Out.Write(&out)
+	}
+}
+
+// Analyze summarizes the input's recorded events as they are, one Summary
+// per device, with no replay. Traces from `tracer import` carry the block
+// sizes the allocator model gave the recorded allocations, so the summaries
+// are exact; Summary.Approximate says when some were missing.
+func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.Summary, trace.Facts, error) {
+	var facts trace.Facts
+	rd, err := in.Reader()
+	if err != nil {
+		return nil, facts, err
+	}
+	defer rd.Close()
+	obs := &fanout{rd: rd, opt: Options{Analysis: opt}, byDevice: map[int32]*analysis.Summarizer{}}
+	var n int64
+	for rd.Next() {
+		if n++; n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, facts, err
+			}
+		}
+		ev := rd.Event()
+		facts.Add(ev)
+		if ev.Kind.Valid() {
+			obs.Event(ev)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, facts, err
+	}
+	facts.Truncated = rd.Truncated()
+	return obs.summaries(), facts, nil
+}
+
+// summaries finalizes the per-device summarizers, by ordinal.
+func (f *fanout) summaries() []*analysis.Summary {
+	devs := make([]int32, 0, len(f.byDevice))
+	for d := range f.byDevice {
+		devs = append(devs, d)
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i] < devs[j] })
+	out := make([]*analysis.Summary, len(devs))
+	for i, d := range devs {
+		out[i] = f.byDevice[d].Finalize()
+	}
+	return out
+}

@@ -1,0 +1,297 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// Version is the tracer version written into every trace's producer field.
+var Version = "0.1.0"
+
+// ImportOptions control ImportSnapshots.
+type ImportOptions struct {
+	// Out is the output path for a single input; with several inputs it is a
+	// directory (created if needed). Empty: next to each input, with the
+	// extension replaced by .arrows.
+	Out string
+	// MemoryFraction and DeviceTotal annotate the trace with the run's
+	// per-process memory limit (torch.cuda.set_per_process_memory_fraction),
+	// which snapshots do not store; replays use it as the default limit.
+	MemoryFraction float64
+	DeviceTotal    int64
+	DeviceName     string
+	// Progress, when non-nil, receives one line per finished file.
+	Progress io.Writer
+}
+
+// ImportResult describes one imported snapshot.
+type ImportResult struct {
+	In, Out       string
+	Events        int64 // events written, reconstructed ones included
+	Reconstructed int64 // events synthesised to restore the state at trace start
+	Devices       int
+	Truncated     bool                // the history was incomplete (ring buffer wrapped)
+	Skipped       map[string]int      // unknown actions, by name
+	Problems      []torchsnap.Problem // contradictions found by validation (warnings)
+	// InferredLimit is the memory limit import assumed for a trace with OOMs
+	// whose limit was not given (0 if none): see inferLimit.
+	InferredLimit int64
+	// ModelMismatches counts events where replaying the recording under its
+	// own settings on the allocator model disagreed with it; block sizes are
+	// left unknown from the first one on.
+	ModelMismatches int
+}
+
+// ImportSnapshots converts PyTorch memory snapshots (pickle or JSON) into
+// traces, several files in parallel. Each output is written to a temporary
+// file renamed into place at the end, so a failed import leaves nothing.
+// Results come back in input order; the first error stops nothing else but is
+// returned, naming its file.
+func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*ImportResult, error) {
+	outs, err := outputPaths(ins, opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*ImportResult, len(ins))
+	errs := make([]error, len(ins))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range ins {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := ctx.Err(); err != nil {
+				errs[i] = err
+				return
+			}
+			results[i], errs[i] = importOne(ins[i], outs[i], opts)
+			if opts.Progress != nil && errs[i] == nil {
+				mu.Lock()
+				fmt.Fprintf(opts.Progress, "imported %s → %s (%d events)\n", ins[i], outs[i], results[i].Events)
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+func outputPaths(ins []string, out string) ([]string, error) {
+	outs := make([]string, len(ins))
+	for i, in := range ins {
+		base := strings.TrimSuffix(filepath.Base(in), filepath.Ext(in)) + ".arrows"
+		switch {
+		case out == "":
+			outs[i] = filepath.Join(filepath.Dir(in), base)
+		case len(ins) == 1 && !isDir(out):
+			outs[i] = out
+		default:
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return nil, fmt.Errorf("import: %w", err)
+			}
+			outs[i] = filepath.Join(out, base)
+		}
+	}
+	return outs, nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
+	snap, err := torchsnap.ReadFile(in)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
+	}
+	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
+	meta := trace.Meta{
+		Producer:       "tracer " + Version,
+		Source:         trace.SourceSnapshot,
+		SourceFile:     filepath.Base(in),
+		AllocConf:      snap.Settings.AllocConf,
+		AllocSettings:  snap.Settings.JSON,
+		DeviceName:     opts.DeviceName,
+		DeviceTotal:    opts.DeviceTotal,
+		MemoryFraction: opts.MemoryFraction,
+	}
+	if opts.MemoryFraction > 0 && opts.DeviceTotal > 0 {
+		meta.MemoryLimit = int64(opts.MemoryFraction * float64(opts.DeviceTotal))
+	}
+	// Reconstruct first: the metadata records whether the history is complete.
+	initial := make([][]trace.Event, len(snap.Devices))
+	for i, d := range snap.Devices {
+		initial[i], err = d.Reconstruct(conf.RoundSize)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+		}
+		if len(initial[i]) > 0 {
+			meta.Truncated = true
+		}
+		res.Problems = append(res.Problems, d.Validate()...)
+		for k, n := range d.Skipped {
+			res.Skipped[k] += n
+		}
+	}
+	res.Truncated = meta.Truncated
+	if meta.MemoryLimit == 0 {
+		if limit := inferLimit(snap.Devices, initial); limit > 0 {
+			meta.MemoryLimit = limit
+			meta.Extra = map[string]string{"memory_limit": "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"}
+			res.InferredLimit = limit
+		}
+	}
+	for i, d := range snap.Devices {
+		n, err := annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d.Events)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+		}
+		res.ModelMismatches += n
+	}
+	w, err := trace.Create(out, meta, trace.WriterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]trace.StackID, len(snap.Stacks))
+	for i, st := range snap.Stacks {
+		ids[i] = w.AddStack(st)
+	}
+	write := func(evs []trace.Event) error {
+		for j := range evs {
+			ev := evs[j]
+			if ev.Stack != trace.NoStack {
+				ev.Stack = ids[ev.Stack]
+			}
+			if err := w.Write(&ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i, d := range snap.Devices {
+		if err := write(initial[i]); err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("import %s: %v", in, err)
+		}
+		res.Reconstructed += int64(len(initial[i]))
+		if err := write(d.Events); err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("import %s: %v", in, err)
+		}
+	}
+	res.Events = w.Events()
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("import %s: %v", in, err)
+	}
+	return res, nil
+}
+
+// inferLimit returns, for a recording with OOM events, the peak of its
+// reserved bytes: the smallest per-process limit under which every recorded
+// segment allocation succeeds, and — because the real limit was at least this
+// and the recorded failures exceeded the real one — every recorded failure
+// still fails. Replaying under it reproduces the recording's OOMs and
+// retries. It returns 0 for a recording without OOMs.
+func inferLimit(devs []*torchsnap.Device, initial [][]trace.Event) int64 {
+	var peak int64
+	ooms := false
+	for i, d := range devs {
+		var reserved int64
+		for _, evs := range [][]trace.Event{initial[i], d.Events} {
+			for j := range evs {
+				switch evs[j].Kind {
+				case trace.KindSegmentAlloc, trace.KindSegmentMap:
+					reserved += evs[j].Size
+					peak = max(peak, reserved)
+				case trace.KindSegmentFree, trace.KindSegmentUnmap:
+					reserved -= evs[j].Size
+				case trace.KindOOM:
+					ooms = true
+				}
+			}
+		}
+	}
+	if !ooms {
+		return 0
+	}
+	return peak
+}
+
+// annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,
+// which PyTorch does not record, from a replay of the recording under its own
+// settings on the allocator model: while the model reproduces the recording
+// event for event, each of its blocks is the recorded block. It stops at the
+// first disagreement and returns the number of mismatches.
+func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trace.Event) (int, error) {
+	all := make([]trace.Event, 0, len(initial)+len(events))
+	all = append(all, initial...)
+	all = append(all, events...)
+	var sizes []int64 // block size of each replayed alloc, in order
+	sizeAt := map[uint64]int64{}
+	obs := replay.ObserverFunc(func(ev *trace.Event) {
+		if ev.Kind == trace.KindAlloc && ev.Flags&trace.FlagReconstructed == 0 {
+			sizes = append(sizes, ev.BlockSize)
+		}
+	})
+	res, err := replay.Run(context.Background(), replay.NewSliceSource(all), replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs)
+	if err != nil {
+		return 0, err
+	}
+	mismatches, firstBad := 0, int64(-1)
+	for _, d := range res.Devices {
+		mismatches += d.NumMismatches
+		if len(d.Mismatches) > 0 {
+			firstBad = d.Mismatches[0].Seq
+		}
+	}
+	for _, ev := range initial {
+		if ev.Kind == trace.KindAlloc {
+			sizeAt[ev.Addr] = ev.BlockSize
+		}
+	}
+	k := 0
+	for i := range events {
+		ev := &events[i]
+		if firstBad >= 0 && ev.Seq >= firstBad {
+			break
+		}
+		switch ev.Kind {
+		case trace.KindAlloc:
+			if k < len(sizes) {
+				ev.BlockSize = sizes[k]
+				sizeAt[ev.Addr] = sizes[k]
+			}
+			k++
+		case trace.KindFreeRequested:
+			ev.BlockSize = sizeAt[ev.Addr]
+		case trace.KindFreeCompleted:
+			ev.BlockSize = sizeAt[ev.Addr]
+			delete(sizeAt, ev.Addr)
+		}
+	}
+	return mismatches, nil
+}

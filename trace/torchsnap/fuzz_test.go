@@ -1,0 +1,39 @@
+package torchsnap
+
+import (
+	"bytes"
+	"os"
+	"testing"
+)
+
+// FuzzDecode: the decoder must not panic or allocate without bound on any
+// input; errors are fine. A successful decode must also survive
+// reconstruction and validation. Seeds: testdata/fuzz/FuzzDecode (made by
+// testdata/make_fuzz_corpus.py) and the small test snapshots.
+func FuzzDecode(f *testing.F) {
+	for _, p := range []string{"testdata/oom_p2.pickle", "testdata/oom_p5.pickle", "testdata/segments_only.pickle",
+		"testdata/legacy.pickle", "testdata/oom.json"} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Decode(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for _, d := range s.Devices {
+			for _, e := range d.Events {
+				if e.Stack != -1 && (e.Stack < 0 || int(e.Stack) >= len(s.Stacks)) {
+					t.Fatalf("event stack %d out of range (%d stacks)", e.Stack, len(s.Stacks))
+				}
+			}
+			if _, err := d.Reconstruct(roundSize); err != nil {
+				t.Fatal(err)
+			}
+			d.Validate()
+		}
+	})
+}
