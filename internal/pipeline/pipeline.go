@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -94,7 +95,7 @@ type Resolved struct {
 // Resolve applies s over the input's recorded settings.
 func (in *Input) Resolve(s Settings) (Resolved, error) {
 	recorded := in.Meta.AllocConf
-	conf, err := allocator.ParseConf(recorded)
+	conf, err := parseConf(recorded)
 	if err != nil {
 		return Resolved{}, fmt.Errorf("%s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in.Name, recorded, err)
 	}
@@ -104,7 +105,7 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 		if recorded != "" {
 			merged = recorded + "," + s.Conf
 		}
-		if conf, err = allocator.ParseConf(merged); err != nil {
+		if conf, err = parseConf(merged); err != nil {
 			return Resolved{}, fmt.Errorf("--conf %q: %v", s.Conf, err)
 		}
 	}
@@ -127,7 +128,7 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 		r.Total = 80 << 30
 	}
 	r.Conf = conf
-	base, _ := allocator.ParseConf(recorded)
+	base, _ := parseConf(recorded)
 	r.Recorded = confEqual(conf, base) && r.Limit == in.Meta.MemoryLimit
 	r.Label = label(conf, r.Limit)
 	return r, nil
@@ -135,6 +136,38 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 
 // RecordedSettings are the settings the trace was recorded under.
 func (in *Input) RecordedSettings() (Resolved, error) { return in.Resolve(Settings{}) }
+
+// parseConf parses PYTORCH_CUDA_ALLOC_CONF syntax plus the model constants
+// that allocator.Conf.String writes as "tracer_*" keys (a replay with
+// --round 4096 records "tracer_round:4096"), which PyTorch would reject.
+func parseConf(s string) (allocator.Conf, error) {
+	var torch, ours []string
+	for _, kv := range strings.Split(s, ",") {
+		if strings.HasPrefix(strings.TrimSpace(kv), "tracer_") {
+			ours = append(ours, strings.TrimSpace(kv))
+		} else if strings.TrimSpace(kv) != "" {
+			torch = append(torch, kv)
+		}
+	}
+	c, err := allocator.ParseConf(strings.Join(torch, ","))
+	if err != nil {
+		return c, err
+	}
+	for _, kv := range ours {
+		k, v, _ := strings.Cut(kv, ":")
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("%s: want an integer, got %q", k, v)
+		}
+		switch k {
+		case "tracer_round":
+			c.MinBlockSize = n
+		default:
+			return c, fmt.Errorf("unrecognized key %q", k)
+		}
+	}
+	return c, c.Validate()
+}
 
 func confEqual(a, b allocator.Conf) bool {
 	a.Raw, b.Raw = "", ""
@@ -145,9 +178,6 @@ func label(c allocator.Conf, limit int64) string {
 	var parts []string
 	if s := c.String(); s != "" {
 		parts = append(parts, s)
-	}
-	if c.MinBlockSize != 512 {
-		parts = append(parts, fmt.Sprintf("round %d", c.MinBlockSize))
 	}
 	if limit > 0 {
 		parts = append(parts, "limit "+analysis.Bytes(limit).String())

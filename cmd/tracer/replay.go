@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/cuda"
+	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/record"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+type replayOptions struct {
+	Path   string
+	Conf   string
+	Round  int64
+	Limit  string
+	Device string
+	Output string
+	JSON   bool
+	Out    io.Writer
+	Err    io.Writer
+}
+
+func init() {
+	extraCommands = append(extraCommands, func() *cobra.Command { return newReplayCmd(nil) })
+}
+
+func newReplayCmd(runF func(context.Context, *replayOptions) error) *cobra.Command {
+	opts := &replayOptions{}
+	cmd := &cobra.Command{
+		Use:   "replay [TRACE] [--conf STR] [--round N] [--limit SIZE] [--device sim|cuda] [-o OUT.arrows] [--json]",
+		Short: "Replay a trace on the caching-allocator model under other settings",
+		Long: `Replay feeds the trace's requests (allocations with their streams, frees,
+cross-stream frees, OOM attempts, the user's empty_cache calls) to an exact model
+of PyTorch 2.11's CUDA caching allocator, under the recorded settings overridden
+by the flags, and prints the peaks, counters and fragmentation next to the
+recorded run's.
+
+--conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string.
+--round sets the rounding quantum (PyTorch's kMinBlockSize, 512), which PyTorch
+does not expose. --limit is the per-process memory limit
+(set_per_process_memory_fraction × total memory); "none" removes a recorded one.
+--device cuda replays on real GPU memory through the CUDA driver and reports the
+latency of device calls and of the allocator's own work.
+
+Without TRACE, the built-in sample trace is replayed.`,
+		Example: `  tracer replay --round 4096                       # the built-in sample, 4 KiB quantum
+  tracer replay run.arrows --conf expandable_segments:True
+  tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
+  tracer replay run.arrows --round 512 -o replayed.arrows
+  tracer replay run.arrows --device cuda            # on the GPU, with latencies
+  tracer replay run.arrows --json | jq .replayed`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Path = args[0]
+			}
+			opts.Out, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if opts.Device != "sim" && opts.Device != "cuda" {
+				return usagef("--device %q: want sim or cuda", opts.Device)
+			}
+			if opts.Round < 0 || opts.Round&(opts.Round-1) != 0 {
+				return usagef("--round %d: the rounding quantum must be a power of two (512 is PyTorch's)", opts.Round)
+			}
+			if runF == nil {
+				runF = runReplay
+			}
+			return runF(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Conf, "conf", "", "PYTORCH_CUDA_ALLOC_CONF keys applied over the recorded settings")
+	f.Int64Var(&opts.Round, "round", 0, "rounding quantum in bytes, a power of two (PyTorch: 512)")
+	f.StringVar(&opts.Limit, "limit", "", `per-process memory limit, e.g. 24GiB, 512MiB, bytes, or "none"`)
+	f.StringVar(&opts.Device, "device", "sim", "sim (simulated device) or cuda (real GPU memory)")
+	f.StringVarP(&opts.Output, "output", "o", "", "write the replayed events as a trace")
+	f.BoolVar(&opts.JSON, "json", false, "print JSON (a stable contract) instead of text")
+	return cmd
+}
+
+func parseSettings(conf string, round int64, limit string) (pipeline.Settings, error) {
+	s := pipeline.Settings{Conf: conf, Round: round}
+	switch limit {
+	case "":
+	case "none", "0":
+		s.Limit = -1
+	default:
+		n, err := parseBytes(limit)
+		if err != nil {
+			return s, usagef("--limit: %v", err)
+		}
+		s.Limit = n
+	}
+	return s, nil
+}
+
+// replayJSON is the --json contract of tracer replay. Add fields; never rename.
+type replayJSON struct {
+	Trace         string                            `json:"trace"`
+	Settings      map[string]settingsJSON           `json:"settings"`
+	Recorded      map[string]int64                  `json:"recorded"`
+	Replayed      map[string]int64                  `json:"replayed"`
+	Fragmentation map[string]analysis.Fragmentation `json:"fragmentation"`
+	OOMs          []oomJSON                         `json:"ooms"`
+	Mismatches    int                               `json:"model_mismatches"`
+	Device        *deviceJSON                       `json:"device,omitempty"`
+}
+
+type settingsJSON struct {
+	Conf       string `json:"conf"`
+	Round      int64  `json:"round_bytes"`
+	LimitBytes int64  `json:"limit_bytes"`
+	Label      string `json:"label"`
+}
+
+type oomJSON struct {
+	Seq        int64  `json:"seq"`
+	Size       int64  `json:"size"`
+	Stream     uint64 `json:"stream"`
+	FreeCached int64  `json:"free_cached_bytes"`
+	Recorded   bool   `json:"recorded"`
+	Site       string `json:"site,omitempty"`
+}
+
+type deviceJSON struct {
+	Name           string  `json:"name"`
+	Events         int64   `json:"events"`
+	WallSeconds    float64 `json:"wall_seconds"`
+	DeviceSeconds  float64 `json:"device_call_seconds"`
+	AllocatorNsPer float64 `json:"allocator_ns_per_event"`
+	Calls          map[string]latencyJSON
+}
+
+type latencyJSON struct {
+	Count  int64   `json:"count"`
+	MeanUs float64 `json:"mean_us"`
+	MaxUs  float64 `json:"max_us"`
+}
+
+func runReplay(ctx context.Context, opts *replayOptions) error {
+	in, err := pipeline.Open(opts.Path)
+	if err != nil {
+		return err
+	}
+	if in.Sample && !opts.JSON {
+		fmt.Fprintf(opts.Err, "replaying the built-in sample trace: %s\n(pass a TRACE to replay your own; tracer import turns a PyTorch snapshot into one)\n", in.Name)
+	}
+	s, err := parseSettings(opts.Conf, opts.Round, opts.Limit)
+	if err != nil {
+		return err
+	}
+	want, err := in.Resolve(s)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	base, err := in.RecordedSettings()
+	if err != nil {
+		return err
+	}
+
+	popts := pipeline.Options{}
+	var gpu *cuda.Device
+	if opts.Device == "cuda" {
+		if gpu, err = cuda.Open(0); err != nil {
+			return err
+		}
+		defer gpu.Close()
+		gpu.SetTiming(true)
+		popts.NewDevice = func(d int32) allocator.Device { return gpu }
+		want.Total = gpu.TotalBytes()
+	}
+	var w *trace.Writer
+	if opts.Output != "" {
+		meta := in.Meta
+		meta.Producer, meta.Source, meta.SourceFile = "tracer "+record.Version, trace.SourceReplay, in.Name
+		meta.AllocConf, meta.MemoryLimit, meta.Truncated = want.Conf.String(), want.Limit, false
+		if w, err = trace.Create(opts.Output, meta, trace.WriterOptions{}); err != nil {
+			return err
+		}
+		defer w.Abort() // no-op after a successful Close
+		popts.Out = w
+	}
+
+	// The recorded column is the model under the recorded settings, which
+	// reproduces the recording exactly (and counts retries, which a trace
+	// does not show); both replays run at once on two cores.
+	var rec, got *pipeline.Run
+	var recErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
+	}()
+	start := time.Now()
+	got, err = pipeline.Replay(ctx, in, want, popts)
+	wall := time.Since(start)
+	<-done
+	if err != nil {
+		return err
+	}
+	if recErr != nil {
+		return recErr
+	}
+	if w != nil {
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	out := buildReplayJSON(in, base, want, rec, got)
+	if gpu != nil {
+		out.Device = deviceReport(gpu, got.Facts.Events, wall)
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	writeReplay(opts.Out, in, out, got)
+	if opts.Output != "" {
+		fmt.Fprintf(opts.Out, "replayed events written to %s\n", opts.Output)
+	}
+	return nil
+}
+
+func buildReplayJSON(in *pipeline.Input, base, want pipeline.Resolved, rec, got *pipeline.Run) *replayJSON {
+	out := &replayJSON{
+		Trace: in.Name,
+		Settings: map[string]settingsJSON{
+			"recorded": {Conf: base.Conf.String(), Round: base.Conf.MinBlockSize, LimitBytes: base.Limit, Label: base.Label},
+			"replayed": {Conf: want.Conf.String(), Round: want.Conf.MinBlockSize, LimitBytes: want.Limit, Label: want.Label},
+		},
+		Recorded: map[string]int64{}, Replayed: map[string]int64{},
+		Fragmentation: map[string]analysis.Fragmentation{}, OOMs: []oomJSON{},
+	}
+	if len(rec.Result.Devices) > 0 {
+		out.Recorded = rec.Result.Devices[0].Stats
+	}
+	if len(got.Result.Devices) > 0 {
+		d := got.Result.Devices[0]
+		out.Replayed = d.Stats
+		out.Mismatches = d.NumMismatches
+		for _, o := range d.OOMs {
+			out.OOMs = append(out.OOMs, oomJSON{Seq: o.Seq, Size: o.Size, Stream: o.Stream, FreeCached: o.FreeCached, Recorded: o.Recorded})
+		}
+	}
+	if len(rec.Summaries) > 0 {
+		out.Fragmentation["recorded"] = rec.Summaries[0].Fragmentation
+	}
+	if len(got.Summaries) > 0 {
+		out.Fragmentation["replayed"] = got.Summaries[0].Fragmentation
+	}
+	return out
+}
+
+func deviceReport(gpu *cuda.Device, events int64, wall time.Duration) *deviceJSON {
+	t := gpu.Timings()
+	calls := map[string]latencyJSON{}
+	var devTime time.Duration
+	for name, l := range map[string]cuda.Latency{"malloc": t.Malloc, "free": t.Free, "reserve": t.Reserve, "map": t.Map, "unmap": t.Unmap, "release": t.Release} {
+		devTime += l.Total
+		if l.Count > 0 {
+			calls[name] = latencyJSON{Count: l.Count, MeanUs: float64(l.Mean()) / 1e3, MaxUs: float64(l.Max) / 1e3}
+		}
+	}
+	d := &deviceJSON{Name: gpu.Name(), Events: events, WallSeconds: wall.Seconds(), DeviceSeconds: devTime.Seconds(), Calls: calls}
+	if events > 0 {
+		d.AllocatorNsPer = float64(wall-devTime) / float64(events)
+	}
+	return d
+}
+
+func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.Run) {
+	rs, ps := r.Settings["recorded"], r.Settings["replayed"]
+	fmt.Fprintf(w, "%s\n  recorded settings: %s\n  replayed settings: %s\n\n", in.Name, rs.Label, ps.Label)
+	fmt.Fprintf(w, "%-26s %14s %14s %20s\n", "", "recorded", "replayed", "change")
+	bytesRow := func(label, key string) {
+		a, b := r.Recorded[key], r.Replayed[key]
+		fmt.Fprintf(w, "%-26s %14s %14s %20s\n", label, analysis.Bytes(a), analysis.Bytes(b), bytesDelta(a, b))
+	}
+	countRow := func(label, key string) {
+		a, b := r.Recorded[key], r.Replayed[key]
+		fmt.Fprintf(w, "%-26s %14d %14d %20s\n", label, a, b, countDelta(a, b))
+	}
+	bytesRow("allocated peak", "allocated_bytes.all.peak")
+	bytesRow("reserved peak", "reserved_bytes.all.peak")
+	bytesRow("active peak", "active_bytes.all.peak")
+	bytesRow("requested peak", "requested_bytes.all.peak")
+	bytesRow("inactive split peak", "inactive_split_bytes.all.peak")
+	countRow("segments peak", "segment.all.peak")
+	countRow("device mallocs", "num_device_alloc")
+	countRow("device frees", "num_device_free")
+	countRow("alloc retries", "num_alloc_retries")
+	countRow("OOMs", "num_ooms")
+	fr, fp := r.Fragmentation["recorded"], r.Fragmentation["replayed"]
+	fmt.Fprintf(w, "%-26s %14s %14s %20s\n", "external frag at peak", analysis.Bytes(int64(fr.ExternalAtReservedPeak)), analysis.Bytes(int64(fp.ExternalAtReservedPeak)), bytesDelta(int64(fr.ExternalAtReservedPeak), int64(fp.ExternalAtReservedPeak)))
+	fmt.Fprintf(w, "%-26s %13.1f%% %13.1f%% %20s\n", "1 − active/reserved peak", 100*fr.GMLake, 100*fp.GMLake, fmt.Sprintf("%+.1f pt", 100*(fp.GMLake-fr.GMLake)))
+	for i, o := range r.OOMs {
+		if i == 5 {
+			fmt.Fprintf(w, "... %d more OOMs\n", len(r.OOMs)-5)
+			break
+		}
+		was := "new: the recording did not fail here"
+		if o.Recorded {
+			was = "as recorded"
+		}
+		fmt.Fprintf(w, "OOM at event %d: %s on stream %d with %s free in the cache (%s)\n", o.Seq, analysis.Bytes(o.Size), o.Stream, analysis.Bytes(o.FreeCached), was)
+	}
+	if ps.Label == rs.Label && r.Mismatches == 0 {
+		fmt.Fprintf(w, "the replay under the recorded settings reproduces every recorded event\n")
+	} else if ps.Label == rs.Label {
+		fmt.Fprintf(w, "warning: the model differs from the recording at %d events\n", r.Mismatches)
+	}
+	if d := r.Device; d != nil {
+		fmt.Fprintf(w, "on %s: %d events in %.3f s; allocator %.0f ns/event besides device calls\n", d.Name, d.Events, d.WallSeconds, d.AllocatorNsPer)
+		for _, name := range []string{"malloc", "free", "reserve", "map", "unmap", "release"} {
+			if l, ok := d.Calls[name]; ok {
+				fmt.Fprintf(w, "  %-8s %6d calls, mean %8.1f µs, max %8.1f µs\n", name, l.Count, l.MeanUs, l.MaxUs)
+			}
+		}
+	}
+}
+
+func bytesDelta(a, b int64) string {
+	if a == b {
+		return "="
+	}
+	d := analysis.Bytes(b - a).String()
+	if b > a {
+		d = "+" + d
+	}
+	if a == 0 {
+		return d
+	}
+	return fmt.Sprintf("%s (%+.1f%%)", d, 100*float64(b-a)/float64(a))
+}
+
+func countDelta(a, b int64) string {
+	if a == b {
+		return "="
+	}
+	return fmt.Sprintf("%+d", b-a)
+}
