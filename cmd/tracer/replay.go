@@ -149,9 +149,6 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	if err != nil {
 		return err
 	}
-	if in.Sample && !opts.JSON {
-		fmt.Fprintf(opts.Err, "replaying the built-in sample trace: %s\n(pass a TRACE to replay your own; tracer import turns a PyTorch snapshot into one)\n", in.Name)
-	}
 	s, err := parseSettings(opts.Conf, opts.Round, opts.Limit)
 	if err != nil {
 		return err
@@ -163,6 +160,9 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	base, err := in.RecordedSettings()
 	if err != nil {
 		return err
+	}
+	if in.Sample && !opts.JSON {
+		fmt.Fprintf(opts.Err, "replaying the built-in sample trace: %s\n(pass a TRACE to replay your own; tracer import turns a PyTorch snapshot into one)\n", in.Name)
 	}
 
 	popts := pipeline.Options{}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tracer runs the CLI in-process and returns its exit status and output.
+func tracer(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+var snapshots = "../../testdata/snapshots"
+
+func snapshotNames(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(snapshots, "*.pickle"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no snapshots in %s", snapshots)
+	}
+	var names []string
+	for _, p := range m {
+		names = append(names, strings.TrimSuffix(filepath.Base(p), ".pickle"))
+	}
+	return names
+}
+
+// For every real snapshot recorded from its start, `tracer import` then
+// `tracer info --json` gives the same memory_stats() values PyTorch reported
+// at the end of the run.
+func TestImportInfoMatchesMemoryStats(t *testing.T) {
+	keys := []string{"allocated_bytes.all.peak", "reserved_bytes.all.peak", "active_bytes.all.peak",
+		"requested_bytes.all.peak", "segment.all.peak", "num_device_alloc", "num_device_free", "num_ooms",
+		"allocation.all.allocated", "allocated_bytes.all.current", "reserved_bytes.all.current", "segment.all.current"}
+	dir := t.TempDir()
+	for _, name := range snapshotNames(t) {
+		t.Run(name, func(t *testing.T) {
+			var truth map[string]any
+			raw, err := os.ReadFile(filepath.Join(snapshots, name+".stats.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &truth); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, name+".arrows")
+			if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, name+".pickle"), "-o", out); code != 0 {
+				t.Fatalf("import: exit %d: %s", code, stderr)
+			}
+			code, stdout, stderr := tracer(t, "info", out, "--json")
+			if code != 0 {
+				t.Fatalf("info: exit %d: %s", code, stderr)
+			}
+			var info infoJSON
+			if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+				t.Fatal(err)
+			}
+			if info.Mismatches != 0 {
+				t.Errorf("the model differs from the recording at %d events: %v", info.Mismatches, info.Warnings)
+			}
+			wrapped := truth["max_entries"].(float64) < 1e6
+			if info.Truncated != wrapped {
+				t.Errorf("truncated = %v, want %v", info.Truncated, wrapped)
+			}
+			for _, k := range keys {
+				if wrapped && !strings.HasSuffix(k, ".current") {
+					continue // whole-process counters: the trace lacks the run's start
+				}
+				want, ok := truth[k].(float64)
+				if !ok {
+					t.Fatalf("%s missing from stats.json", k)
+				}
+				if got := info.Stats[k]; got != int64(want) {
+					t.Errorf("%s = %d, memory_stats() says %d", k, got, int64(want))
+				}
+			}
+		})
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("hello\n"), 0o644)
+	empty := filepath.Join(dir, "empty.pickle")
+	os.WriteFile(empty, nil, 0o644)
+	cut := filepath.Join(dir, "cut.pickle")
+	whole, _ := os.ReadFile(filepath.Join(snapshots, "oom__default__seed1.pickle"))
+	os.WriteFile(cut, whole[:len(whole)/2], 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		say  string // the one line on stderr mentions this
+	}{
+		{[]string{"--bogus"}, 2, "unknown flag"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"import"}, 2, "requires at least 1 arg"},
+		{[]string{"import", filepath.Join(dir, "missing.pickle")}, 1, "missing.pickle"},
+		{[]string{"import", dir}, 1, "is a directory"},
+		{[]string{"import", text, "-o", filepath.Join(dir, "t.arrows")}, 1, "notes.txt"},
+		{[]string{"import", empty, "-o", filepath.Join(dir, "e.arrows")}, 1, "empty.pickle"},
+		{[]string{"import", cut, "-o", filepath.Join(dir, "c.arrows")}, 1, "cut.pickle"},
+		{[]string{"info", filepath.Join(dir, "missing.arrows")}, 1, "missing.arrows"},
+		{[]string{"info", text}, 1, "notes.txt"},
+		{[]string{"info", filepath.Join(snapshots, "oom__default__seed1.pickle")}, 1, "tracer import"},
+		{[]string{"replay", "--round", "1000"}, 2, "power of two"},
+		{[]string{"replay", "--device", "tpu"}, 2, "--device"},
+		{[]string{"replay", "--conf", "max_split_size_mb:5"}, 2, "must be >= 20"},
+		{[]string{"replay", "--conf", "bogus_key:1"}, 2, "bogus_key"},
+		{[]string{"replay", "--limit", "lots"}, 2, "not a size"},
+		{[]string{"plot", filepath.Join(dir, "x.gif")}, 2, ".png"},
+		{[]string{"plot", filepath.Join(dir, "x.png"), "--kind", "pie"}, 2, "--kind"},
+	} {
+		code, _, stderr := tracer(t, tc.args...)
+		if code != tc.code {
+			t.Errorf("tracer %v: exit %d, want %d (stderr %q)", tc.args, code, tc.code, stderr)
+		}
+		first := strings.SplitN(stderr, "\n", 2)[0]
+		if !strings.Contains(first, tc.say) || strings.Contains(stderr, "goroutine") {
+			t.Errorf("tracer %v: stderr %q should say %q on its first line", tc.args, stderr, tc.say)
+		}
+	}
+	// Failed imports leave nothing behind.
+	for _, name := range []string{"t.arrows", "e.arrows", "c.arrows"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("a failed import left %s", name)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("temporary files left behind: %v", names)
+	}
+}
+
+// The README's first command works on the embedded sample.
+func TestSampleCommands(t *testing.T) {
+	code, stdout, stderr := tracer(t, "replay", "--round", "4096")
+	if code != 0 || !strings.Contains(stdout, "allocated peak") || !strings.Contains(stderr, "built-in sample") {
+		t.Fatalf("replay on the sample: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = tracer(t, "replay", "--json")
+	var r replayJSON
+	if code != 0 || json.Unmarshal([]byte(stdout), &r) != nil {
+		t.Fatalf("replay --json: exit %d: %s", code, stdout)
+	}
+	// Replaying under the recorded settings reproduces the recorded run.
+	for k, v := range r.Recorded {
+		if r.Replayed[k] != v {
+			t.Errorf("%s: replayed %d, recorded %d", k, r.Replayed[k], v)
+		}
+	}
+	if r.Mismatches != 0 {
+		t.Errorf("%d mismatches replaying the sample under its own settings", r.Mismatches)
+	}
+	code, stdout, _ = tracer(t, "analyze", "--top", "3")
+	if code != 0 || !strings.Contains(stdout, "live at the allocated peak") {
+		t.Fatalf("analyze: exit %d\n%s", code, stdout)
+	}
+	png := filepath.Join(t.TempDir(), "peak.png")
+	if code, _, stderr := tracer(t, "plot", png); code != 0 {
+		t.Fatalf("plot: exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("plot wrote no PNG: %v", err)
+	}
+	if code, stdout, _ := tracer(t, "version"); code != 0 || !strings.HasPrefix(stdout, "tracer ") {
+		t.Errorf("version: %d %q", code, stdout)
+	}
+}
