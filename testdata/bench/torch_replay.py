@@ -5,7 +5,8 @@ it per event, warm: the yardstick for `tracer replay --device cuda`.
 usage: python3 torch_replay.py TRACE.arrows [REPEATS]
 
 Only allocs and frees are replayed (free_requested frees the block), on the
-current stream; both runs see the same request stream. Prints one JSON line.
+current stream: the same request stream as replay.Requests/replay.Drive
+(BenchmarkDriveCUDA). Prints one JSON line.
 """
 import json
 import sys
@@ -47,6 +48,8 @@ cols = t.to_pydict()
 ops, sizes, slot_of = [], [], {}
 nslots = 0
 for action, addr, size, recon in zip(cols["action"], cols["addr"], cols["size_bytes"], cols["reconstructed"]):
+    if recon:
+        continue  # state restored before a wrapped history: not a request
     if action == "alloc":
         slot_of[addr] = nslots
         ops.append(nslots)
