@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
@@ -342,6 +343,10 @@ func (r *Reader) bind(rec arrow.Record) error {
 		if c.Len() != n {
 			return fmt.Errorf("trace: %s: column %q has %d rows in a batch of %d", r.name, f.col, c.Len(), n)
 		}
+		// Most batches have no flag set: skip them with one popcount.
+		if bits := c.Data().Buffers()[1]; bits == nil || bitutil.CountSetBits(bits.Bytes(), c.Data().Offset(), n) == 0 {
+			continue
+		}
 		for i := 0; i < n; i++ {
 			if c.Value(i) {
 				r.flags[i] |= f.flag
@@ -375,12 +380,21 @@ func (r *Reader) bindActions(c arrow.Array, n int) error {
 		r.kindBuf = make([]Kind, n)
 	}
 	r.actions = r.kindBuf[:n]
-	for i := 0; i < n; i++ {
-		if d.IsNull(i) {
-			return fmt.Errorf("trace: %s: row %d has no action", r.name, i)
+	if d.NullN() > 0 {
+		return fmt.Errorf("trace: %s: %d rows have no action", r.name, d.NullN())
+	}
+	idx, ok := d.Indices().(*array.Int8)
+	if !ok || len(idx.Int8Values()) < n {
+		// Another writer's index width: the general path.
+		for i := 0; i < n; i++ {
+			if err := r.setAction(i, d.GetValueIndex(i)); err != nil {
+				return err
+			}
 		}
-		j := d.GetValueIndex(i)
-		if j < 0 || j >= len(r.kindOfIdx) {
+		return nil
+	}
+	for i, j := range idx.Int8Values()[:n] {
+		if j < 0 || int(j) >= len(r.kindOfIdx) {
 			return fmt.Errorf("trace: %s: row %d: action index %d out of range", r.name, i, j)
 		}
 		k := r.kindOfIdx[j]
@@ -389,6 +403,18 @@ func (r *Reader) bindActions(c arrow.Array, n int) error {
 		}
 		r.actions[i] = k
 	}
+	return nil
+}
+
+func (r *Reader) setAction(i, j int) error {
+	if j < 0 || j >= len(r.kindOfIdx) {
+		return fmt.Errorf("trace: %s: row %d: action index %d out of range", r.name, i, j)
+	}
+	k := r.kindOfIdx[j]
+	if k == KindInvalid {
+		r.unknown++
+	}
+	r.actions[i] = k
 	return nil
 }
 
@@ -425,12 +451,15 @@ func (r *Reader) bindStacks(c arrow.Array, n int) error {
 	}
 	r.stackIDs = r.stackBuf[:n]
 	vals := idx.Int32Values()
-	for i := 0; i < n; i++ {
-		if idx.IsNull(i) {
+	if len(vals) < n {
+		return fmt.Errorf("trace: %s: column %q is shorter than its batch", r.name, ColStack)
+	}
+	hasNulls := idx.NullN() > 0
+	for i, v := range vals[:n] {
+		if hasNulls && idx.IsNull(i) {
 			r.stackIDs[i] = NoStack
 			continue
 		}
-		v := vals[i]
 		if v < 0 || int(v) >= dict.Len() {
 			return fmt.Errorf("trace: %s: row %d: stack index %d out of range", r.name, i, v)
 		}
