@@ -1,0 +1,130 @@
+package analysis
+
+import "github.com/tracer-dev/tracer/trace"
+
+// block is a live (allocated or pending-free) block.
+type block struct {
+	addr      int64
+	size, req int64 // block bytes and requested bytes
+	allocN    int64 // event index of the alloc
+	allocT    int64 // its TimeUs
+	seg       *segment
+	stack     trace.StackID
+	pending   bool // free_requested seen, free_completed not yet
+	recon     bool // existed before the trace began
+}
+
+// blocks maps addresses to live blocks. It is an open-addressing hash table
+// with linear probing over a slab of blocks: every alloc and free looks a
+// block up, and this is several times faster than a Go map of pointers, with
+// no allocation once the slab has grown to the live set.
+type blocks struct {
+	slots []int32 // 0 empty, else slab index + 1
+	slab  []block
+	free  []int32 // unused slab indexes
+	n     int
+	shift uint
+}
+
+func (t *blocks) hash(addr int64) int {
+	// Addresses are 512-byte aligned; Fibonacci hashing mixes the rest.
+	return int((uint64(addr) * 0x9e3779b97f4a7c15) >> t.shift)
+}
+
+// get returns the block at addr, or nil. The pointer is valid until the next put.
+func (t *blocks) get(addr int64) *block {
+	if t.n == 0 {
+		return nil
+	}
+	mask := len(t.slots) - 1
+	for h := t.hash(addr); ; h = (h + 1) & mask {
+		s := t.slots[h]
+		if s == 0 {
+			return nil
+		}
+		if b := &t.slab[s-1]; b.addr == addr {
+			return b
+		}
+	}
+}
+
+// put stores a new block (its addr must not be present) and returns it.
+func (t *blocks) put(b block) *block {
+	if 2*(t.n+1) > len(t.slots) {
+		t.rehash(max(64, 2*len(t.slots)))
+	}
+	var i int32
+	if k := len(t.free); k > 0 {
+		i = t.free[k-1]
+		t.free = t.free[:k-1]
+		t.slab[i] = b
+	} else {
+		i = int32(len(t.slab))
+		t.slab = append(t.slab, b)
+	}
+	t.insert(b.addr, i+1)
+	t.n++
+	return &t.slab[i]
+}
+
+func (t *blocks) insert(addr int64, s int32) {
+	mask := len(t.slots) - 1
+	h := t.hash(addr)
+	for t.slots[h] != 0 {
+		h = (h + 1) & mask
+	}
+	t.slots[h] = s
+}
+
+func (t *blocks) rehash(n int) {
+	old := t.slots
+	t.slots = make([]int32, n)
+	t.shift = 64
+	for m := n; m > 1; m >>= 1 {
+		t.shift--
+	}
+	for _, s := range old {
+		if s != 0 {
+			t.insert(t.slab[s-1].addr, s)
+		}
+	}
+}
+
+// del removes the block at addr, shifting later entries of its probe run
+// back so lookups never need tombstones.
+func (t *blocks) del(addr int64) {
+	mask := len(t.slots) - 1
+	h := t.hash(addr)
+	for {
+		s := t.slots[h]
+		if s == 0 {
+			return
+		}
+		if t.slab[s-1].addr == addr {
+			t.free = append(t.free, s-1)
+			break
+		}
+		h = (h + 1) & mask
+	}
+	t.n--
+	// Backward-shift deletion.
+	i := h
+	for j := (i + 1) & mask; t.slots[j] != 0; j = (j + 1) & mask {
+		home := t.hash(t.slab[t.slots[j]-1].addr)
+		// Move j into the hole at i if its home is not in (i, j].
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = 0
+}
+
+// each calls fn for every live block.
+func (t *blocks) each(fn func(b *block)) {
+	for _, s := range t.slots {
+		if s != 0 {
+			fn(&t.slab[s-1])
+		}
+	}
+}

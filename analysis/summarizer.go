@@ -1,0 +1,395 @@
+package analysis
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Options configure a Summarizer. The zero value analyses device 0 with the
+// defaults below.
+type Options struct {
+	// Device is the CUDA ordinal analysed; events of other devices are
+	// skipped and counted in Summary.SkippedEvents.
+	Device int32
+	// Stacks resolves a StackID to its frames for Summary.Sites; nil leaves
+	// Site.Frames empty.
+	Stacks func(trace.StackID) trace.Stack
+	// TopSites bounds Summary.Sites (default 10; negative keeps all).
+	TopSites int
+	// SiteFrames is how many innermost frames each Site keeps (default 4).
+	SiteFrames int
+	// TimelineBuckets bounds the timeline (default DefaultBuckets).
+	TimelineBuckets int
+	// MaxOOMs bounds Summary.OOMs (default 16).
+	MaxOOMs int
+}
+
+// Summarizer computes a Summary from events fed one at a time. Its memory is
+// bounded by the live blocks, the segments, the stacks and the fixed-size
+// timeline and histograms: never by the number of events.
+type Summarizer struct {
+	opt Options
+	n   int64 // events analysed so far
+
+	// v holds the byte series after the last event; External, Internal and
+	// InactiveSplit are filled in by observe.
+	v [numInt]int64
+
+	nSegments, nBlocks       int64 // segment.all and allocation.all current
+	peakSegments, peakBlocks int64
+	nAllocs, nFrees          int64
+	nDevAlloc, nDevFree      int64
+	nOOMs                    int64
+	peakSplitFixed           int64
+
+	// Maxima of allocated and reserved, tracked per event for their side
+	// effects (peak copies); the other maxima come from the timeline.
+	peak       [Reserved + 1]Peak
+	internalAt int64 // active − requested at the allocated peak
+
+	live  blocks
+	segs  segments
+	sites sites
+
+	sitesStale bool // allocated hit a new maximum not yet copied into sites.atPeak
+
+	// The reserved peak's plateau: while reserved equals its maximum, the
+	// most allocated bytes and the layout at that moment (taken lazily).
+	plateauAlloc int64
+	layoutStale  bool
+	layoutAt     Peak
+	layout       []SegmentLayout
+
+	growRun  []extent // ranges reserved since the last non-segment event
+	grow     Grow
+	hasGrow  bool
+	ooms     []OOM
+	scratch  []extent
+	lifeUs   histogram
+	lifeEv   histogram
+	nRecon   int64
+	tl       timelineBuilder
+	t0       int64
+	hasTime  bool
+	approx   bool
+	unmatch  int64
+	skipped  int64
+	lastSeq  int64
+	lastTime int64
+}
+
+// NewSummarizer returns a Summarizer with opt's settings.
+func NewSummarizer(opt Options) *Summarizer {
+	if opt.TopSites == 0 {
+		opt.TopSites = 10
+	}
+	if opt.SiteFrames <= 0 {
+		opt.SiteFrames = 4
+	}
+	if opt.MaxOOMs <= 0 {
+		opt.MaxOOMs = 16
+	}
+	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets)}
+}
+
+// Event folds one event into the summary. Events must come in trace order.
+func (s *Summarizer) Event(ev *trace.Event) {
+	if ev.Device != s.opt.Device {
+		s.skipped++
+		return
+	}
+	if ev.TimeUs != 0 && !s.hasTime {
+		s.hasTime, s.t0 = true, ev.TimeUs
+	}
+	s.lastSeq, s.lastTime = ev.Seq, ev.TimeUs
+	switch ev.Kind {
+	case trace.KindAlloc:
+		s.alloc(ev)
+		s.growRun = s.growRun[:0]
+	case trace.KindFreeRequested:
+		s.growRun = s.growRun[:0]
+		s.freeRequested(ev)
+	case trace.KindFreeCompleted:
+		s.growRun = s.growRun[:0]
+		s.freeCompleted(ev)
+	case trace.KindSegmentAlloc:
+		s.v[Reserved] += ev.Size
+		s.nSegments++
+		s.peakSegments = max(s.peakSegments, s.nSegments)
+		s.nDevAlloc++
+		g := s.segs.newSegment()
+		g.addr, g.size, g.stream = int64(ev.Addr), ev.Size, ev.Stream
+		s.segs.insert(g)
+		s.growRun = append(s.growRun, extent{int64(ev.Addr), int64(ev.Addr) + ev.Size})
+	case trace.KindSegmentMap:
+		s.v[Reserved] += ev.Size
+		s.nDevAlloc++
+		if gone, into := s.segs.mapRange(int64(ev.Addr), ev.Size, ev.Stream); gone != nil {
+			s.live.each(func(b *block) {
+				if b.seg == gone {
+					b.seg = into
+				}
+			})
+		}
+		s.growRun = append(s.growRun, extent{int64(ev.Addr), int64(ev.Addr) + ev.Size})
+	case trace.KindSegmentFree:
+		s.growRun = s.growRun[:0]
+		s.willDecrease(false) // before the segment goes: a pending layout copy needs it
+		s.segmentFree(int64(ev.Addr))
+		s.v[Reserved] -= ev.Size
+		s.nSegments--
+		s.nDevFree++
+	case trace.KindSegmentUnmap:
+		s.growRun = s.growRun[:0]
+		s.willDecrease(false)
+		s.v[Reserved] -= ev.Size
+		s.nDevFree++
+		if s.segs.unmapRange(int64(ev.Addr), ev.Size) {
+			s.recount()
+		}
+	case trace.KindOOM:
+		s.growRun = s.growRun[:0]
+		s.oom(ev)
+	default: // snapshot and unknown kinds change nothing
+		s.growRun = s.growRun[:0]
+	}
+	s.observe(ev)
+	s.n++
+}
+
+// segmentFree removes the segment at addr (segment_free) for reuse.
+func (s *Summarizer) segmentFree(addr int64) {
+	g := s.segs.remove(addr)
+	if g == nil {
+		s.unmatch++
+		return
+	}
+	if g.blocks > 0 {
+		s.unmatch++ // its blocks were never freed: detach them
+		s.live.each(func(b *block) {
+			if b.seg == g {
+				b.seg = nil
+			}
+		})
+	}
+	s.segs.pool = append(s.segs.pool, g)
+}
+
+func (s *Summarizer) blockSize(ev *trace.Event) int64 {
+	if ev.BlockSize > 0 {
+		return ev.BlockSize
+	}
+	s.approx = true
+	return max((ev.Size+511)&^511, 512)
+}
+
+func (s *Summarizer) alloc(ev *trace.Event) {
+	addr := int64(ev.Addr)
+	if old := s.live.get(addr); old != nil {
+		// A second alloc at a live address: the frees were lost. Drop the old block.
+		s.unmatch++
+		s.release(old, true)
+	}
+	bs := s.blockSize(ev)
+	if len(s.growRun) > 0 && (!s.hasGrow || bs > int64(s.grow.BlockSize)) {
+		s.recordGrow(ev, bs)
+	}
+	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, allocN: s.n, allocT: ev.TimeUs,
+		stack: ev.Stack, seg: s.segs.find(addr),
+		recon:   ev.Flags&trace.FlagReconstructed != 0,
+		pending: ev.Flags&trace.FlagPending != 0})
+	s.v[Active] += bs
+	s.v[Requested] += ev.Size
+	var allocd int64
+	if !b.pending {
+		allocd = bs
+		s.v[Allocated] += bs
+		s.nBlocks++
+		s.peakBlocks = max(s.peakBlocks, s.nBlocks)
+		s.nAllocs++
+		s.sites.add(b.stack, bs, ev.Size, 1)
+	}
+	if b.seg != nil {
+		s.segs.addBlock(b.seg, allocd, bs, 1)
+	}
+}
+
+func (s *Summarizer) freeRequested(ev *trace.Event) {
+	addr := int64(ev.Addr)
+	b := s.live.get(addr)
+	if b == nil || b.pending {
+		s.unmatch++
+		return
+	}
+	s.unallocate(b)
+}
+
+// unallocate moves b from allocated to pending free (free_requested).
+func (s *Summarizer) unallocate(b *block) {
+	s.willDecrease(true)
+	s.v[Allocated] -= b.size
+	s.nBlocks--
+	s.nFrees++
+	s.sites.add(b.stack, -b.size, -b.req, -1)
+	b.pending = true
+	if b.seg != nil {
+		s.segs.addBlock(b.seg, -b.size, 0, 0)
+	}
+	if b.recon {
+		s.nRecon++
+	} else if s.hasTime && b.allocT != 0 {
+		s.lifeUs.add(s.lastTime-b.allocT, b.size)
+	} else {
+		s.lifeEv.add(s.n-b.allocN, b.size)
+	}
+}
+
+func (s *Summarizer) freeCompleted(ev *trace.Event) {
+	addr := int64(ev.Addr)
+	b := s.live.get(addr)
+	if b == nil {
+		s.unmatch++
+		return
+	}
+	s.release(b, false)
+}
+
+// release removes b entirely (free_completed), first unallocating it if the
+// free_requested was missing.
+func (s *Summarizer) release(b *block, lost bool) {
+	if !b.pending {
+		if !lost {
+			s.unmatch++ // free_completed without free_requested
+		}
+		s.unallocate(b)
+	}
+	s.v[Active] -= b.size
+	s.v[Requested] -= b.req
+	if b.seg != nil {
+		s.segs.addBlock(b.seg, 0, -b.size, -1)
+	}
+	s.live.del(b.addr)
+}
+
+// willDecrease is called before allocated (or reserved) bytes decrease: the
+// moment a stale peak copy must be taken, since the state is still the peak's.
+func (s *Summarizer) willDecrease(allocated bool) {
+	if allocated && s.sitesStale {
+		s.sites.snapshot()
+		s.sitesStale = false
+	}
+	if s.layoutStale {
+		s.snapshotLayout()
+	}
+}
+
+func (s *Summarizer) snapshotLayout() {
+	s.layoutStale = false
+	s.layout = s.layout[:0]
+	for _, g := range s.segs.list {
+		l := SegmentLayout{Addr: uint64(g.addr), Size: Bytes(g.size), Stream: g.stream,
+			Expandable: g.expandable, Blocks: g.blocks, Allocated: Bytes(g.allocated),
+			PendingFree: Bytes(g.active - g.allocated)}
+		if g.blocks > 0 {
+			l.SplitFree = Bytes(g.size - g.active)
+		} else {
+			l.Free = Bytes(g.size - g.active)
+		}
+		s.layout = append(s.layout, l)
+	}
+}
+
+// recount rebuilds every segment's block counters from the live blocks,
+// after an unmap split a mapped range holding blocks (rare).
+func (s *Summarizer) recount() {
+	for _, g := range s.segs.list {
+		g.allocated, g.active, g.blocks = 0, 0, 0
+	}
+	s.segs.split, s.segs.splitFixed = 0, 0
+	s.live.each(func(b *block) {
+		b.seg = s.segs.find(b.addr)
+		if g := b.seg; g != nil {
+			if !b.pending {
+				g.allocated += b.size
+			}
+			g.active += b.size
+			g.blocks++
+		}
+	})
+	for _, g := range s.segs.list {
+		s.segs.split += g.splitFree()
+		if !g.expandable {
+			s.segs.splitFixed += g.splitFree()
+		}
+	}
+}
+
+// largestFree sweeps the segments for their largest free gaps, treating the
+// extra ranges as occupied.
+func (s *Summarizer) largestFree(stream uint64, extra []extent) (any, same int64) {
+	occ := append(s.scratch[:0], extra...)
+	s.live.each(func(b *block) { occ = append(occ, extent{b.addr, b.addr + b.size}) })
+	slices.SortFunc(occ, func(a, b extent) int { return cmp.Compare(a.addr, b.addr) })
+	s.scratch = occ
+	return s.segs.largestGaps(occ, stream)
+}
+
+func (s *Summarizer) recordGrow(ev *trace.Event, bs int64) {
+	var added int64
+	for _, e := range s.growRun {
+		added += e.end - e.addr
+	}
+	// The state already holds the new memory; count it as occupied to see
+	// the free space the request found before the grow.
+	any, same := s.largestFree(ev.Stream, s.growRun)
+	s.hasGrow = true
+	s.grow = Grow{Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs, Requested: Bytes(ev.Size),
+		BlockSize: Bytes(bs), Stream: ev.Stream, Stack: ev.Stack, NewBytes: Bytes(added),
+		LargestFree: Bytes(any), LargestFreeStream: Bytes(same)}
+}
+
+func (s *Summarizer) oom(ev *trace.Event) {
+	s.nOOMs++
+	if len(s.ooms) >= s.opt.MaxOOMs {
+		return
+	}
+	any, same := s.largestFree(ev.Stream, nil)
+	s.ooms = append(s.ooms, OOM{Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs, Request: Bytes(ev.Size),
+		Stream: ev.Stream, Stack: ev.Stack, DeviceFree: Bytes(ev.Addr),
+		Reserved: Bytes(s.v[Reserved]), Allocated: Bytes(s.v[Allocated]),
+		CacheFree: Bytes(s.v[Reserved] - s.v[Allocated]), LargestFree: Bytes(any), LargestFreeStream: Bytes(same)})
+}
+
+// observe updates peaks and the timeline with the state after ev.
+func (s *Summarizer) observe(ev *trace.Event) {
+	v := &s.v
+	v[External] = v[Reserved] - v[Allocated]
+	v[Internal] = v[Active] - v[Requested]
+	v[InactiveSplit] = s.segs.split
+	if v[Allocated] > int64(s.peak[Allocated].Bytes) {
+		s.newPeak(Allocated, v[Allocated], ev)
+	}
+	if v[Reserved] > int64(s.peak[Reserved].Bytes) {
+		s.newPeak(Reserved, v[Reserved], ev)
+	}
+	if v[Reserved] == int64(s.peak[Reserved].Bytes) && v[Allocated] > s.plateauAlloc {
+		s.plateauAlloc = v[Allocated]
+		s.layoutStale = true
+		s.layoutAt = Peak{Bytes: Bytes(v[Reserved]), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
+	}
+	s.peakSplitFixed = max(s.peakSplitFixed, s.segs.splitFixed)
+	s.tl.add(s.n, ev.Seq, ev.TimeUs, v)
+}
+
+func (s *Summarizer) newPeak(i Series, x int64, ev *trace.Event) {
+	s.peak[i] = Peak{Bytes: Bytes(x), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
+	switch i {
+	case Allocated:
+		s.sitesStale = true
+		s.internalAt = s.v[Active] - s.v[Requested]
+	case Reserved:
+		s.plateauAlloc = -1 // the plateau restarts; observe takes it
+	}
+}

@@ -1,0 +1,249 @@
+package analysis
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// WriteText writes sum as a report that fits an 80-column terminal, every
+// number with its unit, listing at most topN allocation sites (all of
+// sum.Sites when topN ≤ 0).
+func WriteText(w io.Writer, sum *Summary, topN int) error {
+	tw := &textWriter{w: w}
+	tw.header(sum)
+	tw.peaks(sum)
+	tw.fragmentation(sum)
+	tw.counters(sum)
+	tw.sites(sum, topN)
+	tw.lifetimes(sum)
+	tw.segments(sum)
+	tw.ooms(sum)
+	return tw.err
+}
+
+type textWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (t *textWriter) f(format string, args ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.w, format, args...)
+	}
+}
+
+func (t *textWriter) header(sum *Summary) {
+	t.f("device %d: %d events", sum.Device, sum.Events)
+	if sum.SkippedEvents > 0 {
+		t.f(" (%d of other devices skipped)", sum.SkippedEvents)
+	}
+	if sum.Timeline.HasTime && len(sum.Timeline.Buckets) > 0 {
+		last := sum.Timeline.Buckets[len(sum.Timeline.Buckets)-1]
+		t.f(" over %s", Duration(last.LastTimeUs-sum.Timeline.T0Us))
+	}
+	t.f("\n")
+	if sum.Approximate {
+		t.f("approximate: the trace lacks block sizes; requests rounded up to 512 B\n")
+	}
+	if sum.Unmatched > 0 {
+		t.f("warning: %d events did not match the state (truncated trace?)\n", sum.Unmatched)
+	}
+}
+
+// when formats the moment of a peak: time since the start, else event index.
+func when(sum *Summary, p Peak) string {
+	if sum.Timeline.HasTime && p.TimeUs != 0 {
+		return "at " + Duration(p.TimeUs-sum.Timeline.T0Us)
+	}
+	return "at event " + strconv.FormatInt(p.Seq, 10)
+}
+
+func (t *textWriter) peaks(sum *Summary) {
+	t.f("\n%-10s %12s %12s  %s\n", "memory", "end", "peak", "peak reached")
+	for _, r := range []struct {
+		name string
+		key  string
+		p    Peak
+	}{
+		{"allocated", "allocated_bytes", sum.Peaks.Allocated},
+		{"reserved", "reserved_bytes", sum.Peaks.Reserved},
+		{"active", "active_bytes", sum.Peaks.Active},
+		{"requested", "requested_bytes", sum.Peaks.Requested},
+	} {
+		t.f("%-10s %12s %12s  %s\n", r.name, Bytes(sum.Stats[r.key+".all.current"]), r.p.Bytes, when(sum, r.p))
+	}
+}
+
+func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
+
+func (t *textWriter) fragmentation(sum *Summary) {
+	f := sum.Fragmentation
+	res := sum.Peaks.Reserved.Bytes
+	t.f("\nfragmentation\n")
+	t.f("  internal at allocated peak (active-requested) %11s\n", f.InternalAtPeak)
+	t.f("  external at reserved peak (unused reserve)    %11s  %s of reserved\n",
+		f.ExternalAtReservedPeak, pct(f.ExternalRatio))
+	t.f("  max external (reserved-allocated)             %11s  %s\n", f.ExternalMax.Bytes, when(sum, f.ExternalMax))
+	t.f("  max inactive split (free beside live blocks)  %11s  %s\n", f.InactiveSplitMax.Bytes, when(sum, f.InactiveSplitMax))
+	if res > 0 {
+		t.f("  GMLake: 1 - peak active / peak reserved       %11s\n", pct(f.GMLake))
+	}
+	if g := sum.Grow; g != nil {
+		t.f("  largest request that grew the pool            %11s  %s\n", g.BlockSize, when(sum, Peak{Seq: g.Seq, TimeUs: g.TimeUs}))
+		t.f("    largest free block then %s (%s on its stream)\n", g.LargestFree, g.LargestFreeStream)
+	}
+}
+
+func (t *textWriter) counters(sum *Summary) {
+	s := sum.Stats
+	t.f("\nsegments %d (peak %d), device allocs %d, device frees %d\n",
+		s["segment.all.current"], s["segment.all.peak"], s["num_device_alloc"], s["num_device_free"])
+	t.f("allocations %d (peak %d live), ooms %d\n",
+		s["allocation.all.allocated"], s["allocation.all.peak"], s["num_ooms"])
+}
+
+func (t *textWriter) sites(sum *Summary, topN int) {
+	sites := sum.Sites
+	if topN > 0 && len(sites) > topN {
+		sites = sites[:topN]
+	}
+	if len(sites) == 0 {
+		return
+	}
+	t.f("\nlive at the allocated peak (%s %s), by site\n", sum.Peaks.Allocated.Bytes, when(sum, sum.Peaks.Allocated))
+	t.f("%10s %10s %7s  %s\n", "block", "requested", "blocks", "site: caller, via innermost frames")
+	const indent = 31 // the width of the numbers before a site
+	for _, x := range sites {
+		t.f("%10s %10s %7d  ", x.BlockBytes, x.RequestedBytes, x.Count)
+		if x.Caller == (trace.Frame{}) || len(x.Frames) == 0 || x.Frames[0] == x.Caller {
+			t.f("%s\n", clip(x.Label(), 80-indent-2))
+			continue
+		}
+		// The caller, then the innermost frames that led from it.
+		t.f("%s\n", clip(ShortFrame(x.Caller), 80-indent-2))
+		var via []string
+		for _, fr := range x.Frames {
+			if fr == x.Caller {
+				break
+			}
+			via = append(via, ShortFrame(fr))
+		}
+		t.f("%*s%s\n", indent+2, "", clip("via "+strings.Join(via, " < "), 80-indent-2))
+	}
+	var rest Site
+	for _, x := range sum.Sites[len(sites):] {
+		rest.BlockBytes += x.BlockBytes
+		rest.RequestedBytes += x.RequestedBytes
+		rest.Count += x.Count
+	}
+	rest.BlockBytes += sum.Other.BlockBytes
+	rest.RequestedBytes += sum.Other.RequestedBytes
+	rest.Count += sum.Other.Count
+	if rest.Count > 0 {
+		t.f("%10s %10s %7d  (other sites)\n", rest.BlockBytes, rest.RequestedBytes, rest.Count)
+	}
+}
+
+func (t *textWriter) lifetimes(sum *Summary) {
+	l := sum.Lifetimes
+	if l.Count == 0 {
+		return
+	}
+	d := func(v int64) string {
+		if l.Unit == "us" {
+			return Duration(v)
+		}
+		return strconv.FormatInt(v, 10) + " ev"
+	}
+	t.f("\nlifetimes (alloc to free_requested) of %d blocks\n", l.Count)
+	t.f("  p50 %s, p90 %s, p99 %s, max %s\n", d(l.P50), d(l.P90), d(l.P99), d(l.Max))
+	var lo int64
+	for _, b := range l.Buckets {
+		if b.Count > 0 {
+			rng := "≥ " + d(lo)
+			if b.Below > 0 {
+				rng = "< " + d(b.Below)
+			}
+			t.f("  %-12s %10d blocks %12s\n", rng, b.Count, b.Bytes)
+		}
+		lo = b.Below
+	}
+	if l.LiveAtEnd > 0 {
+		t.f("  live at the end: %d blocks, %s\n", l.LiveAtEnd, l.LiveAtEndBytes)
+	}
+}
+
+func (t *textWriter) segments(sum *Summary) {
+	if len(sum.Segments) == 0 {
+		return
+	}
+	var a, p, split, free Bytes
+	var exp int
+	for _, g := range sum.Segments {
+		a, p, split, free = a+g.Allocated, p+g.PendingFree, split+g.SplitFree, free+g.Free
+		if g.Expandable {
+			exp++
+		}
+	}
+	t.f("\nsegments when the reserved peak was fullest (%s): %d", when(sum, sum.SegmentsAt), len(sum.Segments))
+	if exp > 0 {
+		t.f(" (%d expandable)", exp)
+	}
+	t.f("\n  allocated %s, pending free %s\n", a, p)
+	t.f("  free beside live blocks %s, free in empty segments %s\n", split, free)
+}
+
+func (t *textWriter) ooms(sum *Summary) {
+	n := sum.Stats["num_ooms"]
+	if n == 0 {
+		return
+	}
+	t.f("\nout of memory errors: %d\n", n)
+	for _, o := range sum.OOMs {
+		t.f("  %s: request %s on stream %#x; device free %s\n", when(sum, Peak{Seq: o.Seq, TimeUs: o.TimeUs}), o.Request, o.Stream, o.DeviceFree)
+		t.f("    cache free %s, largest free block %s (%s on its stream)\n", o.CacheFree, o.LargestFree, o.LargestFreeStream)
+	}
+}
+
+// Duration formats microseconds with a unit chosen by magnitude and up to
+// two decimals: "172 µs", "2.8 ms", "10 s".
+func Duration(us int64) string {
+	switch {
+	case us < 1000 && us > -1000:
+		return strconv.FormatInt(us, 10) + " µs"
+	case us < 1e6 && us > -1e6:
+		return trimZeros(float64(us)/1e3) + " ms"
+	default:
+		return trimZeros(float64(us)/1e6) + " s"
+	}
+}
+
+func trimZeros(x float64) string {
+	s := strconv.FormatFloat(x, 'f', 2, 64)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// ShortFrame formats a frame as "file:line name" with only the file's base
+// name, for reports and plot legends.
+func ShortFrame(f trace.Frame) string {
+	file := path.Base(strings.ReplaceAll(f.File, "\\", "/"))
+	if f.File == "" {
+		file = "?"
+	}
+	return fmt.Sprintf("%s:%d %s", file, f.Line, f.Name)
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

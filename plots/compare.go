@@ -1,0 +1,66 @@
+package plots
+
+import (
+	"fmt"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/tracer-dev/tracer/analysis"
+)
+
+// Run is one summary to compare, labelled with its settings, such as
+// "recorded", "expandable_segments:True" or "--round 4096".
+type Run struct {
+	Label   string
+	Summary *analysis.Summary
+}
+
+// Compare draws the reserved bytes of several runs on one chart, one line
+// per run in the order given, with each run's peak in its legend entry;
+// allocated bytes of the first run are drawn as a grey band for reference,
+// since replays of one trace share them.
+func Compare(runs []Run, opt Options) (*plot.Plot, error) {
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("plots: nothing to compare")
+	}
+	var top analysis.Bytes
+	tls := make([]*analysis.Timeline, len(runs))
+	for i, r := range runs {
+		tl, err := timeline(r.Summary, opt)
+		if err != nil {
+			return nil, fmt.Errorf("plots: run %q: %w", r.Label, err)
+		}
+		tls[i] = tl
+		top = max(top, r.Summary.Peaks.Reserved.Bytes)
+	}
+	div, unit := analysis.Unit(int64(top))
+	title := opt.Title
+	if title == "" {
+		title = "Reserved memory by allocator setting"
+	}
+	first := tls[0]
+	p := newPlot(title, first.XLabel(), "reserved memory ("+unit+")")
+	ref := newBand(first, analysis.Allocated, div, grey)
+	p.Add(ref)
+	for i, r := range runs {
+		c := palette[i%len(palette)]
+		var dashes []vg.Length
+		if i >= len(palette) {
+			dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		// Earlier runs are drawn wider, so a later run on the same values
+		// leaves them visible at its sides.
+		width := vg.Points(max(1, 3-0.5*float64(i)))
+		l, err := envelope(tls[i], analysis.Reserved, div, c, width, dashes...)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s: peak %s", r.Label, r.Summary.Peaks.Reserved.Bytes), l)
+	}
+	p.Legend.Add(fmt.Sprintf("allocated (%s), peak %s", runs[0].Label, runs[0].Summary.Peaks.Allocated.Bytes), ref)
+	headroom(p, float64(top)/div, len(runs)+1)
+	p.X.Min = 0
+	return p, nil
+}

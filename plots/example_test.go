@@ -1,0 +1,160 @@
+package plots_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/analysis/analysistest"
+	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/plots"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// fakeStacks names synthetic sites like a model's Python frames.
+func fakeStacks(id trace.StackID) trace.Stack {
+	return trace.Stack{
+		{Name: fmt.Sprintf("layer%d.forward", id), File: "/src/model/blocks.py", Line: int32(100 + id)},
+		{Name: "forward", File: "/src/model/model.py", Line: 42},
+	}
+}
+
+var (
+	once sync.Once
+	demo *analysis.Summary
+)
+
+// summary is a deterministic synthetic training run of 200k events.
+func summary() *analysis.Summary {
+	once.Do(func() {
+		s := analysis.NewSummarizer(analysis.Options{Stacks: fakeStacks})
+		analysistest.Training(11, 200_000, s.Event)
+		demo = s.Finalize()
+	})
+	return demo
+}
+
+func ExamplePeak() {
+	p, err := plots.Peak(summary(), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/peak.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleFragmentation() {
+	p, err := plots.Fragmentation(summary(), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/fragmentation.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleFragmentationRatio() {
+	p, err := plots.FragmentationRatio(summary(), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/fragmentation_ratio.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleSegments() {
+	p, err := plots.Segments(summary(), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/segments.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// ExampleCompare puts three runs on one chart. Until replay is wired into
+// these tests, the runs are synthetic streams of different seeds standing
+// in for a recording and two replays with other settings.
+func ExampleCompare() {
+	var runs []plots.Run
+	for i, label := range []string{"recorded", "expandable_segments:True", "--round 4096"} {
+		s := analysis.NewSummarizer(analysis.Options{})
+		analysistest.Training(uint64(21+i), 100_000, s.Event)
+		runs = append(runs, plots.Run{Label: label, Summary: s.Finalize()})
+	}
+	p, err := plots.Compare(runs, plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/compare.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// replayed summarises the built-in real trace (a 6-layer MLP trained with
+// Adam on an H100) replayed under conf, or as recorded when conf is "recorded".
+func replayed(conf string) *analysis.Summary {
+	rd, err := sample.Open()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rd.Close()
+	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack})
+	if conf == "recorded" {
+		for rd.Next() {
+			s.Event(rd.Event())
+		}
+		return s.Finalize()
+	}
+	c, err := allocator.ParseConf(conf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := replay.Run(context.Background(), rd, replay.Options{Conf: c, Recorded: conf == ""}, s); err != nil {
+		log.Fatal(err)
+	}
+	return s.Finalize()
+}
+
+func ExamplePeak_mlpTrain() {
+	// This run idles 5 s before training: the event index shows it better.
+	p, err := plots.Peak(replayed(""), plots.Options{ByEvent: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/peak_mlp_train.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleSegments_mlpTrain() {
+	p, err := plots.Segments(replayed(""), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/segments_mlp_train.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleCompare_mlpTrain() {
+	var runs []plots.Run
+	for _, conf := range []string{"recorded", "expandable_segments:True", "roundup_power2_divisions:4", "max_split_size_mb:20"} {
+		runs = append(runs, plots.Run{Label: conf, Summary: replayed(conf)})
+	}
+	// By event: the run idles 5 s first. Runs differ by a few segment
+	// events, so their event indices align closely, not exactly.
+	p, err := plots.Compare(runs, plots.Options{Title: "mlp_train: reserved memory by allocator setting", ByEvent: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/compare_mlp_train.png"); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,133 @@
+// Package plots draws an analysis.Summary with gonum/plot: the memory
+// timeline around the peak (Peak), fragmentation over time (Fragmentation,
+// FragmentationRatio), several runs on one chart (Compare) and the segment
+// layout at the reserved peak (Segments). Every chart has a title, units
+// chosen by magnitude (MiB or GiB), a legend and time in seconds from the
+// first event (or the event index for untimed traces). Lines come from the
+// Summary's bounded timeline as min/max envelopes, so no peak is lost and
+// drawing costs the same for any trace length.
+package plots
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/tracer-dev/tracer/analysis"
+)
+
+// Options tune a chart; the zero value is good.
+type Options struct {
+	// Title replaces the default title.
+	Title string
+	// Sites is how many allocation sites live at the peak Peak names
+	// (default 3; negative for none).
+	Sites int
+	// Segments bounds the bars of Segments (default 64, the largest).
+	Segments int
+	// ByEvent puts the event index on the x axis instead of time: better
+	// for traces with long idle stretches (start-up, data loading), where
+	// time squeezes the activity into a sliver.
+	ByEvent bool
+}
+
+// Width and Height are the image size Save writes: 960×540 pixels in PNG.
+const (
+	Width  = 10 * vg.Inch
+	Height = 5.625 * vg.Inch
+)
+
+// Save writes p to path in the format its extension names (.png, .svg,
+// .pdf, also .jpg, .eps, .tif) at Width×Height.
+func Save(p *plot.Plot, path string) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	switch ext {
+	case ".png", ".svg", ".pdf", ".jpg", ".jpeg", ".eps", ".tif", ".tiff":
+	default:
+		return fmt.Errorf("plots: cannot tell the image format of %q: use .png, .svg or .pdf", path)
+	}
+	if err := p.Save(Width, Height, path); err != nil {
+		return fmt.Errorf("plots: save %s: %w", path, err)
+	}
+	return nil
+}
+
+// Okabe–Ito colours: distinct for colour-blind readers and in grey print.
+var (
+	blue      = color.RGBA{0x00, 0x72, 0xB2, 0xff}
+	vermilion = color.RGBA{0xD5, 0x5E, 0x00, 0xff}
+	green     = color.RGBA{0x00, 0x9E, 0x73, 0xff}
+	purple    = color.RGBA{0xCC, 0x79, 0xA7, 0xff}
+	orange    = color.RGBA{0xE6, 0x9F, 0x00, 0xff}
+	sky       = color.RGBA{0x56, 0xB4, 0xE9, 0xff}
+	yellow    = color.RGBA{0xF0, 0xE4, 0x42, 0xff}
+	grey      = color.RGBA{0x99, 0x99, 0x99, 0xff}
+	black     = color.RGBA{0x00, 0x00, 0x00, 0xff}
+)
+
+// palette colours runs of Compare in order.
+var palette = []color.Color{vermilion, blue, green, purple, orange, sky, black, yellow}
+
+// newPlot returns a plot with the house look: title, grid, legend top left.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Add(plotter.NewGrid())
+	p.X.Tick.Marker = niceTicks{}
+	p.Y.Tick.Marker = niceTicks{}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(4)
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	sans(p)
+	return p
+}
+
+// envelope draws one timeline series as a line through the minima and
+// maxima of its columns.
+func envelope(tl *analysis.Timeline, s analysis.Series, scale float64, c color.Color, width vg.Length, dashes ...vg.Length) (*line, error) {
+	return newLine(envelopeXYs(tl, s, scale), c, width, dashes...), nil
+}
+
+// headroom sets the y range to [0, top] plus room above for lines of
+// legend or boxed text (about 12 pt each of a data area about 380 pt high)
+// and for the peak labels under them (about 30 pt).
+func headroom(p *plot.Plot, top float64, lines int) {
+	frac := min(0.6, (float64(lines)*12+42)/380)
+	p.Y.Min = 0
+	p.Y.Max = top / (1 - frac)
+	if p.Y.Max == 0 {
+		p.Y.Max = 1
+	}
+}
+
+// noThumb is a legend entry without a symbol, for text lines.
+type noThumb struct{}
+
+func (noThumb) Thumbnail(*draw.Canvas) {}
+
+// timeline checks sum has something to draw and returns its timeline with
+// the x axis opt asks for.
+func timeline(sum *analysis.Summary, opt Options) (*analysis.Timeline, error) {
+	if sum == nil || len(sum.Timeline.Buckets) == 0 {
+		return nil, fmt.Errorf("plots: the summary has no events to draw")
+	}
+	tl := sum.Timeline // a shallow copy: the buckets are shared, not copied
+	if opt.ByEvent {
+		tl.HasTime = false
+	}
+	return &tl, nil
+}
+
+// peakX is the x coordinate of a peak on tl.
+func peakX(tl *analysis.Timeline, p analysis.Peak) float64 { return tl.X(p.Event, p.TimeUs) }
