@@ -22,6 +22,7 @@ type plotOptions struct {
 	Rounds []int64
 	Limit  string
 	Title  string
+	X      string
 	Stdout io.Writer
 	Err    io.Writer
 }
@@ -60,6 +61,9 @@ a peak is never lost. Without TRACE the built-in sample is drawn.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Out, opts.Traces = args[0], args[1:]
 			opts.Stdout, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if opts.X != "auto" && opts.X != "time" && opts.X != "event" {
+				return usagef("--x %q: want auto, time or event", opts.X)
+			}
 			switch opts.Kind {
 			case "peak", "fragmentation", "compare", "segments":
 			default:
@@ -82,6 +86,7 @@ a peak is never lost. Without TRACE the built-in sample is drawn.`,
 	f.Int64SliceVar(&opts.Rounds, "round", nil, "rounding quantum to replay with (compare: one line each)")
 	f.StringVar(&opts.Limit, "limit", "", "memory limit for the replays (e.g. 24GiB)")
 	f.StringVar(&opts.Title, "title", "", "title instead of the default")
+	f.StringVar(&opts.X, "x", "auto", "x axis: time, event (index), or auto (event when idle time dominates)")
 	return cmd
 }
 
@@ -122,6 +127,7 @@ func runPlot(ctx context.Context, opts *plotOptions) error {
 		if len(sums) == 0 {
 			return fmt.Errorf("%s: no events to plot", inputs[0].Name)
 		}
+		popt.ByEvent = opts.X == "event" || opts.X == "auto" && plots.IdleDominated(sums[0])
 		switch opts.Kind {
 		case "peak":
 			p, err = plots.Peak(sums[0], popt)
@@ -189,6 +195,9 @@ func comparePlot(ctx context.Context, opts *plotOptions, inputs []*pipeline.Inpu
 		if len(run.Summaries) > 0 {
 			runs = append(runs, plots.Run{Label: r.Label, Summary: run.Summaries[0]})
 		}
+	}
+	if len(runs) > 0 {
+		popt.ByEvent = opts.X == "event" || opts.X == "auto" && plots.IdleDominated(runs[0].Summary)
 	}
 	return plots.Compare(runs, popt)
 }

@@ -177,7 +177,8 @@ func confEqual(a, b allocator.Conf) bool {
 func label(c allocator.Conf, limit int64) string {
 	var parts []string
 	if s := c.String(); s != "" {
-		parts = append(parts, s)
+		// Model constants read better as the flags that set them.
+		parts = append(parts, strings.ReplaceAll(s, "tracer_round:", "--round "))
 	}
 	if limit > 0 {
 		parts = append(parts, "limit "+analysis.Bytes(limit).String())
