@@ -165,6 +165,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
+	for _, d := range snap.Devices {
+		tagPrivatePools(d)
+	}
 	for i, d := range snap.Devices {
 		n, err := annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d.Events)
 		if err != nil {
@@ -294,4 +297,34 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trac
 		}
 	}
 	return mismatches, nil
+}
+
+// tagPrivatePools sets Event.Pool on the allocations and segment events that
+// lie in segments the snapshot reports as owned by a private pool (a CUDA
+// graph capture or a MemPool). torch 2.11's trace entries carry no pool id;
+// without it a replay would serve those requests from the default pools.
+// Only segments alive at the dump are known: a private segment freed before
+// it is not tagged.
+func tagPrivatePools(d *torchsnap.Device) {
+	var private []torchsnap.Segment
+	for _, s := range d.Segments {
+		if !s.Pool.IsDefault() {
+			private = append(private, s)
+		}
+	}
+	if len(private) == 0 {
+		return
+	}
+	for i := range d.Events {
+		ev := &d.Events[i]
+		switch ev.Kind {
+		case trace.KindAlloc, trace.KindSegmentAlloc, trace.KindSegmentMap:
+			for _, s := range private {
+				if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.TotalSize) {
+					ev.Pool = s.Pool
+					break
+				}
+			}
+		}
+	}
 }

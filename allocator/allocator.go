@@ -1,0 +1,221 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+)
+
+// blockID indexes Allocator.blocks; 0 means "no block".
+type blockID int32
+
+// block is PyTorch's Block (§1). Blocks live in an arena indexed by blockID so
+// the hot path allocates nothing and the GC scans no pointer graph.
+type block struct {
+	addr      uint64
+	size      int64
+	requested int64
+	stream    uint64
+	prev      blockID
+	next      blockID
+	pool      *blockPool
+	exp       *expSegment // non-nil inside an expandable segment
+	gcBase    uint64
+	uses      []uint64 // stream_uses (record_stream), excluding the own stream
+	events    int32    // event_count: outstanding cross-stream events
+	allocated bool
+	mapped    bool
+	live      bool // false on the arena's free list
+}
+
+func (b *block) isSplit() bool { return b.prev != 0 || b.next != 0 }
+
+// Action is what an allocator Event did, named as PyTorch's trace actions.
+type Action uint8
+
+const (
+	ActAlloc Action = iota + 1
+	ActFreeRequested
+	ActFreeCompleted
+	ActSegmentAlloc
+	ActSegmentFree
+	ActSegmentMap
+	ActSegmentUnmap
+	ActOOM
+)
+
+var actionNames = [...]string{"", "alloc", "free_requested", "free_completed", "segment_alloc",
+	"segment_free", "segment_map", "segment_unmap", "oom"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) && a != 0 {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", uint8(a))
+}
+
+// Event is one allocator trace entry (§13) with PyTorch's field conventions:
+// Size is the requested size for alloc/free_*, the segment or range size for
+// segment_*, the rounded request for oom, whose Addr is the device free bytes.
+// BlockSize is the block's real size for alloc/free_* (0 otherwise).
+type Event struct {
+	Action    Action
+	Addr      uint64
+	Size      int64
+	Stream    uint64
+	Pool      PoolID
+	BlockSize int64
+}
+
+// Observer receives every event the allocator emits, in emission order. The
+// pointer is only valid during the call.
+type Observer interface {
+	AllocatorEvent(e *Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(e *Event)
+
+// AllocatorEvent calls f(e).
+func (f ObserverFunc) AllocatorEvent(e *Event) { f(e) }
+
+// Allocator is one DeviceCachingAllocator: the caching allocator of one device.
+// It is not safe for concurrent use.
+type Allocator struct {
+	conf Conf
+	dev  Device
+
+	blocks   []block
+	freeIDs  []blockID
+	active   map[uint64]blockID // allocated and pending-free blocks by address
+	small    *blockPool
+	large    *blockPool
+	private  map[PoolID]*privatePool
+	captures []capture
+	exps     []*expSegment
+
+	// pending holds blocks with outstanding events, in free order (the per-stream
+	// event queues of §8, flattened).
+	pending []blockID
+
+	limit    int64 // allowed_memory_maximum; 0 = no limit
+	totalMem int64 // total_allocated_memory
+	stats    Stats
+	obs      Observer
+	ev       Event
+}
+
+// ErrOOM is wrapped by the error Malloc returns when PyTorch would raise
+// torch.OutOfMemoryError (§12).
+var ErrOOM = errors.New("CUDA out of memory")
+
+// OOMError is the out-of-memory error of one Malloc, with PyTorch's message.
+type OOMError struct {
+	Size       int64 // the request
+	AllocSize  int64 // what "Tried to allocate" reports (the segment size)
+	DeviceFree int64
+	msg        string
+}
+
+func (e *OOMError) Error() string { return e.msg }
+func (e *OOMError) Unwrap() error { return ErrOOM }
+
+// New returns an allocator with configuration conf on dev. The memory limit of
+// conf.MemoryFraction is applied once the device total is known (§14).
+func New(conf Conf, dev Device) (*Allocator, error) {
+	if err := conf.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Allocator{
+		conf:    conf,
+		dev:     dev,
+		blocks:  make([]block, 1, 1024),
+		active:  make(map[uint64]blockID),
+		small:   newBlockPool(true, nil),
+		large:   newBlockPool(false, nil),
+		private: make(map[PoolID]*privatePool),
+	}
+	a.stats.MaxSplitSize = conf.MaxSplitSize
+	if conf.MemoryFraction < 1 {
+		_, total, err := dev.MemInfo()
+		if err != nil {
+			return nil, fmt.Errorf("allocator: memory info: %w", err)
+		}
+		a.limit = int64(conf.MemoryFraction * float64(total))
+	}
+	return a, nil
+}
+
+// Conf returns the allocator's configuration.
+func (a *Allocator) Conf() Conf { return a.conf }
+
+// SetObserver makes o receive every later event; nil stops reporting.
+func (a *Allocator) SetObserver(o Observer) { a.obs = o }
+
+// SetMemoryLimit sets the per-process limit in bytes
+// (set_per_process_memory_fraction: pass floor(fraction × total)); 0 removes it.
+func (a *Allocator) SetMemoryLimit(bytes int64) { a.limit = bytes }
+
+// MemoryLimit returns the limit in bytes, 0 if none.
+func (a *Allocator) MemoryLimit() int64 { return a.limit }
+
+func (a *Allocator) gcEnabled() bool { return a.limit > 0 && a.conf.GCThreshold > 0 }
+
+func (a *Allocator) emit(act Action, addr uint64, size int64, stream uint64, pool *blockPool, bsize int64) {
+	if a.obs == nil {
+		return
+	}
+	a.ev = Event{Action: act, Addr: addr, Size: size, Stream: stream, BlockSize: bsize}
+	if pool != nil {
+		a.ev.Pool = pool.id()
+	}
+	a.obs.AllocatorEvent(&a.ev)
+}
+
+func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *blockPool) blockID {
+	var id blockID
+	if n := len(a.freeIDs); n > 0 {
+		id = a.freeIDs[n-1]
+		a.freeIDs = a.freeIDs[:n-1]
+	} else {
+		a.blocks = append(a.blocks, block{})
+		id = blockID(len(a.blocks) - 1)
+	}
+	a.blocks[id] = block{addr: addr, size: size, stream: stream, pool: pool, mapped: true, live: true}
+	return id
+}
+
+func (a *Allocator) deleteBlock(id blockID) {
+	a.blocks[id] = block{}
+	a.freeIDs = append(a.freeIDs, id)
+}
+
+func (a *Allocator) key(id blockID) freeKey {
+	b := &a.blocks[id]
+	return freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
+}
+
+func (a *Allocator) ukey(id blockID) freeKey {
+	b := &a.blocks[id]
+	return freeKey{stream: b.stream, addr: b.addr, id: id}
+}
+
+// insertFree is insert_into_blocks: the block enters its pool's free set and
+// its GC age restarts.
+func (a *Allocator) insertFree(id blockID) {
+	b := &a.blocks[id]
+	b.gcBase = b.pool.gcClock
+	b.pool.blocks.ReplaceOrInsert(a.key(id))
+}
+
+func (a *Allocator) removeFree(id blockID) {
+	a.blocks[id].pool.blocks.Delete(a.key(id))
+}
+
+// BlockSize returns the size of the allocated or pending block at addr.
+func (a *Allocator) BlockSize(addr uint64) (int64, bool) {
+	id, ok := a.active[addr]
+	if !ok {
+		return 0, false
+	}
+	return a.blocks[id].size, true
+}

@@ -1,0 +1,190 @@
+package allocator
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Free releases the block at addr as DeviceCachingAllocator::free (§8). If
+// record_stream marked other streams as users, the block becomes pending
+// (active_pending_free) until CompleteFree or a flush; otherwise it returns to
+// the cache at once (free_requested then free_completed).
+func (a *Allocator) Free(addr uint64) error {
+	id, ok := a.active[addr]
+	if !ok || !a.blocks[id].allocated {
+		return fmt.Errorf("allocator: free of %#x: no allocated block there", addr)
+	}
+	b := &a.blocks[id]
+	st := a.statTypes(b.pool)
+	b.allocated = false
+	a.stats.Allocation.dec(st, 1)
+	a.stats.AllocatedBytes.dec(st, b.size)
+	a.emit(ActFreeRequested, b.addr, b.requested, b.stream, b.pool, b.size)
+	if b.size >= a.conf.MaxSplitSize {
+		a.stats.OversizeAllocations.dec(1)
+	}
+	if len(b.uses) > 0 {
+		// insert_events: one event per recorded stream. Captures defer the
+		// events; the model treats both alike.
+		b.events += int32(len(b.uses))
+		b.uses = b.uses[:0]
+		a.pending = append(a.pending, id)
+		return nil
+	}
+	a.freeBlock(id)
+	return nil
+}
+
+// RecordStream is recordStream (§8): the block at addr is also used by
+// stream, so its free waits for that stream's work.
+func (a *Allocator) RecordStream(addr uint64, stream uint64) error {
+	id, ok := a.active[addr]
+	if !ok || !a.blocks[id].allocated {
+		return fmt.Errorf("allocator: record_stream of %#x: no allocated block there", addr)
+	}
+	b := &a.blocks[id]
+	if stream == b.stream || slices.Contains(b.uses, stream) {
+		return nil
+	}
+	b.uses = append(b.uses, stream)
+	return nil
+}
+
+// Pending reports whether the block at addr awaits its cross-stream events
+// (events marked done but not yet processed count as no longer awaited).
+func (a *Allocator) Pending(addr uint64) bool {
+	id, ok := a.active[addr]
+	return ok && a.blocks[id].events > 0
+}
+
+// CompleteFree completes every outstanding event of the pending block at addr
+// and returns it to the cache (free_completed), as process_events does when
+// the events have finished. It is how a replay places a recorded
+// free_completed.
+func (a *Allocator) CompleteFree(addr uint64) error {
+	id, ok := a.active[addr]
+	if !ok || a.blocks[id].events == 0 {
+		return fmt.Errorf("allocator: complete free of %#x: no pending block there", addr)
+	}
+	a.MarkEventsDone(addr)
+	a.ProcessEvents()
+	return nil
+}
+
+// MarkEventsDone completes the outstanding events of the pending block at
+// addr without freeing it; the next ProcessEvents (the start of the next
+// Malloc) does.
+func (a *Allocator) MarkEventsDone(addr uint64) {
+	if id, ok := a.active[addr]; ok && a.blocks[id].events > 0 {
+		a.blocks[id].events = -a.blocks[id].events // negative: completed, not yet processed
+	}
+}
+
+// ProcessEvents is process_events (§8): pending blocks whose events have
+// completed are freed, in the order they were freed.
+func (a *Allocator) ProcessEvents() {
+	if len(a.pending) == 0 {
+		return
+	}
+	out := a.pending[:0]
+	var done []blockID
+	for _, id := range a.pending {
+		if a.blocks[id].events < 0 {
+			done = append(done, id)
+		} else {
+			out = append(out, id)
+		}
+	}
+	a.pending = out
+	for _, id := range done {
+		a.blocks[id].events = 0
+		a.freeBlock(id)
+	}
+}
+
+// syncAndFreeEvents is synchronize_and_free_events: wait for every
+// outstanding event and free the pending blocks (in free order; PyTorch walks a
+// hash map of streams, whose order a model cannot know).
+func (a *Allocator) syncAndFreeEvents() {
+	a.stats.NumSyncAllStreams++
+	p := a.pending
+	a.pending = nil
+	for _, id := range p {
+		a.blocks[id].events = 0
+		a.freeBlock(id)
+	}
+}
+
+// freeBlock is free_block (§8): merge with free neighbours and return the
+// block to its pool.
+func (a *Allocator) freeBlock(id blockID) {
+	b := &a.blocks[id]
+	pool := b.pool
+	st := a.statTypes(pool)
+	a.emit(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
+	origSize, req := b.size, b.requested
+	delete(a.active, b.addr)
+	var netCount, netBytes int64
+	if s := a.tryMerge(id, a.blocks[id].prev); s > 0 {
+		netCount--
+		netBytes -= s
+	}
+	if s := a.tryMerge(id, a.blocks[id].next); s > 0 {
+		netCount--
+		netBytes -= s
+	}
+	a.insertFree(id)
+	b = &a.blocks[id]
+	if b.isSplit() {
+		netCount++
+		netBytes += b.size
+	}
+	if b.exp == nil {
+		if netCount > 0 {
+			a.stats.InactiveSplit.inc(st, netCount)
+		} else if netCount < 0 {
+			a.stats.InactiveSplit.dec(st, -netCount)
+		}
+		if netBytes > 0 {
+			a.stats.InactiveSplitBytes.inc(st, netBytes)
+		} else if netBytes < 0 {
+			a.stats.InactiveSplitBytes.dec(st, -netBytes)
+		}
+	}
+	a.stats.Active.dec(st, 1)
+	a.stats.ActiveBytes.dec(st, origSize)
+	a.stats.RequestedBytes.dec(st, req)
+}
+
+// tryMerge is try_merge_blocks: absorb src into dst if src is free, has no
+// events and the same mapped state. It returns the absorbed size (0 if none).
+func (a *Allocator) tryMerge(dst, src blockID) int64 {
+	if src == 0 {
+		return 0
+	}
+	s, d := &a.blocks[src], &a.blocks[dst]
+	if s.allocated || s.events != 0 || len(s.uses) > 0 || s.mapped != d.mapped {
+		return 0
+	}
+	if s.mapped {
+		s.pool.blocks.Delete(a.key(src))
+	} else {
+		s.pool.unmapped.Delete(a.ukey(src))
+	}
+	if d.prev == src {
+		d.addr = s.addr
+		d.prev = s.prev
+		if d.prev != 0 {
+			a.blocks[d.prev].next = dst
+		}
+	} else {
+		d.next = s.next
+		if d.next != 0 {
+			a.blocks[d.next].prev = dst
+		}
+	}
+	size := s.size
+	d.size += size
+	a.deleteBlock(src)
+	return size
+}

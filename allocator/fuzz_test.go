@@ -1,0 +1,174 @@
+package allocator
+
+import (
+	"testing"
+)
+
+// fuzzFamilies are the setting families FuzzAllocator drives: every behaviour
+// switch of the model (§3.2, §5–§10, §14) and a non-default quantum.
+var fuzzFamilies = []struct {
+	conf  string
+	limit int64
+	round int64
+}{
+	{conf: ""},
+	{conf: "roundup_power2_divisions:[1:2,4:4,64:8,>:16]"},
+	{conf: "max_split_size_mb:32", limit: 600 * mib},
+	{conf: "expandable_segments:True"},
+	{conf: "expandable_segments:True,max_split_size_mb:40", limit: 500 * mib},
+	{conf: "garbage_collection_threshold:0.5", limit: 400 * mib},
+	{conf: "large_segment_size_mb:32"},
+	{conf: "", round: 4096, limit: 700 * mib},
+	{conf: "roundup_power2_divisions:4,max_non_split_rounding_mb:64,max_split_size_mb:24"},
+}
+
+// runOps interprets data as allocator operations (4 bytes each) under the
+// family chosen by data[0], checking every invariant after each step.
+func runOps(t *testing.T, data []byte) {
+	if len(data) < 1 {
+		return
+	}
+	fam := fuzzFamilies[int(data[0])%len(fuzzFamilies)]
+	conf, err := ParseConf(fam.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fam.round != 0 {
+		conf.MinBlockSize = fam.round
+	}
+	dev := NewSimDevice(1 * gib)
+	dev.ContextOverhead = 100 * mib
+	a, err := New(conf, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetMemoryLimit(fam.limit)
+	var live, pending []uint64
+	data = data[1:]
+	// Bounded: CheckInvariants is linear in the blocks, so long inputs would
+	// make each execution quadratic.
+	for step := 0; len(data) >= 4 && step < 3000; step++ {
+		op, b1, n := data[0]%8, data[1], int(data[2])<<8|int(data[3])
+		data = data[4:]
+		desc := ""
+		switch {
+		case op <= 2:
+			var size int64
+			switch b1 % 4 {
+			case 0:
+				size = int64(n) + 1
+			case 1:
+				size = int64(n)*16 + 1
+			case 2:
+				size = int64(n) * 256
+			case 3:
+				size = int64(n) * 2048
+			}
+			stream := uint64(b1>>6%3) << 8
+			desc = "malloc"
+			addr, err := a.Malloc(size, stream)
+			if err != nil && !IsOOM(err) {
+				t.Fatalf("step %d malloc(%d): %v", step, size, err)
+			}
+			if err == nil && size > 0 {
+				live = append(live, addr)
+			}
+		case op <= 4 || (op == 7 && b1%4 != 0):
+			if len(live) == 0 {
+				continue
+			}
+			i := n % len(live)
+			desc = "free"
+			if err := a.Free(live[i]); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			live = append(live[:i], live[i+1:]...)
+		case op == 5:
+			if len(live) == 0 {
+				continue
+			}
+			i := n % len(live)
+			desc = "record_stream+free"
+			if err := a.RecordStream(live[i], uint64(b1)<<8+1); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Free(live[i]); err != nil {
+				t.Fatal(err)
+			}
+			if a.Pending(live[i]) {
+				pending = append(pending, live[i])
+			}
+			live = append(live[:i], live[i+1:]...)
+		case op == 6:
+			pending = prunePending(a, pending)
+			if len(pending) == 0 {
+				continue
+			}
+			i := n % len(pending)
+			desc = "complete"
+			if b1%2 == 0 {
+				if err := a.CompleteFree(pending[i]); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				a.MarkEventsDone(pending[i])
+			}
+			pending = append(pending[:i], pending[i+1:]...)
+		default:
+			desc = "empty_cache"
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			pending = pending[:0]
+		}
+		if err := a.CheckInvariants(); err != nil {
+			t.Fatalf("after step %d (%s) under %q: %v", step, desc, fam.conf, err)
+		}
+	}
+	for _, addr := range live {
+		if err := a.Free(addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckInvariants(); err != nil {
+		t.Fatalf("after final flush: %v", err)
+	}
+	st := a.Stats()
+	if st.AllocatedBytes[0].Current != 0 || st.ActiveBytes[0].Current != 0 {
+		t.Fatalf("memory left after freeing everything: %+v", st.AllocatedBytes[0])
+	}
+	if !conf.ExpandableSegments && st.ReservedBytes[0].Current != 0 {
+		t.Fatalf("reserved %d after freeing everything and flushing", st.ReservedBytes[0].Current)
+	}
+}
+
+// prunePending drops blocks a flush or process_events has already freed.
+func prunePending(a *Allocator, p []uint64) []uint64 {
+	out := p[:0]
+	for _, addr := range p {
+		if a.Pending(addr) {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
+// FuzzAllocator drives random alloc / free / cross-stream free / completion /
+// empty_cache sequences under every setting family, with memory limits, and
+// checks CheckInvariants after each step. Its seed corpus is in
+// testdata/fuzz/FuzzAllocator.
+func FuzzAllocator(f *testing.F) {
+	for fam := range fuzzFamilies {
+		seed := []byte{byte(fam)}
+		x := uint32(fam*7919 + 1)
+		for i := 0; i < 400; i++ {
+			x = x*1664525 + 1013904223
+			seed = append(seed, byte(x>>24), byte(x>>16), byte(x>>8), byte(x))
+		}
+		f.Add(seed)
+	}
+	f.Fuzz(runOps)
+}

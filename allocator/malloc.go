@@ -1,0 +1,346 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+)
+
+// request is AllocParams: one malloc's rounded size, pool and segment size.
+type request struct {
+	orig      int64
+	size      int64
+	allocSize int64
+	stream    uint64
+	pool      *blockPool
+	expActive bool
+}
+
+// Malloc allocates size bytes on stream as DeviceCachingAllocator::malloc
+// (§4) and returns the block's address. A 0-byte request returns 0 and
+// touches nothing. On out of memory the error wraps ErrOOM (an *OOMError);
+// a Device failure other than out of memory is returned wrapped.
+func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
+	if size <= 0 {
+		return 0, nil
+	}
+	if size >= 1<<60 {
+		return 0, &OOMError{Size: size, msg: "CUDA out of memory. Tried to allocate more than 1EB memory."}
+	}
+	if len(a.captures) == 0 {
+		a.ProcessEvents()
+	}
+	r := request{orig: size, stream: stream}
+	r.size = a.conf.roundSize(size)
+	r.pool = a.getPool(r.size, stream)
+	r.allocSize = a.conf.allocationSize(r.size)
+	r.expActive = a.conf.ExpandableSegments
+
+	id := a.getFreeBlock(&r)
+	if id == 0 {
+		if a.gcEnabled() {
+			a.garbageCollect()
+		}
+		var err error
+		if id, err = a.allocBlock(&r, false); err != nil {
+			return 0, err
+		}
+		if id == 0 && a.releaseAvailable(&r) {
+			if id, err = a.allocBlock(&r, false); err != nil {
+				return 0, err
+			}
+		}
+		if id == 0 && len(a.captures) == 0 {
+			if err := a.releaseCached(PoolID{}); err != nil {
+				return 0, err
+			}
+			if id, err = a.allocBlock(&r, true); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if id == 0 {
+		return 0, a.oom(&r)
+	}
+	return a.allocFound(id, &r, a.shouldSplit(id, &r)), nil
+}
+
+// getFreeBlock is get_free_block (§5): best fit on the request's stream with
+// the expandable adjustments and oversize rules. It removes and returns the
+// block, or 0.
+func (a *Allocator) getFreeBlock(r *request) blockID {
+	p := r.pool
+	if a.gcEnabled() {
+		p.gcClock++
+	}
+	pivot := freeKey{stream: r.stream, size: r.size}
+	ci, ii := p.blocks.seek(&pivot)
+	if ci == len(p.blocks.chunks) {
+		return 0
+	}
+	it := p.blocks.chunks[ci][ii]
+	if it.stream != r.stream {
+		return 0
+	}
+	moved := false
+	if a.blocks[it.id].exp != nil {
+		if r.expActive {
+			if second, ok := p.blocks.first(after(it)); ok {
+				it = a.expandableScan(p, it, second, r.stream)
+				moved = true
+			}
+		} else {
+			found := false
+			moved = true
+			p.blocks.AscendGreaterOrEqual(freeKey{stream: it.stream, size: it.size, addr: it.addr + 1}, func(k freeKey) bool {
+				if k.stream != r.stream {
+					return false
+				}
+				if a.blocks[k.id].exp == nil {
+					it, found = k, true
+					return false
+				}
+				return true
+			})
+			if !found {
+				return 0
+			}
+		}
+	}
+	bs := a.blocks[it.id].size
+	m := a.conf.MaxSplitSize
+	if r.size < m && bs >= m {
+		return 0
+	}
+	if r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding {
+		return 0
+	}
+	if moved {
+		p.blocks.Delete(it)
+	} else {
+		p.blocks.deleteAt(ci, ii)
+	}
+	return it.id
+}
+
+// after is the smallest key greater than k.
+func after(k freeKey) freeKey {
+	k.addr++
+	return k
+}
+
+// expSize is a block's size plus the unmapped block right after it (§5).
+func (a *Allocator) expSize(id blockID) int64 {
+	b := &a.blocks[id]
+	s := b.size
+	if b.next != 0 && !a.blocks[b.next].mapped {
+		s += a.blocks[b.next].size
+	}
+	return s
+}
+
+// expandableScan moves from `it` to following blocks of the stream while their
+// expandable size strictly decreases and the current block is expandable.
+func (a *Allocator) expandableScan(p *blockPool, it, next freeKey, stream uint64) freeKey {
+	for {
+		if a.blocks[it.id].exp == nil || next.stream != stream || a.expSize(next.id) >= a.expSize(it.id) {
+			return it
+		}
+		it = next
+		var ok bool
+		if next, ok = p.blocks.first(after(it)); !ok {
+			return it
+		}
+	}
+}
+
+// shouldSplit is should_split (§6).
+func (a *Allocator) shouldSplit(id blockID, r *request) bool {
+	rem := a.blocks[id].size - r.size
+	if r.pool.small || r.expActive {
+		return rem >= a.conf.MinBlockSize
+	}
+	return r.size < a.conf.MaxSplitSize && rem > a.conf.SmallSize
+}
+
+// allocFound is alloc_found_block (§6): split off the front if asked, mark the
+// block allocated and update the stats.
+func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
+	b := &a.blocks[id]
+	pool := b.pool
+	alreadySplit := b.isSplit()
+	notExp := b.exp == nil
+	st := a.statTypes(pool)
+	if split {
+		rem := id
+		id = a.newBlock(0, r.size, r.stream, pool)
+		nb, rb := &a.blocks[id], &a.blocks[rem]
+		nb.addr, nb.exp, nb.stream = rb.addr, rb.exp, rb.stream
+		nb.prev, nb.next = rb.prev, rem
+		if rb.prev != 0 {
+			a.blocks[rb.prev].next = id
+		}
+		rb.prev = id
+		rb.addr += uint64(r.size)
+		rb.size -= r.size
+		a.insertFree(rem)
+		if notExp {
+			if alreadySplit {
+				a.stats.InactiveSplitBytes.dec(st, r.size)
+			} else {
+				a.stats.InactiveSplit.inc(st, 1)
+				a.stats.InactiveSplitBytes.inc(st, rb.size)
+			}
+		}
+	} else if alreadySplit && notExp {
+		a.stats.InactiveSplit.dec(st, 1)
+		a.stats.InactiveSplitBytes.dec(st, b.size)
+	}
+	b = &a.blocks[id]
+	b.allocated = true
+	b.requested = r.orig
+	a.active[b.addr] = id
+	a.stats.Allocation.inc(st, 1)
+	a.stats.AllocatedBytes.inc(st, b.size)
+	a.stats.Active.inc(st, 1)
+	a.stats.ActiveBytes.inc(st, b.size)
+	a.stats.RequestedBytes.inc(st, r.orig)
+	if b.size >= a.conf.MaxSplitSize {
+		a.stats.OversizeAllocations.inc(1)
+	}
+	a.emit(ActAlloc, b.addr, r.orig, b.stream, pool, b.size)
+	return b.addr
+}
+
+// garbageCollect is garbage_collect_cached_blocks (§10).
+func (a *Allocator) garbageCollect() {
+	thr := int64(a.conf.GCThreshold * float64(a.limit))
+	if a.totalMem <= thr {
+		return
+	}
+	target := a.totalMem - thr
+	var reclaimed int64
+	var totalAge uint64
+	count := 0
+	p := a.large
+	age := func(id blockID) uint64 { return p.gcClock - a.blocks[id].gcBase }
+	p.blocks.Ascend(func(k freeKey) bool {
+		if !a.blocks[k.id].isSplit() {
+			totalAge += age(k.id)
+			count++
+		}
+		return true
+	})
+	if count == 0 {
+		return
+	}
+	freed := true
+	var victims []blockID
+	for reclaimed < target && freed && count > 0 {
+		thrAge := float64(totalAge) / float64(count)
+		freed = false
+		victims = victims[:0]
+		p.blocks.Ascend(func(k freeKey) bool {
+			b := &a.blocks[k.id]
+			if !b.isSplit() && b.exp == nil && float64(age(k.id)) >= thrAge {
+				victims = append(victims, k.id)
+			}
+			return true
+		})
+		for _, id := range victims {
+			freed = true
+			reclaimed += a.blocks[id].size
+			totalAge -= age(id)
+			count--
+			a.releaseBlock(id)
+		}
+	}
+}
+
+// oom records the oom event and builds PyTorch's error (§12).
+func (a *Allocator) oom(r *request) error {
+	free, total, err := a.dev.MemInfo()
+	if err != nil {
+		return fmt.Errorf("allocator: memory info: %w", err)
+	}
+	a.emit(ActOOM, uint64(free), r.size, r.stream, r.pool, 0)
+	a.stats.NumOOMs++
+	allowed := ""
+	if a.limit > 0 {
+		allowed = FormatSize(a.limit) + " allowed; "
+	}
+	alloc := a.stats.AllocatedBytes[0].Current
+	res := a.stats.ReservedBytes[0].Current
+	var priv int64
+	for _, pp := range a.private {
+		for _, bp := range []*blockPool{pp.small, pp.large} {
+			bp.blocks.Ascend(func(k freeKey) bool { priv += k.size; return true })
+		}
+	}
+	privTxt := ""
+	if priv > 0 {
+		privTxt = "with " + FormatSize(priv) + " allocated in private pools (e.g., CUDA Graphs), "
+	}
+	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. %s"+
+		"Of the allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but unallocated. "+
+		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
+		"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+		FormatSize(r.allocSize), FormatSize(total), FormatSize(free), allowed,
+		FormatSize(alloc), privTxt, FormatSize(res-alloc-priv))
+	return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free, msg: msg}
+}
+
+// FormatSize is c10's format_size: bytes up to 1 KiB, then KiB/MiB/GiB with
+// two decimals.
+func FormatSize(n int64) string {
+	switch {
+	case n <= 1024:
+		return fmt.Sprintf("%d bytes", n)
+	case n <= 1<<20:
+		return fmt.Sprintf("%.2f KiB", float64(n)/1024)
+	case n <= 1<<30:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+// IsOOM reports whether err is an allocator out-of-memory error.
+func IsOOM(err error) bool { return errors.Is(err, ErrOOM) }
+
+// WouldReclaim reports whether a Malloc of size bytes on stream, issued now,
+// would release cached memory before it could succeed or fail: no cached block
+// fits and a new segment is refused by the memory limit or the device. The
+// replayer uses it to tell an OOM-driven flush from a user's empty_cache()
+// in a recording. It changes nothing.
+func (a *Allocator) WouldReclaim(size int64, stream uint64) bool {
+	if size <= 0 {
+		return false
+	}
+	r := request{orig: size, stream: stream}
+	r.size = a.conf.roundSize(size)
+	r.pool = a.getPool(r.size, stream)
+	r.allocSize = a.conf.allocationSize(r.size)
+	r.expActive = a.conf.ExpandableSegments
+	// Pending blocks whose events completed would be freed first.
+	if id := a.peekFreeBlock(&r); id != 0 {
+		return false
+	}
+	if a.gcEnabled() && a.totalMem > int64(a.conf.GCThreshold*float64(a.limit)) {
+		return true // garbage collection may release segments first (§10)
+	}
+	if a.limit > 0 && a.totalMem+r.allocSize > a.limit {
+		return true
+	}
+	free, _, err := a.dev.MemInfo()
+	return err == nil && free < r.allocSize
+}
+
+// peekFreeBlock is getFreeBlock without side effects.
+func (a *Allocator) peekFreeBlock(r *request) blockID {
+	clock := r.pool.gcClock
+	id := a.getFreeBlock(r)
+	r.pool.gcClock = clock
+	if id != 0 {
+		a.blocks[id].pool.blocks.ReplaceOrInsert(a.key(id))
+	}
+	return id
+}

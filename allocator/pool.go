@@ -1,0 +1,111 @@
+package allocator
+
+// PoolID names a memory pool as PyTorch does: (0, 0) is the default pools;
+// anything else is a private pool (CUDA graph or torch.cuda.MemPool, §15).
+type PoolID struct{ A, B uint64 }
+
+// IsDefault reports whether p is the default pool pair (0, 0).
+func (p PoolID) IsDefault() bool { return p.A == 0 && p.B == 0 }
+
+// freeKey orders a BlockPool's free set as BlockComparatorSize (§1): stream,
+// then size, then address. The unmapped set uses size 0, which makes it
+// BlockComparatorAddress (stream, then address).
+type freeKey struct {
+	stream uint64
+	size   int64
+	addr   uint64
+	id     blockID
+}
+
+// blockPool is PyTorch's BlockPool: the free mapped blocks of one size class
+// of one owner, and the unmapped tails of its expandable segments.
+type blockPool struct {
+	small    bool
+	owner    *privatePool // nil for the default pools
+	blocks   *freeSet
+	unmapped *freeSet
+	// gcClock is get_free_blocks_call_count (§10).
+	gcClock uint64
+}
+
+func newBlockPool(small bool, owner *privatePool) *blockPool {
+	return &blockPool{
+		small:    small,
+		owner:    owner,
+		blocks:   &freeSet{},
+		unmapped: &freeSet{},
+	}
+}
+
+func (p *blockPool) id() PoolID {
+	if p.owner == nil {
+		return PoolID{}
+	}
+	return p.owner.id
+}
+
+// privatePool is a CUDA-graph or MemPool private pool (§15).
+type privatePool struct {
+	id          PoolID
+	useCount    int
+	mallocCount int // cudaMalloc_count: segments it owns
+	small       *blockPool
+	large       *blockPool
+}
+
+type capture struct {
+	id     PoolID
+	filter func(stream uint64) bool
+}
+
+// getPool is get_pool (§3.3): the innermost active capture whose filter
+// accepts the stream owns the request; otherwise the default pools.
+func (a *Allocator) getPool(size int64, stream uint64) *blockPool {
+	for i := len(a.captures) - 1; i >= 0; i-- {
+		c := a.captures[i]
+		if c.filter == nil || c.filter(stream) {
+			pp := a.private[c.id]
+			if size <= a.conf.SmallSize {
+				return pp.small
+			}
+			return pp.large
+		}
+	}
+	if size <= a.conf.SmallSize {
+		return a.small
+	}
+	return a.large
+}
+
+// BeginAllocateToPool routes the mallocs of streams accepted by filter (all
+// streams if nil) to private pool id until EndAllocateToPool
+// (beginAllocateToPool, §15). The pool is created on first use.
+func (a *Allocator) BeginAllocateToPool(id PoolID, filter func(stream uint64) bool) {
+	pp := a.private[id]
+	if pp == nil {
+		pp = &privatePool{id: id}
+		pp.small = newBlockPool(true, pp)
+		pp.large = newBlockPool(false, pp)
+		a.private[id] = pp
+	}
+	pp.useCount++
+	a.captures = append(a.captures, capture{id: id, filter: filter})
+}
+
+// EndAllocateToPool stops routing mallocs to private pool id.
+func (a *Allocator) EndAllocateToPool(id PoolID) {
+	for i := len(a.captures) - 1; i >= 0; i-- {
+		if a.captures[i].id == id {
+			a.captures = append(a.captures[:i], a.captures[i+1:]...)
+			return
+		}
+	}
+}
+
+// ReleasePool drops one use of private pool id. At zero uses the pool becomes
+// freeable: the next EmptyCache returns its unsplit segments (§15).
+func (a *Allocator) ReleasePool(id PoolID) {
+	if pp := a.private[id]; pp != nil && pp.useCount > 0 {
+		pp.useCount--
+	}
+}

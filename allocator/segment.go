@@ -1,0 +1,170 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+)
+
+// allocBlock is alloc_block (§7.1): a new segment (or expandable mapping) for
+// r. It returns 0 without error when the memory limit or the device refuses
+// with out of memory; other device failures are errors.
+func (a *Allocator) allocBlock(r *request, retry bool) (blockID, error) {
+	if retry {
+		a.stats.NumAllocRetries++
+	}
+	if a.limit > 0 && a.totalMem+r.allocSize > a.limit {
+		return 0, nil
+	}
+	if r.expActive {
+		return a.allocExpandable(r)
+	}
+	addr, err := a.dev.Malloc(r.allocSize)
+	if err != nil {
+		if errors.Is(err, ErrDeviceOOM) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("allocator: cudaMalloc(%d): %w", r.allocSize, err)
+	}
+	id := a.newBlock(addr, r.allocSize, r.stream, r.pool)
+	a.totalMem += r.allocSize
+	st := a.statTypes(r.pool)
+	a.stats.Segment.inc(st, 1)
+	a.stats.ReservedBytes.inc(st, r.allocSize)
+	if r.allocSize >= a.conf.MaxSplitSize {
+		a.stats.OversizeSegments.inc(1)
+	}
+	a.stats.NumDeviceAlloc++
+	if pp := r.pool.owner; pp != nil {
+		pp.mallocCount++
+	}
+	a.emit(ActSegmentAlloc, addr, r.allocSize, r.stream, r.pool, 0)
+	return id, nil
+}
+
+// releaseBlock is release_block: cudaFree a whole free non-expandable segment.
+func (a *Allocator) releaseBlock(id blockID) {
+	b := &a.blocks[id]
+	pool := b.pool
+	a.emit(ActSegmentFree, b.addr, b.size, b.stream, pool, 0)
+	if err := a.dev.Free(b.addr); err != nil {
+		panic(fmt.Sprintf("invariant violation: cudaFree(%#x): %v", b.addr, err))
+	}
+	a.totalMem -= b.size
+	if pool.owner != nil {
+		pool.owner.mallocCount--
+	}
+	st := a.statTypes(pool)
+	a.stats.Segment.dec(st, 1)
+	a.stats.ReservedBytes.dec(st, b.size)
+	if b.size >= a.conf.MaxSplitSize {
+		a.stats.OversizeSegments.dec(1)
+	}
+	a.stats.NumDeviceFree++
+	pool.blocks.Delete(a.key(id))
+	a.deleteBlock(id)
+}
+
+// releaseAvailable is release_available_cached_blocks (§7.2), the first OOM
+// fallback; it does nothing unless max_split_size_mb is set.
+func (a *Allocator) releaseAvailable(r *request) bool {
+	m := a.conf.MaxSplitSize
+	if m == Unlimited {
+		return false
+	}
+	p := r.pool
+	key := freeKey{stream: r.stream, size: max(r.size, m)}
+	var first freeKey
+	found := false
+	p.blocks.AscendGreaterOrEqual(key, func(k freeKey) bool { first, found = k, true; return false })
+	if found && first.stream == r.stream && a.blocks[first.id].exp == nil {
+		a.releaseBlock(first.id)
+		return true
+	}
+	// Walk down from the largest block below the key.
+	var victims []blockID
+	var total int64
+	p.blocks.DescendLessOrEqual(freeKey{stream: key.stream, size: key.size - 1, addr: ^uint64(0)}, func(k freeKey) bool {
+		if total >= key.size || k.size < m || k.stream != r.stream {
+			return false
+		}
+		if a.blocks[k.id].exp == nil {
+			victims = append(victims, k.id)
+			total += k.size
+		}
+		return true
+	})
+	for _, id := range victims {
+		a.releaseBlock(id)
+	}
+	return total >= key.size
+}
+
+// releaseCached is release_cached_blocks (§7.3): the full flush of
+// empty_cache and of the last OOM fallback.
+func (a *Allocator) releaseCached(id PoolID) error {
+	if id.IsDefault() && len(a.captures) == 0 {
+		a.syncAndFreeEvents()
+		if err := a.releaseBlocks(a.large); err != nil {
+			return err
+		}
+		if err := a.releaseBlocks(a.small); err != nil {
+			return err
+		}
+	}
+	for _, pid := range a.sortedPrivate() {
+		pp := a.private[pid]
+		if pp.useCount > 0 || (!id.IsDefault() && pid != id) {
+			continue
+		}
+		if err := a.releaseBlocks(pp.small); err != nil {
+			return err
+		}
+		if err := a.releaseBlocks(pp.large); err != nil {
+			return err
+		}
+		if pp.mallocCount == 0 && !a.hasExpandable(pp) {
+			delete(a.private, pid)
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) hasExpandable(pp *privatePool) bool {
+	for _, e := range a.exps {
+		if e.pool.owner == pp {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseBlocks is release_blocks: cudaFree every unsplit free segment of the
+// pool in (stream, size, address) order, then unmap the free expandable blocks.
+func (a *Allocator) releaseBlocks(p *blockPool) error {
+	var whole, exp []blockID
+	p.blocks.Ascend(func(k freeKey) bool {
+		b := &a.blocks[k.id]
+		if b.exp != nil {
+			exp = append(exp, k.id)
+		} else if !b.isSplit() {
+			whole = append(whole, k.id)
+		}
+		return true
+	})
+	for _, id := range whole {
+		a.releaseBlock(id)
+	}
+	for _, id := range exp {
+		if err := a.unmapBlock(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EmptyCache is torch.cuda.empty_cache(): a full flush of the default pools
+// and of freeable private pools (§7.3).
+func (a *Allocator) EmptyCache() error { return a.releaseCached(PoolID{}) }
+
+// EmptyPoolCache is empty_cache for one private pool (the mempool variant).
+func (a *Allocator) EmptyPoolCache(id PoolID) error { return a.releaseCached(id) }

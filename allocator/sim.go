@@ -1,0 +1,157 @@
+package allocator
+
+import "fmt"
+
+// SimDevice is a simulated GPU: a capacity budget, the driver's allocation
+// granularity, and deterministic addresses (§19). The budget is
+// Total − ContextOverhead − OtherProcesses; every Malloc and Map charges its
+// size rounded up to the granularity.
+//
+// To replay a recording, Plan the addresses the recording's segment_alloc and
+// reservation events got: the next Malloc of the planned size (or the next
+// Reserve) returns that address, so every block lands where PyTorch put it.
+// Unplanned calls invent addresses in a region above 2^48 by bumping a
+// pointer, which never collides with recorded (canonical, < 2^47) addresses.
+type SimDevice struct {
+	Total           int64
+	ContextOverhead int64
+	OtherProcesses  int64
+	gran            int64
+
+	used    int64
+	next    uint64
+	mallocs map[uint64]int64
+	resv    map[uint64]int64
+	plan    []planned
+}
+
+type planned struct {
+	reserve bool
+	addr    uint64
+	size    int64
+}
+
+// NewSimDevice returns a device of total bytes with a 2 MiB granularity and no
+// overhead.
+func NewSimDevice(total int64) *SimDevice {
+	return &SimDevice{
+		Total:   total,
+		gran:    2 << 20,
+		next:    1 << 48,
+		mallocs: make(map[uint64]int64),
+		resv:    make(map[uint64]int64),
+	}
+}
+
+// PlanMalloc makes the next Malloc of size bytes return addr.
+func (d *SimDevice) PlanMalloc(addr uint64, size int64) {
+	d.plan = append(d.plan, planned{addr: addr, size: size})
+}
+
+// PlanReserve makes the next Reserve return addr.
+func (d *SimDevice) PlanReserve(addr uint64) {
+	d.plan = append(d.plan, planned{reserve: true, addr: addr})
+}
+
+// ClearPlan forgets planned addresses that were not used.
+func (d *SimDevice) ClearPlan() { d.plan = d.plan[:0] }
+
+func (d *SimDevice) take(reserve bool, size int64) (uint64, bool) {
+	for i, p := range d.plan {
+		if p.reserve == reserve && (reserve || p.size == size) {
+			d.plan = append(d.plan[:i], d.plan[i+1:]...)
+			return p.addr, true
+		}
+	}
+	return 0, false
+}
+
+func (d *SimDevice) invent(size int64) uint64 {
+	addr := d.next
+	d.next += uint64((size + d.gran - 1) / d.gran * d.gran)
+	return addr
+}
+
+func (d *SimDevice) charge(size int64) error {
+	s := (size + d.gran - 1) / d.gran * d.gran
+	if d.used+s > d.Total-d.ContextOverhead-d.OtherProcesses {
+		return fmt.Errorf("sim: %d bytes: %w", size, ErrDeviceOOM)
+	}
+	d.used += s
+	return nil
+}
+
+func (d *SimDevice) refund(size int64) { d.used -= (size + d.gran - 1) / d.gran * d.gran }
+
+// Malloc is cudaMalloc.
+func (d *SimDevice) Malloc(size int64) (uint64, error) {
+	if err := d.charge(size); err != nil {
+		return 0, err
+	}
+	addr, ok := d.take(false, size)
+	if !ok {
+		addr = d.invent(size)
+	}
+	d.mallocs[addr] = size
+	return addr, nil
+}
+
+// Free is cudaFree.
+func (d *SimDevice) Free(addr uint64) error {
+	size, ok := d.mallocs[addr]
+	if !ok {
+		return fmt.Errorf("sim: cudaFree(%#x): not allocated", addr)
+	}
+	delete(d.mallocs, addr)
+	d.refund(size)
+	return nil
+}
+
+// Reserve reserves virtual address space; it costs no memory.
+func (d *SimDevice) Reserve(size int64) (uint64, error) {
+	addr, ok := d.take(true, 0)
+	if !ok {
+		addr = d.invent(size)
+	}
+	d.resv[addr] = size
+	return addr, nil
+}
+
+// Map charges size bytes of physical memory.
+func (d *SimDevice) Map(addr uint64, size int64) error { return d.charge(size) }
+
+// Unmap refunds size bytes.
+func (d *SimDevice) Unmap(addr uint64, size int64) error {
+	d.refund(size)
+	return nil
+}
+
+// Release returns a reservation.
+func (d *SimDevice) Release(addr uint64, size int64) error {
+	if _, ok := d.resv[addr]; !ok {
+		return fmt.Errorf("sim: release %#x: not reserved", addr)
+	}
+	delete(d.resv, addr)
+	return nil
+}
+
+// MemInfo reports the free and total bytes as cudaMemGetInfo would.
+func (d *SimDevice) MemInfo() (free, total int64, err error) {
+	return d.Total - d.ContextOverhead - d.OtherProcesses - d.used, d.Total, nil
+}
+
+// Granularity is the driver's allocation granularity.
+func (d *SimDevice) Granularity() int64 { return d.gran }
+
+// Used returns the bytes currently charged.
+func (d *SimDevice) Used() int64 { return d.used }
+
+// Reserved reports whether addr lies in a current reservation.
+func (d *SimDevice) Reserved(addr uint64) bool {
+	for base, size := range d.resv {
+		if addr >= base && addr < base+uint64(size) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,129 @@
+package allocator
+
+import "fmt"
+
+// Stat is one of c10's Stat counters (§11).
+type Stat struct {
+	Current   int64
+	Peak      int64 // maximum of Current, updated on every increase
+	Allocated int64 // running sum of increases
+	Freed     int64 // running sum of decreases
+}
+
+func (s *Stat) inc(n int64) {
+	s.Current += n
+	s.Allocated += n
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+}
+
+func (s *Stat) dec(n int64) {
+	s.Current -= n
+	s.Freed += n
+}
+
+// StatArray is a Stat per StatType: all, small_pool, large_pool.
+type StatArray [3]Stat
+
+// statTypes selects which StatArray entries a pool moves: all and its class.
+type statTypes uint8
+
+func (a *Allocator) statTypes(p *blockPool) statTypes {
+	if p.small {
+		return 1
+	}
+	return 2
+}
+
+func (s *StatArray) inc(t statTypes, n int64) {
+	s[0].inc(n)
+	s[t].inc(n)
+}
+
+func (s *StatArray) dec(t statTypes, n int64) {
+	s[0].dec(n)
+	s[t].dec(n)
+}
+
+// Stats is DeviceStats: everything torch.cuda.memory_stats() reports.
+type Stats struct {
+	Allocation          StatArray
+	Segment             StatArray
+	Active              StatArray
+	InactiveSplit       StatArray
+	AllocatedBytes      StatArray
+	ReservedBytes       StatArray
+	ActiveBytes         StatArray
+	InactiveSplitBytes  StatArray
+	RequestedBytes      StatArray
+	OversizeAllocations Stat
+	OversizeSegments    Stat
+	NumAllocRetries     int64
+	NumOOMs             int64
+	NumSyncAllStreams   int64
+	NumDeviceAlloc      int64
+	NumDeviceFree       int64
+	// MaxSplitSize is max_split_size as configured when the allocator was built.
+	MaxSplitSize int64
+}
+
+// Stats returns a copy of the allocator's statistics.
+func (a *Allocator) Stats() Stats { return a.stats }
+
+// ResetPeak is reset_peak_memory_stats: every peak becomes its current value.
+func (a *Allocator) ResetPeak() {
+	for _, arr := range a.stats.arrays() {
+		for i := range arr.s {
+			arr.s[i].Peak = arr.s[i].Current
+		}
+	}
+	a.stats.OversizeAllocations.Peak = a.stats.OversizeAllocations.Current
+	a.stats.OversizeSegments.Peak = a.stats.OversizeSegments.Current
+}
+
+type namedArray struct {
+	name string
+	s    *StatArray
+}
+
+func (s *Stats) arrays() []namedArray {
+	return []namedArray{
+		{"allocation", &s.Allocation}, {"segment", &s.Segment}, {"active", &s.Active},
+		{"inactive_split", &s.InactiveSplit}, {"allocated_bytes", &s.AllocatedBytes},
+		{"reserved_bytes", &s.ReservedBytes}, {"active_bytes", &s.ActiveBytes},
+		{"inactive_split_bytes", &s.InactiveSplitBytes}, {"requested_bytes", &s.RequestedBytes},
+	}
+}
+
+var statTypeNames = [3]string{"all", "small_pool", "large_pool"}
+
+// Map flattens s as torch.cuda.memory_stats() does: "allocated_bytes.all.peak",
+// "oversize_allocations.current", "num_alloc_retries", "max_split_size" (-1
+// when unlimited), and so on.
+func (s Stats) Map() map[string]int64 {
+	m := make(map[string]int64, 128)
+	put := func(prefix string, st Stat) {
+		m[prefix+".current"] = st.Current
+		m[prefix+".peak"] = st.Peak
+		m[prefix+".allocated"] = st.Allocated
+		m[prefix+".freed"] = st.Freed
+	}
+	for _, a := range s.arrays() {
+		for i, n := range statTypeNames {
+			put(fmt.Sprintf("%s.%s", a.name, n), a.s[i])
+		}
+	}
+	put("oversize_allocations", s.OversizeAllocations)
+	put("oversize_segments", s.OversizeSegments)
+	m["num_alloc_retries"] = s.NumAllocRetries
+	m["num_ooms"] = s.NumOOMs
+	m["num_sync_all_streams"] = s.NumSyncAllStreams
+	m["num_device_alloc"] = s.NumDeviceAlloc
+	m["num_device_free"] = s.NumDeviceFree
+	m["max_split_size"] = s.MaxSplitSize
+	if s.MaxSplitSize == Unlimited {
+		m["max_split_size"] = -1
+	}
+	return m
+}

@@ -1,0 +1,141 @@
+package replay
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// genSource generates a deterministic request stream of n events: allocs and
+// synchronous frees (free_requested + free_completed) of a mix of small,
+// medium and large sizes over two streams, with the live set hovering around
+// a few thousand blocks. It allocates nothing per event.
+type genSource struct {
+	n, i  int64
+	x     uint64
+	ev    trace.Event
+	live  []trace.Event // alloc events of live blocks
+	queue [1]trace.Event
+	qn    int
+	addr  uint64
+}
+
+func newGenSource(n int64) *genSource {
+	return &genSource{n: n, x: 0x9e3779b97f4a7c15, live: make([]trace.Event, 0, 8192), addr: 1 << 40}
+}
+
+func (g *genSource) rand() uint64 {
+	g.x ^= g.x << 13
+	g.x ^= g.x >> 7
+	g.x ^= g.x << 17
+	return g.x
+}
+
+func (g *genSource) Next() bool {
+	if g.i >= g.n {
+		return false
+	}
+	g.i++
+	if g.qn > 0 {
+		g.qn--
+		g.ev = g.queue[0]
+		g.ev.Seq = g.i - 1
+		return true
+	}
+	r := g.rand()
+	if len(g.live) > 0 && (len(g.live) > 4000 || r%100 < 45) {
+		j := int(g.rand() % uint64(len(g.live)))
+		a := g.live[j]
+		g.live[j] = g.live[len(g.live)-1]
+		g.live = g.live[:len(g.live)-1]
+		g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindFreeRequested, Addr: a.Addr, Size: a.Size, Stream: a.Stream, Stack: trace.NoStack}
+		g.queue[0] = g.ev
+		g.queue[0].Kind = trace.KindFreeCompleted
+		g.qn = 1
+		return true
+	}
+	var size int64
+	switch c := r >> 32 % 100; {
+	case c < 70:
+		size = int64(g.rand()%(1<<20)) + 1
+	case c < 97:
+		size = int64(g.rand()%(20<<20)) + 1
+	default:
+		size = int64(g.rand()%(200<<20)) + 1
+	}
+	stream := uint64(0)
+	if r>>40%10 == 0 {
+		stream = 0x1000
+	}
+	g.addr += 1 << 12
+	g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindAlloc, Addr: g.addr, Size: size, Stream: stream, Stack: trace.NoStack}
+	g.live = append(g.live, g.ev)
+	return true
+}
+
+func (g *genSource) Event() *trace.Event { return &g.ev }
+func (g *genSource) Err() error          { return nil }
+
+// BenchmarkReplay measures replay throughput in events/s: each real snapshot
+// under its recorded settings (with the event-by-event comparison on), and a
+// generated 10M-event stream under default and expandable settings.
+func BenchmarkReplay(b *testing.B) {
+	for _, name := range snapshotNames(b) {
+		s := loadSnapshot(b, name)
+		conf, err := allocator.ParseConf(s.conf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("snapshot/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := Run(context.Background(), NewSliceSource(s.events), Options{
+					Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: !isWrap(name),
+				}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+		})
+	}
+	for _, cs := range []string{"", "expandable_segments:True"} {
+		conf, _ := allocator.ParseConf(cs)
+		name := "generated10M/default"
+		if cs != "" {
+			name = "generated10M/expandable"
+		}
+		b.Run(name, func(b *testing.B) {
+			const n = 10_000_000
+			b.ReportAllocs()
+			var res *Result
+			cpu0 := cpuTime()
+			for b.Loop() {
+				var err error
+				res, err = Run(context.Background(), newGenSource(n), Options{Conf: conf, TotalMemory: 1 << 40}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(int64(b.N)*n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+			b.ReportMetric(float64(res.Devices[0].Stats["reserved_bytes.all.peak"])/(1<<20), "peak-MiB")
+		})
+	}
+}
+
+// cpuTime is the process's user+system CPU time. The benchmarks report
+// events per CPU second too, because wall-clock rates on a shared machine
+// measure the neighbours as much as the replay.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func isWrap(name string) bool { return len(name) > 4 && name[len(name)-4:] == "1500" }

@@ -1,0 +1,413 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// deviceReplay replays the events of one device. It holds one event of
+// lookahead, because a free_requested is synchronous only when its
+// free_completed follows at once.
+type deviceReplay struct {
+	device int32
+	opts   *Options
+	obs    Observer
+	a      *allocator.Allocator
+	sim    *allocator.SimDevice // nil when NewDevice built something else
+
+	// bufs holds the current event and the lookahead; hold indexes the
+	// lookahead. Fixed buffers keep the per-event path allocation-free.
+	bufs    [2]trace.Event
+	hold    int
+	hasHold bool
+
+	// addrs maps a recorded block address to the replayed one, for blocks live
+	// (or pending) in the recording.
+	addrs map[uint64]uint64
+
+	// restore state gathered from leading FlagReconstructed events.
+	restoreSegs []allocator.SegmentInfo
+	restored    bool
+
+	// reclaim holds recorded segment_free/segment_unmap events not yet
+	// attributed to a malloc or to empty_cache.
+	reclaim []trace.Event
+
+	// expect holds recorded events the allocator has yet to emit (Recorded mode).
+	expect     []trace.Event
+	expectHead int
+
+	poolsSeen map[allocator.PoolID]bool
+	private   []allocator.SegmentInfo // Options.PrivateSegments of private pools
+
+	cur    *trace.Event // the request being replayed, for TimeUs and Stack
+	out    trace.Event
+	outSeq int64
+	res    DeviceResult
+}
+
+func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error) {
+	r := &deviceReplay{device: d, opts: opts, obs: obs, addrs: make(map[uint64]uint64)}
+	var dev allocator.Device
+	if opts.NewDevice != nil {
+		dev = opts.NewDevice(d)
+	} else {
+		dev = allocator.NewSimDevice(opts.TotalMemory)
+	}
+	r.sim, _ = dev.(*allocator.SimDevice)
+	for _, sg := range opts.PrivateSegments {
+		if !sg.Pool.IsDefault() {
+			r.private = append(r.private, sg)
+		}
+	}
+	conf := opts.Conf
+	if opts.MemoryLimit > 0 {
+		conf.MemoryFraction = 1 // the explicit byte limit wins
+	}
+	a, err := allocator.New(conf, dev)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MemoryLimit > 0 {
+		a.SetMemoryLimit(opts.MemoryLimit)
+	}
+	if opts.Recorded || obs != nil {
+		// Converting every event costs; skip it when nobody looks.
+		a.SetObserver(allocator.ObserverFunc(r.emitted))
+	}
+	r.a = a
+	r.res.Device = d
+	r.res.Allocator = a
+	return r, nil
+}
+
+var kinds = [...]trace.Kind{
+	allocator.ActAlloc:         trace.KindAlloc,
+	allocator.ActFreeRequested: trace.KindFreeRequested,
+	allocator.ActFreeCompleted: trace.KindFreeCompleted,
+	allocator.ActSegmentAlloc:  trace.KindSegmentAlloc,
+	allocator.ActSegmentFree:   trace.KindSegmentFree,
+	allocator.ActSegmentMap:    trace.KindSegmentMap,
+	allocator.ActSegmentUnmap:  trace.KindSegmentUnmap,
+	allocator.ActOOM:           trace.KindOOM,
+}
+
+// emitted converts an allocator event, reports it and, in Recorded mode,
+// checks it against the recording.
+func (r *deviceReplay) emitted(e *allocator.Event) {
+	o := &r.out
+	*o = trace.Event{Seq: r.outSeq, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
+		Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: trace.NoStack, BlockSize: e.BlockSize}
+	if r.cur != nil {
+		o.TimeUs, o.Stack = r.cur.TimeUs, r.cur.Stack
+	}
+	r.outSeq++
+	if r.opts.Recorded {
+		r.check(o)
+	}
+	if r.obs != nil {
+		r.obs.Event(o)
+	}
+}
+
+func (r *deviceReplay) check(o *trace.Event) {
+	if r.expectHead >= len(r.expect) {
+		r.mismatch(o.Seq, fmt.Sprintf("replay emitted %s %#x size %d that the recording does not have here", o.Kind, o.Addr, o.Size))
+		return
+	}
+	w := &r.expect[r.expectHead]
+	r.expectHead++
+	if r.expectHead == len(r.expect) {
+		r.expect, r.expectHead = r.expect[:0], 0
+	}
+	if w.Kind != o.Kind || w.Size != o.Size || w.Stream != o.Stream || (w.Kind != trace.KindOOM && w.Addr != o.Addr) {
+		r.mismatch(w.Seq, fmt.Sprintf("recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
+			w.Kind, w.Addr, w.Size, w.Stream, o.Kind, o.Addr, o.Size, o.Stream))
+	}
+}
+
+func (r *deviceReplay) mismatch(seq int64, what string) {
+	r.res.NumMismatches++
+	if len(r.res.Mismatches) < r.opts.MaxMismatches {
+		r.res.Mismatches = append(r.res.Mismatches, Mismatch{Seq: seq, What: what})
+	}
+}
+
+func (r *deviceReplay) expectEv(ev *trace.Event) {
+	if r.opts.Recorded {
+		r.expect = append(r.expect, *ev)
+	}
+}
+
+func (r *deviceReplay) push(ev *trace.Event) error {
+	if !r.hasHold {
+		r.bufs[r.hold], r.hasHold = *ev, true
+		return nil
+	}
+	cur := r.hold
+	r.hold ^= 1
+	r.bufs[r.hold] = *ev
+	consumed, err := r.step(&r.bufs[cur], &r.bufs[r.hold])
+	if consumed {
+		r.hasHold = false
+	}
+	return err
+}
+
+func (r *deviceReplay) finish() error {
+	if r.hasHold {
+		r.hasHold = false
+		if _, err := r.step(&r.bufs[r.hold], nil); err != nil {
+			return err
+		}
+	}
+	if err := r.applyRestore(); err != nil {
+		return err
+	}
+	if err := r.settleReclaim(nil); err != nil {
+		return err
+	}
+	for _, w := range r.expect[r.expectHead:] {
+		r.mismatch(w.Seq, fmt.Sprintf("recorded %s %#x size %d was not replayed", w.Kind, w.Addr, w.Size))
+	}
+	return nil
+}
+
+// step replays ev; next is the following event of this device (nil at the
+// end). It reports whether next was consumed too.
+func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
+	r.res.Events++
+	if ev.Flags&trace.FlagReconstructed != 0 {
+		return false, r.gatherRestore(ev)
+	}
+	if err := r.applyRestore(); err != nil {
+		return false, err
+	}
+	r.cur = ev
+	a := r.a
+	switch ev.Kind {
+	case trace.KindSegmentAlloc:
+		if r.opts.Recorded && r.sim != nil {
+			r.sim.PlanMalloc(ev.Addr, ev.Size)
+		}
+		r.expectEv(ev)
+	case trace.KindSegmentMap:
+		// A malloc creates at most one expandable segment, before mapping
+		// anything, and maps its base first: the first segment_map of the
+		// request gives the reservation's address if one is made. Plans not
+		// used are dropped after the request.
+		if r.opts.Recorded && r.sim != nil {
+			r.sim.PlanReserve(ev.Addr)
+		}
+		r.expectEv(ev)
+	case trace.KindSegmentFree, trace.KindSegmentUnmap:
+		r.reclaim = append(r.reclaim, *ev)
+		r.expectEv(ev)
+	case trace.KindAlloc:
+		if err := r.settleReclaim(ev); err != nil {
+			return false, err
+		}
+		r.expectEv(ev)
+		pool, private := r.privatePool(ev.Addr)
+		if !ev.Pool.IsDefault() {
+			// The trace names the pool (tracer import tags allocations in
+			// segments a snapshot reports as private).
+			pool, private = allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, true
+		}
+		if private {
+			if err := r.beginPool(pool, ev.Stream); err != nil {
+				return false, err
+			}
+		}
+		addr, err := a.Malloc(ev.Size, ev.Stream)
+		if private {
+			a.EndAllocateToPool(pool)
+		}
+		r.clearPlan()
+		if err != nil {
+			if !allocator.IsOOM(err) {
+				return false, err
+			}
+			r.oom(ev, false)
+			return false, nil
+		}
+		r.addrs[ev.Addr] = addr
+	case trace.KindFreeRequested:
+		if err := r.settleReclaim(nil); err != nil {
+			return false, err
+		}
+		r.expectEv(ev)
+		paired := next != nil && next.Kind == trace.KindFreeCompleted && next.Addr == ev.Addr
+		if paired {
+			r.res.Events++
+			r.expectEv(next)
+		}
+		addr, ok := r.addrs[ev.Addr]
+		if !ok {
+			// The alloc is not in the trace (and was not reconstructed), or it
+			// failed in this replay.
+			return paired, nil
+		}
+		if !paired {
+			// The recording waited for cross-stream events: model them as a
+			// use by another stream.
+			if err := a.RecordStream(addr, ^ev.Stream); err != nil {
+				return false, err
+			}
+		} else {
+			delete(r.addrs, ev.Addr)
+		}
+		return paired, a.Free(addr)
+	case trace.KindFreeCompleted:
+		if err := r.settleReclaim(nil); err != nil {
+			return false, err
+		}
+		r.expectEv(ev)
+		addr, ok := r.addrs[ev.Addr]
+		if !ok || !a.Pending(addr) {
+			return false, nil
+		}
+		delete(r.addrs, ev.Addr)
+		return false, a.CompleteFree(addr)
+	case trace.KindOOM:
+		if err := r.settleReclaim(ev); err != nil {
+			return false, err
+		}
+		r.expectEv(ev)
+		addr, err := a.Malloc(ev.Size, ev.Stream)
+		r.clearPlan()
+		if err != nil {
+			if !allocator.IsOOM(err) {
+				return false, err
+			}
+			r.oom(ev, true)
+			return false, nil
+		}
+		r.res.AvoidedOOMs++
+		if r.opts.Recorded {
+			r.mismatch(ev.Seq, fmt.Sprintf("recorded OOM of %d bytes succeeded in the replay", ev.Size))
+		}
+		return false, a.Free(addr)
+	}
+	return false, nil
+}
+
+func (r *deviceReplay) clearPlan() {
+	if r.sim != nil {
+		r.sim.ClearPlan()
+	}
+}
+
+func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
+	st := r.a.Stats()
+	r.res.OOMs = append(r.res.OOMs, OOM{Seq: ev.Seq, Size: ev.Size, Stream: ev.Stream, Stack: ev.Stack,
+		FreeCached: st.ReservedBytes[0].Current - st.AllocatedBytes[0].Current, Recorded: recorded})
+}
+
+// settleReclaim attributes buffered recorded segment_free/segment_unmap
+// events before the request req (nil for a non-malloc request). They belong
+// to req's malloc when the model says it would reclaim memory (Recorded mode)
+// or, under other settings, when the recording shows the malloc path's shape
+// (an oom, or a new segment, right after the run). Otherwise they were a
+// torch.cuda.empty_cache() call, replayed now.
+func (r *deviceReplay) settleReclaim(req *trace.Event) error {
+	if len(r.reclaim) == 0 {
+		return nil
+	}
+	byMalloc := false
+	if req != nil {
+		if r.opts.Recorded {
+			byMalloc = r.a.WouldReclaim(req.Size, req.Stream)
+		} else {
+			last := &r.reclaim[len(r.reclaim)-1]
+			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
+		}
+	}
+	r.reclaim = r.reclaim[:0]
+	if byMalloc {
+		return nil
+	}
+	r.res.EmptyCaches++
+	return r.a.EmptyCache()
+}
+
+// gatherRestore collects a reconstructed segment or live block.
+func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
+	if r.restored {
+		return fmt.Errorf("reconstructed event after the trace started")
+	}
+	conf := r.a.Conf()
+	switch ev.Kind {
+	case trace.KindSegmentAlloc:
+		r.restoreSegs = append(r.restoreSegs, allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size,
+			Stream: ev.Stream, Pool: allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, Small: ev.Size == conf.SmallBuffer})
+	case trace.KindAlloc:
+		for i := range r.restoreSegs {
+			s := &r.restoreSegs[i]
+			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
+				size := ev.BlockSize
+				if size == 0 {
+					size = conf.RoundSize(ev.Size)
+				}
+				st := allocator.ActiveAllocated
+				if ev.Flags&trace.FlagPending != 0 {
+					st = allocator.ActivePendingFree
+				}
+				s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
+				r.addrs[ev.Addr] = ev.Addr
+				return nil
+			}
+		}
+		return fmt.Errorf("reconstructed block %#x lies in no reconstructed segment", ev.Addr)
+	default:
+		return fmt.Errorf("cannot restore a reconstructed %s", ev.Kind)
+	}
+	return nil
+}
+
+func (r *deviceReplay) applyRestore() error {
+	if r.restored {
+		return nil
+	}
+	r.restored = true
+	if len(r.restoreSegs) == 0 {
+		return nil
+	}
+	return r.a.Restore(r.restoreSegs)
+}
+
+// privatePool reports the private pool whose segment holds the recorded
+// address addr, if Options.PrivateSegments names one.
+func (r *deviceReplay) privatePool(addr uint64) (allocator.PoolID, bool) {
+	for i := range r.private {
+		s := &r.private[i]
+		if addr >= s.Addr && addr < s.Addr+uint64(s.Size) {
+			return s.Pool, true
+		}
+	}
+	return allocator.PoolID{}, false
+}
+
+// beginPool routes the next malloc on stream to private pool id. The pool is
+// created, and kept in use, on its first appearance, after the empty_cache()
+// with which torch.cuda.graph starts a capture.
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64) error {
+	filter := func(s uint64) bool { return s == stream }
+	if r.poolsSeen == nil {
+		r.poolsSeen = map[allocator.PoolID]bool{}
+	}
+	if !r.poolsSeen[id] {
+		r.poolsSeen[id] = true
+		r.res.EmptyCaches++
+		if err := r.a.EmptyCache(); err != nil {
+			return err
+		}
+		r.a.BeginAllocateToPool(id, filter)
+		return nil
+	}
+	r.a.BeginAllocateToPool(id, filter)
+	r.a.ReleasePool(id) // keep one use, held since the first appearance
+	return nil
+}

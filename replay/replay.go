@@ -1,0 +1,188 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Source is a stream of trace events in trace order: a trace.Reader or a
+// SliceSource.
+type Source interface {
+	Next() bool
+	Event() *trace.Event
+	Err() error
+}
+
+// SliceSource is a Source over events held in memory.
+type SliceSource struct {
+	events []trace.Event
+	i      int
+}
+
+// NewSliceSource returns a Source yielding evs in order.
+func NewSliceSource(evs []trace.Event) *SliceSource { return &SliceSource{events: evs} }
+
+// Next advances to the next event.
+func (s *SliceSource) Next() bool {
+	if s.i >= len(s.events) {
+		return false
+	}
+	s.i++
+	return true
+}
+
+// Event returns the current event.
+func (s *SliceSource) Event() *trace.Event { return &s.events[s.i-1] }
+
+// Err is always nil.
+func (s *SliceSource) Err() error { return nil }
+
+// Observer receives every event the replayed allocator emits, converted to
+// trace.Event with BlockSize filled. The pointer is valid only during the call.
+type Observer interface {
+	Event(ev *trace.Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ev *trace.Event)
+
+// Event calls f(ev).
+func (f ObserverFunc) Event(ev *trace.Event) { f(ev) }
+
+// Options configure Run.
+type Options struct {
+	// Conf is the allocator configuration to replay under.
+	Conf allocator.Conf
+	// TotalMemory is the simulated device's capacity in bytes (default 80 GiB).
+	TotalMemory int64
+	// MemoryLimit is the per-process limit in bytes, floor(fraction × total);
+	// 0 for none. It overrides Conf.MemoryFraction.
+	MemoryLimit int64
+	// Recorded says the trace was recorded under Conf: segment addresses are
+	// taken from the recording and every replayed event is compared with the
+	// recorded one (Result mismatches).
+	Recorded bool
+	// MaxMismatches bounds the mismatches kept per device (default 10).
+	MaxMismatches int
+	// PrivateSegments lists segments known to belong to private pools (CUDA
+	// graphs, MemPool), e.g. from a snapshot's `segments` with a non-zero
+	// segment_pool_id. torch 2.11 traces carry no pool id, so this is how a
+	// replay learns which allocations a capture routed to a private pool: an
+	// alloc whose recorded address lies in such a segment is replayed inside
+	// BeginAllocateToPool/EndAllocateToPool of its pool. The first use of a
+	// pool is preceded by the empty_cache() that torch.cuda.graph performs
+	// when a capture starts.
+	PrivateSegments []allocator.SegmentInfo
+	// NewDevice, if set, builds the device of an ordinal instead of a
+	// SimDevice of TotalMemory.
+	NewDevice func(device int32) allocator.Device
+}
+
+// OOM is one failed allocation of the replay.
+type OOM struct {
+	Seq        int64 // index of the request event in the trace
+	Size       int64 // requested bytes
+	Stream     uint64
+	Stack      trace.StackID
+	FreeCached int64 // reserved but unallocated bytes at that moment
+	Recorded   bool  // the recording failed here too
+}
+
+// Mismatch is a difference between the replay and the recording.
+type Mismatch struct {
+	Seq  int64 // index of the recorded event
+	What string
+}
+
+// DeviceResult is the outcome of one device's replay.
+type DeviceResult struct {
+	Device    int32
+	Allocator *allocator.Allocator // final state: Segments, Stats
+	Stats     map[string]int64     // memory_stats() names
+	OOMs      []OOM
+	// AvoidedOOMs counts recorded OOMs that succeeded in the replay (the block
+	// was freed at once).
+	AvoidedOOMs   int
+	Mismatches    []Mismatch
+	NumMismatches int
+	// EmptyCaches counts inferred torch.cuda.empty_cache() calls.
+	EmptyCaches int
+	// Events counts the recorded events consumed.
+	Events int64
+}
+
+// Result is the outcome of Run, one entry per device in ordinal order.
+type Result struct {
+	Devices []DeviceResult
+}
+
+// Run replays the request stream of src on a fresh allocator per device and
+// reports every replayed event to obs (which may be nil). Requests are taken
+// from the recording: alloc → Malloc(size, stream); free_requested → Free,
+// pending when its free_completed does not follow at once; a later
+// free_completed → CompleteFree; oom → a Malloc of the rounded size expected
+// to fail; segment_free/segment_unmap runs no malloc explains → EmptyCache;
+// leading FlagReconstructed events → Restore.
+func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, error) {
+	if opts.TotalMemory == 0 {
+		opts.TotalMemory = 80 << 30
+	}
+	if opts.MaxMismatches == 0 {
+		opts.MaxMismatches = 10
+	}
+	devs := map[int32]*deviceReplay{}
+	get := func(d int32) (*deviceReplay, error) {
+		if r := devs[d]; r != nil {
+			return r, nil
+		}
+		r, err := newDeviceReplay(d, &opts, obs)
+		if err != nil {
+			return nil, err
+		}
+		devs[d] = r
+		return r, nil
+	}
+	var n int64
+	for src.Next() {
+		if n++; n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		ev := src.Event()
+		r, err := get(ev.Device)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.push(ev); err != nil {
+			return nil, fmt.Errorf("replay: event %d (%s): %w", ev.Seq, ev.Kind, err)
+		}
+	}
+	if err := src.Err(); err != nil {
+		return nil, fmt.Errorf("replay: reading trace: %w", err)
+	}
+	res := &Result{}
+	for _, d := range slices.Sorted(mapsKeys(devs)) {
+		r := devs[d]
+		if err := r.finish(); err != nil {
+			return nil, fmt.Errorf("replay: device %d: end of trace: %w", d, err)
+		}
+		r.res.Stats = r.a.Stats().Map()
+		res.Devices = append(res.Devices, r.res)
+	}
+	return res, nil
+}
+
+func mapsKeys(m map[int32]*deviceReplay) func(func(int32) bool) {
+	return func(yield func(int32) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
