@@ -134,7 +134,7 @@ func checkRecordFlags(cmd *cobra.Command, opts *recordOptions) error {
 	default:
 		return usagef("--device %q: want cuda, sim or auto", opts.Device)
 	}
-	if !contains(record.StackModes, opts.Stacks) {
+	if !oneOf(record.StackModes, opts.Stacks) {
 		return usagef("--stacks %q: want python, all or none", opts.Stacks)
 	}
 	if opts.MaxEntries < 1 {
@@ -143,7 +143,7 @@ func checkRecordFlags(cmd *cobra.Command, opts *recordOptions) error {
 	return nil
 }
 
-func contains(l []string, s string) bool {
+func oneOf(l []string, s string) bool {
 	for _, x := range l {
 		if x == s {
 			return true

@@ -44,8 +44,11 @@ by the flags, and prints the peaks, counters and fragmentation next to the
 recorded run's.
 
 --conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string.
---round sets the rounding quantum (PyTorch's kMinBlockSize, 512), which PyTorch
-does not expose. --limit is the per-process memory limit
+It also takes the allocator's internal constants, in bytes, which PyTorch does
+not expose: tracer_round (kMinBlockSize, 512; also --round), tracer_small_size
+(1 MiB), tracer_small_segment (2 MiB), tracer_min_large_alloc (10 MiB) and
+tracer_large_rounding (2 MiB); the large segment size is PyTorch's own
+large_segment_size_mb (20). --limit is the per-process memory limit
 (set_per_process_memory_fraction × total memory); "none" removes a recorded one.
 --device cuda replays on real GPU memory through the CUDA driver and reports the
 latency of device calls and of the allocator's own work.
@@ -55,6 +58,7 @@ Without TRACE, the built-in sample trace is replayed.`,
   tracer replay run.arrows --conf expandable_segments:True
   tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
   tracer replay run.arrows --round 512 -o replayed.arrows
+  tracer replay run.arrows --conf tracer_small_size:262144,large_segment_size_mb:64
   tracer replay run.arrows --device cuda            # on the GPU, with latencies
   tracer replay run.arrows --json | jq .replayed`,
 		Args: cobra.MaximumNArgs(1),

@@ -159,14 +159,24 @@ func parseConf(s string) (allocator.Conf, error) {
 		if err != nil {
 			return c, fmt.Errorf("%s: want an integer, got %q", k, v)
 		}
-		switch k {
-		case "tracer_round":
-			c.MinBlockSize = n
-		default:
-			return c, fmt.Errorf("unrecognized key %q", k)
+		field, ok := modelKeys[k]
+		if !ok {
+			return c, fmt.Errorf("unrecognized key %q (model constants: tracer_round, tracer_small_size, tracer_small_segment, tracer_min_large_alloc, tracer_large_rounding)", k)
 		}
+		*field(&c) = n
 	}
 	return c, c.Validate()
+}
+
+// modelKeys are the allocator constants (spec §2) a what-if replay may set,
+// in bytes, with PYTORCH_CUDA_ALLOC_CONF syntax: "tracer_round:4096" asks
+// what the run would reserve if kMinBlockSize were 4096.
+var modelKeys = map[string]func(*allocator.Conf) *int64{
+	"tracer_round":           func(c *allocator.Conf) *int64 { return &c.MinBlockSize },  // kMinBlockSize, 512
+	"tracer_small_size":      func(c *allocator.Conf) *int64 { return &c.SmallSize },     // kSmallSize, 1 MiB
+	"tracer_small_segment":   func(c *allocator.Conf) *int64 { return &c.SmallBuffer },   // kSmallBuffer, 2 MiB
+	"tracer_min_large_alloc": func(c *allocator.Conf) *int64 { return &c.MinLargeAlloc }, // kMinLargeAlloc, 10 MiB
+	"tracer_large_rounding":  func(c *allocator.Conf) *int64 { return &c.RoundLarge },    // kRoundLarge, 2 MiB
 }
 
 func confEqual(a, b allocator.Conf) bool {
