@@ -190,6 +190,13 @@ func label(c allocator.Conf, limit int64) string {
 		// Model constants read better as the flags that set them.
 		parts = append(parts, strings.ReplaceAll(s, "tracer_round:", "--round "))
 	}
+	// Conf.String renders tracer_round; name the other model constants too.
+	def := allocator.DefaultConf()
+	for _, k := range []string{"tracer_small_size", "tracer_small_segment", "tracer_min_large_alloc", "tracer_large_rounding"} {
+		if v := *modelKeys[k](&c); v != *modelKeys[k](&def) {
+			parts = append(parts, fmt.Sprintf("%s:%d", k, v))
+		}
+	}
 	if limit > 0 {
 		parts = append(parts, "limit "+analysis.Bytes(limit).String())
 	}

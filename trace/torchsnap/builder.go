@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -77,7 +78,8 @@ type builder struct {
 	stackIdx map[string]trace.StackID
 	keyBuf   []byte
 
-	events   []trace.Event
+	events   eventStore
+	pools    []trace.PoolID // pools[0] is the default pair
 	blocks   []blockRec
 	segments []segRec
 
@@ -94,6 +96,7 @@ func newBuilder() *builder {
 		strIdx:   make(map[string]int32, 256),
 		frameIdx: map[trace.Frame]int32{},
 		stackIdx: map[string]trace.StackID{},
+		pools:    []trace.PoolID{{}},
 	}
 	for _, k := range keyNames {
 		b.internString(k)
@@ -155,9 +158,11 @@ func (b *builder) setItem(d value, k, v value) error {
 	if d.k != vDict {
 		return fmt.Errorf("SETITEM on a %v", d.k)
 	}
-	v, err := b.settle(v)
-	if err != nil {
-		return err
+	if v.k == vDict {
+		var err error
+		if v, err = b.settle(v); err != nil {
+			return err
+		}
 	}
 	o := &b.dicts[d.i]
 	o.keys = append(o.keys, k)
@@ -174,8 +179,56 @@ func (b *builder) appendItem(l value, v value) error {
 		return err
 	}
 	o := &b.lists[l.i]
+	if v.k == vEvent && len(o.vals) == 0 && (o.evN == 0 || v.i == o.evLo+o.evN) {
+		if o.evN == 0 {
+			o.evLo = v.i
+		}
+		o.evN++
+		return nil
+	}
+	b.materialize(o)
 	o.vals = append(o.vals, v)
 	return nil
+}
+
+// reserveList makes room for items about to be appended to an empty list,
+// unless they are events (kept as a run, not as values).
+func (b *builder) reserveList(l value, items []value) {
+	if l.k != vList || len(items) == 0 || items[0].k == vEvent {
+		return
+	}
+	if o := &b.lists[l.i]; len(o.vals) == 0 && o.evN == 0 {
+		o.vals = make([]value, 0, len(items))
+	}
+}
+
+// reserveDict makes room for n items about to be set in a dict.
+func (b *builder) reserveDict(d value, n int) {
+	if d.k != vDict {
+		return
+	}
+	if o := &b.dicts[d.i]; cap(o.keys)-len(o.keys) < n {
+		o.keys = slices.Grow(o.keys, n)
+		o.vals = slices.Grow(o.vals, n)
+	}
+}
+
+// materialize turns a run of events back into one value per event, for a
+// list that turned out not to be a plain trace list.
+func (b *builder) materialize(o *listObj) {
+	for i := int64(0); i < o.evN; i++ {
+		o.vals = append(o.vals, value{vEvent, o.evLo + i})
+	}
+	o.evN = 0
+}
+
+// items returns the elements of a list or tuple value as values.
+func (b *builder) items(v value) []value {
+	o := &b.lists[v.i]
+	if o.evN > 0 {
+		b.materialize(o)
+	}
+	return o.vals
 }
 
 // settle converts v if it is a dict of the snapshot schema, and returns what
@@ -286,6 +339,7 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 	if l.stack != -2 {
 		return trace.StackID(l.stack), nil
 	}
+	b.items(v)
 	if len(l.vals) == 0 {
 		l.stack = int32(trace.NoStack)
 		return trace.NoStack, nil
@@ -360,7 +414,7 @@ func (b *builder) toFrame(d *dictObj) (value, error) {
 }
 
 func (b *builder) toEvent(d *dictObj) (value, error) {
-	ev := trace.Event{Stack: trace.NoStack}
+	ev := cev{stack: trace.NoStack}
 	for j, k := range d.keys {
 		if k.k != vStr || k.i >= numKeys {
 			continue
@@ -372,52 +426,55 @@ func (b *builder) toEvent(d *dictObj) (value, error) {
 			var a string
 			if a, err = b.str(v); err == nil {
 				var ok bool
-				if ev.Kind, ok = trace.ParseKind(a); !ok {
+				if ev.kind, ok = trace.ParseKind(a); !ok {
 					return value{vSkipped, v.i}, nil
 				}
 			}
 		case kAddr:
-			if ev.Kind != trace.KindOOM { // device_free wins for oom whatever the key order
-				ev.Addr, err = asUint(v)
+			if ev.kind != trace.KindOOM { // device_free wins for oom whatever the key order
+				ev.addr, err = asUint(v)
 			}
 		case kDeviceFree:
-			ev.Addr, err = asUint(v)
+			ev.addr, err = asUint(v)
 		case kSize:
-			ev.Size, err = asInt(v)
+			ev.size, err = asInt(v)
 		case kStream:
-			ev.Stream, err = asUint(v)
+			ev.stream, err = asUint(v)
 		case kTimeUs:
 			if v.k != vNone {
-				ev.TimeUs, err = asInt(v)
+				ev.time, err = asInt(v)
 			}
 		case kFrames:
-			ev.Stack, err = b.stackOf(v)
+			ev.stack, err = b.stackOf(v)
 		case kPoolID:
 			if v.k != vNone {
-				ev.Pool, err = b.poolID(v)
+				var p trace.PoolID
+				if p, err = b.poolID(v); err == nil && !p.IsDefault() {
+					ev.pool = int32(len(b.pools))
+					b.pools = append(b.pools, p)
+				}
 			}
 		}
 		if err != nil {
 			return value{}, &fieldErr{"trace entry", b.keyName(k), err}
 		}
 	}
-	if ev.Kind == trace.KindOOM {
+	if ev.kind == trace.KindOOM {
 		// device_free may come after addr in the dict: read it last.
 		for j, k := range d.keys {
 			if k.k == vStr && k.i == kDeviceFree {
-				ev.Addr, _ = asUint(d.vals[j])
+				ev.addr, _ = asUint(d.vals[j])
 			}
 		}
 	}
-	b.events = append(b.events, ev)
-	return value{vEvent, int64(len(b.events) - 1)}, nil
+	return value{vEvent, b.events.add(ev)}, nil
 }
 
 func (b *builder) poolID(v value) (trace.PoolID, error) {
 	if v.k != vTuple && v.k != vList {
 		return trace.PoolID{}, fmt.Errorf("is a %v, want a 2-tuple", v.k)
 	}
-	vals := b.lists[v.i].vals
+	vals := b.items(v)
 	if len(vals) != 2 {
 		return trace.PoolID{}, fmt.Errorf("has %d elements, want 2", len(vals))
 	}
@@ -465,10 +522,10 @@ func (b *builder) toBlock(d *dictObj) (value, error) {
 			continue
 		}
 		h := d.vals[j]
-		if (h.k != vList && h.k != vTuple) || len(b.lists[h.i].vals) == 0 {
+		if (h.k != vList && h.k != vTuple) || len(b.items(h)) == 0 {
 			continue
 		}
-		first := b.lists[h.i].vals[0]
+		first := b.items(h)[0]
 		if first.k != vDict {
 			continue
 		}
@@ -539,7 +596,7 @@ func (b *builder) toSegment(d *dictObj) (value, error) {
 		}
 	}
 	if blocks.k == vList || blocks.k == vTuple {
-		vals := b.lists[blocks.i].vals
+		vals := b.items(blocks)
 		s.Blocks = make([]Block, len(vals))
 		addr := s.Addr
 		for i, bv := range vals {

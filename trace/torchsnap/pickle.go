@@ -1,7 +1,6 @@
 package torchsnap
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -91,26 +90,66 @@ const (
 // kind, but not a snapshot.
 const notSnapshot = "not a PyTorch memory snapshot: "
 
-// unpickler executes pickle opcodes onto a builder.
+// unpickler executes pickle opcodes onto a builder. It reads through its own
+// buffer rather than a bufio.Reader: one opcode is a few bytes, and an index
+// into a slice is several times cheaper than a ReadByte call.
 type unpickler struct {
-	r     *bufio.Reader
-	off   int64 // bytes consumed, for error messages
-	b     *builder
-	stack []value
-	marks []int
-	buf   []byte
+	src      io.Reader
+	buf      []byte
+	pos, end int
+	off      int64 // bytes consumed before buf[0], for error messages
+	srcErr   error
+	b        *builder
+	stack    []value
+	marks    []int
+	big      []byte // scratch for arguments longer than buf
 }
 
-// readChunk bounds how much is allocated ahead of data actually read, so a
-// hostile length field costs at most this much before EOF stops it.
-const readChunk = 1 << 20
+// readBuf is the read buffer size; readChunk bounds how much is allocated
+// ahead of data actually read, so a hostile length field costs at most this
+// much before EOF stops it.
+const (
+	readBuf   = 64 << 10
+	readChunk = 1 << 20
+)
+
+func newUnpickler(r io.Reader, b *builder) *unpickler {
+	return &unpickler{src: r, buf: make([]byte, readBuf), b: b}
+}
+
+// fill makes at least need bytes (≤ len(u.buf)) available at u.pos.
+func (u *unpickler) fill(need int) error {
+	if u.pos > 0 {
+		n := copy(u.buf, u.buf[u.pos:u.end])
+		u.off += int64(u.pos)
+		u.pos, u.end = 0, n
+	}
+	for u.end < need {
+		if u.srcErr != nil {
+			return u.eof(u.srcErr)
+		}
+		n, err := u.src.Read(u.buf[u.end:])
+		u.end += n
+		if err != nil {
+			u.srcErr = err
+		}
+	}
+	return nil
+}
+
+func (u *unpickler) offset() int64 { return u.off + int64(u.pos) }
 
 func (u *unpickler) readByte() (byte, error) {
-	c, err := u.r.ReadByte()
-	if err != nil {
-		return 0, u.eof(err)
+	if u.pos < u.end {
+		c := u.buf[u.pos]
+		u.pos++
+		return c, nil
 	}
-	u.off++
+	if err := u.fill(1); err != nil {
+		return 0, err
+	}
+	c := u.buf[u.pos]
+	u.pos++
 	return c, nil
 }
 
@@ -123,39 +162,58 @@ func (u *unpickler) eof(err error) error {
 
 // read returns the next n bytes; the slice is valid until the next read.
 func (u *unpickler) read(n uint64) ([]byte, error) {
-	if n <= uint64(u.r.Size()) {
-		p, err := u.r.Peek(int(n))
+	if n <= uint64(u.end-u.pos) {
+		p := u.buf[u.pos : u.pos+int(n)]
+		u.pos += int(n)
+		return p, nil
+	}
+	if n <= uint64(len(u.buf)) {
+		if err := u.fill(int(n)); err != nil {
+			return nil, err
+		}
+		p := u.buf[u.pos : u.pos+int(n)]
+		u.pos += int(n)
+		return p, nil
+	}
+	// Longer than the buffer: take what is buffered, then read in chunks.
+	u.big = append(u.big[:0], u.buf[u.pos:u.end]...)
+	n -= uint64(u.end - u.pos)
+	u.pos = u.end
+	for n > 0 {
+		if u.srcErr != nil {
+			return nil, u.eof(u.srcErr)
+		}
+		c := min(n, readChunk)
+		start := len(u.big)
+		u.big = append(u.big, make([]byte, c)...)
+		got, err := io.ReadFull(u.src, u.big[start:])
+		u.off += int64(got)
 		if err != nil {
 			return nil, u.eof(err)
 		}
-		u.r.Discard(int(n))
-		u.off += int64(n)
-		return p, nil
-	}
-	u.buf = u.buf[:0]
-	for n > 0 {
-		c := min(n, readChunk)
-		start := len(u.buf)
-		u.buf = append(u.buf, make([]byte, c)...)
-		if _, err := io.ReadFull(u.r, u.buf[start:]); err != nil {
-			return nil, u.eof(err)
-		}
-		u.off += int64(c)
 		n -= c
 	}
-	return u.buf, nil
+	return u.big, nil
 }
 
 func (u *unpickler) readLine() (string, error) {
-	line, err := u.r.ReadSlice('\n')
-	if err != nil {
-		if err == bufio.ErrBufferFull {
-			return "", errors.New("text opcode argument too long")
+	for i := u.pos; ; i++ {
+		if i == u.end {
+			if u.end-u.pos == len(u.buf) {
+				return "", errors.New("text opcode argument too long")
+			}
+			have := u.end - u.pos
+			if err := u.fill(have + 1); err != nil {
+				return "", err
+			}
+			i = u.pos + have
 		}
-		return "", u.eof(err)
+		if u.buf[i] == '\n' {
+			line := string(u.buf[u.pos:i])
+			u.pos = i + 1
+			return line, nil
+		}
 	}
-	u.off += int64(len(line))
-	return string(line[:len(line)-1]), nil
 }
 
 func (u *unpickler) push(v value) { u.stack = append(u.stack, v) }
@@ -236,7 +294,7 @@ func decodeInt(p []byte) value {
 func (u *unpickler) run() (value, error) {
 	v, err := u.loop()
 	if err != nil {
-		return value{}, fmt.Errorf("pickle offset %d: %w", u.off, err)
+		return value{}, fmt.Errorf("pickle offset %d: %w", u.offset(), err)
 	}
 	return v, nil
 }
@@ -244,9 +302,41 @@ func (u *unpickler) run() (value, error) {
 func (u *unpickler) loop() (value, error) {
 	b := u.b
 	for first := true; ; first = false {
-		op, err := u.readByte()
-		if err != nil {
-			return value{}, err
+		var op byte
+		if u.pos+5 <= u.end {
+			// Fast path for the hottest opcodes, whose argument is already buffered.
+			op = u.buf[u.pos]
+			switch op {
+			case opBinGet:
+				if v, ok := b.memo.get(uint64(u.buf[u.pos+1])); ok {
+					u.pos += 2
+					b.shared(v)
+					u.stack = append(u.stack, v)
+					continue
+				}
+			case opLongBinGet:
+				if v, ok := b.memo.get(uint64(binary.LittleEndian.Uint32(u.buf[u.pos+1:]))); ok {
+					u.pos += 5
+					b.shared(v)
+					u.stack = append(u.stack, v)
+					continue
+				}
+			case opBinInt1:
+				u.stack = append(u.stack, intValue(int64(u.buf[u.pos+1])))
+				u.pos += 2
+				continue
+			case opMark:
+				u.marks = append(u.marks, len(u.stack))
+				u.pos++
+				continue
+			}
+			u.pos++
+		} else {
+			c, err := u.readByte()
+			if err != nil {
+				return value{}, err
+			}
+			op = c
 		}
 		if first && op != opProto {
 			return value{}, fmt.Errorf(notSnapshot+"no pickle PROTO header (first byte %#02x); snapshots are pickled with protocol 2 or later", op)
@@ -455,12 +545,7 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
-			if l.k == vList {
-				o := &b.lists[l.i]
-				if o.vals == nil {
-					o.vals = make([]value, 0, len(items))
-				}
-			}
+			b.reserveList(*l, items)
 			for _, it := range items {
 				if err := b.appendItem(*l, it); err != nil {
 					return value{}, err
@@ -494,6 +579,7 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
+			b.reserveDict(*d, len(items)/2)
 			for i := 0; i < len(items); i += 2 {
 				if err := b.setItem(*d, items[i], items[i+1]); err != nil {
 					return value{}, err
@@ -504,7 +590,7 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
-			u.memoPut(uint64(len(b.memo.k)), *t)
+			u.memoPut(b.memo.n, *t)
 		case opBinPut, opLongBinPut, opPut:
 			idx, err := u.memoIndex(op, opBinPut, opLongBinPut)
 			if err != nil {

@@ -32,8 +32,12 @@ const (
 // also carry trace.FlagPending.
 //
 // The result is empty when the recording started before the first allocation.
-// Reconstruct sets d.Truncated. It fails only on a device without any trace
-// and segments to work from.
+// Reconstruct sets d.Truncated. It fails only when round is nil; contradictions
+// in the history are Validate's business.
+//
+// Requests of max_split_size or more (oversize, never split) are widened by a
+// gap of up to 20 MiB, the default max_non_split_rounding, which snapshots do
+// not record.
 func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, error) {
 	if round == nil {
 		return nil, fmt.Errorf("torchsnap: device %d: Reconstruct needs a rounding function", d.Index)

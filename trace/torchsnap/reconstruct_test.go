@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -206,5 +207,29 @@ func TestReconstruct_forward(t *testing.T) {
 				t.Logf("device %d: %d initial events for %d events", d.Index, len(initial), len(d.Events))
 			}
 		})
+	}
+}
+
+// TestReconstruct_forwardCut makes wrapped histories of every real snapshot
+// (expandable and private-pool ones included) by dropping the first part of
+// the trace, and checks them structurally.
+func TestReconstruct_forwardCut(t *testing.T) {
+	for _, path := range realSnapshots(t) {
+		for _, pct := range []int{1, 10, 50, 90, 99} {
+			t.Run(fmt.Sprintf("%s/%d%%", name(path), pct), func(t *testing.T) {
+				d := mustRead(t, path).Devices[0]
+				cut := len(d.Events) * pct / 100
+				if cut == 0 {
+					t.Skip("trace too short to cut")
+				}
+				d.Events = d.Events[cut:]
+				if initial := checkReconstruction(t, d); len(initial) == 0 || !d.Truncated {
+					t.Errorf("%d initial events, truncated %v", len(initial), d.Truncated)
+				}
+				for _, p := range d.Validate() {
+					t.Errorf("problem: %v", p)
+				}
+			})
+		}
 	}
 }

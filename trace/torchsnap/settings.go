@@ -92,7 +92,7 @@ func (b *builder) roundup(v value, out *[16]int64) error {
 			out[bits.TrailingZeros64(mib)] = n
 		}
 	case vList, vTuple: // some builds export the plain vector
-		for i, e := range b.lists[v.i].vals {
+		for i, e := range b.items(v) {
 			if i >= len(out) {
 				break
 			}
@@ -117,7 +117,7 @@ func (b *builder) annotations(v value) ([]Annotation, error) {
 		return nil, fmt.Errorf(notSnapshot+"external_annotations is a %v, want a list", v.k)
 	}
 	var out []Annotation
-	for i, e := range b.lists[v.i].vals {
+	for i, e := range b.items(v) {
 		if e.k != vDict {
 			return nil, fmt.Errorf("external_annotations[%d] is a %v, want a dict", i, e.k)
 		}
@@ -201,7 +201,7 @@ func (w *jsonWriter) write(v value, depth int) {
 		writeJSONString(sb, b.strs[v.i])
 	case vList, vTuple:
 		sb.WriteByte('[')
-		for i, e := range b.lists[v.i].vals {
+		for i, e := range b.items(v) {
 			if i > 0 {
 				sb.WriteByte(',')
 			}

@@ -1,12 +1,3 @@
-// Package torchsnap reads PyTorch CUDA memory snapshots (the pickles written by
-// torch.cuda.memory._dump_snapshot, or MemoryViz's JSON form of the same
-// schema) into tracer events and allocator state.
-//
-// The pickle is decoded by a small opcode machine that understands only the
-// data opcodes snapshots use and converts trace entries, frames, blocks and
-// segments to Go structs as they complete, so memory stays near the size of
-// the events themselves. When PyTorch's ring buffer wrapped, Device.Reconstruct
-// rebuilds the allocator state at the first retained event.
 package torchsnap
 
 import (
@@ -131,8 +122,7 @@ func decode(r io.Reader) (*Snapshot, error) {
 	}
 	switch first {
 	case opProto:
-		u := &unpickler{r: br, b: b}
-		top, err = u.run()
+		top, err = newUnpickler(br, b).run()
 	case '{', '[':
 		top, err = decodeJSON(br, b)
 	default:
@@ -211,7 +201,7 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 		if segs.k != vList && segs.k != vTuple {
 			return nil, fmt.Errorf(notSnapshot+"segments is a %v, want a list", segs.k)
 		}
-		for i, v := range b.lists[segs.i].vals {
+		for i, v := range b.items(segs) {
 			if v.k != vSegment {
 				return nil, fmt.Errorf(notSnapshot+"segments[%d] is a %v, want a segment dict", i, v.k)
 			}
@@ -224,22 +214,18 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 		if traces.k != vList && traces.k != vTuple {
 			return nil, fmt.Errorf(notSnapshot+"device_traces is a %v, want a list", traces.k)
 		}
-		for i, tv := range b.lists[traces.i].vals {
+		for i, tv := range b.items(traces) {
 			if tv.k != vList && tv.k != vTuple {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d] is a %v, want a list", i, tv.k)
 			}
-			entries := b.lists[tv.i].vals
-			if len(entries) == 0 {
+			o := &b.lists[tv.i]
+			if len(o.vals) == 0 && o.evN == 0 {
 				continue
 			}
 			d := dev(int32(i))
-			evs, err := b.gather(entries, d)
+			evs, err := b.gather(o, d)
 			if err != nil {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d]%v", i, err)
-			}
-			for j := range evs {
-				evs[j].Device = int32(i)
-				evs[j].Seq = int64(j)
 			}
 			d.Events = evs
 		}
@@ -254,41 +240,40 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 	return s, nil
 }
 
-// gather collects a device's events. Events of one trace list are decoded
-// back to back, so usually they are a contiguous run of b.events that can be
-// shared without copying; the capacity is clipped so appends cannot clobber
-// the next device's events.
-func (b *builder) gather(entries []value, d *Device) ([]trace.Event, error) {
-	var lo, hi int64 = -1, -1
-	contiguous := true
-	n := 0
-	for j, v := range entries {
+// gather builds a device's events from its trace list, usually a run of
+// consecutive decoded events. Events are copied once, into a slice of the
+// exact size, and the store's chunks are released behind the copy so the
+// compact and final forms are not both held for the whole file.
+func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
+	conv := func(e *cev, j int) trace.Event {
+		return trace.Event{Seq: int64(j), TimeUs: e.time, Device: d.Index, Kind: e.kind, Addr: e.addr,
+			Size: e.size, Stream: e.stream, Pool: b.pools[e.pool], Stack: e.stack}
+	}
+	if len(o.vals) == 0 {
+		evs := make([]trace.Event, o.evN)
+		for j := range evs {
+			e, ok := b.events.get(o.evLo + int64(j))
+			if !ok {
+				return nil, fmt.Errorf("[%d] is a trace entry already used by another device", j)
+			}
+			evs[j] = conv(e, j)
+		}
+		b.events.release(o.evLo + o.evN)
+		return evs, nil
+	}
+	var evs []trace.Event
+	for j, v := range o.vals {
 		switch v.k {
 		case vEvent:
-			if lo < 0 {
-				lo = v.i
-			} else if v.i != hi {
-				contiguous = false
+			e, ok := b.events.get(v.i)
+			if !ok {
+				return nil, fmt.Errorf("[%d] is a trace entry already used by another device", j)
 			}
-			hi = v.i + 1
-			n++
+			evs = append(evs, conv(e, len(evs)))
 		case vSkipped:
 			d.Skipped[b.strs[v.i]]++
-			contiguous = false // indices stay increasing; a gap is harmless but keep it simple
 		default:
 			return nil, fmt.Errorf("[%d] is a %v, want a trace entry dict", j, v.k)
-		}
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	if contiguous {
-		return b.events[lo:hi:hi], nil
-	}
-	evs := make([]trace.Event, 0, n)
-	for _, v := range entries {
-		if v.k == vEvent {
-			evs = append(evs, b.events[v.i])
 		}
 	}
 	return evs, nil

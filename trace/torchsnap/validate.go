@@ -67,6 +67,24 @@ func (d *Device) Validate() []Problem {
 		live[a] = b.pending
 	}
 	fw := &startState{segs: segs}
+	// Live blocks per segment base, so segment_free is checked in O(1).
+	inSeg := map[uint64]uint64{} // block addr → base of the segment holding it
+	perSeg := map[uint64]int{}
+	track := func(a uint64) {
+		if j, ok := fw.find(a); ok {
+			inSeg[a] = fw.segs[j].addr
+			perSeg[fw.segs[j].addr]++
+		}
+	}
+	untrack := func(a uint64) {
+		if base, ok := inSeg[a]; ok {
+			perSeg[base]--
+			delete(inSeg, a)
+		}
+	}
+	for a := range live {
+		track(a)
+	}
 	for i := range d.Events {
 		e := &d.Events[i]
 		switch e.Kind {
@@ -77,6 +95,8 @@ func (d *Device) Validate() []Problem {
 			if _, ok := fw.find(e.Addr); !ok {
 				v.add("alloc outside every segment", i, e.Addr)
 			}
+			untrack(e.Addr)
+			track(e.Addr)
 			live[e.Addr] = false
 		case trace.KindFreeRequested:
 			pending, ok := live[e.Addr]
@@ -96,6 +116,7 @@ func (d *Device) Validate() []Problem {
 				v.add("free_completed without free_requested", i, e.Addr)
 			}
 			delete(live, e.Addr)
+			untrack(e.Addr)
 		case trace.KindSegmentAlloc:
 			if j, ok := fw.find(e.Addr); ok || (j < len(fw.segs) && fw.segs[j].addr < e.Addr+uint64(e.Size)) {
 				v.add("segment_alloc over an existing segment", i, e.Addr)
@@ -107,12 +128,8 @@ func (d *Device) Validate() []Problem {
 				v.add("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
-			end := fw.segs[j].end()
-			for a := range live {
-				if a >= e.Addr && a < end {
-					v.add("segment_free of a segment with live blocks", i, e.Addr)
-					break
-				}
+			if perSeg[e.Addr] > 0 {
+				v.add("segment_free of a segment with live blocks", i, e.Addr)
 			}
 			fw.segs = slices.Delete(fw.segs, j, j+1)
 		case trace.KindSegmentMap:

@@ -64,11 +64,14 @@ func boolValue(b bool) value {
 }
 
 // listObj is a decoded list or tuple. stack caches its conversion to a stack
-// id: frames lists are shared by many trace entries, so each is converted once.
+// id: frames lists are shared by many trace entries, so each is converted
+// once. A trace list holds only consecutive events; it is kept as the run
+// [evLo, evLo+evN) instead of one value per event (vals stays empty).
 type listObj struct {
-	vals    []value
-	stack   int32 // -2: not converted yet
-	stackOK bool
+	vals  []value
+	stack int32 // -2: not converted yet
+	evLo  int64
+	evN   int64
 }
 
 // dictObj is a decoded dict waiting to be recognised or consumed. memo is the
@@ -77,35 +80,4 @@ type dictObj struct {
 	keys []value
 	vals []value
 	memo int64
-}
-
-// memo is the pickle memo in struct-of-arrays form (9 bytes a slot instead of
-// 16): a snapshot memoizes roughly three objects per trace entry.
-type memo struct {
-	k      []vkind
-	v      []int64
-	sparse map[uint64]value // indices far beyond the dense part (hostile or odd pickles)
-}
-
-func (m *memo) put(idx uint64, v value) {
-	switch {
-	case idx < uint64(len(m.k)):
-		m.k[idx], m.v[idx] = v.k, v.i
-	case idx == uint64(len(m.k)):
-		m.k = append(m.k, v.k)
-		m.v = append(m.v, v.i)
-	default:
-		if m.sparse == nil {
-			m.sparse = map[uint64]value{}
-		}
-		m.sparse[idx] = v
-	}
-}
-
-func (m *memo) get(idx uint64) (value, bool) {
-	if idx < uint64(len(m.k)) {
-		return value{m.k[idx], m.v[idx]}, true
-	}
-	v, ok := m.sparse[idx]
-	return v, ok
 }
