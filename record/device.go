@@ -1,0 +1,196 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/cuda"
+)
+
+// Device kinds for OpenTarget.
+const (
+	DeviceAuto = "auto" // the GPU when one opens, else the simulated device
+	DeviceCUDA = "cuda"
+	DeviceSim  = "sim"
+)
+
+// DefaultSimMemory is the simulated device's size: an 80 GiB H100's worth, so
+// the built-in workloads (up to 5 GiB) behave as on the articles' GPUs.
+const DefaultSimMemory = 80 << 30
+
+// DefaultSampleEvery is how often NVML's used memory is read during a live
+// recording on a GPU. Each read is a few NVML calls (well under a
+// millisecond), made off the allocation path.
+const DefaultSampleEvery = 50 * time.Millisecond
+
+// Target is the device a live recording allocates from: a GPU through the
+// CUDA driver, or the simulated device.
+type Target struct {
+	Kind    string // DeviceCUDA or DeviceSim
+	Dev     allocator.Device
+	Name    string // e.g. "NVIDIA H100 80GB HBM3", or "simulated GPU (80.00 GiB)"
+	Total   int64  // bytes
+	Ordinal int32  // CUDA ordinal, written into every event
+	// Fallback says why DeviceAuto chose the simulated device ("" otherwise).
+	Fallback string
+
+	nvmlIndex int // NVML's index of the GPU; -1: no sampling
+	close     func() error
+}
+
+// OpenTarget opens the device of kind (DeviceAuto, DeviceCUDA or DeviceSim).
+// ordinal is the CUDA device; simTotal the simulated device's bytes
+// (DefaultSimMemory when 0). With DeviceCUDA on a machine without a driver
+// the error wraps cuda.ErrNoDriver.
+func OpenTarget(kind string, ordinal int, simTotal int64) (*Target, error) {
+	if simTotal <= 0 {
+		simTotal = DefaultSimMemory
+	}
+	switch kind {
+	case DeviceSim:
+		return simTarget(simTotal, int32(ordinal)), nil
+	case DeviceCUDA, DeviceAuto:
+		d, err := cuda.Open(ordinal)
+		if err == nil {
+			return &Target{
+				Kind: DeviceCUDA, Dev: d, Name: d.Name(), Total: d.TotalBytes(), Ordinal: int32(ordinal),
+				nvmlIndex: nvmlIndex(ordinal), close: d.Close,
+			}, nil
+		}
+		if kind == DeviceAuto {
+			t := simTarget(simTotal, int32(ordinal))
+			t.Fallback = err.Error()
+			if errors.Is(err, cuda.ErrNoDriver) {
+				t.Fallback = "no CUDA driver on this machine"
+			}
+			return t, nil
+		}
+		if errors.Is(err, cuda.ErrNoDriver) {
+			return nil, fmt.Errorf("record: no GPU to record on: %w; use --device sim for the simulated device", err)
+		}
+		return nil, fmt.Errorf("record: open GPU %d: %w", ordinal, err)
+	}
+	return nil, fmt.Errorf("record: unknown device %q (want %s, %s or %s)", kind, DeviceCUDA, DeviceSim, DeviceAuto)
+}
+
+func simTarget(total int64, ordinal int32) *Target {
+	return &Target{
+		Kind: DeviceSim, Dev: allocator.NewSimDevice(total), Total: total, Ordinal: ordinal,
+		Name: "simulated GPU (" + allocator.FormatSize(total) + ")", nvmlIndex: -1,
+	}
+}
+
+// Close releases the GPU (its memory goes back to the driver with the
+// context). Closing a simulated target does nothing.
+func (t *Target) Close() error {
+	if t.close == nil {
+		return nil
+	}
+	c := t.close
+	t.close = nil
+	return c()
+}
+
+// nvmlIndex maps a CUDA ordinal to NVML's numbering, which ignores
+// CUDA_VISIBLE_DEVICES: the ordinal-th entry of that list, by index or by
+// UUID. -1 when it cannot tell (then nothing is sampled rather than the
+// wrong GPU).
+func nvmlIndex(ordinal int) int {
+	vis, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+	if !ok {
+		return ordinal
+	}
+	list := strings.Split(vis, ",")
+	if ordinal >= len(list) {
+		return -1
+	}
+	id := strings.TrimSpace(list[ordinal])
+	if n, err := strconv.Atoi(id); err == nil {
+		return n
+	}
+	if strings.HasPrefix(id, "GPU-") {
+		for i := 0; i < 64; i++ {
+			info, err := cuda.Query(i)
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(info.UUID, id) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// sampler keeps the latest NVML reading of the GPU's used memory for the
+// recorder to stamp on each event (Event.DeviceUsed). Reading NVML on the
+// allocation path would cost microseconds per event; a goroutine reading it
+// every period costs the path one atomic load.
+type sampler struct {
+	used  atomic.Int64
+	n     atomic.Int64 // samples taken
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	err   error // the read that ended sampling, if any
+	every time.Duration
+}
+
+// startSampler samples read every period until Stop. The first sample is
+// taken before it returns, so the first event already carries one.
+func startSampler(read func() (int64, error), every time.Duration) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), every: every}
+	v, err := read()
+	if err != nil {
+		s.err = err
+		close(s.done)
+		return s
+	}
+	s.used.Store(v)
+	s.n.Add(1)
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				v, err := read()
+				if err != nil {
+					s.err = err
+					return
+				}
+				s.used.Store(v)
+				s.n.Add(1)
+			}
+		}
+	}()
+	return s
+}
+
+// Stop ends sampling and returns the error that ended it early, if any.
+func (s *sampler) Stop() error {
+	s.once.Do(func() { close(s.stop) })
+	<-s.done
+	return s.err
+}
+
+// nvmlUsed reads NVML's used memory of GPU index.
+func nvmlUsed(index int) func() (int64, error) {
+	return func() (int64, error) {
+		info, err := cuda.Query(index)
+		if err != nil {
+			return 0, err
+		}
+		return info.UsedBytes, nil
+	}
+}

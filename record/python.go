@@ -1,0 +1,459 @@
+package record
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/cuda"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// hookSource is the startup hook written as sitecustomize.py; its comments
+// describe what it does and the status file it keeps.
+//
+//go:embed hook.py
+var hookSource []byte
+
+// DefaultMaxEntries is the history ring buffer of a recorded program: large
+// enough for long training runs (PyTorch's entries are a few hundred bytes
+// each, so a million is a few hundred MB at most), small enough not to grow
+// without bound.
+const DefaultMaxEntries = 1_000_000
+
+// Stack modes of ProgramOptions.Stacks, as _record_memory_history takes them
+// ("none" records no context at all).
+var StackModes = []string{"python", "all", "none"}
+
+// ProgramOptions configure RecordProgram.
+type ProgramOptions struct {
+	Args       []string // the program and its arguments: python train.py --lr 3e-4
+	Out        string   // the trace; several processes that use CUDA write OUT-<pid>.arrows
+	MaxEntries int      // history ring-buffer size (DefaultMaxEntries when 0)
+	Stacks     string   // "python" (default), "all" (with C++ frames) or "none"
+	// AllocConf, when not empty, is the program's PYTORCH_CUDA_ALLOC_CONF.
+	AllocConf string
+
+	Env    []string // the program's environment; os.Environ() when nil
+	Stdin  io.Reader
+	Stdout io.Writer // os.Stdout when nil; an *os.File is passed through as is
+	Stderr io.Writer
+	// Signals, when non-nil, replaces the SIGINT/SIGTERM notifications that
+	// are forwarded to the program (tests send their own).
+	Signals <-chan os.Signal
+}
+
+// ProgramResult is the outcome of RecordProgram.
+type ProgramResult struct {
+	// ExitCode is the program's exit status, or 128+N when signal N killed
+	// it, as a shell reports it.
+	ExitCode int
+	Traces   []*ProgramTrace // one per process that dumped a snapshot, by pid
+	Warnings []string        // problems the startup hook reported
+}
+
+// ProgramTrace is one imported process history.
+type ProgramTrace struct {
+	Out     string
+	PID     int
+	Reason  string // what made the process dump: exit, exception, oom, sigterm, sigint
+	Events  int64
+	Peak    Peaks
+	Import  *ImportResult
+	Command string
+}
+
+// Peaks are the highest reserved and allocated bytes of a trace, computed
+// from its events. Allocated is exact when every alloc knew its block size
+// (tracer's recordings); PyTorch's entries do not, so it is then the sum of
+// rounded request sizes, off only for blocks that kept an unsplit remainder.
+type Peaks struct {
+	Reserved, Allocated int64
+	Exact               bool
+}
+
+// ProgramError says why a program's memory could not be recorded. Reason
+// is one of no-python, no-hook, no-torch, no-cuda, cuda-unused, no-torch-use,
+// no-dump.
+type ProgramError struct {
+	Reason string
+	Msg    string
+}
+
+func (e *ProgramError) Error() string { return e.Msg }
+
+// RecordProgram runs a Python program with PyTorch's memory history
+// switched on from its start and imports the snapshot it dumps at its end
+// into a trace. The program runs unchanged: a startup hook (hook.py, put
+// first on PYTHONPATH as sitecustomize.py in a private temporary folder)
+// enables the history right after CUDA initializes and dumps it at exit, on
+// an uncaught exception, on a CUDA OOM, and on SIGINT/SIGTERM, which are
+// forwarded to the program. Its output and exit status pass through.
+//
+// The result is non-nil once the program ran, whatever the error: its
+// ExitCode is what tracer should exit with. The error is a *ProgramError
+// when there was nothing to record (no Python, no torch, no GPU, ...).
+func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, error) {
+	if len(opts.Args) == 0 {
+		return nil, errors.New("record: no program to run")
+	}
+	if opts.Out == "" {
+		opts.Out = "trace.arrows"
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.Stacks == "" {
+		opts.Stacks = "python"
+	}
+	if !contains(StackModes, opts.Stacks) {
+		return nil, fmt.Errorf("record: stacks %q: want python, all or none", opts.Stacks)
+	}
+	dir, err := os.MkdirTemp("", "tracer-record-")
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "sitecustomize.py"), hookSource, 0o600); err != nil {
+		return nil, fmt.Errorf("record: write startup hook: %w", err)
+	}
+
+	code, err := runChild(&opts, dir)
+	if err != nil {
+		return nil, err
+	}
+	res := &ProgramResult{ExitCode: code}
+	st, err := readStatus(filepath.Join(dir, "status"))
+	if err != nil {
+		return res, fmt.Errorf("record: %w", err)
+	}
+	res.Warnings = st.errors
+	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*.pickle"))
+	if len(snaps) == 0 {
+		return res, st.why(opts.Args[0], code)
+	}
+	sort.Slice(snaps, func(i, j int) bool { return pidOf(snaps[i]) < pidOf(snaps[j]) })
+	// The program is over: a signal that stopped it must not stop the import.
+	ctx = context.WithoutCancel(ctx)
+	name, total := deviceInfo()
+	for _, snap := range snaps {
+		pid := pidOf(snap)
+		out := opts.Out
+		if len(snaps) > 1 {
+			ext := filepath.Ext(out)
+			out = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(out, ext), pid, ext)
+		}
+		tmp := filepath.Join(dir, fmt.Sprintf("import-%d.arrows", pid))
+		imp, err := ImportSnapshots(ctx, []string{snap}, ImportOptions{Out: tmp, DeviceName: name, DeviceTotal: total})
+		if err != nil {
+			return res, fmt.Errorf("record: %w", err)
+		}
+		pt := &ProgramTrace{Out: out, PID: pid, Reason: st.reason[pid], Import: imp[0], Command: shellQuote(opts.Args)}
+		extra := map[string]string{
+			"command":     pt.Command,
+			"pid":         strconv.Itoa(pid),
+			"exit_status": strconv.Itoa(code),
+			"dump_reason": pt.Reason,
+			"max_entries": strconv.Itoa(opts.MaxEntries),
+			"stacks":      opts.Stacks,
+		}
+		if pt.Events, pt.Peak, err = retag(tmp, out, extra); err != nil {
+			return res, fmt.Errorf("record: %w", err)
+		}
+		res.Traces = append(res.Traces, pt)
+	}
+	return res, nil
+}
+
+// runChild runs the program with the hook in place and returns its exit
+// status. Signals are forwarded, never acted on: the program decides when
+// it ends (the hook dumps first), and tracer waits for it.
+func runChild(opts *ProgramOptions, dir string) (int, error) {
+	cmd := exec.Command(opts.Args[0], opts.Args[1:]...)
+	cmd.Env = childEnv(opts, dir)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	sigs := opts.Signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 4)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return 0, &ProgramError{Reason: "no-python", Msg: fmt.Sprintf("%s: command not found (is Python installed and on PATH?)", opts.Args[0])}
+		}
+		return 0, fmt.Errorf("record: start %s: %w", opts.Args[0], err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, fmt.Errorf("record: %s: %w", opts.Args[0], err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ee.ExitCode(), nil
+}
+
+func childEnv(opts *ProgramOptions, dir string) []string {
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	set := map[string]string{
+		"TRACER_HOOK_DIR":         dir,
+		"TRACER_HOOK_STATUS":      filepath.Join(dir, "status"),
+		"TRACER_HOOK_MAX_ENTRIES": strconv.Itoa(opts.MaxEntries),
+		"TRACER_HOOK_STACKS":      opts.Stacks,
+		"PYTHONPATH":              dir,
+	}
+	if opts.AllocConf != "" {
+		set["PYTORCH_CUDA_ALLOC_CONF"] = opts.AllocConf
+	}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "PYTHONPATH" && v != "" {
+			set[k] = dir + string(os.PathListSeparator) + v
+			continue
+		}
+		if _, ok := set[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// hookStatus is what the startup hooks of the program's processes reported.
+type hookStatus struct {
+	words  map[string]string // first detail per status word, over all processes
+	reason map[int]string    // per pid: why it dumped
+	errors []string
+}
+
+func readStatus(path string) (*hookStatus, error) {
+	st := &hookStatus{words: map[string]string{}, reason: map[int]string{}}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), " ", 3)
+		if len(fields) < 2 {
+			continue
+		}
+		pid, _ := strconv.Atoi(fields[0])
+		word, detail := fields[1], ""
+		if len(fields) == 3 {
+			detail = fields[2]
+		}
+		if _, ok := st.words[word]; !ok {
+			st.words[word] = detail
+		}
+		switch word {
+		case "dumped":
+			if i := strings.LastIndexByte(detail, ' '); i >= 0 {
+				st.reason[pid] = detail[i+1:]
+			}
+		case "error":
+			st.errors = append(st.errors, fmt.Sprintf("python process %d: %s", pid, detail))
+		}
+	}
+	return st, sc.Err()
+}
+
+// why explains, in one line, why no snapshot came back.
+func (st *hookStatus) why(prog string, code int) error {
+	has := func(w string) bool { _, ok := st.words[w]; return ok }
+	e := func(reason, format string, args ...any) error {
+		return &ProgramError{Reason: reason, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !has("started"):
+		return e("no-hook", "%s did not load tracer's startup hook: is it CPython, run without -S or -I? (exit status %d)", prog, code)
+	case has("no-torch") && !has("torch"):
+		return e("no-torch", "no torch: %s cannot import torch (pip install torch)", st.words["no-torch"])
+	case has("no-cuda") && !has("recording"):
+		return e("no-cuda", "no GPU: torch %s sees no CUDA device (torch.cuda.is_available() is False)", st.words["torch"])
+	case has("recording"):
+		return e("no-dump", "the program ended without dumping its memory history (killed? exit status %d)", code)
+	case has("cuda-unused"):
+		return e("cuda-unused", "the program never used CUDA: nothing to record")
+	case has("torch"):
+		return e("no-torch-use", "torch was imported but CUDA never initialized before the program ended (exit status %d)", code)
+	}
+	return e("no-torch-use", "the program never imported torch: nothing to record (exit status %d)", code)
+}
+
+func pidOf(snap string) int {
+	base := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(snap), "snapshot-"), ".pickle")
+	n, _ := strconv.Atoi(base)
+	return n
+}
+
+// deviceInfo names the GPU the program most likely used (its first visible
+// one), for the trace's metadata; empty when NVML cannot tell.
+func deviceInfo() (string, int64) {
+	idx := nvmlIndex(0)
+	if idx < 0 {
+		return "", 0
+	}
+	info, err := cuda.Query(idx)
+	if err != nil {
+		return "", 0
+	}
+	return info.Name, info.TotalBytes
+}
+
+// retag copies the imported trace at in to out, marking it as a recorded
+// program's (Source, Extra), and measures its peaks on the way.
+func retag(in, out string, extra map[string]string) (int64, Peaks, error) {
+	rd, err := trace.Open(in)
+	if err != nil {
+		return 0, Peaks{}, err
+	}
+	defer rd.Close()
+	meta := rd.Meta()
+	meta.Source, meta.SourceFile = trace.SourcePythonProgram, ""
+	if meta.Extra == nil {
+		meta.Extra = map[string]string{}
+	}
+	for k, v := range extra {
+		meta.Extra[k] = v
+	}
+	conf, err := allocator.ParseConf(meta.AllocConf)
+	if err != nil {
+		conf = allocator.DefaultConf()
+	}
+	w, err := trace.Create(out, meta, trace.WriterOptions{})
+	if err != nil {
+		return 0, Peaks{}, err
+	}
+	stacks := map[trace.StackID]trace.StackID{}
+	pk := newPeakTally(conf.RoundSize)
+	for rd.Next() {
+		ev := *rd.Event()
+		if ev.Stack != trace.NoStack {
+			id, ok := stacks[ev.Stack]
+			if !ok {
+				id = w.AddStack(rd.Stack(ev.Stack))
+				stacks[ev.Stack] = id
+			}
+			ev.Stack = id
+		}
+		pk.add(&ev)
+		if err := w.Write(&ev); err != nil {
+			w.Abort()
+			return 0, Peaks{}, err
+		}
+	}
+	if err := rd.Err(); err != nil {
+		w.Abort()
+		return 0, Peaks{}, err
+	}
+	n := w.Events()
+	if err := w.Close(); err != nil {
+		return 0, Peaks{}, err
+	}
+	return n, pk.peaks(), nil
+}
+
+// peakTally follows reserved and allocated bytes through a trace.
+type peakTally struct {
+	round          func(int64) int64
+	live           map[uint64]int64 // addr → block bytes (allocated, not yet free_requested)
+	reserved, allc int64
+	p              Peaks
+}
+
+func newPeakTally(round func(int64) int64) *peakTally {
+	return &peakTally{round: round, live: map[uint64]int64{}, p: Peaks{Exact: true}}
+}
+
+func (t *peakTally) add(ev *trace.Event) {
+	switch ev.Kind {
+	case trace.KindSegmentAlloc, trace.KindSegmentMap:
+		t.reserved += ev.Size
+	case trace.KindSegmentFree, trace.KindSegmentUnmap:
+		t.reserved -= ev.Size
+	case trace.KindAlloc:
+		b := ev.BlockSize
+		if b == 0 {
+			b, t.p.Exact = t.round(ev.Size), false
+		}
+		t.live[ev.Addr] = b
+		t.allc += b
+	case trace.KindFreeRequested:
+		t.allc -= t.live[ev.Addr]
+		delete(t.live, ev.Addr)
+	}
+	t.p.Reserved = max(t.p.Reserved, t.reserved)
+	t.p.Allocated = max(t.p.Allocated, t.allc)
+}
+
+func (t *peakTally) peaks() Peaks { return t.p }
+
+// shellQuote renders args as a shell command line, for the record.
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
