@@ -241,6 +241,14 @@ func (b *builder) settle(v value) (value, error) {
 	if len(d.keys) == 1 && d.keys[0].k == vMark {
 		return d.vals[0], nil // converted earlier, kept because shared
 	}
+	if len(d.keys) > 0 && d.keys[0] == (value{vStr, kAction}) {
+		// PyTorch writes "action" first: skip the key scan for trace entries.
+		conv, err := b.toEvent(d)
+		if err != nil {
+			return value{}, err
+		}
+		return b.recycle(v, d, conv), nil
+	}
 	var have uint64
 	for _, k := range d.keys {
 		if k.k == vStr && k.i < numKeys {
@@ -266,18 +274,24 @@ func (b *builder) settle(v value) (value, error) {
 	if err != nil {
 		return value{}, err
 	}
+	return b.recycle(v, d, conv), nil
+}
+
+// recycle replaces dict v, now converted to conv, wherever the memo refers
+// to it, and puts its slot back for reuse.
+func (b *builder) recycle(v value, d *dictObj, conv value) value {
 	if d.memo == -2 {
 		// Others may still refer to this slot: leave a forwarding entry.
 		d.keys = append(d.keys[:0], value{k: vMark})
 		d.vals = append(d.vals[:0], conv)
-		return conv, nil
+		return conv
 	}
 	if d.memo >= 0 {
 		b.memo.put(uint64(d.memo), conv)
 	}
 	d.keys, d.vals, d.memo = d.keys[:0], d.vals[:0], -1
 	b.freeDicts = append(b.freeDicts, int32(v.i))
-	return conv, nil
+	return conv
 }
 
 func (b *builder) str(v value) (string, error) {

@@ -1,0 +1,103 @@
+package torchsnap
+
+import "github.com/tracer-dev/tracer/trace"
+
+// Storage for the two tables that grow with the trace: decoded events and
+// the pickle memo. Both are chunked, so growing never copies what is already
+// there (a slice grown by append to 2.5M events copies about five times its
+// final size and leaves the copies to the garbage collector).
+
+const chunkBits = 15
+
+// cev is a decoded trace entry before it knows its device and position:
+// 48 bytes instead of trace.Event's 80, while the whole file is decoded.
+type cev struct {
+	time   int64
+	addr   uint64
+	size   int64
+	stream uint64
+	stack  trace.StackID
+	pool   int32 // index into builder.pools; 0 is the default pool pair
+	kind   trace.Kind
+}
+
+type eventStore struct {
+	chunks [][]cev
+	n      int64
+}
+
+func (s *eventStore) add(e cev) int64 {
+	c := s.n >> chunkBits
+	if int(c) == len(s.chunks) {
+		// Start small: most snapshots hold a few thousand events, and
+		// append grows the first chunk as needed.
+		size := 1 << chunkBits
+		if c == 0 {
+			size = 256
+		}
+		s.chunks = append(s.chunks, make([]cev, 0, size))
+	}
+	s.chunks[c] = append(s.chunks[c], e)
+	s.n++
+	return s.n - 1
+}
+
+// get returns event i; ok is false if its chunk was already released.
+func (s *eventStore) get(i int64) (*cev, bool) {
+	ch := s.chunks[i>>chunkBits]
+	if ch == nil {
+		return nil, false
+	}
+	return &ch[i&(1<<chunkBits-1)], true
+}
+
+// release drops the chunks entirely below event index lo.
+func (s *eventStore) release(lo int64) {
+	for c := int64(0); c < lo>>chunkBits; c++ {
+		s.chunks[c] = nil
+	}
+}
+
+// memo is the pickle memo in struct-of-arrays chunks (9 bytes a slot instead
+// of 16): a snapshot memoizes roughly three objects per trace entry.
+type memo struct {
+	k      [][]vkind
+	v      [][]int64
+	n      uint64
+	sparse map[uint64]value // indices beyond the dense part (hostile or odd pickles)
+}
+
+const memoChunk = 1 << 16
+
+func (m *memo) put(idx uint64, v value) {
+	switch {
+	case idx < m.n:
+		m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk] = v.k, v.i
+	case idx == m.n:
+		if idx%memoChunk == 0 {
+			n := memoChunk
+			if len(m.k) == 0 {
+				n = 1024
+			}
+			m.k = append(m.k, make([]vkind, 0, n))
+			m.v = append(m.v, make([]int64, 0, n))
+		}
+		c := idx / memoChunk
+		m.k[c] = append(m.k[c], v.k)
+		m.v[c] = append(m.v[c], v.i)
+		m.n++
+	default:
+		if m.sparse == nil {
+			m.sparse = map[uint64]value{}
+		}
+		m.sparse[idx] = v
+	}
+}
+
+func (m *memo) get(idx uint64) (value, bool) {
+	if idx < m.n {
+		return value{m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk]}, true
+	}
+	v, ok := m.sparse[idx]
+	return v, ok
+}
