@@ -152,7 +152,6 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		if len(initial[i]) > 0 {
 			meta.Truncated = true
 		}
-		res.Problems = append(res.Problems, d.Validate()...)
 		for k, n := range d.Skipped {
 			res.Skipped[k] += n
 		}
@@ -165,16 +164,17 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
-	for _, d := range snap.Devices {
-		tagPrivatePools(d)
-	}
-	for i, d := range snap.Devices {
-		n, err := annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d.Events)
-		if err != nil {
-			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+	// Validation (warnings only) runs beside the rest, on the other core.
+	problems := make(chan []torchsnap.Problem, 1)
+	go func() {
+		var all []torchsnap.Problem
+		for _, d := range snap.Devices {
+			all = append(all, d.Validate()...)
 		}
-		res.ModelMismatches += n
-	}
+		problems <- all
+	}()
+	defer func() { res.Problems = <-problems }()
+
 	w, err := trace.Create(out, meta, trace.WriterOptions{})
 	if err != nil {
 		return nil, err
@@ -196,15 +196,38 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil
 	}
 	for i, d := range snap.Devices {
+		tagPrivatePools(d)
 		if err := write(initial[i]); err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
 		res.Reconstructed += int64(len(initial[i]))
-		if err := write(d.Events); err != nil {
-			w.Abort()
-			return nil, fmt.Errorf("import %s: %v", in, err)
+		// The model annotates block sizes while the writer follows behind it.
+		progress := make(chan int, 64)
+		var mismatches int
+		var annErr error
+		go func() {
+			mismatches, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d.Events, progress)
+			close(progress)
+		}()
+		done := 0
+		for upTo := range progress {
+			if err == nil {
+				err = write(d.Events[done:upTo])
+			}
+			done = upTo
 		}
+		if err == nil {
+			err = annErr
+		}
+		if err == nil {
+			err = write(d.Events[done:])
+		}
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+		}
+		res.ModelMismatches += mismatches
 	}
 	res.Events = w.Events()
 	if err := w.Close(); err != nil {
@@ -247,54 +270,63 @@ func inferLimit(devs []*torchsnap.Device, initial [][]trace.Event) int64 {
 // annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,
 // which PyTorch does not record, from a replay of the recording under its own
 // settings on the allocator model: while the model reproduces the recording
-// event for event, each of its blocks is the recorded block. It stops at the
-// first disagreement and returns the number of mismatches.
-func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trace.Event) (int, error) {
+// (each replayed block at its recorded address), each of its blocks is the
+// recorded block. It stops annotating at the first disagreement. It sends on
+// progress how many of events are final, in order, so a writer can follow,
+// and returns the number of mismatches the replay counted.
+func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trace.Event, progress chan<- int) (int, error) {
 	all := make([]trace.Event, 0, len(initial)+len(events))
 	all = append(all, initial...)
 	all = append(all, events...)
-	var sizes []int64 // block size of each replayed alloc, in order
-	sizeAt := map[uint64]int64{}
-	obs := replay.ObserverFunc(func(ev *trace.Event) {
-		if ev.Kind == trace.KindAlloc && ev.Flags&trace.FlagReconstructed == 0 {
-			sizes = append(sizes, ev.BlockSize)
-		}
-	})
-	res, err := replay.Run(context.Background(), replay.NewSliceSource(all), replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs)
-	if err != nil {
-		return 0, err
-	}
-	mismatches, firstBad := 0, int64(-1)
-	for _, d := range res.Devices {
-		mismatches += d.NumMismatches
-		if len(d.Mismatches) > 0 {
-			firstBad = d.Mismatches[0].Seq
-		}
-	}
+	sizeAt := make(map[uint64]int64, 1024)
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
 			sizeAt[ev.Addr] = ev.BlockSize
 		}
 	}
-	k := 0
-	for i := range events {
-		ev := &events[i]
-		if firstBad >= 0 && ev.Seq >= firstBad {
-			break
-		}
-		switch ev.Kind {
-		case trace.KindAlloc:
-			if k < len(sizes) {
-				ev.BlockSize = sizes[k]
-				sizeAt[ev.Addr] = sizes[k]
+	next, agree := 0, true
+	const step = 4096
+	// advance annotates the frees before the next recorded alloc.
+	advance := func() {
+		for ; next < len(events) && events[next].Kind != trace.KindAlloc; next++ {
+			ev := &events[next]
+			switch ev.Kind {
+			case trace.KindFreeRequested:
+				ev.BlockSize = sizeAt[ev.Addr]
+			case trace.KindFreeCompleted:
+				ev.BlockSize = sizeAt[ev.Addr]
+				delete(sizeAt, ev.Addr)
 			}
-			k++
-		case trace.KindFreeRequested:
-			ev.BlockSize = sizeAt[ev.Addr]
-		case trace.KindFreeCompleted:
-			ev.BlockSize = sizeAt[ev.Addr]
-			delete(sizeAt, ev.Addr)
 		}
+	}
+	obs := replay.ObserverFunc(func(ev *trace.Event) {
+		if !agree || ev.Kind != trace.KindAlloc || ev.Flags&trace.FlagReconstructed != 0 {
+			return
+		}
+		advance()
+		if next >= len(events) || events[next].Addr != ev.Addr {
+			agree = false // the model left the recording: sizes unknown from here
+			return
+		}
+		events[next].BlockSize = ev.BlockSize
+		sizeAt[ev.Addr] = ev.BlockSize
+		if next++; next%step == 0 {
+			progress <- next
+		}
+	})
+	// Once the model has left the recording nothing more can be annotated:
+	// stop the replay there (its mismatch count is then a lower bound).
+	src := &untilSource{Source: replay.NewSliceSource(all), ok: &agree}
+	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs)
+	if err != nil {
+		return 0, err
+	}
+	if agree {
+		advance()
+	}
+	mismatches := 0
+	for _, d := range res.Devices {
+		mismatches += d.NumMismatches
 	}
 	return mismatches, nil
 }
@@ -328,3 +360,11 @@ func tagPrivatePools(d *torchsnap.Device) {
 		}
 	}
 }
+
+// untilSource ends a Source as soon as *ok turns false.
+type untilSource struct {
+	replay.Source
+	ok *bool
+}
+
+func (u *untilSource) Next() bool { return *u.ok && u.Source.Next() }
