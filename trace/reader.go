@@ -59,6 +59,13 @@ type Reader struct {
 	flags     []Flags // per row
 	kindBuf   []Kind
 	stackBuf  []StackID
+	// Defaults for absent optional columns (see defaults).
+	zeros     []int64
+	zerosU    []uint64
+	zeros32   []int32
+	noStack   []StackID
+	seqBuf    []int64
+	nextSeq   int64
 	kindOfIdx []Kind // action dictionary index → Kind, per batch
 	unknown   int64  // events with an action this version does not know
 }
@@ -175,41 +182,64 @@ func (r *Reader) Next() bool {
 	}
 }
 
+// fill copies row r.row into r.ev. bind points absent optional columns at
+// shared default slices, so this is straight-line code.
 func (r *Reader) fill() {
 	i := r.row
 	r.row++
 	e := &r.ev
+	e.Seq = r.seq[i]
+	e.TimeUs = r.timeUs[i]
+	e.Device = r.device[i]
 	e.Kind = r.actions[i]
 	e.Addr = r.addr[i]
 	e.Size = r.size[i]
-	if r.seq != nil {
-		e.Seq = r.seq[i]
-	} else {
-		e.Seq++
-	}
-	if r.timeUs != nil {
-		e.TimeUs = r.timeUs[i]
-	}
-	if r.device != nil {
-		e.Device = r.device[i]
-	}
-	if r.stream != nil {
-		e.Stream = r.stream[i]
-	}
-	if r.poolA != nil {
-		e.Pool = PoolID{r.poolA[i], r.poolB[i]}
-	}
-	e.Stack = NoStack
-	if r.stackIDs != nil {
-		e.Stack = r.stackIDs[i]
-	}
-	if r.block != nil {
-		e.BlockSize = r.block[i]
-	}
-	if r.used != nil {
-		e.DeviceUsed = r.used[i]
-	}
+	e.Stream = r.stream[i]
+	e.Pool = PoolID{r.poolA[i], r.poolB[i]}
+	e.Stack = r.stackIDs[i]
 	e.Flags = r.flags[i]
+	e.BlockSize = r.block[i]
+	e.DeviceUsed = r.used[i]
+}
+
+// defaults gives absent optional columns their documented values.
+func (r *Reader) defaults(n int) {
+	if len(r.zeros) < n {
+		r.zeros = make([]int64, n)
+		r.zerosU = make([]uint64, n)
+		r.zeros32 = make([]int32, n)
+		r.noStack = make([]StackID, n)
+		for i := range r.noStack {
+			r.noStack[i] = NoStack
+		}
+	}
+	if r.seq == nil {
+		// Without a seq column, events are numbered in file order.
+		if cap(r.seqBuf) < n {
+			r.seqBuf = make([]int64, n)
+		}
+		r.seq = r.seqBuf[:n]
+		for i := range r.seq {
+			r.seq[i] = r.nextSeq + int64(i)
+		}
+	}
+	r.nextSeq = r.seq[n-1] + 1
+	for _, c := range []*[]int64{&r.timeUs, &r.block, &r.used} {
+		if *c == nil {
+			*c = r.zeros[:n]
+		}
+	}
+	for _, c := range []*[]uint64{&r.stream, &r.poolA, &r.poolB} {
+		if *c == nil {
+			*c = r.zerosU[:n]
+		}
+	}
+	if r.device == nil {
+		r.device = r.zeros32[:n]
+	}
+	if r.stackIDs == nil {
+		r.stackIDs = r.noStack[:n]
+	}
 }
 
 func (r *Reader) nextBatch() (ok bool) {
@@ -347,8 +377,12 @@ func (r *Reader) bind(rec arrow.Record) error {
 		if bits := c.Data().Buffers()[1]; bits == nil || bitutil.CountSetBits(bits.Bytes(), c.Data().Offset(), n) == 0 {
 			continue
 		}
+		bits, off := c.Data().Buffers()[1].Bytes(), c.Data().Offset()
+		if len(bits)*8 < off+n {
+			return fmt.Errorf("trace: %s: column %q is shorter than its batch", r.name, f.col)
+		}
 		for i := 0; i < n; i++ {
-			if c.Value(i) {
+			if j := off + i; bits[j>>3]&(1<<(j&7)) != 0 {
 				r.flags[i] |= f.flag
 			}
 		}
@@ -356,7 +390,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 	if err := r.bindActions(col(ColAction), n); err != nil {
 		return err
 	}
-	return r.bindStacks(col(ColStack), n)
+	if err := r.bindStacks(col(ColStack), n); err != nil {
+		return err
+	}
+	r.defaults(n)
+	return nil
 }
 
 func (r *Reader) bindActions(c arrow.Array, n int) error {
