@@ -33,6 +33,10 @@ type ImportOptions struct {
 	DeviceName     string
 	// Progress, when non-nil, receives one line per finished file.
 	Progress io.Writer
+	// Source and Extra override the trace's tracer.source and add
+	// tracer.x.* annotations (tracer record -- python records the command).
+	Source string
+	Extra  map[string]string
 }
 
 // ImportResult describes one imported snapshot.
@@ -142,6 +146,13 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	if opts.MemoryFraction > 0 && opts.DeviceTotal > 0 {
 		meta.MemoryLimit = int64(opts.MemoryFraction * float64(opts.DeviceTotal))
 	}
+	if opts.Source != "" {
+		meta.Source, meta.SourceFile = opts.Source, ""
+	}
+	meta.Extra = map[string]string{}
+	for k, v := range opts.Extra {
+		meta.Extra[k] = v
+	}
 	// Reconstruct first: the metadata records whether the history is complete.
 	initial := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
@@ -160,7 +171,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	if meta.MemoryLimit == 0 {
 		if limit := inferLimit(snap.Devices, initial); limit > 0 {
 			meta.MemoryLimit = limit
-			meta.Extra = map[string]string{"memory_limit": "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"}
+			meta.Extra["memory_limit"] = "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"
 			res.InferredLimit = limit
 		}
 	}

@@ -156,12 +156,7 @@ func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, er
 			ext := filepath.Ext(out)
 			out = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(out, ext), pid, ext)
 		}
-		tmp := filepath.Join(dir, fmt.Sprintf("import-%d.arrows", pid))
-		imp, err := ImportSnapshots(ctx, []string{snap}, ImportOptions{Out: tmp, DeviceName: name, DeviceTotal: total})
-		if err != nil {
-			return res, fmt.Errorf("record: %w", err)
-		}
-		pt := &ProgramTrace{Out: out, PID: pid, Reason: st.reason[pid], Import: imp[0], Command: shellQuote(opts.Args)}
+		pt := &ProgramTrace{Out: out, PID: pid, Reason: st.reason[pid], Command: shellQuote(opts.Args)}
 		extra := map[string]string{
 			"command":     pt.Command,
 			"pid":         strconv.Itoa(pid),
@@ -170,7 +165,13 @@ func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, er
 			"max_entries": strconv.Itoa(opts.MaxEntries),
 			"stacks":      opts.Stacks,
 		}
-		if pt.Events, pt.Peak, err = retag(tmp, out, extra); err != nil {
+		imp, err := ImportSnapshots(ctx, []string{snap}, ImportOptions{Out: out, DeviceName: name, DeviceTotal: total,
+			Source: trace.SourcePythonProgram, Extra: extra})
+		if err != nil {
+			return res, fmt.Errorf("record: %w", err)
+		}
+		pt.Import = imp[0]
+		if pt.Events, pt.Peak, err = measure(out); err != nil {
 			return res, fmt.Errorf("record: %w", err)
 		}
 		res.Traces = append(res.Traces, pt)
@@ -357,57 +358,25 @@ func deviceInfo() (string, int64) {
 	return info.Name, info.TotalBytes
 }
 
-// retag copies the imported trace at in to out, marking it as a recorded
-// program's (Source, Extra), and measures its peaks on the way.
-func retag(in, out string, extra map[string]string) (int64, Peaks, error) {
-	rd, err := trace.Open(in)
+// measure reads a recorded trace back for the summary line: its events and
+// its reserved and allocated peaks.
+func measure(path string) (int64, Peaks, error) {
+	rd, err := trace.Open(path)
 	if err != nil {
 		return 0, Peaks{}, err
 	}
 	defer rd.Close()
-	meta := rd.Meta()
-	meta.Source, meta.SourceFile = trace.SourcePythonProgram, ""
-	if meta.Extra == nil {
-		meta.Extra = map[string]string{}
-	}
-	for k, v := range extra {
-		meta.Extra[k] = v
-	}
-	conf, err := allocator.ParseConf(meta.AllocConf)
+	conf, err := allocator.ParseConf(rd.Meta().AllocConf)
 	if err != nil {
 		conf = allocator.DefaultConf()
 	}
-	w, err := trace.Create(out, meta, trace.WriterOptions{})
-	if err != nil {
-		return 0, Peaks{}, err
-	}
-	stacks := map[trace.StackID]trace.StackID{}
 	pk := newPeakTally(conf.RoundSize)
+	var n int64
 	for rd.Next() {
-		ev := *rd.Event()
-		if ev.Stack != trace.NoStack {
-			id, ok := stacks[ev.Stack]
-			if !ok {
-				id = w.AddStack(rd.Stack(ev.Stack))
-				stacks[ev.Stack] = id
-			}
-			ev.Stack = id
-		}
-		pk.add(&ev)
-		if err := w.Write(&ev); err != nil {
-			w.Abort()
-			return 0, Peaks{}, err
-		}
+		pk.add(rd.Event())
+		n++
 	}
-	if err := rd.Err(); err != nil {
-		w.Abort()
-		return 0, Peaks{}, err
-	}
-	n := w.Events()
-	if err := w.Close(); err != nil {
-		return 0, Peaks{}, err
-	}
-	return n, pk.peaks(), nil
+	return n, pk.peaks(), rd.Err()
 }
 
 // peakTally follows reserved and allocated bytes through a trace.
