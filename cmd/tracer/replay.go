@@ -251,7 +251,11 @@ func buildReplayJSON(in *pipeline.Input, base, want pipeline.Resolved, rec, got 
 		out.Replayed = d.Stats
 		out.Mismatches = d.NumMismatches
 		for _, o := range d.OOMs {
-			out.OOMs = append(out.OOMs, oomJSON{Seq: o.Seq, Size: o.Size, Stream: o.Stream, FreeCached: o.FreeCached, Recorded: o.Recorded})
+			site := ""
+			if st := got.OOMStacks[o.Stack]; len(st) > 0 {
+				site = analysis.ShortFrame(st[0])
+			}
+			out.OOMs = append(out.OOMs, oomJSON{Seq: o.Seq, Size: o.Size, Stream: o.Stream, FreeCached: o.FreeCached, Recorded: o.Recorded, Site: site})
 		}
 	}
 	if len(rec.Summaries) > 0 {
@@ -315,6 +319,9 @@ func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.R
 			was = "as recorded"
 		}
 		fmt.Fprintf(w, "OOM at event %d: %s on stream %d with %s free in the cache (%s)\n", o.Seq, analysis.Bytes(o.Size), o.Stream, analysis.Bytes(o.FreeCached), was)
+		if o.Site != "" {
+			fmt.Fprintf(w, "  requested at %s\n", o.Site)
+		}
 	}
 	if ps.Label == rs.Label && r.Mismatches == 0 {
 		fmt.Fprintf(w, "the replay under the recorded settings reproduces every recorded event\n")

@@ -221,6 +221,8 @@ type Run struct {
 	Result    *replay.Result
 	Summaries []*analysis.Summary // one per device, by ordinal
 	Facts     trace.Facts         // of the input, as recorded
+	// OOMStacks holds the stacks of the failed requests in Result.
+	OOMStacks map[trace.StackID]trace.Stack
 }
 
 // Summary returns the summary of device d, or nil.
@@ -261,6 +263,14 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	}
 	run.Result = res
 	run.Summaries = obs.summaries()
+	run.OOMStacks = map[trace.StackID]trace.Stack{}
+	for _, d := range res.Devices {
+		for _, o := range d.OOMs {
+			if o.Stack != trace.NoStack {
+				run.OOMStacks[o.Stack] = rd.Stack(o.Stack)
+			}
+		}
+	}
 	return run, nil
 }
 
