@@ -40,22 +40,18 @@ type Writer struct {
 	schema *arrow.Schema
 	ipc    *ipc.Writer
 
-	seq, timeUs, size, block   *array.Int64Builder
-	deviceUsed                 *array.Int64Builder
-	device                     *array.Int32Builder
-	addr, stream, poolA, poolB *array.Uint64Builder
-	stackIdx                   *array.Int32Builder
-	recon, pending             *array.BooleanBuilder
-	actionIdx                  *array.Int8Builder
-	actionDict                 arrow.Array
-	rows, batchRows            int
-	nextSeq                    int64
-	stackIDs                   map[string]StackID
-	stackText                  []string
-	dictCache                  arrow.Array // stack dictionary as last written
-	dictLen                    int
-	err                        error
-	closed                     bool
+	// The batch being filled, one Go slice per column: Write appends to
+	// them and flush hands them to Arrow without copying (cols.go).
+	cols            columns
+	actionDict      arrow.Array
+	rows, batchRows int
+	nextSeq         int64
+	stackIDs        map[string]StackID
+	stackText       []string
+	dictCache       arrow.Array // stack dictionary as last written
+	dictLen         int
+	err             error
+	closed          bool
 }
 
 // Create writes a trace to path. Unless opts.InPlace, the events go to a
@@ -102,22 +98,6 @@ func (w *Writer) init(out io.Writer, meta Meta, opts WriterOptions) {
 	}
 	w.schema = newSchema(&meta)
 	w.ipc = ipc.NewWriter(out, ipc.WithSchema(w.schema), ipc.WithAllocator(w.mem), ipc.WithDictionaryDeltas(true))
-	// Resolve each typed builder once; dictionary columns are built as plain
-	// index arrays and paired with dictionaries we own (see flush).
-	w.seq = array.NewInt64Builder(w.mem)
-	w.timeUs = array.NewInt64Builder(w.mem)
-	w.device = array.NewInt32Builder(w.mem)
-	w.actionIdx = array.NewInt8Builder(w.mem)
-	w.addr = array.NewUint64Builder(w.mem)
-	w.size = array.NewInt64Builder(w.mem)
-	w.stream = array.NewUint64Builder(w.mem)
-	w.poolA = array.NewUint64Builder(w.mem)
-	w.poolB = array.NewUint64Builder(w.mem)
-	w.stackIdx = array.NewInt32Builder(w.mem)
-	w.block = array.NewInt64Builder(w.mem)
-	w.deviceUsed = array.NewInt64Builder(w.mem)
-	w.recon = array.NewBooleanBuilder(w.mem)
-	w.pending = array.NewBooleanBuilder(w.mem)
 	ab := array.NewStringBuilder(w.mem)
 	for k := KindAlloc; k < numKinds; k++ {
 		ab.Append(k.String())
@@ -152,25 +132,8 @@ func (w *Writer) Write(ev *Event) error {
 	if ev.Stack != NoStack && (ev.Stack < 0 || int(ev.Stack) >= len(w.stackText)) {
 		return fmt.Errorf("trace: write event %d: stack id %d was not added", w.nextSeq, ev.Stack)
 	}
-	w.seq.Append(w.nextSeq)
+	w.cols.add(ev, w.nextSeq)
 	w.nextSeq++
-	w.timeUs.Append(ev.TimeUs)
-	w.device.Append(ev.Device)
-	w.actionIdx.Append(int8(ev.Kind - 1))
-	w.addr.Append(ev.Addr)
-	w.size.Append(ev.Size)
-	w.stream.Append(ev.Stream)
-	w.poolA.Append(ev.Pool.A)
-	w.poolB.Append(ev.Pool.B)
-	if ev.Stack == NoStack {
-		w.stackIdx.AppendNull()
-	} else {
-		w.stackIdx.Append(int32(ev.Stack))
-	}
-	w.block.Append(ev.BlockSize)
-	w.recon.Append(ev.Flags&FlagReconstructed != 0)
-	w.pending.Append(ev.Flags&FlagPending != 0)
-	w.deviceUsed.Append(ev.DeviceUsed)
 	w.rows++
 	if w.rows >= w.batchRows {
 		return w.Flush()
@@ -196,36 +159,19 @@ func (w *Writer) Flush() error {
 }
 
 func (w *Writer) flush() error {
-	cols := make([]arrow.Array, numCols)
+	arrays := w.cols.arrays(w.actionDict, w.stackDictionary())
 	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
+		for _, c := range arrays {
+			c.Release()
 		}
 	}()
-	cols[idxSeq] = w.seq.NewArray()
-	cols[idxTimeUs] = w.timeUs.NewArray()
-	cols[idxDevice] = w.device.NewArray()
-	ai := w.actionIdx.NewArray()
-	cols[idxAction] = array.NewDictionaryArray(actionType, ai, w.actionDict)
-	ai.Release()
-	cols[idxAddr] = w.addr.NewArray()
-	cols[idxSize] = w.size.NewArray()
-	cols[idxStream] = w.stream.NewArray()
-	cols[idxPoolA] = w.poolA.NewArray()
-	cols[idxPoolB] = w.poolB.NewArray()
-	si := w.stackIdx.NewArray()
-	cols[idxStack] = array.NewDictionaryArray(stackType, si, w.stackDictionary())
-	si.Release()
-	cols[idxBlock] = w.block.NewArray()
-	cols[idxReconstructed] = w.recon.NewArray()
-	cols[idxPending] = w.pending.NewArray()
-	cols[idxDeviceUsed] = w.deviceUsed.NewArray()
-	rec := array.NewRecord(w.schema, cols, int64(w.rows))
+	rec := array.NewRecord(w.schema, arrays, int64(w.rows))
 	defer rec.Release()
+	err := w.ipc.Write(rec)
+	// The arrays borrow the column slices: reuse them only once written.
 	w.rows = 0
-	if err := w.ipc.Write(rec); err != nil {
+	w.cols.reset()
+	if err != nil {
 		return fmt.Errorf("trace: write batch: %w", err)
 	}
 	return nil
@@ -311,9 +257,6 @@ func (w *Writer) Abort() {
 }
 
 func (w *Writer) release() {
-	for _, b := range []array.Builder{w.seq, w.timeUs, w.device, w.actionIdx, w.addr, w.size, w.stream, w.poolA, w.poolB, w.stackIdx, w.block, w.recon, w.pending, w.deviceUsed} {
-		b.Release()
-	}
 	w.actionDict.Release()
 	if w.dictCache != nil {
 		w.dictCache.Release()
