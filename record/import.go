@@ -286,9 +286,6 @@ func inferLimit(devs []*torchsnap.Device, initial [][]trace.Event) int64 {
 // progress how many of events are final, in order, so a writer can follow,
 // and returns the number of mismatches the replay counted.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trace.Event, progress chan<- int) (int, error) {
-	all := make([]trace.Event, 0, len(initial)+len(events))
-	all = append(all, initial...)
-	all = append(all, events...)
 	sizeAt := make(map[uint64]int64, 1024)
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
@@ -327,7 +324,7 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trac
 	})
 	// Once the model has left the recording nothing more can be annotated:
 	// stop the replay there (its mismatch count is then a lower bound).
-	src := &untilSource{Source: replay.NewSliceSource(all), ok: &agree}
+	src := &untilSource{Source: &concatSource{parts: [][]trace.Event{initial, events}}, ok: &agree}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs)
 	if err != nil {
 		return 0, err
@@ -379,3 +376,24 @@ type untilSource struct {
 }
 
 func (u *untilSource) Next() bool { return *u.ok && u.Source.Next() }
+
+// concatSource yields the events of several slices in turn, without copying
+// them into one (a large snapshot's events are hundreds of MB).
+type concatSource struct {
+	parts [][]trace.Event
+	i     int
+}
+
+func (c *concatSource) Next() bool {
+	for len(c.parts) > 0 {
+		if c.i < len(c.parts[0]) {
+			c.i++
+			return true
+		}
+		c.parts, c.i = c.parts[1:], 0
+	}
+	return false
+}
+
+func (c *concatSource) Event() *trace.Event { return &c.parts[0][c.i-1] }
+func (c *concatSource) Err() error          { return nil }
