@@ -8,6 +8,14 @@ import (
 // blockID indexes Allocator.blocks; 0 means "no block".
 type blockID int32
 
+// poolIdx indexes Allocator.pools; expIdx indexes Allocator.expTab (0: none).
+// Blocks hold indices, not pointers, so the arena has no pointers for the
+// garbage collector to scan and copying a block needs no write barrier.
+type (
+	poolIdx int32
+	expIdx  int32
+)
+
 // block is PyTorch's Block (§1). Blocks live in an arena indexed by blockID so
 // the hot path allocates nothing and the GC scans no pointer graph.
 type block struct {
@@ -17,11 +25,11 @@ type block struct {
 	stream    uint64
 	prev      blockID
 	next      blockID
-	pool      *blockPool
-	exp       *expSegment // non-nil inside an expandable segment
 	gcBase    uint64
-	uses      []uint64 // stream_uses (record_stream), excluding the own stream
-	events    int32    // event_count: outstanding cross-stream events
+	pool      poolIdx // Allocator.pools
+	exp       expIdx  // Allocator.expTab; non-zero inside an expandable segment
+	nuses     int32   // len(stream_uses) (record_stream), the streams in Allocator.uses
+	events    int32   // event_count: outstanding cross-stream events
 	allocated bool
 	mapped    bool
 	live      bool // false on the arena's free list
@@ -86,16 +94,20 @@ type Allocator struct {
 
 	blocks   []block
 	freeIDs  []blockID
-	active   map[uint64]blockID // allocated and pending-free blocks by address
+	active   addrMap // allocated and pending-free blocks by address
 	small    *blockPool
 	large    *blockPool
 	private  map[PoolID]*privatePool
 	captures []capture
 	exps     []*expSegment
+	pools    []*blockPool  // every pool, by poolIdx
+	expTab   []*expSegment // every expandable segment ever made, by expIdx; [0] is nil
+	uses     map[blockID][]uint64
 
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
 	pending []blockID
+	done    int // pending blocks whose events completed (events < 0)
 
 	limit    int64 // allowed_memory_maximum; 0 = no limit
 	totalMem int64 // total_allocated_memory
@@ -128,12 +140,13 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 	a := &Allocator{
 		conf:    conf,
 		dev:     dev,
-		blocks:  make([]block, 1, 1024),
-		active:  make(map[uint64]blockID),
-		small:   newBlockPool(true, nil),
-		large:   newBlockPool(false, nil),
+		blocks:  make([]block, 1, 64),
+		active:  newAddrMap(),
 		private: make(map[PoolID]*privatePool),
+		expTab:  []*expSegment{nil},
 	}
+	a.small = a.newBlockPool(true, nil)
+	a.large = a.newBlockPool(false, nil)
 	a.stats.MaxSplitSize = conf.MaxSplitSize
 	if conf.MemoryFraction < 1 {
 		_, total, err := dev.MemInfo()
@@ -180,7 +193,7 @@ func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *block
 		a.blocks = append(a.blocks, block{})
 		id = blockID(len(a.blocks) - 1)
 	}
-	a.blocks[id] = block{addr: addr, size: size, stream: stream, pool: pool, mapped: true, live: true}
+	a.blocks[id] = block{addr: addr, size: size, stream: stream, pool: pool.idx, mapped: true, live: true}
 	return id
 }
 
@@ -203,17 +216,19 @@ func (a *Allocator) ukey(id blockID) freeKey {
 // its GC age restarts.
 func (a *Allocator) insertFree(id blockID) {
 	b := &a.blocks[id]
-	b.gcBase = b.pool.gcClock
-	b.pool.blocks.ReplaceOrInsert(a.key(id))
+	p := a.pools[b.pool]
+	b.gcBase = p.gcClock
+	p.blocks.ReplaceOrInsert(a.key(id))
 }
 
 func (a *Allocator) removeFree(id blockID) {
-	a.blocks[id].pool.blocks.Delete(a.key(id))
+	a.pools[a.blocks[id].pool].blocks.Delete(a.key(id))
 }
 
 // BlockSize returns the size of the allocated or pending block at addr.
 func (a *Allocator) BlockSize(addr uint64) (int64, bool) {
-	id, ok := a.active[addr]
+	id := a.active.get(addr)
+	ok := id != 0
 	if !ok {
 		return 0, false
 	}

@@ -13,6 +13,7 @@ type expSegment struct {
 	page   int64
 	stream uint64
 	pool   *blockPool
+	idx    expIdx
 }
 
 // allocExpandable is try_allocate_expandable_block (§9): find a run of free
@@ -46,7 +47,7 @@ func (a *Allocator) allocatable(id blockID) bool {
 		return false
 	}
 	b := &a.blocks[id]
-	return !b.allocated && b.events == 0 && len(b.uses) == 0
+	return !b.allocated && b.events == 0 && b.nuses == 0
 }
 
 // findExpandable is find_expandable_block: the first unmapped block of the
@@ -89,11 +90,12 @@ func (a *Allocator) findExpandable(r *request) (blockID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("allocator: reserve %d bytes: %w", size, err)
 	}
-	e := &expSegment{base: base, size: size, page: page, stream: r.stream, pool: p}
+	e := &expSegment{base: base, size: size, page: page, stream: r.stream, pool: p, idx: expIdx(len(a.expTab))}
+	a.expTab = append(a.expTab, e)
 	a.exps = append(a.exps, e)
 	id := a.newBlock(base, size, r.stream, p)
 	a.blocks[id].mapped = false
-	a.blocks[id].exp = e
+	a.blocks[id].exp = e.idx
 	p.unmapped.ReplaceOrInsert(a.ukey(id))
 	return id, nil
 }
@@ -102,7 +104,7 @@ func (a *Allocator) findExpandable(r *request) (blockID, error) {
 // unmapped block id, split off the unmapped rest, merge with free neighbours.
 func (a *Allocator) mapBlock(id blockID, size int64) (bool, error) {
 	b := &a.blocks[id]
-	e, p := b.exp, b.pool
+	e, p := a.expTab[b.exp], a.pools[b.pool]
 	off := int64(b.addr - e.base)
 	begin := off / e.page
 	end := (off + size + e.page - 1) / e.page
@@ -119,7 +121,7 @@ func (a *Allocator) mapBlock(id blockID, size int64) (bool, error) {
 		rem := a.newBlock(b.addr+uint64(msize), b.size-msize, b.stream, p)
 		b = &a.blocks[id]
 		rb := &a.blocks[rem]
-		rb.mapped, rb.exp = false, e
+		rb.mapped, rb.exp = false, e.idx
 		rb.prev, rb.next = id, b.next
 		if b.next != 0 {
 			a.blocks[b.next].prev = rem
@@ -144,7 +146,7 @@ func (a *Allocator) mapBlock(id blockID, size int64) (bool, error) {
 // left fully unmapped is released.
 func (a *Allocator) unmapBlock(id blockID) error {
 	b := &a.blocks[id]
-	e, p := b.exp, b.pool
+	e, p := a.expTab[b.exp], a.pools[b.pool]
 	off := int64(b.addr - e.base)
 	begin := (off + e.page - 1) / e.page
 	end := (off + b.size) / e.page
@@ -160,7 +162,7 @@ func (a *Allocator) unmapBlock(id blockID) error {
 		bf := a.newBlock(b.addr, before, b.stream, p)
 		b = &a.blocks[id]
 		fb := &a.blocks[bf]
-		fb.exp, fb.prev, fb.next = e, b.prev, id
+		fb.exp, fb.prev, fb.next = e.idx, b.prev, id
 		if b.prev != 0 {
 			a.blocks[b.prev].next = bf
 		}
@@ -171,7 +173,7 @@ func (a *Allocator) unmapBlock(id blockID) error {
 		af := a.newBlock(uaddr+uint64(usize), after, b.stream, p)
 		b = &a.blocks[id]
 		ab := &a.blocks[af]
-		ab.exp, ab.prev, ab.next = e, id, b.next
+		ab.exp, ab.prev, ab.next = e.idx, id, b.next
 		if b.next != 0 {
 			a.blocks[b.next].prev = af
 		}

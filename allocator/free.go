@@ -10,24 +10,27 @@ import (
 // (active_pending_free) until CompleteFree or a flush; otherwise it returns to
 // the cache at once (free_requested then free_completed).
 func (a *Allocator) Free(addr uint64) error {
-	id, ok := a.active[addr]
+	id := a.active.get(addr)
+	ok := id != 0
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: free of %#x: no allocated block there", addr)
 	}
 	b := &a.blocks[id]
-	st := a.statTypes(b.pool)
+	pool := a.pools[b.pool]
+	st := a.statTypes(pool)
 	b.allocated = false
 	a.stats.Allocation.dec(st, 1)
 	a.stats.AllocatedBytes.dec(st, b.size)
-	a.emit(ActFreeRequested, b.addr, b.requested, b.stream, b.pool, b.size)
+	a.emit(ActFreeRequested, b.addr, b.requested, b.stream, pool, b.size)
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.dec(1)
 	}
-	if len(b.uses) > 0 {
+	if b.nuses > 0 {
 		// insert_events: one event per recorded stream. Captures defer the
 		// events; the model treats both alike.
-		b.events += int32(len(b.uses))
-		b.uses = b.uses[:0]
+		b.events += b.nuses
+		b.nuses = 0
+		delete(a.uses, id)
 		a.pending = append(a.pending, id)
 		return nil
 	}
@@ -38,22 +41,28 @@ func (a *Allocator) Free(addr uint64) error {
 // RecordStream is recordStream (§8): the block at addr is also used by
 // stream, so its free waits for that stream's work.
 func (a *Allocator) RecordStream(addr uint64, stream uint64) error {
-	id, ok := a.active[addr]
+	id := a.active.get(addr)
+	ok := id != 0
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: record_stream of %#x: no allocated block there", addr)
 	}
 	b := &a.blocks[id]
-	if stream == b.stream || slices.Contains(b.uses, stream) {
+	if stream == b.stream || slices.Contains(a.uses[id], stream) {
 		return nil
 	}
-	b.uses = append(b.uses, stream)
+	if a.uses == nil {
+		a.uses = make(map[blockID][]uint64)
+	}
+	a.uses[id] = append(a.uses[id], stream)
+	b.nuses++
 	return nil
 }
 
 // Pending reports whether the block at addr awaits its cross-stream events
 // (events marked done but not yet processed count as no longer awaited).
 func (a *Allocator) Pending(addr uint64) bool {
-	id, ok := a.active[addr]
+	id := a.active.get(addr)
+	ok := id != 0
 	return ok && a.blocks[id].events > 0
 }
 
@@ -62,7 +71,8 @@ func (a *Allocator) Pending(addr uint64) bool {
 // the events have finished. It is how a replay places a recorded
 // free_completed.
 func (a *Allocator) CompleteFree(addr uint64) error {
-	id, ok := a.active[addr]
+	id := a.active.get(addr)
+	ok := id != 0
 	if !ok || a.blocks[id].events == 0 {
 		return fmt.Errorf("allocator: complete free of %#x: no pending block there", addr)
 	}
@@ -75,17 +85,19 @@ func (a *Allocator) CompleteFree(addr uint64) error {
 // addr without freeing it; the next ProcessEvents (the start of the next
 // Malloc) does.
 func (a *Allocator) MarkEventsDone(addr uint64) {
-	if id, ok := a.active[addr]; ok && a.blocks[id].events > 0 {
+	if id := a.active.get(addr); id != 0 && a.blocks[id].events > 0 {
 		a.blocks[id].events = -a.blocks[id].events // negative: completed, not yet processed
+		a.done++
 	}
 }
 
 // ProcessEvents is process_events (§8): pending blocks whose events have
 // completed are freed, in the order they were freed.
 func (a *Allocator) ProcessEvents() {
-	if len(a.pending) == 0 {
+	if a.done == 0 {
 		return
 	}
+	a.done = 0
 	out := a.pending[:0]
 	var done []blockID
 	for _, id := range a.pending {
@@ -109,6 +121,7 @@ func (a *Allocator) syncAndFreeEvents() {
 	a.stats.NumSyncAllStreams++
 	p := a.pending
 	a.pending = nil
+	a.done = 0
 	for _, id := range p {
 		a.blocks[id].events = 0
 		a.freeBlock(id)
@@ -119,11 +132,11 @@ func (a *Allocator) syncAndFreeEvents() {
 // block to its pool.
 func (a *Allocator) freeBlock(id blockID) {
 	b := &a.blocks[id]
-	pool := b.pool
+	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
 	a.emit(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
 	origSize, req := b.size, b.requested
-	delete(a.active, b.addr)
+	a.active.del(b.addr)
 	var netCount, netBytes int64
 	if s := a.tryMerge(id, a.blocks[id].prev); s > 0 {
 		netCount--
@@ -139,7 +152,7 @@ func (a *Allocator) freeBlock(id blockID) {
 		netCount++
 		netBytes += b.size
 	}
-	if b.exp == nil {
+	if b.exp == 0 {
 		if netCount > 0 {
 			a.stats.InactiveSplit.inc(st, netCount)
 		} else if netCount < 0 {
@@ -163,13 +176,13 @@ func (a *Allocator) tryMerge(dst, src blockID) int64 {
 		return 0
 	}
 	s, d := &a.blocks[src], &a.blocks[dst]
-	if s.allocated || s.events != 0 || len(s.uses) > 0 || s.mapped != d.mapped {
+	if s.allocated || s.events != 0 || s.nuses > 0 || s.mapped != d.mapped {
 		return 0
 	}
 	if s.mapped {
-		s.pool.blocks.Delete(a.key(src))
+		a.pools[s.pool].blocks.Delete(a.key(src))
 	} else {
-		s.pool.unmapped.Delete(a.ukey(src))
+		a.pools[s.pool].unmapped.Delete(a.ukey(src))
 	}
 	if d.prev == src {
 		d.addr = s.addr

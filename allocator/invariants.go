@@ -23,7 +23,7 @@ func (a *Allocator) CheckInvariants() error {
 	for _, p := range pools {
 		p.blocks.Ascend(func(k freeKey) bool {
 			b := &a.blocks[k.id]
-			if !b.live || b.pool != p || b.allocated || b.events != 0 || !b.mapped {
+			if !b.live || a.pools[b.pool] != p || b.allocated || b.events != 0 || !b.mapped {
 				bad("free set holds block %d (%#x) that is not a free mapped block of the pool", k.id, k.addr)
 			} else if k != a.key(k.id) {
 				bad("free set key %+v is stale for block %#x size %d", k, b.addr, b.size)
@@ -53,7 +53,7 @@ func (a *Allocator) CheckInvariants() error {
 			if n.prev != id || n.addr != b.addr+uint64(b.size) || n.stream != b.stream || n.pool != b.pool || n.exp != b.exp {
 				bad("block %#x+%d and its next %#x do not tile one segment", b.addr, b.size, n.addr)
 			}
-			free := func(x *block) bool { return !x.allocated && x.events == 0 && len(x.uses) == 0 }
+			free := func(x *block) bool { return !x.allocated && x.events == 0 && x.nuses == 0 }
 			if free(b) && free(n) && b.mapped == n.mapped {
 				bad("adjacent free blocks %#x and %#x are not merged", b.addr, n.addr)
 			}
@@ -64,19 +64,19 @@ func (a *Allocator) CheckInvariants() error {
 			bad("free block %#x size %d missing from its free set", b.addr, b.size)
 		case !b.mapped && !inUnmapped[id]:
 			bad("unmapped block %#x missing from the unmapped set", b.addr)
-		case !free && a.active[b.addr] != id:
+		case !free && a.active.get(b.addr) != id:
 			bad("active block %#x missing from the address index", b.addr)
 		}
-		if !b.mapped && b.exp == nil {
+		if !b.mapped && b.exp == 0 {
 			bad("unmapped block %#x outside an expandable segment", b.addr)
 		}
 	}
-	for addr, id := range a.active {
+	a.active.each(func(addr uint64, id blockID) {
 		b := &a.blocks[id]
 		if !b.live || b.addr != addr || (!b.allocated && b.events == 0) {
 			bad("address index maps %#x to a block that is not active there", addr)
 		}
-	}
+	})
 	want := a.recompute()
 	got := a.stats
 	cmpArr := func(name string, g, w StatArray) {
@@ -118,11 +118,11 @@ func (a *Allocator) recompute() Stats {
 		if !b.live {
 			continue
 		}
-		t := a.statTypes(b.pool)
+		t := a.statTypes(a.pools[b.pool])
 		if b.mapped {
 			s.ReservedBytes.inc(t, b.size)
 		}
-		if b.prev == 0 && b.exp == nil {
+		if b.prev == 0 && b.exp == 0 {
 			s.Segment.inc(t, 1)
 		}
 		if b.allocated {
@@ -133,7 +133,7 @@ func (a *Allocator) recompute() Stats {
 			s.Active.inc(t, 1)
 			s.ActiveBytes.inc(t, b.size)
 			s.RequestedBytes.inc(t, b.requested)
-		} else if b.exp == nil && b.isSplit() {
+		} else if b.exp == 0 && b.isSplit() {
 			s.InactiveSplit.inc(t, 1)
 			s.InactiveSplitBytes.inc(t, b.size)
 		}

@@ -72,17 +72,17 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if a.gcEnabled() {
 		p.gcClock++
 	}
-	pivot := freeKey{stream: r.stream, size: r.size}
-	ci, ii := p.blocks.seek(&pivot)
-	if ci == len(p.blocks.chunks) {
+	sb := p.blocks.stream(r.stream)
+	if sb == nil {
 		return 0
 	}
-	it := p.blocks.chunks[ci][ii]
-	if it.stream != r.stream {
+	ci, ii, ok := sb.lowerBound(r.size, 0)
+	if !ok {
 		return 0
 	}
+	it := sb.key(r.stream, ci, ii)
 	moved := false
-	if a.blocks[it.id].exp != nil {
+	if a.blocks[it.id].exp != 0 {
 		if r.expActive {
 			if second, ok := p.blocks.first(after(it)); ok {
 				it = a.expandableScan(p, it, second, r.stream)
@@ -95,7 +95,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 				if k.stream != r.stream {
 					return false
 				}
-				if a.blocks[k.id].exp == nil {
+				if a.blocks[k.id].exp == 0 {
 					it, found = k, true
 					return false
 				}
@@ -106,7 +106,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 			}
 		}
 	}
-	bs := a.blocks[it.id].size
+	bs := it.size
 	m := a.conf.MaxSplitSize
 	if r.size < m && bs >= m {
 		return 0
@@ -117,7 +117,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if moved {
 		p.blocks.Delete(it)
 	} else {
-		p.blocks.deleteAt(ci, ii)
+		p.blocks.deleteAt(sb, ci, ii)
 	}
 	return it.id
 }
@@ -142,7 +142,7 @@ func (a *Allocator) expSize(id blockID) int64 {
 // expandable size strictly decreases and the current block is expandable.
 func (a *Allocator) expandableScan(p *blockPool, it, next freeKey, stream uint64) freeKey {
 	for {
-		if a.blocks[it.id].exp == nil || next.stream != stream || a.expSize(next.id) >= a.expSize(it.id) {
+		if a.blocks[it.id].exp == 0 || next.stream != stream || a.expSize(next.id) >= a.expSize(it.id) {
 			return it
 		}
 		it = next
@@ -166,9 +166,9 @@ func (a *Allocator) shouldSplit(id blockID, r *request) bool {
 // block allocated and update the stats.
 func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
 	b := &a.blocks[id]
-	pool := b.pool
+	pool := a.pools[b.pool]
 	alreadySplit := b.isSplit()
-	notExp := b.exp == nil
+	notExp := b.exp == 0
 	st := a.statTypes(pool)
 	if split {
 		rem := id
@@ -198,7 +198,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
 	b = &a.blocks[id]
 	b.allocated = true
 	b.requested = r.orig
-	a.active[b.addr] = id
+	a.active.put(b.addr, id)
 	a.stats.Allocation.inc(st, 1)
 	a.stats.AllocatedBytes.inc(st, b.size)
 	a.stats.Active.inc(st, 1)
@@ -241,7 +241,7 @@ func (a *Allocator) garbageCollect() {
 		victims = victims[:0]
 		p.blocks.Ascend(func(k freeKey) bool {
 			b := &a.blocks[k.id]
-			if !b.isSplit() && b.exp == nil && float64(age(k.id)) >= thrAge {
+			if !b.isSplit() && b.exp == 0 && float64(age(k.id)) >= thrAge {
 				victims = append(victims, k.id)
 			}
 			return true
@@ -340,7 +340,7 @@ func (a *Allocator) peekFreeBlock(r *request) blockID {
 	id := a.getFreeBlock(r)
 	r.pool.gcClock = clock
 	if id != 0 {
-		a.blocks[id].pool.blocks.ReplaceOrInsert(a.key(id))
+		a.pools[a.blocks[id].pool].blocks.ReplaceOrInsert(a.key(id))
 	}
 	return id
 }

@@ -21,20 +21,24 @@ type freeKey struct {
 // of one owner, and the unmapped tails of its expandable segments.
 type blockPool struct {
 	small    bool
+	idx      poolIdx
 	owner    *privatePool // nil for the default pools
-	blocks   *freeSet
+	blocks   *sizeSet
 	unmapped *freeSet
 	// gcClock is get_free_blocks_call_count (§10).
 	gcClock uint64
 }
 
-func newBlockPool(small bool, owner *privatePool) *blockPool {
-	return &blockPool{
+func (a *Allocator) newBlockPool(small bool, owner *privatePool) *blockPool {
+	p := &blockPool{
 		small:    small,
+		idx:      poolIdx(len(a.pools)),
 		owner:    owner,
-		blocks:   &freeSet{},
+		blocks:   &sizeSet{},
 		unmapped: &freeSet{},
 	}
+	a.pools = append(a.pools, p)
+	return p
 }
 
 func (p *blockPool) id() PoolID {
@@ -84,8 +88,8 @@ func (a *Allocator) BeginAllocateToPool(id PoolID, filter func(stream uint64) bo
 	pp := a.private[id]
 	if pp == nil {
 		pp = &privatePool{id: id}
-		pp.small = newBlockPool(true, pp)
-		pp.large = newBlockPool(false, pp)
+		pp.small = a.newBlockPool(true, pp)
+		pp.large = a.newBlockPool(false, pp)
 		a.private[id] = pp
 	}
 	pp.useCount++

@@ -44,7 +44,7 @@ func (a *Allocator) allocBlock(r *request, retry bool) (blockID, error) {
 // releaseBlock is release_block: cudaFree a whole free non-expandable segment.
 func (a *Allocator) releaseBlock(id blockID) {
 	b := &a.blocks[id]
-	pool := b.pool
+	pool := a.pools[b.pool]
 	a.emit(ActSegmentFree, b.addr, b.size, b.stream, pool, 0)
 	if err := a.dev.Free(b.addr); err != nil {
 		panic(fmt.Sprintf("invariant violation: cudaFree(%#x): %v", b.addr, err))
@@ -76,7 +76,7 @@ func (a *Allocator) releaseAvailable(r *request) bool {
 	var first freeKey
 	found := false
 	p.blocks.AscendGreaterOrEqual(key, func(k freeKey) bool { first, found = k, true; return false })
-	if found && first.stream == r.stream && a.blocks[first.id].exp == nil {
+	if found && first.stream == r.stream && a.blocks[first.id].exp == 0 {
 		a.releaseBlock(first.id)
 		return true
 	}
@@ -87,7 +87,7 @@ func (a *Allocator) releaseAvailable(r *request) bool {
 		if total >= key.size || k.size < m || k.stream != r.stream {
 			return false
 		}
-		if a.blocks[k.id].exp == nil {
+		if a.blocks[k.id].exp == 0 {
 			victims = append(victims, k.id)
 			total += k.size
 		}
@@ -144,7 +144,7 @@ func (a *Allocator) releaseBlocks(p *blockPool) error {
 	var whole, exp []blockID
 	p.blocks.Ascend(func(k freeKey) bool {
 		b := &a.blocks[k.id]
-		if b.exp != nil {
+		if b.exp != 0 {
 			exp = append(exp, k.id)
 		} else if !b.isSplit() {
 			whole = append(whole, k.id)

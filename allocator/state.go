@@ -62,8 +62,9 @@ func (a *Allocator) Segments() []SegmentInfo {
 				continue
 			}
 			if cur == nil {
-				out = append(out, SegmentInfo{Addr: cb.addr, Stream: cb.stream, Pool: cb.pool.id(),
-					Small: cb.pool.small, Expandable: cb.exp != nil})
+				cp := a.pools[cb.pool]
+				out = append(out, SegmentInfo{Addr: cb.addr, Stream: cb.stream, Pool: cp.id(),
+					Small: cp.small, Expandable: cb.exp != 0})
 				cur = &out[len(out)-1]
 			}
 			st := Inactive
@@ -166,7 +167,7 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 			continue
 		}
 		if b.allocated || b.events != 0 {
-			a.active[b.addr] = id
+			a.active.put(b.addr, id)
 		} else {
 			a.insertFree(id)
 		}

@@ -98,24 +98,41 @@ func (s *Stats) arrays() []namedArray {
 
 var statTypeNames = [3]string{"all", "small_pool", "large_pool"}
 
+// statNames are the memory_stats() keys of every Stat, in the order Map
+// visits them: each array's three types, then the two oversize stats.
+var statNames = func() [][4]string {
+	var out [][4]string
+	add := func(prefix string) {
+		out = append(out, [4]string{prefix + ".current", prefix + ".peak", prefix + ".allocated", prefix + ".freed"})
+	}
+	for _, a := range (&Stats{}).arrays() {
+		for _, n := range statTypeNames {
+			add(fmt.Sprintf("%s.%s", a.name, n))
+		}
+	}
+	add("oversize_allocations")
+	add("oversize_segments")
+	return out
+}()
+
 // Map flattens s as torch.cuda.memory_stats() does: "allocated_bytes.all.peak",
 // "oversize_allocations.current", "num_alloc_retries", "max_split_size" (-1
 // when unlimited), and so on.
 func (s Stats) Map() map[string]int64 {
 	m := make(map[string]int64, 128)
-	put := func(prefix string, st Stat) {
-		m[prefix+".current"] = st.Current
-		m[prefix+".peak"] = st.Peak
-		m[prefix+".allocated"] = st.Allocated
-		m[prefix+".freed"] = st.Freed
+	put := func(names *[4]string, st Stat) {
+		m[names[0]] = st.Current
+		m[names[1]] = st.Peak
+		m[names[2]] = st.Allocated
+		m[names[3]] = st.Freed
 	}
-	for _, a := range s.arrays() {
-		for i, n := range statTypeNames {
-			put(fmt.Sprintf("%s.%s", a.name, n), a.s[i])
+	for j, a := range s.arrays() {
+		for i := range statTypeNames {
+			put(&statNames[j*3+i], a.s[i])
 		}
 	}
-	put("oversize_allocations", s.OversizeAllocations)
-	put("oversize_segments", s.OversizeSegments)
+	put(&statNames[len(statNames)-2], s.OversizeAllocations)
+	put(&statNames[len(statNames)-1], s.OversizeSegments)
 	m["num_alloc_retries"] = s.NumAllocRetries
 	m["num_ooms"] = s.NumOOMs
 	m["num_sync_all_streams"] = s.NumSyncAllStreams

@@ -14,18 +14,28 @@ import (
 // synchronous frees (free_requested + free_completed) of a mix of small,
 // medium and large sizes over two streams, with the live set hovering around
 // a few thousand blocks. It allocates nothing per event.
+//
+// It is deliberately a stress case, not a training loop: sizes are uniform up
+// to 200 MiB and blocks die in random order, so the cache fragments and
+// reserves tens of GB. trainSource is the realistic stream.
 type genSource struct {
 	n, i  int64
 	x     uint64
 	ev    trace.Event
-	live  []trace.Event // alloc events of live blocks
+	live  []genBlock // live blocks, compact so the generator costs little
 	queue [1]trace.Event
 	qn    int
 	addr  uint64
 }
 
+type genBlock struct {
+	addr   uint64
+	size   int64
+	stream uint64
+}
+
 func newGenSource(n int64) *genSource {
-	return &genSource{n: n, x: 0x9e3779b97f4a7c15, live: make([]trace.Event, 0, 8192), addr: 1 << 40}
+	return &genSource{n: n, x: 0x9e3779b97f4a7c15, live: make([]genBlock, 0, 8192), addr: 1 << 40}
 }
 
 func (g *genSource) rand() uint64 {
@@ -52,7 +62,7 @@ func (g *genSource) Next() bool {
 		a := g.live[j]
 		g.live[j] = g.live[len(g.live)-1]
 		g.live = g.live[:len(g.live)-1]
-		g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindFreeRequested, Addr: a.Addr, Size: a.Size, Stream: a.Stream, Stack: trace.NoStack}
+		g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindFreeRequested, Addr: a.addr, Size: a.size, Stream: a.stream, Stack: trace.NoStack}
 		g.queue[0] = g.ev
 		g.queue[0].Kind = trace.KindFreeCompleted
 		g.qn = 1
@@ -73,7 +83,7 @@ func (g *genSource) Next() bool {
 	}
 	g.addr += 1 << 12
 	g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindAlloc, Addr: g.addr, Size: size, Stream: stream, Stack: trace.NoStack}
-	g.live = append(g.live, g.ev)
+	g.live = append(g.live, genBlock{g.addr, size, stream})
 	return true
 }
 
@@ -104,27 +114,64 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
 		})
 	}
-	for _, cs := range []string{"", "expandable_segments:True"} {
-		conf, _ := allocator.ParseConf(cs)
-		name := "generated10M/default"
-		if cs != "" {
-			name = "generated10M/expandable"
+	gens := []struct {
+		name string
+		src  func(n int64) Source
+	}{
+		{"generated10M", func(n int64) Source { return newGenSource(n) }},  // stress case
+		{"training10M", func(n int64) Source { return newTrainSource(n) }}, // realistic
+	}
+	for _, gen := range gens {
+		for _, cs := range []string{"", "expandable_segments:True"} {
+			conf, _ := allocator.ParseConf(cs)
+			name := gen.name + "/default"
+			if cs != "" {
+				name = gen.name + "/expandable"
+			}
+			b.Run(name, func(b *testing.B) {
+				const n = 10_000_000
+				b.ReportAllocs()
+				var res *Result
+				cpu0 := cpuTime()
+				for b.Loop() {
+					var err error
+					res, err = Run(context.Background(), gen.src(n), Options{Conf: conf, TotalMemory: 1 << 40}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
+				b.ReportMetric(float64(int64(b.N)*n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+				b.ReportMetric(float64(res.Devices[0].Stats["reserved_bytes.all.peak"])/(1<<20), "peak-MiB")
+			})
 		}
-		b.Run(name, func(b *testing.B) {
+	}
+}
+
+// BenchmarkGenerators measures the generated sources alone, the part of
+// BenchmarkReplay's generated figures that is not replay.
+func BenchmarkGenerators(b *testing.B) {
+	for _, gen := range []struct {
+		name string
+		src  func(n int64) Source
+	}{
+		{"generated10M", func(n int64) Source { return newGenSource(n) }},
+		{"training10M", func(n int64) Source { return newTrainSource(n) }},
+	} {
+		b.Run(gen.name, func(b *testing.B) {
 			const n = 10_000_000
-			b.ReportAllocs()
-			var res *Result
 			cpu0 := cpuTime()
+			var sum uint64
 			for b.Loop() {
-				var err error
-				res, err = Run(context.Background(), newGenSource(n), Options{Conf: conf, TotalMemory: 1 << 40}, nil)
-				if err != nil {
-					b.Fatal(err)
+				src := gen.src(n)
+				for src.Next() {
+					sum += src.Event().Addr
 				}
 			}
-			b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(int64(b.N)*n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
-			b.ReportMetric(float64(res.Devices[0].Stats["reserved_bytes.all.peak"])/(1<<20), "peak-MiB")
+			if sum == 0 {
+				b.Fatal("no events")
+			}
 		})
 	}
 }

@@ -17,15 +17,15 @@ type deviceReplay struct {
 	a      *allocator.Allocator
 	sim    *allocator.SimDevice // nil when NewDevice built something else
 
-	// bufs holds the current event and the lookahead; hold indexes the
-	// lookahead. Fixed buffers keep the per-event path allocation-free.
-	bufs    [2]trace.Event
-	hold    int
+	// held is a free_requested awaiting the next event of the device, which
+	// tells whether the free was synchronous. Other events need no lookahead
+	// and are replayed as they come.
+	held    trace.Event
 	hasHold bool
 
 	// addrs maps a recorded block address to the replayed one, for blocks live
 	// (or pending) in the recording.
-	addrs map[uint64]uint64
+	addrs addrMap
 
 	// restore state gathered from leading FlagReconstructed events.
 	restoreSegs []allocator.SegmentInfo
@@ -36,20 +36,31 @@ type deviceReplay struct {
 	reclaim []trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
-	expect     []trace.Event
+	expect     []expected
 	expectHead int
 
 	poolsSeen map[allocator.PoolID]bool
 	private   []allocator.SegmentInfo // Options.PrivateSegments of private pools
 
-	cur    *trace.Event // the request being replayed, for TimeUs and Stack
-	out    trace.Event
-	outSeq int64
-	res    DeviceResult
+	// The request being replayed, for the TimeUs and Stack of what it emits.
+	curTime  int64
+	curStack trace.StackID
+	out      trace.Event
+	outSeq   int64
+	res      DeviceResult
+}
+
+// expected is the part of a recorded event the comparison needs.
+type expected struct {
+	seq    int64
+	addr   uint64
+	size   int64
+	stream uint64
+	kind   trace.Kind
 }
 
 func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error) {
-	r := &deviceReplay{device: d, opts: opts, obs: obs, addrs: make(map[uint64]uint64)}
+	r := &deviceReplay{device: d, opts: opts, obs: obs, addrs: newAddrMap(), curStack: trace.NoStack}
 	var dev allocator.Device
 	if opts.NewDevice != nil {
 		dev = opts.NewDevice(d)
@@ -94,27 +105,26 @@ var kinds = [...]trace.Kind{
 	allocator.ActOOM:           trace.KindOOM,
 }
 
-// emitted converts an allocator event, reports it and, in Recorded mode,
-// checks it against the recording.
+// emitted reports an allocator event, converted, to the observer and, in
+// Recorded mode, checks it against the recording.
 func (r *deviceReplay) emitted(e *allocator.Event) {
-	o := &r.out
-	*o = trace.Event{Seq: r.outSeq, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
-		Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: trace.NoStack, BlockSize: e.BlockSize}
-	if r.cur != nil {
-		o.TimeUs, o.Stack = r.cur.TimeUs, r.cur.Stack
-	}
+	seq := r.outSeq
 	r.outSeq++
 	if r.opts.Recorded {
-		r.check(o)
+		r.check(seq, e)
 	}
 	if r.obs != nil {
+		o := &r.out
+		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
+			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}
 		r.obs.Event(o)
 	}
 }
 
-func (r *deviceReplay) check(o *trace.Event) {
+func (r *deviceReplay) check(seq int64, e *allocator.Event) {
+	kind := kinds[e.Action]
 	if r.expectHead >= len(r.expect) {
-		r.mismatch(o.Seq, fmt.Sprintf("replay emitted %s %#x size %d that the recording does not have here", o.Kind, o.Addr, o.Size))
+		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
 		return
 	}
 	w := &r.expect[r.expectHead]
@@ -122,44 +132,51 @@ func (r *deviceReplay) check(o *trace.Event) {
 	if r.expectHead == len(r.expect) {
 		r.expect, r.expectHead = r.expect[:0], 0
 	}
-	if w.Kind != o.Kind || w.Size != o.Size || w.Stream != o.Stream || (w.Kind != trace.KindOOM && w.Addr != o.Addr) {
-		r.mismatch(w.Seq, fmt.Sprintf("recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
-			w.Kind, w.Addr, w.Size, w.Stream, o.Kind, o.Addr, o.Size, o.Stream))
+	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
+		r.mismatch(w.seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
+			w.kind, w.addr, w.size, w.stream, kind, e.Addr, e.Size, e.Stream)
 	}
 }
 
-func (r *deviceReplay) mismatch(seq int64, what string) {
+// mismatch counts a difference from the recording and keeps the first few,
+// formatting only those: a replay that diverges early would otherwise spend
+// its time printing messages nobody reads.
+func (r *deviceReplay) mismatch(seq int64, format string, args ...any) {
 	r.res.NumMismatches++
 	if len(r.res.Mismatches) < r.opts.MaxMismatches {
-		r.res.Mismatches = append(r.res.Mismatches, Mismatch{Seq: seq, What: what})
+		r.res.Mismatches = append(r.res.Mismatches, Mismatch{Seq: seq, What: fmt.Sprintf(format, args...)})
 	}
 }
 
 func (r *deviceReplay) expectEv(ev *trace.Event) {
 	if r.opts.Recorded {
-		r.expect = append(r.expect, *ev)
+		r.expect = append(r.expect, expected{seq: ev.Seq, addr: ev.Addr, size: ev.Size, stream: ev.Stream, kind: ev.Kind})
 	}
 }
 
+// push replays ev, the next event of the device. A free_requested waits
+// for the following event; everything else is replayed at once, which keeps
+// the trace order because only a held free_requested can precede it.
 func (r *deviceReplay) push(ev *trace.Event) error {
-	if !r.hasHold {
-		r.bufs[r.hold], r.hasHold = *ev, true
+	if r.hasHold {
+		r.hasHold = false
+		consumed, err := r.step(&r.held, ev)
+		if err != nil || consumed {
+			return err
+		}
+	}
+	if ev.Kind == trace.KindFreeRequested {
+		r.held, r.hasHold = *ev, true
 		return nil
 	}
-	cur := r.hold
-	r.hold ^= 1
-	r.bufs[r.hold] = *ev
-	consumed, err := r.step(&r.bufs[cur], &r.bufs[r.hold])
-	if consumed {
-		r.hasHold = false
-	}
+	_, err := r.step(ev, nil)
 	return err
 }
 
 func (r *deviceReplay) finish() error {
 	if r.hasHold {
 		r.hasHold = false
-		if _, err := r.step(&r.bufs[r.hold], nil); err != nil {
+		if _, err := r.step(&r.held, nil); err != nil {
 			return err
 		}
 	}
@@ -170,7 +187,7 @@ func (r *deviceReplay) finish() error {
 		return err
 	}
 	for _, w := range r.expect[r.expectHead:] {
-		r.mismatch(w.Seq, fmt.Sprintf("recorded %s %#x size %d was not replayed", w.Kind, w.Addr, w.Size))
+		r.mismatch(w.seq, "recorded %s %#x size %d was not replayed", w.kind, w.addr, w.size)
 	}
 	return nil
 }
@@ -185,7 +202,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	if err := r.applyRestore(); err != nil {
 		return false, err
 	}
-	r.cur = ev
+	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	a := r.a
 	switch ev.Kind {
 	case trace.KindSegmentAlloc:
@@ -233,7 +250,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.oom(ev, false)
 			return false, nil
 		}
-		r.addrs[ev.Addr] = addr
+		r.addrs.put(ev.Addr, addr)
 	case trace.KindFreeRequested:
 		if err := r.settleReclaim(nil); err != nil {
 			return false, err
@@ -244,7 +261,13 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.res.Events++
 			r.expectEv(next)
 		}
-		addr, ok := r.addrs[ev.Addr]
+		var addr uint64
+		var ok bool
+		if paired {
+			addr, ok = r.addrs.take(ev.Addr)
+		} else {
+			addr, ok = r.addrs.get(ev.Addr)
+		}
 		if !ok {
 			// The alloc is not in the trace (and was not reconstructed), or it
 			// failed in this replay.
@@ -256,8 +279,6 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			if err := a.RecordStream(addr, ^ev.Stream); err != nil {
 				return false, err
 			}
-		} else {
-			delete(r.addrs, ev.Addr)
 		}
 		return paired, a.Free(addr)
 	case trace.KindFreeCompleted:
@@ -265,11 +286,11 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
-		addr, ok := r.addrs[ev.Addr]
+		addr, ok := r.addrs.get(ev.Addr)
 		if !ok || !a.Pending(addr) {
 			return false, nil
 		}
-		delete(r.addrs, ev.Addr)
+		r.addrs.del(ev.Addr)
 		return false, a.CompleteFree(addr)
 	case trace.KindOOM:
 		if err := r.settleReclaim(ev); err != nil {
@@ -287,7 +308,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.res.AvoidedOOMs++
 		if r.opts.Recorded {
-			r.mismatch(ev.Seq, fmt.Sprintf("recorded OOM of %d bytes succeeded in the replay", ev.Size))
+			r.mismatch(ev.Seq, "recorded OOM of %d bytes succeeded in the replay", ev.Size)
 		}
 		return false, a.Free(addr)
 	}
@@ -356,7 +377,7 @@ func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
 					st = allocator.ActivePendingFree
 				}
 				s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
-				r.addrs[ev.Addr] = ev.Addr
+				r.addrs.put(ev.Addr, ev.Addr)
 				return nil
 			}
 		}

@@ -135,8 +135,13 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 		opts.MaxMismatches = 10
 	}
 	devs := map[int32]*deviceReplay{}
+	var last *deviceReplay // the device of the previous event, nearly always the next one's
 	get := func(d int32) (*deviceReplay, error) {
+		if last != nil && last.device == d {
+			return last, nil
+		}
 		if r := devs[d]; r != nil {
+			last = r
 			return r, nil
 		}
 		r, err := newDeviceReplay(d, &opts, obs)
@@ -144,6 +149,7 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 			return nil, err
 		}
 		devs[d] = r
+		last = r
 		return r, nil
 	}
 	var n int64
