@@ -21,8 +21,11 @@ func TestFacts(t *testing.T) {
 	if f.Events != 5 || f.Unknown != 1 || f.Reconstructed != 1 || f.WithStack != 1 {
 		t.Errorf("counts: %+v", f)
 	}
-	if f.Actions["alloc"] != 2 || f.Actions["segment_alloc"] != 1 || f.Actions["snapshot"] != 1 {
-		t.Errorf("actions: %v", f.Actions)
+	if a := f.Actions(); a["alloc"] != 2 || a["segment_alloc"] != 1 || a["snapshot"] != 1 || len(a) != 3 {
+		t.Errorf("actions: %v", a)
+	}
+	if f.Count(trace.KindAlloc) != 2 || f.Count(trace.KindInvalid) != 0 {
+		t.Errorf("Count: alloc %d, invalid %d", f.Count(trace.KindAlloc), f.Count(trace.KindInvalid))
 	}
 	if len(f.Devices) != 2 || f.Devices[0] != 0 || f.Devices[1] != 1 {
 		t.Errorf("devices: %v", f.Devices)

@@ -476,7 +476,7 @@ func (r *Reader) bindStacks(c arrow.Array, n int) error {
 	// Dictionaries only grow (delta batches); a replacement dictionary would
 	// renumber stacks, so rebuild the table in that case.
 	if dict.Len() < len(r.stacks) || (len(r.stacks) > 0 && FormatStack(r.stacks[0]) != dict.Value(0)) {
-		r.stacks = r.stacks[:0]
+		r.stacks = nil // a fresh table: slices Stacks handed out stay valid
 	}
 	for j := len(r.stacks); j < dict.Len(); j++ {
 		r.stacks = append(r.stacks, ParseStack(dict.Value(j)))
@@ -524,6 +524,12 @@ func (r *Reader) Stack(id StackID) Stack {
 	}
 	return r.stacks[id]
 }
+
+// Stacks returns the stack table read so far, indexed by StackID. The table
+// only grows by appending, so the slice stays valid, read-only, while the
+// reader goes on: a pipeline may hand it to another goroutine along with
+// the events read before it.
+func (r *Reader) Stacks() []Stack { return r.stacks[:len(r.stacks):len(r.stacks)] }
 
 // Err returns the first error met while reading, other than truncation.
 func (r *Reader) Err() error { return r.err }

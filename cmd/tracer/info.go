@@ -116,15 +116,12 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 	f := run.Facts
 	m := in.Meta
 	out := &infoJSON{
-		FormatVersion: int(m.Version), Events: f.Events, Actions: f.Actions, Devices: f.Devices,
+		FormatVersion: int(m.Version), Events: f.Events, Actions: f.Actions(), Devices: f.Devices,
 		Streams: f.Streams, TimeSpanUs: f.SpanUs(), Truncated: m.Truncated || f.Truncated,
 		CutShort: f.Truncated, Reconstructed: f.Reconstructed, Source: m.Source, SourceFile: m.SourceFile,
 		Producer: m.Producer, AllocConf: m.AllocConf, DeviceName: m.DeviceName, DeviceTotal: m.DeviceTotal,
 		MemoryLimit: m.MemoryLimit, Stats: map[string]int64{}, DeviceStats: map[string]map[string]int64{},
 		Warnings: []string{},
-	}
-	if out.Actions == nil {
-		out.Actions = map[string]int64{}
 	}
 	for i, s := range run.Summaries {
 		if i == 0 {

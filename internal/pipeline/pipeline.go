@@ -236,6 +236,8 @@ func (r *Run) Summary(d int32) *analysis.Summary {
 }
 
 // Replay replays the input once under s and analyzes the replayed events.
+// Decoding, the model and the analysis run on three goroutines (see
+// stream.go).
 func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, error) {
 	rd, err := in.Reader()
 	if err != nil {
@@ -243,24 +245,26 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	}
 	defer rd.Close()
 	run := &Run{Settings: s}
-	src := &factsSource{rd: rd, facts: &run.Facts}
-	obs := &fanout{rd: rd, opt: opt, byDevice: map[int32]*analysis.Summarizer{}}
+	src := startReadAhead(ctx, rd, &run.Facts, false)
+	defer src.close()
+	obs := newFanout(opt)
+	behind := startAnalyzeBehind(obs, src)
 	res, err := replay.Run(ctx, src, replay.Options{
 		Conf:        s.Conf,
 		TotalMemory: s.Total,
 		MemoryLimit: s.Limit,
 		Recorded:    s.Recorded,
 		NewDevice:   opt.NewDevice,
-	}, obs)
+	}, behind)
+	behind.close()
+	src.close()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", in.Name, err)
 	}
 	if obs.err != nil {
 		return nil, obs.err
 	}
-	if rd.Truncated() {
-		run.Facts.Truncated = true
-	}
+	obs.stacks = rd.Stacks()
 	run.Result = res
 	run.Summaries = obs.summaries()
 	run.OOMStacks = map[trace.StackID]trace.Stack{}
@@ -274,32 +278,28 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	return run, nil
 }
 
-// factsSource passes a reader's events through, folding them into Facts.
-type factsSource struct {
-	rd    *trace.Reader
-	facts *trace.Facts
-}
-
-func (f *factsSource) Next() bool {
-	if !f.rd.Next() {
-		return false
-	}
-	f.facts.Add(f.rd.Event())
-	return true
-}
-func (f *factsSource) Event() *trace.Event { return f.rd.Event() }
-func (f *factsSource) Err() error          { return f.rd.Err() }
-
-// fanout sends each replayed event to its device's summarizer and to the
-// output trace.
+// fanout sends each event to its device's summarizer and to the output
+// trace. It resolves stacks in stacks, the table of the events it has been
+// handed so far.
 type fanout struct {
-	rd       *trace.Reader
 	opt      Options
+	stacks   []trace.Stack
 	byDevice map[int32]*analysis.Summarizer
 	last     *analysis.Summarizer
 	lastDev  int32
 	stackIDs map[trace.StackID]trace.StackID
 	err      error
+}
+
+func newFanout(opt Options) *fanout {
+	return &fanout{opt: opt, byDevice: map[int32]*analysis.Summarizer{}}
+}
+
+func (f *fanout) stack(id trace.StackID) trace.Stack {
+	if id < 0 || int(id) >= len(f.stacks) {
+		return nil
+	}
+	return f.stacks[id]
 }
 
 func (f *fanout) Event(ev *trace.Event) {
@@ -309,7 +309,7 @@ func (f *fanout) Event(ev *trace.Event) {
 		if s == nil {
 			o := f.opt.Analysis
 			o.Device = ev.Device
-			o.Stacks = f.rd.Stack
+			o.Stacks = f.stack
 			s = analysis.NewSummarizer(o)
 			f.byDevice[ev.Device] = s
 		}
@@ -324,7 +324,7 @@ func (f *fanout) Event(ev *trace.Event) {
 			}
 			id, ok := f.stackIDs[out.Stack]
 			if !ok {
-				id = f.opt.Out.AddStack(f.rd.Stack(out.Stack))
+				id = f.opt.Out.AddStack(f.stack(out.Stack))
 				f.stackIDs[out.Stack] = id
 			}
 			out.Stack = id
@@ -336,7 +336,8 @@ func (f *fanout) Event(ev *trace.Event) {
 // Analyze summarizes the input's recorded events as they are, one Summary
 // per device, with no replay. Traces from `tracer import` carry the block
 // sizes the allocator model gave the recorded allocations, so the summaries
-// are exact; Summary.Approximate says when some were missing.
+// are exact; Summary.Approximate says when some were missing. Decoding runs
+// on a goroutine of its own, beside the summaries.
 func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.Summary, trace.Facts, error) {
 	var facts trace.Facts
 	rd, err := in.Reader()
@@ -344,24 +345,17 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		return nil, facts, err
 	}
 	defer rd.Close()
-	obs := &fanout{rd: rd, opt: Options{Analysis: opt}, byDevice: map[int32]*analysis.Summarizer{}}
-	var n int64
-	for rd.Next() {
-		if n++; n&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, facts, err
-			}
-		}
-		ev := rd.Event()
-		facts.Add(ev)
-		if ev.Kind.Valid() {
-			obs.Event(ev)
-		}
+	src := startReadAhead(ctx, rd, &facts, true)
+	defer src.close()
+	obs := newFanout(Options{Analysis: opt})
+	for src.Next() {
+		obs.Event(src.Event())
 	}
-	if err := rd.Err(); err != nil {
+	src.close()
+	if err := src.Err(); err != nil {
 		return nil, facts, err
 	}
-	facts.Truncated = rd.Truncated()
+	obs.stacks = rd.Stacks()
 	return obs.summaries(), facts, nil
 }
 

@@ -1,0 +1,113 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/record"
+)
+
+// benchTrace records, once per test binary, a long training loop on the
+// simulated device: about 243 events per step (81 allocations with their
+// free_requested and free_completed), 41,000 steps by default, so ~10M
+// events. TRACER_BENCH_STEPS changes the step count; TRACER_BENCH_TRACE
+// names a trace to use instead, made by an earlier run if it exists (it is
+// kept).
+var benchTrace = sync.OnceValues(func() (string, error) {
+	keep := os.Getenv("TRACER_BENCH_TRACE")
+	if keep != "" {
+		if _, err := os.Stat(keep); err == nil {
+			return keep, nil
+		}
+	}
+	steps := 41000
+	if s := os.Getenv("TRACER_BENCH_STEPS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return "", fmt.Errorf("TRACER_BENCH_STEPS: %v", err)
+		}
+		steps = n
+	}
+	src := fmt.Sprintf(`description a training loop of small and medium tensors
+alloc weights 64MiB count=8
+repeat %d
+  alloc act 3MB count=20
+  alloc small 40000 count=40
+  alloc logits 8MB
+  alloc grad 1MiB count=20
+  free act reverse
+  free small
+  free logits
+  free grad
+end
+`, steps)
+	w, err := record.ParseWorkload("train.workload", []byte(src))
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "tracer-bench-")
+	if err != nil {
+		return "", err
+	}
+	tg, err := record.OpenTarget("sim", 0, record.DefaultSimMemory)
+	if err != nil {
+		return "", err
+	}
+	defer tg.Close()
+	out := filepath.Join(dir, "train.arrows")
+	if keep != "" {
+		out = keep
+	}
+	if _, err := record.Record(context.Background(), record.Options{Workload: w, Target: tg, Out: out}); err != nil {
+		return "", err
+	}
+	return out, nil
+})
+
+// BenchmarkReplayAnalyze measures what `tracer replay` does per trace: read
+// it, replay it on the model and summarize the replayed events, under the
+// recorded settings (with the event-by-event comparison) and under
+// --round 4096.
+func BenchmarkReplayAnalyze(b *testing.B) {
+	path, err := benchTrace()
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := pipeline.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		set  pipeline.Settings
+	}{
+		{"recorded", pipeline.Settings{}},
+		{"round4096", pipeline.Settings{Round: 4096}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r, err := in.Resolve(c.set)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var events int64
+			for b.Loop() {
+				run, err := pipeline.Replay(context.Background(), in, r, pipeline.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if run.Summaries[0].Peaks.Reserved.Bytes == 0 {
+					b.Fatal("no reserved peak")
+				}
+				events += run.Facts.Events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(events)/float64(b.N), "events/op")
+		})
+	}
+}

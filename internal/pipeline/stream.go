@@ -1,0 +1,205 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// A replay has three stages of about equal cost per event: decoding the
+// trace, the allocator model, and the summaries of what it did. Each runs on
+// its own goroutine and they hand events on in batches, so on two or more
+// cores the stages overlap instead of adding up. A batch is big enough that
+// the hand-off (a channel send) vanishes against the work on its events, and
+// few are in flight, so memory stays bounded by batchRows × inFlight events
+// whatever the trace's length.
+const (
+	batchRows = 1024
+	inFlight  = 4
+)
+
+// batch is a run of events and the stack table they refer to. The table is
+// a read-only view of the reader's (trace.Reader.Stacks), valid for every
+// stack of the events handed on so far.
+type batch struct {
+	evs    []trace.Event
+	stacks []trace.Stack
+}
+
+// batchPool recycles batches between two stages.
+type batchPool chan *batch
+
+func newBatchPool() batchPool { return make(batchPool, inFlight+2) }
+
+func (p batchPool) get() *batch {
+	select {
+	case b := <-p:
+		b.evs = b.evs[:0]
+		return b
+	default:
+		return &batch{evs: make([]trace.Event, 0, batchRows)}
+	}
+}
+
+func (p batchPool) put(b *batch) {
+	select {
+	case p <- b:
+	default:
+	}
+}
+
+// readAhead decodes a trace on its own goroutine, folding every event into
+// facts, and serves the events as a replay.Source. Event returns a pointer
+// that is valid until the next call to Next, as trace.Reader's is.
+type readAhead struct {
+	full  chan *batch
+	pool  batchPool
+	stop  chan struct{}
+	done  chan struct{}
+	cur    *batch
+	i      int
+	stacks []trace.Stack // of the latest batch served
+	err    error         // set by the goroutine before it closes full
+	valid bool  // serve only events of known kinds
+}
+
+// startReadAhead starts reading rd. The caller must call close before it
+// closes rd. When onlyValid is set, events of kinds this version does not
+// know are counted in facts but not served.
+func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid bool) *readAhead {
+	ra := &readAhead{
+		full:  make(chan *batch, inFlight),
+		pool:  newBatchPool(),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		valid: onlyValid,
+	}
+	go ra.run(ctx, rd, facts)
+	return ra
+}
+
+func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
+	defer close(ra.done)
+	defer close(ra.full)
+	send := func(b *batch) bool {
+		b.stacks = rd.Stacks()
+		select {
+		case ra.full <- b:
+			return true
+		case <-ra.stop:
+			return false
+		}
+	}
+	b := ra.pool.get()
+	for rd.Next() {
+		ev := rd.Event()
+		facts.Add(ev)
+		if ra.valid && !ev.Kind.Valid() {
+			continue
+		}
+		b.evs = append(b.evs, *ev)
+		if len(b.evs) == batchRows {
+			if !send(b) {
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				ra.err = err
+				return
+			}
+			b = ra.pool.get()
+		}
+	}
+	if len(b.evs) > 0 && !send(b) {
+		return
+	}
+	ra.err = rd.Err()
+	facts.Truncated = rd.Truncated()
+}
+
+// Next advances to the next event.
+func (ra *readAhead) Next() bool {
+	ra.i++
+	for ra.cur == nil || ra.i >= len(ra.cur.evs) {
+		if ra.cur != nil {
+			ra.pool.put(ra.cur)
+			ra.cur = nil
+		}
+		b, ok := <-ra.full
+		if !ok {
+			return false
+		}
+		ra.cur, ra.i, ra.stacks = b, 0, b.stacks
+	}
+	return true
+}
+
+// Event returns the current event.
+func (ra *readAhead) Event() *trace.Event { return &ra.cur.evs[ra.i] }
+
+// Stacks returns the stack table for the events served so far.
+func (ra *readAhead) Stacks() []trace.Stack { return ra.stacks }
+
+// Err returns the reader's error once Next has returned false.
+func (ra *readAhead) Err() error { return ra.err }
+
+// close stops the goroutine, if it still runs, and waits for it. After
+// close, facts and the reader belong to the caller again.
+func (ra *readAhead) close() {
+	select {
+	case <-ra.stop:
+	default:
+		close(ra.stop)
+	}
+	<-ra.done
+}
+
+// analyzeBehind runs a fanout on its own goroutine, fed in batches with the
+// events a replay emits.
+type analyzeBehind struct {
+	f    *fanout
+	src  *readAhead // whose stack table covers the emitted events
+	full chan *batch
+	pool batchPool
+	cur  *batch
+	done chan struct{}
+}
+
+func startAnalyzeBehind(f *fanout, src *readAhead) *analyzeBehind {
+	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(), done: make(chan struct{})}
+	a.cur = a.pool.get()
+	go func() {
+		defer close(a.done)
+		for b := range a.full {
+			f.stacks = b.stacks
+			for i := range b.evs {
+				f.Event(&b.evs[i])
+			}
+			a.pool.put(b)
+		}
+	}()
+	return a
+}
+
+// Event queues a copy of ev for the fanout.
+func (a *analyzeBehind) Event(ev *trace.Event) {
+	a.cur.evs = append(a.cur.evs, *ev)
+	if len(a.cur.evs) == batchRows {
+		a.flush()
+		a.cur = a.pool.get()
+	}
+}
+
+func (a *analyzeBehind) flush() {
+	a.cur.stacks = a.src.Stacks()
+	a.full <- a.cur
+}
+
+// close hands on the last events and waits until the fanout has seen all.
+func (a *analyzeBehind) close() {
+	if len(a.cur.evs) > 0 {
+		a.flush()
+	}
+	a.cur = nil
+	close(a.full)
+	<-a.done
+}
