@@ -52,15 +52,15 @@ func (p batchPool) put(b *batch) {
 // facts, and serves the events as a replay.Source. Event returns a pointer
 // that is valid until the next call to Next, as trace.Reader's is.
 type readAhead struct {
-	full  chan *batch
-	pool  batchPool
-	stop  chan struct{}
-	done  chan struct{}
+	full   chan *batch
+	pool   batchPool
+	stop   chan struct{}
+	done   chan struct{}
 	cur    *batch
 	i      int
 	stacks []trace.Stack // of the latest batch served
 	err    error         // set by the goroutine before it closes full
-	valid bool  // serve only events of known kinds
+	valid  bool          // serve only events of known kinds
 }
 
 // startReadAhead starts reading rd. The caller must call close before it
