@@ -92,13 +92,24 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	if err != nil {
 		return err
 	}
-	sums, facts, err := pipeline.Analyze(ctx, in, analysis.Options{})
-	if err != nil {
-		return err
-	}
 	// The replay under the recorded settings checks the model against the
-	// recording; the figures come from the recording itself.
+	// recording; the figures come from the recording itself. The two passes
+	// run at once.
+	var (
+		sums    []*analysis.Summary
+		facts   trace.Facts
+		sumsErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		sums, facts, sumsErr = pipeline.Analyze(ctx, in, analysis.Options{})
+	}()
 	run, err := pipeline.Replay(ctx, in, set, pipeline.Options{})
+	<-done
+	if sumsErr != nil {
+		return sumsErr
+	}
 	if err != nil {
 		return err
 	}
