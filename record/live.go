@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -30,7 +31,8 @@ type Options struct {
 	Extra map[string]string // more Meta.Extra annotations
 
 	// BatchRows is the largest number of events per flushed batch
-	// (trace.DefaultBatchRows when 0); FlushEvery the longest time between
+	// (trace.DefaultBatchRows when 0, and at most that: it sizes the
+	// recorder's buffers); FlushEvery the longest time between
 	// flushes (DefaultFlushEvery when 0). SampleEvery is the NVML sampling
 	// period on a GPU (DefaultSampleEvery when 0).
 	BatchRows   int
@@ -94,11 +96,12 @@ func Record(ctx context.Context, opts Options) (*Result, error) {
 // aborts, when writing failed).
 func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *trace.Writer) (*Result, error) {
 	w := opts.Workload
-	r := newRecorder(tw, a, opts.Target.Ordinal, opts.BatchRows, opts.FlushEvery)
-	r.stacks = make([]trace.StackID, w.nstmt)
+	stacks := make([]trace.StackID, w.nstmt)
 	for _, s := range w.statements() {
-		r.stacks[s.id] = tw.AddStack(s.stack(w))
+		stacks[s.id] = tw.AddStack(s.stack(w))
 	}
+	r := newRecorder(tw, a, opts.Target.Ordinal, opts.BatchRows, opts.FlushEvery)
+	r.stacks = stacks
 	var smp *sampler
 	if opts.Target.Kind == DeviceCUDA && opts.Target.nvmlIndex >= 0 {
 		every := opts.SampleEvery
@@ -114,16 +117,17 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 	x.snapshot = r.snapshot
 	prog := &progress{out: opts.Progress, name: w.Name, every: 250 * time.Millisecond}
 	x.tick = func(s *stmt) error {
-		if r.err != nil {
-			return r.err
+		if err := r.enc.failed(); err != nil {
+			return err
 		}
-		prog.update(s.pos(w), tw.Events(), a)
+		prog.update(s.pos(w), r.events(), a)
 		return nil
 	}
 	a.SetObserver(r)
 	start := time.Now()
 	runErr := x.run()
 	a.SetObserver(nil)
+	r.finish()
 	prog.done()
 
 	res := &Result{Out: opts.Out, Workload: w.Name, Device: opts.Target.Kind, Stats: a.Stats(), Elapsed: time.Since(start)}
@@ -131,9 +135,9 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 		res.SampleErr = smp.Stop()
 		res.Samples = smp.n.Load()
 	}
-	if r.err != nil { // the writer failed: that is the error to report
+	if err := r.enc.failed(); err != nil { // the writer failed: that is the error to report
 		tw.Abort()
-		return nil, fmt.Errorf("record %s: %w", opts.Out, r.err)
+		return nil, fmt.Errorf("record %s: %w", opts.Out, err)
 	}
 	res.Events = tw.Events()
 	if err := tw.Close(); err != nil {
@@ -178,27 +182,29 @@ var kinds = [...]trace.Kind{
 	allocator.ActOOM:           trace.KindOOM,
 }
 
-// recorder is the allocator's Observer during a live recording: it stamps
-// each event with the time, the current statement's stack and the latest
-// NVML sample, writes it, and flushes by size or age.
+// recorder is the allocator's Observer during a live recording. Its hot
+// path copies each event into the current chunk and reads the clock every
+// clockEvery events (and at every segment and oom event); the statement's
+// stack and NVML's reading are noted when they change. The encoder
+// goroutine does the rest (live_ring.go).
 type recorder struct {
-	w       *trace.Writer
-	a       *allocator.Allocator
-	t0      time.Time
-	baseUs  int64 // t0 as µs since the Unix epoch
-	ordinal int32
-	used    interface{ Load() int64 } // latest NVML sample; nil on the simulated device
-	stacks  []trace.StackID           // per statement id
-	stack   trace.StackID             // of the statement running now
+	a      *allocator.Allocator
+	enc    *encoder
+	t0     time.Time
+	used   *atomic.Int64   // latest NVML sample; nil on the simulated device
+	stacks []trace.StackID // per statement id
 
-	batch      int           // events per batch
-	rows       int           // events since the last flush
-	flushEvery time.Duration // longest time between flushes
-	lastFlush  time.Duration // since t0
-	ev         trace.Event
-	err        error // first write error; stops the run
+	cur      *chunk
+	left     int              // events before the next clock read
+	stack    trace.StackID    // of the statement running now
+	lastUsed int64            // the NVML reading last noted
+	pool     allocator.PoolID // the pool last noted
+	previous int64            // events in the chunks handed over
 }
 
+// newRecorder starts a recording into w: batches of at most batch events
+// (trace.DefaultBatchRows when 0), written at least every flushEvery
+// (DefaultFlushEvery when 0).
 func newRecorder(w *trace.Writer, a *allocator.Allocator, ordinal int32, batch int, flushEvery time.Duration) *recorder {
 	if batch <= 0 {
 		batch = trace.DefaultBatchRows
@@ -206,71 +212,105 @@ func newRecorder(w *trace.Writer, a *allocator.Allocator, ordinal int32, batch i
 	if flushEvery <= 0 {
 		flushEvery = DefaultFlushEvery
 	}
-	t0 := time.Now()
-	return &recorder{w: w, a: a, t0: t0, baseUs: t0.UnixMicro(), ordinal: ordinal,
-		stack: trace.NoStack, batch: batch, flushEvery: flushEvery}
-}
-
-func (r *recorder) setStmt(s *stmt) { r.stack = r.stacks[s.id] }
-
-// AllocatorEvent implements allocator.Observer.
-func (r *recorder) AllocatorEvent(e *allocator.Event) {
-	if r.err != nil {
-		return
-	}
 	// Wall-clock base plus monotonic elapsed time: comparable with PyTorch's
 	// epoch timestamps, yet never running backwards within the run.
-	now := time.Since(r.t0)
-	r.ev = trace.Event{
-		TimeUs:    r.baseUs + now.Microseconds(),
-		Device:    r.ordinal,
-		Kind:      kinds[e.Action],
-		Addr:      e.Addr,
-		Size:      e.Size,
-		Stream:    e.Stream,
-		Pool:      trace.PoolID(e.Pool),
-		Stack:     r.stack,
-		BlockSize: e.BlockSize,
-	}
-	if r.used != nil {
-		r.ev.DeviceUsed = r.used.Load()
-	}
-	r.write(now)
+	t0 := time.Now()
+	r := &recorder{a: a, t0: t0, stack: trace.NoStack, left: clockEvery}
+	r.enc = newEncoder(w, t0, ordinal, min(batch, trace.DefaultBatchRows), flushEvery)
+	r.cur = r.enc.chunk()
+	return r
 }
 
-// write writes r.ev and flushes the batch when it is full or has aged past
-// flushEvery, so a killed recording loses at most one batch, and at most a
-// second of events even when they trickle. The recorder, not the writer,
-// decides when to flush (the writer's own batch limit is set out of reach).
-func (r *recorder) write(now time.Duration) {
-	if err := r.w.Write(&r.ev); err != nil {
-		r.err = err
+func (r *recorder) setStmt(s *stmt) {
+	if id := r.stacks[s.id]; id != r.stack {
+		r.stack = id
+		c := r.cur
+		c.stacks = append(c.stacks, mark{c.n, int64(id)})
+	}
+}
+
+// events reports how many events were recorded so far.
+func (r *recorder) events() int64 { return r.previous + int64(r.cur.n) }
+
+// AllocatorEvent implements allocator.Observer. It is the hot path: five
+// stores, and a clock read every clockEvery events; the rest is out of line.
+func (r *recorder) AllocatorEvent(e *allocator.Event) {
+	c := r.cur
+	i := c.n
+	p := &c.ev[i]
+	p.addr, p.size, p.stream, p.block, p.act = e.Addr, e.Size, e.Stream, e.BlockSize, e.Action
+	c.n = i + 1
+	if e.Pool != r.pool || r.used != nil {
+		r.note(c, i, e.Pool)
+	}
+	r.left--
+	// Segment and oom events follow device calls, which take microseconds
+	// on a GPU: their own clock read keeps the events before them early.
+	if r.left == 0 || e.Action >= allocator.ActSegmentAlloc || r.enc.flushReq.Load() {
+		r.stamp(c, i)
+	}
+}
+
+// note notes a change of pool or NVML reading at event i of c.
+//
+//go:noinline
+func (r *recorder) note(c *chunk, i int, pool allocator.PoolID) {
+	if pool != r.pool {
+		r.pool = pool
+		c.pools = append(c.pools, mark{i, int64(len(c.poolIDs))})
+		c.poolIDs = append(c.poolIDs, pool)
+	}
+	if r.used != nil {
+		if v := r.used.Load(); v != r.lastUsed {
+			r.lastUsed = v
+			c.used = append(c.used, mark{i, v})
+		}
+	}
+}
+
+// stamp reads the clock for event i, the last of c, and hands c to the
+// encoder when it is full or a flush is due.
+//
+//go:noinline
+func (r *recorder) stamp(c *chunk, i int) {
+	c.times = append(c.times, mark{i, int64(time.Since(r.t0))})
+	room := len(c.ev) - c.n
+	r.left = min(clockEvery, room)
+	flush := r.enc.flushReq.Load()
+	if room > 0 && !flush {
 		return
 	}
-	r.rows++
-	if r.rows >= r.batch || now-r.lastFlush >= r.flushEvery {
-		if err := r.w.Flush(); err != nil {
-			r.err = err
-			return
-		}
-		r.rows, r.lastFlush = 0, now
+	if flush {
+		r.enc.flushReq.Store(false)
+		c.flush = true
 	}
+	r.previous += int64(c.n) // before the encoder owns c
+	r.enc.full <- c
+	r.cur = r.enc.chunk()
+	r.left = clockEvery
 }
 
-// snapshot writes a snapshot marker, as torch.cuda.memory_snapshot() leaves
+// snapshot records a snapshot marker, as torch.cuda.memory_snapshot() leaves
 // in PyTorch's history: Size is the bytes of active blocks.
 func (r *recorder) snapshot() error {
-	st := r.a.Stats()
-	r.ev = trace.Event{
-		TimeUs: r.baseUs + time.Since(r.t0).Microseconds(),
-		Device: r.ordinal,
-		Kind:   trace.KindSnapshot,
-		Size:   st.ActiveBytes[0].Current,
-		Stack:  r.stack,
-	}
-	if r.used != nil {
-		r.ev.DeviceUsed = r.used.Load()
-	}
-	r.write(time.Since(r.t0))
-	return r.err
+	c := r.cur
+	i := c.n
+	c.ev[i] = liveEvent{act: actSnapshot, size: r.a.Stats().ActiveBytes[0].Current}
+	c.n = i + 1
+	r.note(c, i, allocator.PoolID{})
+	r.stamp(c, i)
+	return r.enc.failed()
+}
+
+// finish hands the last events to the encoder and waits until it has
+// written them all; the writer is then the caller's again.
+func (r *recorder) finish() {
+	c := r.cur
+	c.end = int64(time.Since(r.t0))
+	c.flush = true
+	r.previous += int64(c.n) // before the encoder owns c
+	r.enc.full <- c
+	r.cur = nil
+	close(r.enc.full)
+	r.enc.wait()
 }

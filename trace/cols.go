@@ -1,6 +1,9 @@
 package trace
 
 import (
+	"fmt"
+	"unsafe"
+
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
@@ -104,4 +107,75 @@ func fixed(t arrow.DataType, n int, values, valid []byte, nulls int) arrow.Array
 	data := array.NewData(t, n, []*memory.Buffer{vb, memory.NewBufferBytes(values)}, nil, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
+}
+
+// bulkScratch holds the columns WriteColumns adds to the caller's: seq,
+// device, the action indexes, the flag bitmaps (all zero) and the stack
+// validity. They are reused from one batch to the next.
+type bulkScratch struct {
+	seq        []int64
+	device     []int32
+	dev        int32 // the value device is filled with
+	action     []int8
+	zero       []byte
+	stackValid []byte
+}
+
+// columns checks c's first c.N rows (kinds, stack ids below nstacks) and
+// returns them as a batch, borrowing c's slices.
+func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, error) {
+	n := c.N
+	if len(c.TimeUs) < n || len(c.Kind) < n || len(c.Addr) < n || len(c.Size) < n || len(c.Stream) < n ||
+		len(c.PoolA) < n || len(c.PoolB) < n || len(c.Stack) < n || len(c.BlockSize) < n || len(c.DeviceUsed) < n {
+		return nil, fmt.Errorf("trace: write columns: a column holds fewer than %d rows", n)
+	}
+	if cap(s.seq) < n {
+		s.seq = make([]int64, n)
+		s.device = make([]int32, n)
+		s.dev = 0
+		s.action = make([]int8, n)
+		s.zero = make([]byte, (n+7)/8)
+		s.stackValid = make([]byte, (n+7)/8)
+	}
+	seq, action := s.seq[:n], s.action[:n]
+	for i := range seq {
+		seq[i] = seq0 + int64(i)
+	}
+	if s.dev != c.Device {
+		for i := range s.device {
+			s.device[i] = c.Device
+		}
+		s.dev = c.Device
+	}
+	for i, k := range c.Kind[:n] {
+		if !k.Valid() {
+			return nil, fmt.Errorf("trace: write event %d: invalid kind %v", seq0+int64(i), k)
+		}
+		action[i] = int8(k - 1)
+	}
+	stack := unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(c.Stack))), n)
+	nulls := 0
+	for i, id := range stack {
+		if id < 0 || int(id) >= nstacks {
+			if StackID(id) != NoStack {
+				return nil, fmt.Errorf("trace: write event %d: stack id %d was not added", seq0+int64(i), id)
+			}
+			nulls++
+		}
+	}
+	nb := (n + 7) / 8
+	valid := s.stackValid[:nb]
+	if nulls > 0 {
+		clear(valid)
+		for i, id := range stack {
+			if StackID(id) != NoStack {
+				valid[i>>3] |= 1 << (i & 7)
+			}
+		}
+	}
+	return &columns{
+		seq: seq, timeUs: c.TimeUs[:n], size: c.Size[:n], block: c.BlockSize[:n], used: c.DeviceUsed[:n],
+		device: s.device[:n], action: action, addr: c.Addr[:n], stream: c.Stream[:n], poolA: c.PoolA[:n], poolB: c.PoolB[:n],
+		stack: stack, stackValid: valid, stackNulls: nulls, recon: s.zero[:nb], pending: s.zero[:nb], n: n,
+	}, nil
 }

@@ -29,7 +29,10 @@ other producers.
 	column             type                      unit    meaning
 	seq                int64                     -       0-based position in the trace; dense, increasing
 	time_us            int64                     µs      time as recorded: µs since the Unix epoch for PyTorch
-	                                                     snapshots and live recordings; 0 = unknown (optional)
+	                                                     snapshots and live recordings; 0 = unknown (optional).
+	                                                     Live recordings read the clock every 16 events and at
+	                                                     every segment or oom event; events between two reads
+	                                                     are spread between them (never backwards)
 	device             int32                     -       CUDA device ordinal (optional, default 0)
 	action             dictionary<int8, utf8>    -       PyTorch's action name (see Kind): alloc, free_requested,
 	                                                     free_completed, segment_alloc, segment_free,

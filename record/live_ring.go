@@ -1,0 +1,391 @@
+package record
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// The live recorder splits the work as Go's execution tracer does. On the
+// allocator's path (recorder.AllocatorEvent) an event is five stores into a
+// preallocated chunk: no allocation, no call into the trace writer, and a
+// clock read only every clockEvery events. What changes rarely (the
+// statement's stack, NVML's reading, the pool) and the clock reads are kept
+// beside the events as (index, value) marks. Full chunks go
+// to an encoder goroutine that places every event in time, lays the events
+// out as the trace's columns and writes them in batches
+// (trace.Writer.WriteColumns), then hands the chunk back; a third goroutine
+// syncs the file behind it. On a machine with a spare core the encoding
+// overlaps the allocator, and memory stays bounded: ringChunks chunks, and
+// the one batch being filled. When the encoder falls behind, the allocator
+// waits for a chunk.
+
+const (
+	// chunkEvents is the number of events per chunk (40 bytes each), and
+	// ringChunks the most chunks in circulation: 1.25 MiB, about 30,000
+	// events of lead for the encoder, milliseconds of allocator work.
+	chunkEvents = 4096
+	ringChunks  = 8
+	// clockEvery is the most events between two clock reads. A read costs
+	// 20-80 ns (as much as the event itself); events between reads are
+	// placed in time by the encoder (stampTimes), within the reads around
+	// them.
+	clockEvery = 16
+	// actSnapshot is the Action of a snapshot marker in a chunk; the
+	// allocator's own actions are 1 to 8.
+	actSnapshot allocator.Action = 255
+)
+
+// liveEvent is an allocator event as the hot path keeps it: 40 bytes. The
+// pool, almost always the default one, is noted in the chunk's marks.
+type liveEvent struct {
+	addr   uint64
+	size   int64
+	stream uint64
+	block  int64
+	act    allocator.Action
+}
+
+// mark is a value that holds from event i of a chunk on: a clock read (ns
+// since the start), a stack id, an NVML reading, a pool.
+type mark struct {
+	i int
+	v int64
+}
+
+// chunk is a run of consecutive events. Its last event is timed, except in
+// the last chunk of a recording, whose end time bounds the rest.
+type chunk struct {
+	ev      []liveEvent
+	n       int
+	times   []mark // clock reads, in event order
+	stacks  []mark // stack changes
+	used    []mark // NVML reading changes
+	pools   []mark // pool changes: the index in poolIDs
+	poolIDs []allocator.PoolID
+	// flush asks the encoder to write its batch once the chunk is in it (the
+	// batch is old); end is the recording's end, for a last chunk whose last
+	// event is untimed (0 otherwise).
+	flush bool
+	end   int64
+}
+
+func (c *chunk) reset() {
+	c.n, c.flush, c.end = 0, false, 0
+	c.times, c.stacks, c.used, c.pools, c.poolIDs = c.times[:0], c.stacks[:0], c.used[:0], c.pools[:0], c.poolIDs[:0]
+}
+
+// encoder is the goroutine that turns chunks into the trace's batches.
+type encoder struct {
+	w      *trace.Writer
+	t0     time.Time
+	baseUs int64 // t0, µs since the Unix epoch
+	batch  int   // rows per batch
+
+	full  chan *chunk // recorder -> encoder
+	free  chan *chunk // encoder -> recorder
+	done  chan struct{}
+	nmade int // chunks made so far (by the recorder's goroutine)
+	// flushReq asks the recorder to hand over its partial chunk: the
+	// encoder's ticker sets it when no batch was written for half of
+	// flushEvery, so a batch reaches the file within flushEvery even when
+	// events trickle.
+	flushReq   atomic.Bool
+	flushEvery time.Duration
+	lastWrite  time.Duration // since the start
+
+	// syncReq wakes the syncer after each batch; synced closes when it ends.
+	syncReq chan struct{}
+	synced  chan struct{}
+
+	cols trace.Columns // the batch being filled
+	// clearPools and clearUsed say that the batch's pool or NVML columns
+	// hold values other than 0.
+	clearPools, clearUsed bool
+	times                 []int64 // a chunk's event times, ns since the start
+	// Carried from chunk to chunk: the stack and NVML reading in force, the
+	// last clock read (ns since the start) and the per-event time of the last
+	// window between two reads.
+	stack    trace.StackID
+	used     int64
+	pool     allocator.PoolID
+	lastT    int64
+	lastRate float64
+
+	mu  sync.Mutex
+	err error // first write error
+	bad atomic.Bool
+}
+
+// newEncoder starts the encoder: batches of batch events into w.
+func newEncoder(w *trace.Writer, t0 time.Time, ordinal int32, batch int, flushEvery time.Duration) *encoder {
+	e := &encoder{
+		w: w, t0: t0, baseUs: t0.UnixMicro(), batch: batch, flushEvery: flushEvery,
+		full: make(chan *chunk, ringChunks), free: make(chan *chunk, ringChunks), done: make(chan struct{}),
+		syncReq: make(chan struct{}, 1), synced: make(chan struct{}),
+		stack: trace.NoStack, lastRate: -1,
+	}
+	e.cols.Device = ordinal
+	go e.run()
+	go e.syncer()
+	return e
+}
+
+// chunk returns an empty chunk for the recorder: a returned one, or a new
+// one while fewer than ringChunks exist, or else the next one returned.
+func (e *encoder) chunk() *chunk {
+	select {
+	case c := <-e.free:
+		return c
+	default:
+	}
+	if e.nmade < ringChunks {
+		e.nmade++
+		return &chunk{ev: make([]liveEvent, chunkEvents)}
+	}
+	return <-e.free
+}
+
+func (e *encoder) run() {
+	defer close(e.done)
+	defer close(e.syncReq)
+	period := e.flushEvery / 2
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case c, ok := <-e.full:
+			if !ok {
+				return
+			}
+			if !e.bad.Load() {
+				e.add(c)
+				if c.flush {
+					e.writeBatch()
+				}
+			}
+			c.reset()
+			e.free <- c
+		case <-tick.C:
+			if time.Since(e.t0)-e.lastWrite >= period {
+				e.flushReq.Store(true)
+			}
+		}
+	}
+}
+
+// syncer syncs the file after each batch, off the encoder's path: a killed
+// recording keeps every batch written, synced or not, and a machine that goes
+// down loses at most the batches since the last sync.
+func (e *encoder) syncer() {
+	defer close(e.synced)
+	for range e.syncReq {
+		if err := e.w.Sync(); err != nil {
+			e.fail(fmt.Errorf("trace: sync: %w", err))
+			return
+		}
+	}
+}
+
+// wait returns once every chunk handed over is written and synced.
+func (e *encoder) wait() {
+	<-e.done
+	<-e.synced
+}
+
+// failed returns the first write error, if any. Safe from any goroutine.
+func (e *encoder) failed() error {
+	if !e.bad.Load() {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+func (e *encoder) fail(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+	e.bad.Store(true)
+}
+
+// add places c's events in time and appends them to the batch, writing the
+// batch each time it is full.
+func (e *encoder) add(c *chunk) {
+	if cap(e.times) < c.n {
+		e.times = make([]int64, c.n)
+	}
+	times := e.times[:c.n]
+	e.stampTimes(times, c.times, c.end)
+	stacks, used, pools := c.stacks, c.used, c.pools
+	for k := 0; k < c.n; {
+		// The run of events up to the next stack, NVML or pool change, or
+		// the end of the batch, shares the stack, reading and pool.
+		for len(stacks) > 0 && stacks[0].i <= k {
+			e.stack = trace.StackID(stacks[0].v)
+			stacks = stacks[1:]
+		}
+		for len(used) > 0 && used[0].i <= k {
+			e.used = used[0].v
+			used = used[1:]
+		}
+		for len(pools) > 0 && pools[0].i <= k {
+			e.pool = c.poolIDs[pools[0].v]
+			pools = pools[1:]
+		}
+		end := c.n
+		for _, m := range [...][]mark{stacks, used, pools} {
+			if len(m) > 0 && m[0].i < end {
+				end = m[0].i
+			}
+		}
+		b := e.cols.N
+		if room := e.batch - b; end-k > room {
+			end = k + room
+		}
+		e.grow(b + end - k)
+		cols := &e.cols
+		tus, kind, addr, size := cols.TimeUs[b:], cols.Kind[b:], cols.Addr[b:], cols.Size[b:]
+		stream, block := cols.Stream[b:], cols.BlockSize[b:]
+		evs := c.ev[k:end]
+		ts := times[k:end]
+		for j := range evs {
+			ev := &evs[j]
+			tus[j] = e.baseUs + ts[j]/1000
+			kind[j] = liveKinds[ev.act]
+			addr[j] = ev.addr
+			size[j] = ev.size
+			stream[j] = ev.stream
+			block[j] = ev.block
+		}
+		n := len(evs)
+		fill(cols.Stack[b:b+n], e.stack)
+		// The pool and NVML columns are zero but where a batch had other
+		// values (clear says which, and writeBatch zeroes them again).
+		if e.pool != (allocator.PoolID{}) {
+			fill(cols.PoolA[b:b+n], e.pool.A)
+			fill(cols.PoolB[b:b+n], e.pool.B)
+			e.clearPools = true
+		}
+		if e.used != 0 {
+			fill(cols.DeviceUsed[b:b+n], e.used)
+			e.clearUsed = true
+		}
+		cols.N = b + len(evs)
+		k = end
+		if cols.N == e.batch && !e.writeBatch() {
+			return
+		}
+	}
+}
+
+// liveKinds maps a chunk's actions to trace kinds.
+var liveKinds = func() (k [256]trace.Kind) {
+	copy(k[:], kinds[:])
+	k[actSnapshot] = trace.KindSnapshot
+	return k
+}()
+
+func fill[T any](s []T, v T) {
+	for i := range s {
+		s[i] = v
+	}
+}
+
+// grow makes the batch's columns hold n rows (they grow up to the batch
+// size, so a short recording stays small).
+func (e *encoder) grow(n int) {
+	c := &e.cols
+	if n <= len(c.TimeUs) {
+		return
+	}
+	m := max(n, min(2*len(c.TimeUs), e.batch), 1024)
+	c.TimeUs = append(c.TimeUs, make([]int64, m-len(c.TimeUs))...)
+	c.Kind = append(c.Kind, make([]trace.Kind, m-len(c.Kind))...)
+	c.Addr = append(c.Addr, make([]uint64, m-len(c.Addr))...)
+	c.Size = append(c.Size, make([]int64, m-len(c.Size))...)
+	c.Stream = append(c.Stream, make([]uint64, m-len(c.Stream))...)
+	c.PoolA = append(c.PoolA, make([]uint64, m-len(c.PoolA))...)
+	c.PoolB = append(c.PoolB, make([]uint64, m-len(c.PoolB))...)
+	c.Stack = append(c.Stack, make([]trace.StackID, m-len(c.Stack))...)
+	c.BlockSize = append(c.BlockSize, make([]int64, m-len(c.BlockSize))...)
+	c.DeviceUsed = append(c.DeviceUsed, make([]int64, m-len(c.DeviceUsed))...)
+}
+
+// writeBatch writes the batch, if it holds events, and wakes the syncer. It
+// reports whether writing succeeded.
+func (e *encoder) writeBatch() bool {
+	if e.cols.N == 0 {
+		return true
+	}
+	c := &e.cols
+	err := e.w.WriteColumns(c)
+	if e.clearPools {
+		clear(c.PoolA[:c.N])
+		clear(c.PoolB[:c.N])
+		e.clearPools = false
+	}
+	if e.clearUsed {
+		clear(c.DeviceUsed[:c.N])
+		e.clearUsed = false
+	}
+	c.N = 0
+	if err != nil {
+		e.fail(err)
+		return false
+	}
+	e.lastWrite = time.Since(e.t0)
+	select {
+	case e.syncReq <- struct{}{}:
+	default: // a sync is already due
+	}
+	return true
+}
+
+// stampTimes fills times (one per event of a chunk) from the chunk's clock
+// reads, the previous read (e.lastT) and, past the last event, end (when
+// not 0). An event between reads i and j happened between them; it is
+// placed at t_i + (k-i)·rate, where rate is the smaller of the window's own
+// mean (t_j-t_i)/(j-i) and the previous window's. So events spread evenly
+// when the allocator runs at a steady pace, and stay early in a window that
+// ends in a device call (segment events always read the clock, after the
+// call), where the time went. The error is at most the window's length:
+// clockEvery events, about a microsecond on a warm allocator.
+func (e *encoder) stampTimes(times []int64, reads []mark, end int64) {
+	prev := -1 // index of the last timed event; -1 is e.lastT
+	window := func(j int, tj int64) {
+		n := j - prev
+		rate := float64(tj-e.lastT) / float64(n)
+		r := rate
+		if e.lastRate >= 0 && e.lastRate < r {
+			r = e.lastRate
+		}
+		for k := prev + 1; k < j; k++ {
+			times[k] = e.lastT + int64(float64(k-prev)*r)
+		}
+		if n > 1 || e.lastRate < 0 {
+			e.lastRate = rate
+		}
+	}
+	for _, m := range reads {
+		window(m.i, m.v)
+		times[m.i] = m.v
+		e.lastT, prev = m.v, m.i
+	}
+	if prev < len(times)-1 {
+		if end > 0 {
+			window(len(times), end)
+		} else { // no end given: not expected
+			for k := prev + 1; k < len(times); k++ {
+				times[k] = e.lastT
+			}
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// BenchmarkObserverHotPath measures the recorder's hot path alone: one
+// allocator event handed to the observer, against an observer that only
+// counts (the "bare" mode of BenchmarkRecord).
+
+func BenchmarkObserverHotPath(b *testing.B) {
+	evs := []allocator.Event{
+		{Action: allocator.ActAlloc, Addr: 1 << 40, Size: 516, BlockSize: 1024},
+		{Action: allocator.ActFreeRequested, Addr: 1 << 40, Size: 516, BlockSize: 1024},
+		{Action: allocator.ActFreeCompleted, Addr: 1 << 40, Size: 516, BlockSize: 1024},
+	}
+	b.Run("count", func(b *testing.B) {
+		var n int64
+		var o allocator.Observer = allocator.ObserverFunc(func(*allocator.Event) { n++ })
+		for i := 0; i < b.N; i++ {
+			o.AllocatorEvent(&evs[i%3])
+		}
+	})
+	b.Run("record", func(b *testing.B) {
+		w := trace.NewWriter(&copySink{}, trace.Meta{}, trace.WriterOptions{})
+		r := newRecorder(w, nil, 0, 0, 0)
+		var o allocator.Observer = r
+		for i := 0; i < b.N; i++ {
+			o.AllocatorEvent(&evs[i%3])
+		}
+		r.finish()
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// Events between clock reads get times between them: spread at the pace of
+// the previous window, and early in a window that ends after a long call.
+func TestStampTimes(t *testing.T) {
+	e := &encoder{lastRate: -1}
+	// Steady: 100 ns an event, reads at 3 and 7.
+	times := make([]int64, 8)
+	e.stampTimes(times, []mark{{3, 400}, {7, 800}}, 0)
+	if want := []int64{100, 200, 300, 400, 500, 600, 700, 800}; fmt.Sprint(times) != fmt.Sprint(want) {
+		t.Errorf("steady: %v, want %v", times, want)
+	}
+	// A device call before event 3 (a segment event, read): the events
+	// before it keep the pace of 100 ns; the tail is bounded by end.
+	times = make([]int64, 5)
+	e.stampTimes(times, []mark{{3, 50_000}}, 50_150)
+	if want := []int64{900, 1000, 1100, 50_000, 50_075}; fmt.Sprint(times) != fmt.Sprint(want) {
+		t.Errorf("after a call: %v, want %v", times, want)
+	}
+	for i := 1; i < len(times); i++ {
+		if times[i] < times[i-1] {
+			t.Errorf("times run backwards: %v", times)
+		}
+	}
+}
+
+// Stacks, pools and NVML readings noted as changes reach every event they
+// cover, across chunks and batches; times are real and never run backwards.
+func TestRecorderMarks(t *testing.T) {
+	var buf bytes.Buffer
+	w := trace.NewWriter(&buf, trace.Meta{}, trace.WriterOptions{})
+	s1 := w.AddStack(trace.Stack{{Name: "one"}})
+	s2 := w.AddStack(trace.Stack{{Name: "two"}})
+	before := time.Now().UnixMicro()
+	r := newRecorder(w, nil, 2, 1000, 0)
+	r.stacks = []trace.StackID{s1, s2}
+	var used atomic.Int64
+	r.used = &used
+	const n = 3*chunkEvents + 5
+	want := make([]trace.Event, n)
+	for i := 0; i < n; i++ {
+		if i%700 == 0 {
+			r.setStmt(&stmt{id: (i / 700) % 2})
+		}
+		if i%900 == 0 {
+			used.Store(int64(i))
+		}
+		ev := allocator.Event{Action: allocator.Action(1 + i%8), Addr: uint64(i), Size: int64(2 * i), Stream: uint64(i % 3), BlockSize: int64(3 * i)}
+		if i%1100 >= 1000 {
+			ev.Pool = allocator.PoolID{A: uint64(i / 1100), B: 7}
+		}
+		r.AllocatorEvent(&ev)
+		want[i] = trace.Event{Seq: int64(i), Device: 2, Kind: kinds[ev.Action], Addr: ev.Addr, Size: ev.Size, Stream: ev.Stream,
+			Pool: trace.PoolID(ev.Pool), Stack: r.stacks[(i/700)%2], BlockSize: ev.BlockSize, DeviceUsed: int64(i / 900 * 900)}
+	}
+	r.finish()
+	after := time.Now().UnixMicro()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.NewReader(&buf, "marks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	last := before
+	for rd.Next() {
+		got := *rd.Event()
+		if got.TimeUs < last || got.TimeUs > after {
+			t.Fatalf("event %d: time %d, previous %d, end %d", i, got.TimeUs, last, after)
+		}
+		last = got.TimeUs
+		got.TimeUs = 0
+		if got != want[i] {
+			t.Fatalf("event %d: got %+v, want %+v", i, got, want[i])
+		}
+		i++
+	}
+	if rd.Err() != nil || i != n {
+		t.Fatalf("read %d of %d events: %v", i, n, rd.Err())
+	}
+}
