@@ -38,7 +38,7 @@ func (t *textWriter) f(format string, args ...any) {
 }
 
 func (t *textWriter) header(sum *Summary) {
-	t.f("device %d: %d events", sum.Device, sum.Events)
+	t.f("device %d: %s events", sum.Device, Count(sum.Events))
 	if sum.SkippedEvents > 0 {
 		t.f(" (%d of other devices skipped)", sum.SkippedEvents)
 	}
@@ -101,10 +101,10 @@ func (t *textWriter) fragmentation(sum *Summary) {
 
 func (t *textWriter) counters(sum *Summary) {
 	s := sum.Stats
-	t.f("\nsegments %d (peak %d), device allocs %d, device frees %d\n",
-		s["segment.all.current"], s["segment.all.peak"], s["num_device_alloc"], s["num_device_free"])
-	t.f("allocations %d (peak %d live), ooms %d\n",
-		s["allocation.all.allocated"], s["allocation.all.peak"], s["num_ooms"])
+	t.f("\nsegments %s (peak %s), device allocs %s, device frees %s\n",
+		Count(s["segment.all.current"]), Count(s["segment.all.peak"]), Count(s["num_device_alloc"]), Count(s["num_device_free"]))
+	t.f("allocations %s (peak %s live), ooms %s\n",
+		Count(s["allocation.all.allocated"]), Count(s["allocation.all.peak"]), Count(s["num_ooms"]))
 }
 
 func (t *textWriter) sites(sum *Summary, topN int) {
@@ -160,7 +160,7 @@ func (t *textWriter) lifetimes(sum *Summary) {
 		}
 		return strconv.FormatInt(v, 10) + " ev"
 	}
-	t.f("\nlifetimes (alloc to free_requested) of %d blocks\n", l.Count)
+	t.f("\nlifetimes (alloc to free_requested) of %s blocks\n", Count(l.Count))
 	t.f("  p50 %s, p90 %s, p99 %s, max %s\n", d(l.P50), d(l.P90), d(l.P99), d(l.Max))
 	var lo int64
 	for _, b := range l.Buckets {
@@ -208,6 +208,27 @@ func (t *textWriter) ooms(sum *Summary) {
 		t.f("  %s: request %s on stream %#x; device free %s\n", when(sum, Peak{Seq: o.Seq, TimeUs: o.TimeUs}), o.Request, o.Stream, o.DeviceFree)
 		t.f("    cache free %s, largest free block %s (%s on its stream)\n", o.CacheFree, o.LargestFree, o.LargestFreeStream)
 	}
+}
+
+// Count formats a count with thousands separators, "3,321,008", so long
+// counts read at a glance in reports.
+func Count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // Duration formats microseconds with a unit chosen by magnitude and up to

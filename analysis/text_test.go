@@ -78,3 +78,14 @@ func checkText(t *testing.T, sum *analysis.Summary, golden string) {
 		t.Errorf("WriteText differs from %s (go test -update rewrites it):\n%s", golden, got)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {3321008, "3,321,008"}, {-1234567, "-1,234,567"}, {100000, "100,000"}} {
+		if got := analysis.Count(c.n); got != c.want {
+			t.Errorf("Count(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 	if j.TimeSpanUs > 0 {
 		span = "over " + analysis.Duration(j.TimeSpanUs)
 	}
-	p("events", "%d %s; %s, %s", j.Events, span, plural(len(j.Devices), "device"), plural(len(j.Streams), "stream"))
+	p("events", "%s %s; %s, %s", analysis.Count(j.Events), span, plural(len(j.Devices), "device"), plural(len(j.Streams), "stream"))
 	p("actions", "%s", actionList(j.Actions))
 	switch {
 	case j.CutShort:
@@ -203,8 +203,9 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 		p("peaks"+dev, "allocated %s, reserved %s, active %s, requested %s",
 			analysis.Bytes(st["allocated_bytes.all.peak"]), analysis.Bytes(st["reserved_bytes.all.peak"]),
 			analysis.Bytes(st["active_bytes.all.peak"]), analysis.Bytes(st["requested_bytes.all.peak"]))
-		p("counters", "%d segments at peak, %d device mallocs, %d device frees, %d allocations, %d OOMs",
-			st["segment.all.peak"], st["num_device_alloc"], st["num_device_free"], st["allocation.all.allocated"], st["num_ooms"])
+		p("counters", "%s segments at peak, %s device mallocs, %s device frees, %s allocations, %s OOMs",
+			analysis.Count(st["segment.all.peak"]), analysis.Count(st["num_device_alloc"]), analysis.Count(st["num_device_free"]),
+			analysis.Count(st["allocation.all.allocated"]), analysis.Count(st["num_ooms"]))
 	}
 	if j.Mismatches == 0 {
 		p("model", "replaying under the recorded settings reproduces every recorded event")
@@ -229,7 +230,7 @@ func actionList(actions map[string]int64) string {
 	sort.Slice(names, func(a, b int) bool { return order[names[a]] < order[names[b]] })
 	parts := make([]string, len(names))
 	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s %d", name, actions[name])
+		parts[i] = name + " " + analysis.Count(actions[name])
 	}
 	return strings.Join(parts, ", ")
 }
