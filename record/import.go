@@ -153,6 +153,15 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	for k, v := range opts.Extra {
 		meta.Extra[k] = v
 	}
+	// The recorded part of inferLimit's scan runs beside reconstruction.
+	scans := make(chan []reservedScan, 1)
+	go func() {
+		out := make([]reservedScan, len(snap.Devices))
+		for i, d := range snap.Devices {
+			out[i] = scanReserved(d.Events)
+		}
+		scans <- out
+	}()
 	// Reconstruct first: the metadata records whether the history is complete.
 	initial := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
@@ -168,14 +177,12 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 	}
 	res.Truncated = meta.Truncated
-	if meta.MemoryLimit == 0 {
-		if limit := inferLimit(snap.Devices, initial); limit > 0 {
-			meta.MemoryLimit = limit
-			meta.Extra["memory_limit"] = "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"
-			res.InferredLimit = limit
-		}
+	recorded := <-scans
+	for _, d := range snap.Devices {
+		tagPrivatePools(d)
 	}
-	// Validation (warnings only) runs beside the rest, on the other core.
+	// Validation (warnings only) runs beside the rest, on another core. It
+	// reuses the start states Reconstruct derived.
 	problems := make(chan []torchsnap.Problem, 1)
 	go func() {
 		var all []torchsnap.Problem
@@ -185,16 +192,35 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		problems <- all
 	}()
 	defer func() { res.Problems = <-problems }()
-
-	w, err := trace.Create(out, meta, trace.WriterOptions{})
+	if meta.MemoryLimit == 0 {
+		if limit := inferLimit(initial, recorded); limit > 0 {
+			meta.MemoryLimit = limit
+			meta.Extra["memory_limit"] = "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"
+			res.InferredLimit = limit
+		}
+	}
+	f, err := createOut(out)
 	if err != nil {
 		return nil, err
 	}
+	w := trace.NewWriter(f, meta, trace.WriterOptions{})
 	ids := make([]trace.StackID, len(snap.Stacks))
 	for i, st := range snap.Stacks {
 		ids[i] = w.AddStack(st)
 	}
+	identity := true // the writer's stack ids are the snapshot's (the usual case)
+	for i, id := range ids {
+		identity = identity && id == trace.StackID(i)
+	}
 	write := func(evs []trace.Event) error {
+		if identity {
+			for j := range evs {
+				if err := w.Write(&evs[j]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		for j := range evs {
 			ev := evs[j]
 			if ev.Stack != trace.NoStack {
@@ -207,9 +233,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil
 	}
 	for i, d := range snap.Devices {
-		tagPrivatePools(d)
 		if err := write(initial[i]); err != nil {
 			w.Abort()
+			f.abort()
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
 		res.Reconstructed += int64(len(initial[i]))
@@ -236,12 +262,17 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 		if err != nil {
 			w.Abort()
+			f.abort()
 			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 		}
 		res.ModelMismatches += mismatches
 	}
 	res.Events = w.Events()
 	if err := w.Close(); err != nil {
+		f.abort()
+		return nil, fmt.Errorf("import %s: %v", in, err)
+	}
+	if err := f.commit(); err != nil {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil
@@ -252,30 +283,48 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 // segment allocation succeeds, and — because the real limit was at least this
 // and the recorded failures exceeded the real one — every recorded failure
 // still fails. Replaying under it reproduces the recording's OOMs and
-// retries. It returns 0 for a recording without OOMs.
-func inferLimit(devs []*torchsnap.Device, initial [][]trace.Event) int64 {
+// retries. It returns 0 for a recording without OOMs. recorded[i] is
+// scanReserved of device i's recorded events, initial[i] its reconstructed ones.
+func inferLimit(initial [][]trace.Event, recorded []reservedScan) int64 {
 	var peak int64
 	ooms := false
-	for i, d := range devs {
-		var reserved int64
-		for _, evs := range [][]trace.Event{initial[i], d.Events} {
-			for j := range evs {
-				switch evs[j].Kind {
-				case trace.KindSegmentAlloc, trace.KindSegmentMap:
-					reserved += evs[j].Size
-					peak = max(peak, reserved)
-				case trace.KindSegmentFree, trace.KindSegmentUnmap:
-					reserved -= evs[j].Size
-				case trace.KindOOM:
-					ooms = true
-				}
-			}
+	for i, evs := range initial {
+		s := scanReserved(evs)
+		peak = max(peak, s.peak)
+		if r := recorded[i]; r.grew {
+			peak = max(peak, s.end+r.peak)
 		}
+		ooms = ooms || s.ooms || recorded[i].ooms
 	}
 	if !ooms {
 		return 0
 	}
 	return peak
+}
+
+// reservedScan sums the segment bytes a run of events reserves, from 0.
+type reservedScan struct {
+	end, peak  int64 // at the end, and the highest after a segment_alloc or segment_map
+	grew, ooms bool  // there was a segment_alloc or segment_map; an oom
+}
+
+func scanReserved(evs []trace.Event) reservedScan {
+	var s reservedScan
+	for j := range evs {
+		switch evs[j].Kind {
+		case trace.KindSegmentAlloc, trace.KindSegmentMap:
+			s.end += evs[j].Size
+			if !s.grew || s.end > s.peak {
+				s.peak = s.end
+			}
+			s.grew = true
+		case trace.KindSegmentFree, trace.KindSegmentUnmap:
+			s.end -= evs[j].Size
+		case trace.KindOOM:
+			s.ooms = true
+		}
+	}
+	return s
 }
 
 // annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// BenchmarkDecode decodes each real snapshot, and a generated 2.5M-event
-// (≈200 MB) one, from memory; it reports events/s and input MB/s.
+// BenchmarkDecode decodes each real snapshot, the file named by
+// TORCHSNAP_BENCH_FILE if set, and a generated 2.5M-event (≈200 MB) one,
+// from memory; it reports events/s and input MB/s.
 func BenchmarkDecode(b *testing.B) {
 	type input struct {
 		name string
@@ -19,6 +20,16 @@ func BenchmarkDecode(b *testing.B) {
 	var inputs []input
 	for _, path := range realSnapshots(b) {
 		inputs = append(inputs, input{name(path), func() []byte {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return data
+		}})
+	}
+	if path := os.Getenv("TORCHSNAP_BENCH_FILE"); path != "" {
+		// Any other file, e.g. one made by testdata/scale_snapshot.py.
+		inputs = append(inputs, input{"file_" + name(path), func() []byte {
 			data, err := os.ReadFile(path)
 			if err != nil {
 				b.Fatal(err)

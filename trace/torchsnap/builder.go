@@ -77,6 +77,8 @@ type builder struct {
 	stacks   []trace.Stack
 	stackIdx map[string]trace.StackID
 	keyBuf   []byte
+	pairBuf  []value // scratch: a dict's items interleaved, for convert
+	kinds    []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
 	events   eventStore
 	pools    []trace.PoolID // pools[0] is the default pair
@@ -241,40 +243,94 @@ func (b *builder) settle(v value) (value, error) {
 	if len(d.keys) == 1 && d.keys[0].k == vMark {
 		return d.vals[0], nil // converted earlier, kept because shared
 	}
-	if len(d.keys) > 0 && d.keys[0] == (value{vStr, kAction}) {
-		// PyTorch writes "action" first: skip the key scan for trace entries.
-		conv, err := b.toEvent(d)
-		if err != nil {
-			return value{}, err
-		}
-		return b.recycle(v, d, conv), nil
+	// Interleave the items as the pickle stack holds them, for convert.
+	p := b.pairBuf[:0]
+	for j := range d.keys {
+		p = append(p, d.keys[j], d.vals[j])
 	}
-	var have uint64
-	for _, k := range d.keys {
-		if k.k == vStr && k.i < numKeys {
+	b.pairBuf = p
+	conv, ok, err := b.convert(p)
+	if err != nil {
+		return value{}, err
+	}
+	if !ok {
+		return v, nil
+	}
+	return b.recycle(v, d, conv), nil
+}
+
+// convert converts a dict of the snapshot schema, given as its items (key,
+// value, key, value, ...); ok is false for any other dict.
+func (b *builder) convert(p []value) (conv value, ok bool, err error) {
+	if len(p) >= 2 && p[0] == (value{vStr, kAction}) {
+		// PyTorch writes "action" first: skip the key scan for trace entries.
+		conv, err = b.toEvent(p)
+		return conv, true, err
+	}
+	have := keysOf(p)
+	switch {
+	case have&(1<<kAction) != 0:
+		conv, err = b.toEvent(p)
+	case have&(1<<kFilename) != 0:
+		conv, err = b.toFrame(p)
+	case have&(1<<kBlocks|1<<kTotalSize) != 0:
+		conv, err = b.toSegment(p)
+	case have&(1<<kState) != 0:
+		conv, err = b.toBlock(p)
+	default:
+		return value{}, false, nil
+	}
+	return conv, true, err
+}
+
+// keysOf returns the set of schema keys among items p (key, value, ...).
+func keysOf(p []value) (have uint64) {
+	for j := 0; j+1 < len(p); j += 2 {
+		if k := p[j]; k.k == vStr && k.i < numKeys {
 			have |= 1 << uint(k.i)
+		}
+	}
+	return have
+}
+
+// settleItems converts dict dv, still empty, from the items of the SETITEMS
+// that fills it (key, value, key, value, ... on the pickle stack), without
+// storing them in it first. It does so only for trace entries and frames,
+// and only when nothing else can touch the dict before the container that
+// holds it consumes (settles) it; ok is false otherwise, or when the items
+// do not convert (the generic path then reports the error at the same place
+// as before).
+func (b *builder) settleItems(dv value, items []value) (value, bool) {
+	d := &b.dicts[dv.i]
+	if len(d.keys) != 0 || len(items) < 2 {
+		return value{}, false
+	}
+	for j := 1; j < len(items); j += 2 {
+		if items[j].k == vDict {
+			return value{}, false // setItem would settle it first
 		}
 	}
 	var (
 		conv value
 		err  error
 	)
-	switch {
-	case have&(1<<kAction) != 0:
-		conv, err = b.toEvent(d)
-	case have&(1<<kFilename) != 0:
-		conv, err = b.toFrame(d)
-	case have&(1<<kBlocks|1<<kTotalSize) != 0:
-		conv, err = b.toSegment(d)
-	case have&(1<<kState) != 0:
-		conv, err = b.toBlock(d)
-	default:
-		return v, nil
+	if items[0] == (value{vStr, kAction}) {
+		conv, err = b.toEvent(items)
+	} else {
+		have := keysOf(items)
+		switch {
+		case have&(1<<kAction) != 0:
+			conv, err = b.toEvent(items)
+		case have&(1<<kFilename) != 0:
+			conv, err = b.toFrame(items)
+		default:
+			return value{}, false
+		}
 	}
 	if err != nil {
-		return value{}, err
+		return value{}, false
 	}
-	return b.recycle(v, d, conv), nil
+	return b.recycle(dv, d, conv), true
 }
 
 // recycle replaces dict v, now converted to conv, wherever the memo refers
@@ -397,21 +453,22 @@ func (b *builder) keyName(k value) string {
 	return k.k.String()
 }
 
-func (b *builder) toFrame(d *dictObj) (value, error) {
+func (b *builder) toFrame(p []value) (value, error) {
 	var f trace.Frame
-	for j, k := range d.keys {
+	for j := 0; j+1 < len(p); j += 2 {
+		k := p[j]
 		if k.k != vStr {
 			continue
 		}
 		var err error
 		switch k.i {
 		case kFilename:
-			f.File, err = b.str(d.vals[j])
+			f.File, err = b.str(p[j+1])
 		case kName:
-			f.Name, err = b.str(d.vals[j])
+			f.Name, err = b.str(p[j+1])
 		case kLine:
 			var n int64
-			n, err = asInt(d.vals[j])
+			n, err = asInt(p[j+1])
 			f.Line = int32(n)
 		}
 		if err != nil {
@@ -427,22 +484,23 @@ func (b *builder) toFrame(d *dictObj) (value, error) {
 	return value{vFrame, int64(id)}, nil
 }
 
-func (b *builder) toEvent(d *dictObj) (value, error) {
+func (b *builder) toEvent(p []value) (value, error) {
 	ev := cev{stack: trace.NoStack}
-	for j, k := range d.keys {
+	for j := 0; j+1 < len(p); j += 2 {
+		k, v := p[j], p[j+1]
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
-		v := d.vals[j]
 		var err error
 		switch k.i {
 		case kAction:
-			var a string
-			if a, err = b.str(v); err == nil {
-				var ok bool
-				if ev.kind, ok = trace.ParseKind(a); !ok {
-					return value{vSkipped, v.i}, nil
-				}
+			if v.k != vStr {
+				_, err = b.str(v)
+				break
+			}
+			var ok bool
+			if ev.kind, ok = b.kindOf(v.i); !ok {
+				return value{vSkipped, v.i}, nil
 			}
 		case kAddr:
 			if ev.kind != trace.KindOOM { // device_free wins for oom whatever the key order
@@ -475,13 +533,34 @@ func (b *builder) toEvent(d *dictObj) (value, error) {
 	}
 	if ev.kind == trace.KindOOM {
 		// device_free may come after addr in the dict: read it last.
-		for j, k := range d.keys {
-			if k.k == vStr && k.i == kDeviceFree {
-				ev.addr, _ = asUint(d.vals[j])
+		for j := 0; j+1 < len(p); j += 2 {
+			if k := p[j]; k.k == vStr && k.i == kDeviceFree {
+				ev.addr, _ = asUint(p[j+1])
 			}
 		}
 	}
 	return value{vEvent, b.events.add(ev)}, nil
+}
+
+// kindOf returns the trace.Kind that string id names, if any, through a
+// cache indexed by string id (an action string is one of a handful).
+func (b *builder) kindOf(id int64) (trace.Kind, bool) {
+	if id >= int64(len(b.kinds)) {
+		b.kinds = append(b.kinds, make([]int8, len(b.strs)-len(b.kinds))...)
+	}
+	switch k := b.kinds[id]; k {
+	case 0:
+		kind, ok := trace.ParseKind(b.strs[id])
+		b.kinds[id] = -1
+		if ok {
+			b.kinds[id] = int8(kind)
+		}
+		return kind, ok
+	case -1:
+		return 0, false
+	default:
+		return trace.Kind(k), true
+	}
 }
 
 func (b *builder) poolID(v value) (trace.PoolID, error) {
@@ -500,14 +579,14 @@ func (b *builder) poolID(v value) (trace.PoolID, error) {
 	return trace.PoolID{A: x, B: y}, err
 }
 
-func (b *builder) toBlock(d *dictObj) (value, error) {
+func (b *builder) toBlock(p []value) (value, error) {
 	bl := blockRec{Block: Block{Stack: trace.NoStack}}
 	haveReq := false
-	for j, k := range d.keys {
+	for j := 0; j+1 < len(p); j += 2 {
+		k, v := p[j], p[j+1]
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
-		v := d.vals[j]
 		var err error
 		switch k.i {
 		case kAddress:
@@ -531,11 +610,11 @@ func (b *builder) toBlock(d *dictObj) (value, error) {
 		}
 	}
 	// Legacy (≈2.0): stack and request come from history[0].
-	for j, k := range d.keys {
-		if k.k != vStr || k.i != kHistory {
+	for j := 0; j+1 < len(p); j += 2 {
+		if k := p[j]; k.k != vStr || k.i != kHistory {
 			continue
 		}
-		h := d.vals[j]
+		h := p[j+1]
 		if (h.k != vList && h.k != vTuple) || len(b.items(h)) == 0 {
 			continue
 		}
@@ -561,14 +640,14 @@ func (b *builder) toBlock(d *dictObj) (value, error) {
 	return value{vBlock, int64(len(b.blocks) - 1)}, nil
 }
 
-func (b *builder) toSegment(d *dictObj) (value, error) {
+func (b *builder) toSegment(p []value) (value, error) {
 	s := segRec{Segment: Segment{Stack: trace.NoStack}}
 	var blocks value
-	for j, k := range d.keys {
+	for j := 0; j+1 < len(p); j += 2 {
+		k, v := p[j], p[j+1]
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
-		v := d.vals[j]
 		var err error
 		switch k.i {
 		case kDevice:

@@ -20,12 +20,17 @@
 // becomes a 16-byte value (value.go) indexing compact tables: strings are
 // interned, and the builder (builder.go) converts dicts of the snapshot schema
 // — trace entries, frames, blocks, segments — into Go structs as soon as a
-// list or dict consumes them, recycling their generic form. Frames lists are
+// list or dict consumes them, recycling their generic form. A trace entry or
+// frame dict filled by one SETITEMS and followed by the next dict or the
+// APPENDS that takes it (how CPython writes a list of dicts) is converted
+// straight from the pickle stack, never stored as a dict. Frames lists are
 // shared objects in the pickle, so each becomes a stack id once, however
 // many entries refer to it. Trace lists are kept as runs of consecutive
 // events, and events live in a chunked store (store.go) until they are
-// copied once into each device's slice. Lengths in the input never size an
-// allocation beyond the bytes actually read.
+// copied once into each device's slice, on two cores, releasing the store a
+// part at a time behind the copy. Large files are read ahead by a goroutine
+// of their own (readahead.go). Lengths in the input never size an allocation
+// beyond the bytes actually read.
 //
 // # Wrapped histories
 //
@@ -38,13 +43,22 @@
 //
 // # Performance
 //
-// Measured on the shared 2-core development machine (load average 3 to 8, so
-// wall times vary run to run; best and worst of several runs). Commands are in
-// bench_test.go (TestDecodeFile, BenchmarkDecode) and testdata/scale_snapshot.py:
+// Measured on the shared 2-core development machine with other work running
+// (load average 2 to 5), so wall times vary run to run: the range of 5 runs,
+// interleaved with python3 in the same session (2026-11-21). Decode is
+// TestDecodeFile -decode-only (bench_test.go); import is `tracer import F -o
+// OUT` (BenchmarkImport in record measures the same in-process). The 9 MB file
+// is testdata/scale_snapshot.py applied to multistream__default__seed1, the
+// 202 MB one TestSyntheticSnapshot with TORCHSNAP_GEN_EVENTS=2500000.
 //
-//	file                                  ours, decode only              python3 pickle.load
-//	generated, 2.5M entries, 202 MB       0.88–1.5 s, 365 MB max RSS     5.4–6.7 s, 996 MB max RSS
-//	multistream ×48, 112k entries, 9 MB   0.06–0.09 s, 27 MB max RSS     0.25–0.35 s, 59 MB max RSS
+//	file                          decode only                 tracer import               python3 pickle.load
+//	generated, 2.5M entries,      0.60–0.99 s, 284 MiB RSS    0.92–1.51 s, 304–307 MiB    4.2–6.1 s, 973 MiB
+//	  202 MB
+//	multistream ×48, 112k         0.05–0.07 s, 31 MiB         0.10–0.13 s, 55 MiB         0.21–0.27 s, 57 MiB
+//	  entries, 9 MB
 //
-// Reconstruct and Validate add about 0.25 s and 0.5 s for 2.5M events.
+// Of an import of the 202 MB file, decoding is about two thirds; then
+// Reconstruct (one backward walk, with the forward check for lost allocs
+// beside it; Validate reuses its start state) takes about 0.1 s, and the Arrow
+// writer about 0.2 s, with validation beside it on the other core.
 package torchsnap

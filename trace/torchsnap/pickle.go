@@ -105,11 +105,12 @@ type unpickler struct {
 	big      []byte // scratch for arguments longer than buf
 }
 
-// readBuf is the read buffer size; readChunk bounds how much is allocated
+// readBuf is the read buffer size (larger than decode's bufio.Reader, which
+// then passes reads straight through); readChunk bounds how much is allocated
 // ahead of data actually read, so a hostile length field costs at most this
 // much before EOF stops it.
 const (
-	readBuf   = 64 << 10
+	readBuf   = 256 << 10
 	readChunk = 1 << 20
 )
 
@@ -214,6 +215,29 @@ func (u *unpickler) readLine() (string, error) {
 			return line, nil
 		}
 	}
+}
+
+// consumedNext reports whether the next opcode (past a FRAME header) starts
+// the next dict or appends to a list: then the dict just filled by SETITEMS
+// is complete, and will be settled by the list that takes it like the dicts
+// beside it, so it can be converted now (builder.settleItems). This is how
+// CPython writes a list of dicts.
+func (u *unpickler) consumedNext() bool {
+	if u.end-u.pos < 16 && u.srcErr == nil {
+		u.fill(min(16, len(u.buf))) // an error stays in srcErr for the next read
+	}
+	p := u.pos
+	if p < u.end && u.buf[p] == opFrame {
+		p += 9
+	}
+	if p >= u.end {
+		return false
+	}
+	switch u.buf[p] {
+	case opEmptyDict, opAppends, opAppend:
+		return true
+	}
+	return false
 }
 
 func (u *unpickler) push(v value) { u.stack = append(u.stack, v) }
@@ -327,6 +351,43 @@ func (u *unpickler) loop() (value, error) {
 				continue
 			case opMark:
 				u.marks = append(u.marks, len(u.stack))
+				u.pos++
+				continue
+			case opBinInt:
+				u.stack = append(u.stack, intValue(int64(int32(binary.LittleEndian.Uint32(u.buf[u.pos+1:])))))
+				u.pos += 5
+				continue
+			case opBinInt2:
+				u.stack = append(u.stack, intValue(int64(binary.LittleEndian.Uint16(u.buf[u.pos+1:]))))
+				u.pos += 3
+				continue
+			case opLong1:
+				// Addresses and times: up to 8 bytes, read as one word (the
+				// bytes past the argument are shifted out).
+				if n := int(u.buf[u.pos+1]); n <= 8 && u.pos+10 <= u.end {
+					shift := uint(64 - 8*n)
+					x := int64(binary.LittleEndian.Uint64(u.buf[u.pos+2:])<<shift) >> shift
+					if n == 0 {
+						x = 0
+					}
+					u.stack = append(u.stack, intValue(x))
+					u.pos += 2 + n
+					continue
+				}
+			case opShortBinUni:
+				if n := int(u.buf[u.pos+1]); u.pos+2+n <= u.end {
+					u.stack = append(u.stack, b.internBytes(u.buf[u.pos+2:u.pos+2+n]))
+					u.pos += 2 + n
+					continue
+				}
+			case opMemoize:
+				if n := len(u.stack); n > 0 && (len(u.marks) == 0 || u.marks[len(u.marks)-1] != n) {
+					u.memoPut(b.memo.n, u.stack[n-1])
+					u.pos++
+					continue
+				}
+			case opEmptyDict:
+				u.stack = append(u.stack, b.newDict())
 				u.pos++
 				continue
 			}
@@ -578,6 +639,12 @@ func (u *unpickler) loop() (value, error) {
 			d, err := u.top()
 			if err != nil {
 				return value{}, err
+			}
+			if d.k == vDict && u.consumedNext() {
+				if conv, ok := b.settleItems(*d, items); ok {
+					*d = conv
+					continue
+				}
 			}
 			b.reserveDict(*d, len(items)/2)
 			for i := 0; i < len(items); i += 2 {

@@ -44,12 +44,11 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 	}
 	st := newStartState(d)
 	unseenFree := st.undo(d.Events)
+	d.start, d.startOf = st, d.Events
 	segs := st.segs
-	blocks := make([]*liveBlock, 0, len(st.blocks))
-	for _, b := range st.blocks {
-		blocks = append(blocks, b)
-	}
-	slices.SortFunc(blocks, func(a, b *liveBlock) int {
+	blocks := make([]liveBlock, 0, st.blocks.len())
+	st.blocks.each(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
+	slices.SortFunc(blocks, func(a, b liveBlock) int {
 		switch {
 		case a.addr < b.addr:
 			return -1
@@ -76,7 +75,8 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 			Stream: s.stream, Pool: s.pool, Stack: s.stack, Flags: trace.FlagReconstructed})
 	}
 	d.sizeBlocks(segs, blocks, round)
-	for _, b := range blocks {
+	for i := range blocks {
+		b := &blocks[i]
 		f := trace.FlagReconstructed
 		if b.pending {
 			f |= trace.FlagPending
@@ -88,6 +88,25 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 		out[i].Seq = int64(i)
 	}
 	return out, nil
+}
+
+// startState returns the state just before d.Events[0], as undo derives it
+// from d.Segments: the one Reconstruct derived, if d.Events is still the
+// slice it walked (segment ranges copied, since callers change them), or a
+// new one.
+func (d *Device) startState() *startState {
+	if st := d.start; st != nil && len(d.startOf) == len(d.Events) &&
+		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0]) {
+		cp := &startState{blocks: st.blocks, segs: make([]*segRange, len(st.segs))}
+		for i, s := range st.segs {
+			c := *s
+			cp.segs[i] = &c
+		}
+		return cp
+	}
+	st := newStartState(d)
+	st.undo(d.Events)
+	return st
 }
 
 // segRange is a segment, or one mapped range of an expandable segment.
@@ -115,19 +134,19 @@ type liveBlock struct {
 
 type startState struct {
 	segs   []*segRange // sorted by address
-	blocks map[uint64]*liveBlock
+	blocks addrTable[liveBlock]
 }
 
 func newStartState(d *Device) *startState {
-	st := &startState{blocks: map[uint64]*liveBlock{}}
+	st := &startState{}
 	for i := range d.Segments {
 		s := &d.Segments[i]
 		st.segs = append(st.segs, &segRange{addr: s.Addr, size: s.TotalSize, stream: s.Stream, pool: s.Pool,
 			large: s.Large, expandable: s.Expandable, stack: s.Stack})
 		for _, b := range s.Blocks {
 			if b.State.Live() {
-				st.blocks[b.Addr] = &liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
-					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree}
+				st.blocks.put(b.Addr, liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
+					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree})
 			}
 		}
 	}
@@ -136,22 +155,30 @@ func newStartState(d *Device) *startState {
 }
 
 // undo walks evs backwards, turning the end state into the start state. It
-// reports whether a free had no alloc in the window (a lost alloc).
+// reports whether a free had no alloc in the window (a lost alloc), found by
+// a forward walk beside the backward one for a long trace.
 func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
+	if len(evs) < 1<<16 {
+		defer func() { unseenFree = lostAlloc(evs) }()
+	} else {
+		lost := make(chan bool, 1)
+		go func() { lost <- lostAlloc(evs) }()
+		defer func() { unseenFree = <-lost }()
+	}
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := &evs[i]
 		switch e.Kind {
 		case trace.KindAlloc:
-			delete(st.blocks, e.Addr)
+			st.blocks.del(e.Addr)
 		case trace.KindFreeRequested:
-			if b := st.blocks[e.Addr]; b != nil {
+			if b := st.blocks.ref(e.Addr); b != nil {
 				b.pending = false
 			} else {
 				// free_completed was skipped or lost to a race: the block was allocated.
-				st.blocks[e.Addr] = &liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack}
+				st.blocks.put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack})
 			}
 		case trace.KindFreeCompleted:
-			st.blocks[e.Addr] = &liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true}
+			st.blocks.put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true})
 		case trace.KindSegmentFree:
 			st.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
 				large: e.Size != smallBuffer, stack: trace.NoStack})
@@ -165,23 +192,28 @@ func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
 			st.cut(e.Addr, e.Size)
 		}
 	}
-	// A free before any alloc at its address means that alloc was lost.
-	seen := map[uint64]bool{}
+	return false // set by the deferred walk
+}
+
+// lostAlloc reports whether a free in evs comes before any alloc at its
+// address: that alloc was lost.
+func lostAlloc(evs []trace.Event) bool {
+	var seen addrTable[struct{}]
 	for i := range evs {
 		e := &evs[i]
 		switch e.Kind {
 		case trace.KindAlloc:
-			seen[e.Addr] = true
+			seen.put(e.Addr, struct{}{})
 		case trace.KindFreeRequested, trace.KindFreeCompleted:
-			if !seen[e.Addr] {
-				unseenFree = true
+			if seen.ref(e.Addr) == nil {
+				return true
 			}
 			if e.Kind == trace.KindFreeCompleted {
-				delete(seen, e.Addr)
+				seen.del(e.Addr)
 			}
 		}
 	}
-	return unseenFree
+	return false
 }
 
 // find returns the index of the range containing addr.
@@ -247,8 +279,9 @@ func (st *startState) cut(addr uint64, size int64) {
 // so a gap of at most 1 MiB between a block's rounded end and the next live
 // block (or the segment end) cannot be a free block of its own: it is the
 // remainder the allocation kept.
-func (d *Device) sizeBlocks(segs []*segRange, blocks []*liveBlock, round func(int64) int64) {
-	for i, b := range blocks {
+func (d *Device) sizeBlocks(segs []*segRange, blocks []liveBlock, round func(int64) int64) {
+	for i := range blocks {
+		b := &blocks[i]
 		j := sort.Search(len(segs), func(k int) bool { return segs[k].end() > b.addr })
 		var seg *segRange
 		if j < len(segs) && segs[j].addr <= b.addr {

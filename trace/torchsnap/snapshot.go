@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 
@@ -37,6 +38,11 @@ type Device struct {
 	Truncated bool
 
 	maxSplit int64 // recorded max_split_size; ≤ 0 unlimited
+
+	// The state before Events[0] that Reconstruct derived (by a backward
+	// walk of startOf, the Events it saw), for Validate to reuse.
+	start   *startState
+	startOf []trace.Event
 }
 
 // Segment is one cudaMalloc'd segment (or mapped range of an expandable one)
@@ -92,7 +98,13 @@ func ReadFile(path string) (*Snapshot, error) {
 		return nil, fmt.Errorf("torchsnap: %w", err)
 	}
 	defer f.Close()
-	s, err := decode(f)
+	var r io.Reader = f
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() >= readAheadMin {
+		ra := newReadAhead(f)
+		defer ra.close()
+		r = ra
+	}
+	s, err := decode(r)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -131,6 +143,7 @@ func decode(r io.Reader) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.memo = memo{} // not needed past the pickle: let the collector have it
 	return b.assemble(top)
 }
 
@@ -250,16 +263,7 @@ func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
 			Size: e.size, Stream: e.stream, Pool: b.pools[e.pool], Stack: e.stack}
 	}
 	if len(o.vals) == 0 {
-		evs := make([]trace.Event, o.evN)
-		for j := range evs {
-			e, ok := b.events.get(o.evLo + int64(j))
-			if !ok {
-				return nil, fmt.Errorf("[%d] is a trace entry already used by another device", j)
-			}
-			evs[j] = conv(e, j)
-		}
-		b.events.release(o.evLo + o.evN)
-		return evs, nil
+		return b.gatherRun(o, d)
 	}
 	var evs []trace.Event
 	for j, v := range o.vals {
@@ -274,6 +278,62 @@ func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
 			d.Skipped[b.strs[v.i]]++
 		default:
 			return nil, fmt.Errorf("[%d] is a %v, want a trace entry dict", j, v.k)
+		}
+	}
+	return evs, nil
+}
+
+// gatherRun copies a run of consecutive events into a device's slice: on two
+// cores for a large run, a part at a time, and each part's chunks of the
+// compact store are released behind the copy, with the memory returned to
+// the operating system, so that the peak holds the final events and only a
+// part of the compact ones (a large snapshot's events are most of its memory).
+func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
+	if o.evN > 0 {
+		// Every chunk the run covers must still be there: a run used by two
+		// devices is a malformed file, not a shared list.
+		for c := o.evLo >> chunkBits; c <= (o.evLo+o.evN-1)>>chunkBits; c++ {
+			if b.events.chunks[c] == nil {
+				return nil, fmt.Errorf("[%d] is a trace entry already used by another device", max(0, c<<chunkBits-o.evLo))
+			}
+		}
+	}
+	evs := make([]trace.Event, o.evN)
+	adviseHuge(evs)
+	pools := b.pools
+	copyRange := func(lo, hi int64) { // evs[lo:hi]
+		for j := lo; j < hi; {
+			i := o.evLo + j
+			ch := b.events.chunks[i>>chunkBits][i&(1<<chunkBits-1):]
+			n := min(int64(len(ch)), hi-j)
+			out := evs[j : j+n]
+			for k := range out {
+				e := &ch[k]
+				out[k] = trace.Event{Seq: j + int64(k), TimeUs: e.time, Device: d.Index, Kind: e.kind, Addr: e.addr,
+					Size: e.size, Stream: e.stream, Pool: pools[e.pool], Stack: e.stack}
+			}
+			j += n
+		}
+	}
+	const part = 16 << chunkBits // events per part
+	var released int64
+	for lo := int64(0); lo < o.evN; lo += part {
+		hi := min(o.evN, lo+part)
+		if hi-lo < 1<<chunkBits {
+			copyRange(lo, hi)
+		} else {
+			mid := lo + (hi-lo)/2
+			done := make(chan struct{})
+			go func() { copyRange(lo, mid); close(done) }()
+			copyRange(mid, hi)
+			<-done
+		}
+		// Release the chunks entirely copied (another device's run may
+		// start in the last one).
+		released += b.events.releaseBelow(o.evLo + hi)
+		if released >= 64<<20 {
+			debug.FreeOSMemory()
+			released = 0
 		}
 	}
 	return evs, nil

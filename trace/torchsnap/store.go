@@ -1,6 +1,10 @@
 package torchsnap
 
-import "github.com/tracer-dev/tracer/trace"
+import (
+	"unsafe"
+
+	"github.com/tracer-dev/tracer/trace"
+)
 
 // Storage for the two tables that grow with the trace: decoded events and
 // the pickle memo. Both are chunked, so growing never copies what is already
@@ -51,18 +55,25 @@ func (s *eventStore) get(i int64) (*cev, bool) {
 	return &ch[i&(1<<chunkBits-1)], true
 }
 
-// release drops the chunks entirely below event index lo.
-func (s *eventStore) release(lo int64) {
-	for c := int64(0); c < lo>>chunkBits; c++ {
+// releaseBelow drops the chunks entirely below event index lo, and returns
+// how many bytes they held.
+func (s *eventStore) releaseBelow(lo int64) int64 {
+	var n int64
+	for c := int64(0); c < lo>>chunkBits && c < int64(len(s.chunks)); c++ {
+		n += int64(cap(s.chunks[c])) * int64(unsafe.Sizeof(cev{}))
 		s.chunks[c] = nil
 	}
+	return n
 }
 
 // memo is the pickle memo in struct-of-arrays chunks (9 bytes a slot instead
-// of 16): a snapshot memoizes roughly three objects per trace entry.
+// of 16): a snapshot memoizes one to three objects per trace entry. The
+// decoder drops it once the pickle is read.
 type memo struct {
 	k      [][]vkind
 	v      [][]int64
+	k0     []vkind // k[0] and v[0], one indirection closer: most lookups are of
+	v0     []int64 // early slots (dict keys and shared strings)
 	n      uint64
 	sparse map[uint64]value // indices beyond the dense part (hostile or odd pickles)
 }
@@ -85,6 +96,9 @@ func (m *memo) put(idx uint64, v value) {
 		c := idx / memoChunk
 		m.k[c] = append(m.k[c], v.k)
 		m.v[c] = append(m.v[c], v.i)
+		if c == 0 {
+			m.k0, m.v0 = m.k[0], m.v[0]
+		}
 		m.n++
 	default:
 		if m.sparse == nil {
@@ -95,6 +109,9 @@ func (m *memo) put(idx uint64, v value) {
 }
 
 func (m *memo) get(idx uint64) (value, bool) {
+	if idx < uint64(len(m.k0)) && idx < uint64(len(m.v0)) {
+		return value{m.k0[idx], m.v0[idx]}, true
+	}
 	if idx < m.n {
 		return value{m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk]}, true
 	}

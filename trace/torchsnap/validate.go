@@ -56,67 +56,85 @@ func (p Problem) String() string {
 // live blocks at one address, allocations outside every segment, unpaired
 // segment events, and a final state that differs from d.Segments. Problems
 // come back in a stable order; an empty result means the history is
-// consistent.
+// consistent. It reuses the start state that Reconstruct derived, so the two
+// must not run at the same time on one Device.
 func (d *Device) Validate() []Problem {
 	v := &validator{dev: d.Index, byKind: map[string]int{}}
-	st := newStartState(d)
-	st.undo(d.Events)
+	st := d.startState()
 	segs := st.segs
-	live := make(map[uint64]bool, len(st.blocks)) // addr → pending free
-	for a, b := range st.blocks {
-		live[a] = b.pending
-	}
+	// Live blocks, and the base of the segment holding each (when one did as
+	// it was allocated), so that segment_free is checked in O(1).
+	var live addrTable[liveRec]
+	st.blocks.each(func(a uint64, b *liveBlock) { live.put(a, liveRec{pending: b.pending}) })
 	fw := &startState{segs: segs}
-	// Live blocks per segment base, so segment_free is checked in O(1).
-	inSeg := map[uint64]uint64{} // block addr → base of the segment holding it
-	perSeg := map[uint64]int{}
-	track := func(a uint64) {
+	var perSeg addrTable[int]
+	track := func(a uint64, r *liveRec) {
 		if j, ok := fw.find(a); ok {
-			inSeg[a] = fw.segs[j].addr
-			perSeg[fw.segs[j].addr]++
+			r.inSeg, r.base = true, fw.segs[j].addr
+			if c := perSeg.ref(r.base); c != nil {
+				*c++
+			} else {
+				perSeg.put(r.base, 1)
+			}
 		}
 	}
-	untrack := func(a uint64) {
-		if base, ok := inSeg[a]; ok {
-			perSeg[base]--
-			delete(inSeg, a)
+	untrack := func(r *liveRec) {
+		if r.inSeg {
+			*perSeg.ref(r.base)--
+			r.inSeg = false
 		}
 	}
-	for a := range live {
-		track(a)
-	}
+	live.each(func(a uint64, r *liveRec) { track(a, r) })
 	for i := range d.Events {
 		e := &d.Events[i]
 		switch e.Kind {
 		case trace.KindAlloc:
-			if _, ok := live[e.Addr]; ok {
+			r := live.ref(e.Addr)
+			if r != nil {
 				v.add("alloc at an address that is already allocated", i, e.Addr)
 			}
-			if _, ok := fw.find(e.Addr); !ok {
+			j, ok := fw.find(e.Addr)
+			if !ok {
 				v.add("alloc outside every segment", i, e.Addr)
 			}
-			untrack(e.Addr)
-			track(e.Addr)
-			live[e.Addr] = false
-		case trace.KindFreeRequested:
-			pending, ok := live[e.Addr]
-			switch {
-			case !ok:
-				v.add("free of an address that is not allocated", i, e.Addr)
-			case pending:
-				v.add("free_requested twice", i, e.Addr)
+			if r != nil {
+				untrack(r)
+			} else {
+				live.put(e.Addr, liveRec{})
+				r = live.ref(e.Addr)
 			}
-			live[e.Addr] = true
-		case trace.KindFreeCompleted:
-			pending, ok := live[e.Addr]
+			r.pending = false
+			if ok {
+				r.inSeg, r.base = true, fw.segs[j].addr
+				if c := perSeg.ref(r.base); c != nil {
+					*c++
+				} else {
+					perSeg.put(r.base, 1)
+				}
+			}
+		case trace.KindFreeRequested:
+			r := live.ref(e.Addr)
 			switch {
-			case !ok:
+			case r == nil:
 				v.add("free of an address that is not allocated", i, e.Addr)
-			case !pending:
+				live.put(e.Addr, liveRec{pending: true})
+			case r.pending:
+				v.add("free_requested twice", i, e.Addr)
+			default:
+				r.pending = true
+			}
+		case trace.KindFreeCompleted:
+			r := live.ref(e.Addr)
+			switch {
+			case r == nil:
+				v.add("free of an address that is not allocated", i, e.Addr)
+			case !r.pending:
 				v.add("free_completed without free_requested", i, e.Addr)
 			}
-			delete(live, e.Addr)
-			untrack(e.Addr)
+			if r != nil {
+				untrack(r)
+				live.del(e.Addr)
+			}
 		case trace.KindSegmentAlloc:
 			if j, ok := fw.find(e.Addr); ok || (j < len(fw.segs) && fw.segs[j].addr < e.Addr+uint64(e.Size)) {
 				v.add("segment_alloc over an existing segment", i, e.Addr)
@@ -128,7 +146,7 @@ func (d *Device) Validate() []Problem {
 				v.add("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
-			if perSeg[e.Addr] > 0 {
+			if c, _ := perSeg.get(e.Addr); c > 0 {
 				v.add("segment_free of a segment with live blocks", i, e.Addr)
 			}
 			fw.segs = slices.Delete(fw.segs, j, j+1)
@@ -153,15 +171,19 @@ func (d *Device) Validate() []Problem {
 			}
 		}
 	}
-	for _, a := range sortedKeys(live) {
+	addrs := make([]uint64, 0, live.len())
+	live.each(func(a uint64, _ *liveRec) { addrs = append(addrs, a) })
+	slices.Sort(addrs)
+	for _, a := range addrs {
+		r, _ := live.get(a)
 		if w, ok := want[a]; !ok {
 			v.add("block live after the trace but not in the final state", -1, a)
-		} else if w != live[a] {
+		} else if w != r.pending {
 			v.add("block pending state differs from the final state", -1, a)
 		}
 	}
 	for _, a := range sortedKeys(want) {
-		if _, ok := live[a]; !ok {
+		if live.ref(a) == nil {
 			v.add("block in the final state but not live after the trace", -1, a)
 		}
 	}
@@ -175,6 +197,13 @@ func sortedKeys(m map[uint64]bool) []uint64 {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
+}
+
+// liveRec is a live block during validation: pending free, and the base of
+// the segment that held it when it was allocated (if inSeg).
+type liveRec struct {
+	pending, inSeg bool
+	base           uint64
 }
 
 type validator struct {

@@ -1,0 +1,47 @@
+package record
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// BenchmarkImport measures the whole of `tracer import` on one file: decode,
+// reconstruction, validation, the model's block-size annotation and the Arrow
+// writer. It imports every real snapshot in testdata/snapshots, and the file
+// named by TRACER_IMPORT_BENCH if set (a large one, e.g. from
+//
+//	TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 go test -run TestSyntheticSnapshot ./trace/torchsnap
+//
+// ). It reports events/s and input MB/s.
+func BenchmarkImport(b *testing.B) {
+	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
+	if err != nil || len(ins) == 0 {
+		b.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
+	}
+	if p := os.Getenv("TRACER_IMPORT_BENCH"); p != "" {
+		ins = append(ins, p)
+	}
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), filepath.Ext(in))
+		b.Run(name, func(b *testing.B) {
+			st, err := os.Stat(in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := filepath.Join(b.TempDir(), "out.arrows")
+			b.SetBytes(st.Size())
+			b.ReportAllocs()
+			var events int64
+			for i := 0; i < b.N; i++ {
+				res, err := importOne(in, out, ImportOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += res.Events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package torchsnap
+
+func adviseHuge[T any](s []T) {}

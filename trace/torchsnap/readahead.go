@@ -1,0 +1,81 @@
+package torchsnap
+
+import "io"
+
+// Files of readAheadMin bytes or more are read ahead, in readAheadBlocks
+// blocks of readAheadBlock bytes, by a goroutine of their own: the read
+// system calls (copying the file out of the page cache) then overlap the
+// decoding, which is single-threaded.
+const (
+	readAheadMin    = 4 << 20
+	readAheadBlock  = 1 << 20
+	readAheadBlocks = 4
+)
+
+type readAhead struct {
+	full       chan block
+	free       chan []byte
+	stop, done chan struct{}
+	cur, buf   []byte // the unread part of the current block, and its buffer
+	err        error  // after cur: the reader's error (io.EOF at the end)
+}
+
+type block struct {
+	b   []byte
+	err error
+}
+
+func newReadAhead(r io.Reader) *readAhead {
+	ra := &readAhead{full: make(chan block, readAheadBlocks), free: make(chan []byte, readAheadBlocks),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	for range readAheadBlocks {
+		ra.free <- make([]byte, readAheadBlock)
+	}
+	go func() {
+		defer close(ra.done)
+		for {
+			var buf []byte
+			select {
+			case buf = <-ra.free:
+			case <-ra.stop:
+				return
+			}
+			n, err := io.ReadFull(r, buf)
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			select {
+			case ra.full <- block{buf[:n], err}:
+			case <-ra.stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ra
+}
+
+func (ra *readAhead) Read(p []byte) (int, error) {
+	for len(ra.cur) == 0 {
+		if ra.buf != nil {
+			ra.free <- ra.buf[:cap(ra.buf)]
+			ra.buf = nil
+		}
+		if ra.err != nil {
+			return 0, ra.err
+		}
+		b := <-ra.full
+		ra.cur, ra.buf, ra.err = b.b, b.b, b.err
+	}
+	n := copy(p, ra.cur)
+	ra.cur = ra.cur[n:]
+	return n, nil
+}
+
+// close stops the reading goroutine and waits for it to end.
+func (ra *readAhead) close() {
+	close(ra.stop)
+	<-ra.done
+}
