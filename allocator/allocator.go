@@ -17,22 +17,25 @@ type (
 )
 
 // block is PyTorch's Block (§1). Blocks live in an arena indexed by blockID so
-// the hot path allocates nothing and the GC scans no pointer graph.
+// the hot path allocates nothing and the GC scans no pointer graph. A block
+// is 64 bytes, one cache line (the arena is page-aligned once it is large):
+// the malloc and free paths touch several blocks each, and a block split
+// across two lines costs a second miss.
 type block struct {
 	addr      uint64
 	size      int64
 	requested int64
 	stream    uint64
+	gcBase    uint64
 	prev      blockID
 	next      blockID
-	gcBase    uint64
 	pool      poolIdx // Allocator.pools
 	exp       expIdx  // Allocator.expTab; non-zero inside an expandable segment
-	nuses     int32   // len(stream_uses) (record_stream), the streams in Allocator.uses
 	events    int32   // event_count: outstanding cross-stream events
 	allocated bool
 	mapped    bool
 	live      bool // false on the arena's free list
+	used      bool // stream_uses is not empty: record_stream named other streams (Allocator.uses)
 }
 
 func (b *block) isSplit() bool { return b.prev != 0 || b.next != 0 }
@@ -173,10 +176,16 @@ func (a *Allocator) MemoryLimit() int64 { return a.limit }
 
 func (a *Allocator) gcEnabled() bool { return a.limit > 0 && a.conf.GCThreshold > 0 }
 
+// emit reports an event to the observer, if any. It is small enough to be
+// inlined, so an unobserved allocator (a replay nobody watches) pays one
+// comparison per event instead of a call that builds the event.
 func (a *Allocator) emit(act Action, addr uint64, size int64, stream uint64, pool *blockPool, bsize int64) {
-	if a.obs == nil {
-		return
+	if a.obs != nil {
+		a.emitSlow(act, addr, size, stream, pool, bsize)
 	}
+}
+
+func (a *Allocator) emitSlow(act Action, addr uint64, size int64, stream uint64, pool *blockPool, bsize int64) {
 	a.ev = Event{Action: act, Addr: addr, Size: size, Stream: stream, BlockSize: bsize}
 	if pool != nil {
 		a.ev.Pool = pool.id()

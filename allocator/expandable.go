@@ -47,7 +47,7 @@ func (a *Allocator) allocatable(id blockID) bool {
 		return false
 	}
 	b := &a.blocks[id]
-	return !b.allocated && b.events == 0 && b.nuses == 0
+	return !b.allocated && b.events == 0 && !b.used
 }
 
 // findExpandable is find_expandable_block: the first unmapped block of the

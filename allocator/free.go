@@ -10,7 +10,7 @@ import (
 // (active_pending_free) until CompleteFree or a flush; otherwise it returns to
 // the cache at once (free_requested then free_completed).
 func (a *Allocator) Free(addr uint64) error {
-	id := a.active.get(addr)
+	id, slot := a.active.lookup(addr)
 	ok := id != 0
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: free of %#x: no allocated block there", addr)
@@ -25,16 +25,16 @@ func (a *Allocator) Free(addr uint64) error {
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.dec(1)
 	}
-	if b.nuses > 0 {
+	if b.used {
 		// insert_events: one event per recorded stream. Captures defer the
 		// events; the model treats both alike.
-		b.events += b.nuses
-		b.nuses = 0
+		b.events += int32(len(a.uses[id]))
+		b.used = false
 		delete(a.uses, id)
 		a.pending = append(a.pending, id)
 		return nil
 	}
-	a.freeBlock(id)
+	a.freeBlockAt(id, slot)
 	return nil
 }
 
@@ -54,7 +54,7 @@ func (a *Allocator) RecordStream(addr uint64, stream uint64) error {
 		a.uses = make(map[blockID][]uint64)
 	}
 	a.uses[id] = append(a.uses[id], stream)
-	b.nuses++
+	b.used = true
 	return nil
 }
 
@@ -130,13 +130,17 @@ func (a *Allocator) syncAndFreeEvents() {
 
 // freeBlock is free_block (§8): merge with free neighbours and return the
 // block to its pool.
-func (a *Allocator) freeBlock(id blockID) {
+func (a *Allocator) freeBlock(id blockID) { a.freeBlockAt(id, -1) }
+
+// freeBlockAt is freeBlock for a block whose address lookup found it at slot
+// of the active map (-1: unknown).
+func (a *Allocator) freeBlockAt(id blockID, slot int) {
 	b := &a.blocks[id]
 	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
 	a.emit(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
 	origSize, req := b.size, b.requested
-	a.active.del(b.addr)
+	a.active.delAt(b.addr, slot)
 	var netCount, netBytes int64
 	if s := a.tryMerge(id, a.blocks[id].prev); s > 0 {
 		netCount--
@@ -176,7 +180,7 @@ func (a *Allocator) tryMerge(dst, src blockID) int64 {
 		return 0
 	}
 	s, d := &a.blocks[src], &a.blocks[dst]
-	if s.allocated || s.events != 0 || s.nuses > 0 || s.mapped != d.mapped {
+	if s.allocated || s.events != 0 || s.used || s.mapped != d.mapped {
 		return 0
 	}
 	if s.mapped {

@@ -53,7 +53,7 @@ func (a *Allocator) CheckInvariants() error {
 			if n.prev != id || n.addr != b.addr+uint64(b.size) || n.stream != b.stream || n.pool != b.pool || n.exp != b.exp {
 				bad("block %#x+%d and its next %#x do not tile one segment", b.addr, b.size, n.addr)
 			}
-			free := func(x *block) bool { return !x.allocated && x.events == 0 && x.nuses == 0 }
+			free := func(x *block) bool { return !x.allocated && x.events == 0 && !x.used }
 			if free(b) && free(n) && b.mapped == n.mapped {
 				bad("adjacent free blocks %#x and %#x are not merged", b.addr, n.addr)
 			}

@@ -26,17 +26,19 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 	if size >= 1<<60 {
 		return 0, &OOMError{Size: size, msg: "CUDA out of memory. Tried to allocate more than 1EB memory."}
 	}
-	if len(a.captures) == 0 {
+	if len(a.captures) == 0 && a.done != 0 {
 		a.ProcessEvents()
 	}
 	r := request{orig: size, stream: stream}
 	r.size = a.conf.roundSize(size)
 	r.pool = a.getPool(r.size, stream)
-	r.allocSize = a.conf.allocationSize(r.size)
 	r.expActive = a.conf.ExpandableSegments
 
 	id := a.getFreeBlock(&r)
 	if id == 0 {
+		// Only a new segment needs the segment size (a division for large
+		// requests); most mallocs are served from the cache.
+		r.allocSize = a.conf.allocationSize(r.size)
 		if a.gcEnabled() {
 			a.garbageCollect()
 		}

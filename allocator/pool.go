@@ -23,7 +23,7 @@ type blockPool struct {
 	small    bool
 	idx      poolIdx
 	owner    *privatePool // nil for the default pools
-	blocks   *sizeSet
+	blocks   sizeSet      // by value: one pointer less to chase per free-set operation
 	unmapped *freeSet
 	// gcClock is get_free_blocks_call_count (§10).
 	gcClock uint64
@@ -34,7 +34,6 @@ func (a *Allocator) newBlockPool(small bool, owner *privatePool) *blockPool {
 		small:    small,
 		idx:      poolIdx(len(a.pools)),
 		owner:    owner,
-		blocks:   &sizeSet{},
 		unmapped: &freeSet{},
 	}
 	a.pools = append(a.pools, p)
@@ -65,6 +64,17 @@ type capture struct {
 // getPool is get_pool (§3.3): the innermost active capture whose filter
 // accepts the stream owns the request; otherwise the default pools.
 func (a *Allocator) getPool(size int64, stream uint64) *blockPool {
+	if len(a.captures) == 0 { // the common case, inlined into Malloc
+		if size <= a.conf.SmallSize {
+			return a.small
+		}
+		return a.large
+	}
+	return a.capturePool(size, stream)
+}
+
+// capturePool is getPool while captures are active.
+func (a *Allocator) capturePool(size int64, stream uint64) *blockPool {
 	for i := len(a.captures) - 1; i >= 0; i-- {
 		c := a.captures[i]
 		if c.filter == nil || c.filter(stream) {

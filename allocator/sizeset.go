@@ -16,8 +16,12 @@ import (
 type sizeSet struct {
 	streams []uint64 // sorted
 	sets    []*streamBins
-	last    int // index of the stream found last, checked first
-	n       int
+	// lastB is the bins of stream lastSt, the stream found last, checked
+	// first (nearly every request is on the same stream as the previous
+	// one). Streams are never removed, so the pointer stays valid.
+	lastSt uint64
+	lastB  *streamBins
+	n      int
 }
 
 // sEntry is one free block of a stream.
@@ -160,14 +164,14 @@ func (b *streamBins) bin(c int) []sEntry {
 	return nil
 }
 
-// setBin replaces class c.
-func (b *streamBins) setBin(c int, bin []sEntry) {
+// binPtr returns class c for update, making its page if needed.
+func (b *streamBins) binPtr(c int) *[]sEntry {
 	p := b.pages[c>>6]
 	if p == nil {
 		p = new(binPage)
 		b.pages[c>>6] = p
 	}
-	p[c&63] = bin
+	return &p[c&63]
 }
 
 func (b *streamBins) setBit(c int) {
@@ -186,13 +190,13 @@ func (b *streamBins) clearBit(c int) {
 
 // stream returns the bins of stream st, or nil.
 func (s *sizeSet) stream(st uint64) *streamBins {
-	if s.last < len(s.streams) && s.streams[s.last] == st {
-		return s.sets[s.last]
+	if s.lastB != nil && s.lastSt == st {
+		return s.lastB
 	}
 	for i, x := range s.streams {
 		if x == st {
-			s.last = i
-			return s.sets[i]
+			s.lastSt, s.lastB = st, s.sets[i]
+			return s.lastB
 		}
 	}
 	return nil
@@ -218,21 +222,37 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 		b = &streamBins{}
 		s.streams = slices.Insert(s.streams, i, k.stream)
 		s.sets = slices.Insert(s.sets, i, b)
-		s.last = i
+		s.lastSt, s.lastB = k.stream, b
 	}
 	c := sizeClass(k.size)
-	bin := b.bin(c)
+	// One page lookup for both the search and the update; most inserts go
+	// into an empty class (a freed block's exact class rarely holds another),
+	// so the insertion is written out rather than left to slices.Insert.
+	bp := b.binPtr(c)
+	bin := *bp
 	i := lb(bin, k.size, k.addr)
 	e := sEntry{size: k.size, addr: k.addr, id: k.id}
 	if i < len(bin) && bin[i].size == k.size && bin[i].addr == k.addr {
 		bin[i] = e
 		return
 	}
-	if bin == nil {
-		bin = make([]sEntry, 0, 4)
+	n := len(bin)
+	if n < cap(bin) {
+		bin = bin[:n+1]
+		if i < n {
+			copy(bin[i+1:], bin[i:n])
+		}
+		bin[i] = e
+	} else {
+		if bin == nil {
+			bin = make([]sEntry, 0, 4)
+		}
+		bin = slices.Insert(bin, i, e)
 	}
-	b.setBin(c, slices.Insert(bin, i, e))
-	b.setBit(c)
+	*bp = bin
+	if n == 0 {
+		b.setBit(c)
+	}
 	s.n++
 }
 
@@ -252,12 +272,14 @@ func (s *sizeSet) Delete(k freeKey) {
 
 // deleteAt removes entry i of class c of b.
 func (s *sizeSet) deleteAt(b *streamBins, c, i int) {
-	p := b.pages[c>>6]
-	bin := p[c&63]
-	copy(bin[i:], bin[i+1:])
-	bin = bin[:len(bin)-1]
-	p[c&63] = bin
-	if len(bin) == 0 {
+	bp := &b.pages[c>>6][c&63]
+	bin := *bp
+	n := len(bin) - 1
+	if i < n {
+		copy(bin[i:], bin[i+1:])
+	}
+	*bp = bin[:n]
+	if n == 0 {
 		b.clearBit(c)
 	}
 	s.n--

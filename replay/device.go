@@ -333,10 +333,17 @@ func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
 // or, under other settings, when the recording shows the malloc path's shape
 // (an oom, or a new segment, right after the run). Otherwise they were a
 // torch.cuda.empty_cache() call, replayed now.
+//
+// The check for an empty buffer is inlined into every request's path; the
+// buffer is nearly always empty.
 func (r *deviceReplay) settleReclaim(req *trace.Event) error {
 	if len(r.reclaim) == 0 {
 		return nil
 	}
+	return r.settle(req)
+}
+
+func (r *deviceReplay) settle(req *trace.Event) error {
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
