@@ -310,10 +310,18 @@ func (b *builder) settleItems(dv value, items []value) (value, bool) {
 			return value{}, false // setItem would settle it first
 		}
 	}
-	var (
-		conv value
-		err  error
-	)
+	conv, ok := b.convertItems(items)
+	if !ok {
+		return value{}, false
+	}
+	return b.recycle(dv, d, conv), true
+}
+
+// convertItems converts the items of a dict (key, value, ...; at least one
+// pair, no value a dict) if they are a trace entry or a frame; ok is false
+// for any other dict, or one with a bad field.
+func (b *builder) convertItems(items []value) (conv value, ok bool) {
+	var err error
 	if items[0] == (value{vStr, kAction}) {
 		conv, err = b.toEvent(items)
 	} else {
@@ -327,10 +335,7 @@ func (b *builder) settleItems(dv value, items []value) (value, bool) {
 			return value{}, false
 		}
 	}
-	if err != nil {
-		return value{}, false
-	}
-	return b.recycle(dv, d, conv), true
+	return conv, err == nil
 }
 
 // recycle replaces dict v, now converted to conv, wherever the memo refers

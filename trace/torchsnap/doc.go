@@ -23,12 +23,18 @@
 // list or dict consumes them, recycling their generic form. A trace entry or
 // frame dict filled by one SETITEMS and followed by the next dict or the
 // APPENDS that takes it (how CPython writes a list of dicts) is converted
-// straight from the pickle stack, never stored as a dict. Frames lists are
+// straight from the pickle stack, never stored as a dict; when its items
+// are scalars, memo references, short strings and frames lists, and all
+// its bytes are buffered (nearly every trace entry), the opcodes from
+// EMPTY_DICT to SETITEMS run as one step that reads the items from the
+// buffer without the stack (unpickler.flatDict). Frames lists are
 // shared objects in the pickle, so each becomes a stack id once, however
 // many entries refer to it. Trace lists are kept as runs of consecutive
 // events, and events live in a chunked store (store.go) until they are
 // copied once into each device's slice, on two cores, releasing the store a
-// part at a time behind the copy. Large files are read ahead by a goroutine
+// part at a time behind the copy (past its first chunks, the store takes
+// them from 12 MiB slabs backed by huge pages, which halves the cost of
+// faulting them in). Large files are read ahead by a goroutine
 // of their own (readahead.go). Lengths in the input never size an allocation
 // beyond the bytes actually read.
 //
@@ -44,20 +50,27 @@
 // # Performance
 //
 // Measured on the shared 2-core development machine with other work running
-// (load average 2 to 5), so wall times vary run to run: the range of 5 runs,
-// interleaved with python3 in the same session (2026-11-21). Decode is
-// TestDecodeFile -decode-only (bench_test.go); import is `tracer import F -o
-// OUT` (BenchmarkImport in record measures the same in-process). The 9 MB file
-// is testdata/scale_snapshot.py applied to multistream__default__seed1, the
-// 202 MB one TestSyntheticSnapshot with TORCHSNAP_GEN_EVENTS=2500000.
+// (load average 2 to 5), so wall times vary run to run: the range of 5 to 8
+// runs, interleaved with python3 and with the previous build in the same
+// session (2026-11-21; the 9 MB row is from an earlier session, before
+// flatDict). Decode is TestDecodeFile -decode-only (bench_test.go); import
+// is `tracer import F -o OUT` (BenchmarkImport in record measures the same
+// in-process), whose wall time includes syncing the output, which stalls
+// at times on this machine's disk. The 9 MB file is testdata/scale_snapshot.py
+// applied to multistream__default__seed1, the 202 MB one
+// TestSyntheticSnapshot with TORCHSNAP_GEN_EVENTS=2500000.
 //
 //	file                          decode only                 tracer import               python3 pickle.load
-//	generated, 2.5M entries,      0.60–0.99 s, 284 MiB RSS    0.92–1.51 s, 304–307 MiB    4.2–6.1 s, 973 MiB
-//	  202 MB
+//	generated, 2.5M entries,      0.57–0.86 s, 284 MiB RSS    1.2–2.2 s, 306–308 MiB      5.4–8.3 s, 972 MiB
+//	  202 MB                                                  (one run 6.2 s: sync)
 //	multistream ×48, 112k         0.05–0.07 s, 31 MiB         0.10–0.13 s, 55 MiB         0.21–0.27 s, 57 MiB
 //	  entries, 9 MB
 //
-// Of an import of the 202 MB file, decoding is about two thirds; then
+// flatDict took decoding of the 202 MB file from 0.75–1.07 s (median 0.90)
+// to 0.57–0.86 s (median 0.74) in the same session, CPU time alike; the
+// import's CPU time (user+sys) from 1.45–1.77 s to 1.42–1.51 s.
+//
+// Of an import of the 202 MB file, decoding is about half; then
 // Reconstruct (one backward walk, with the forward check for lost allocs
 // beside it; Validate reuses its start state) takes about 0.1 s, and the Arrow
 // writer about 0.2 s, with validation beside it on the other core.

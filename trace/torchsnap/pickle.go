@@ -103,6 +103,10 @@ type unpickler struct {
 	stack    []value
 	marks    []int
 	big      []byte // scratch for arguments longer than buf
+	// flatDict's scratch: the items, the values memoized among them, and
+	// the references in a frames list.
+	flat, flatMemo [maxFlatItems]value
+	flatRefs       []value
 }
 
 // readBuf is the read buffer size (larger than decode's bufio.Reader, which
@@ -387,6 +391,9 @@ func (u *unpickler) loop() (value, error) {
 					continue
 				}
 			case opEmptyDict:
+				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && u.flatDict() {
+					continue
+				}
 				u.stack = append(u.stack, b.newDict())
 				u.pos++
 				continue
@@ -692,6 +699,185 @@ func (u *unpickler) loop() (value, error) {
 			return value{}, fmt.Errorf("unsupported pickle opcode %s", opName(op))
 		}
 	}
+}
+
+// maxFlatItems bounds the items flatDict collects (keys and values): a trace
+// entry has 7 to 10 keys, a frame 3.
+const maxFlatItems = 32
+
+// flatDict executes, in one step, the opcodes CPython writes for a dict that
+// a list takes next (EMPTY_DICT MEMOIZE MARK key value ... SETITEMS, then
+// EMPTY_DICT, APPENDS or APPEND) whose items are scalars, memo references,
+// short strings and lists of memo references (a trace entry's frames): the
+// shape of nearly every trace entry, so most of a large file. It decodes the
+// items straight from the buffer instead of through the pickle stack, and
+// leaves the machine in the state the opcodes one by one would: the dict's
+// memo slot holds its conversion (or the dict, if it does not convert), the
+// memo slots after it the strings and lists memoized inside, and the stack
+// the conversion. Anything else (another item opcode, a dict from the memo,
+// a memo reference to a slot not yet stored (memo.getDense), a dict that
+// runs past the buffered bytes, a FRAME header next) makes it return false,
+// and the generic loop runs the same opcodes; what it changed by then
+// (strings interned, frames lists created) is invisible to the decoded
+// result.
+func (u *unpickler) flatDict() bool {
+	b := u.b
+	buf := u.buf[u.pos+3 : u.end] // past EMPTY_DICT MEMOIZE MARK
+	// Not local arrays: those would be zeroed on every call.
+	items, memoized := &u.flat, &u.flatMemo
+	// The memo's first chunk, where keys and most shared objects are:
+	// nothing below stores into the memo, so it stays valid.
+	k0, v0 := b.memo.k0, b.memo.v0
+	n, nm, i := 0, 0, 0
+	for {
+		if i+9 >= len(buf) || n == maxFlatItems {
+			return false
+		}
+		p := (*[10]byte)(buf[i : i+10]) // one bounds check for the opcode and its argument
+		var v value
+		switch p[0] {
+		case opSetItems:
+			goto done
+		case opBinGet, opLongBinGet:
+			var idx uint64
+			if p[0] == opBinGet {
+				idx, i = uint64(p[1]), i+2
+			} else {
+				idx, i = uint64(binary.LittleEndian.Uint32(p[1:5])), i+5
+			}
+			if idx < uint64(len(k0)) && idx < uint64(len(v0)) {
+				v = value{k0[idx], v0[idx]}
+			} else {
+				var ok bool
+				if v, ok = b.memo.getDense(idx); !ok {
+					return false
+				}
+			}
+		case opBinInt1:
+			v = intValue(int64(p[1]))
+			i += 2
+		case opBinInt2:
+			v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+			i += 3
+		case opBinInt:
+			v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+			i += 5
+		case opLong1:
+			c := int(p[1])
+			if c > 8 {
+				return false
+			}
+			x := int64(0)
+			if c > 0 {
+				shift := uint(64 - 8*c)
+				x = int64(binary.LittleEndian.Uint64(p[2:10])<<shift) >> shift
+			}
+			v = intValue(x)
+			i += 2 + c
+		case opNone:
+			i++
+		case opNewTrue:
+			v = boolValue(true)
+			i++
+		case opNewFalse:
+			v = boolValue(false)
+			i++
+		case opShortBinUni:
+			c := int(buf[i+1])
+			if i+2+c >= len(buf) {
+				return false
+			}
+			v = b.internBytes(buf[i+2 : i+2+c])
+			i += 2 + c
+			if buf[i] == opMemoize {
+				memoized[nm] = v
+				nm++
+				i++
+			}
+		case opEmptyList:
+			// EMPTY_LIST MEMOIZE, then MARK (BINGET | LONG_BINGET)* APPENDS
+			// or nothing.
+			if buf[i+1] != opMemoize {
+				return false
+			}
+			refs := u.flatRefs[:0]
+			j := i + 2
+			if buf[j] == opMark {
+				for j++; ; {
+					if j+5 > len(buf) {
+						return false
+					}
+					var r value
+					var ok bool
+					switch buf[j] {
+					case opAppends:
+						j++
+						goto appended
+					case opBinGet:
+						r, ok = b.memo.getDense(uint64(buf[j+1]))
+						j += 2
+					case opLongBinGet:
+						r, ok = b.memo.getDense(uint64(binary.LittleEndian.Uint32(buf[j+1:])))
+						j += 5
+					}
+					if !ok || r.k == vDict {
+						return false
+					}
+					refs = append(refs, r)
+				}
+			}
+		appended:
+			u.flatRefs = refs
+			v = b.newList(vList, nil)
+			b.reserveList(v, refs)
+			for _, r := range refs {
+				b.appendItem(v, r) // cannot fail: v is a list, no r a dict
+			}
+			memoized[nm] = v
+			nm++
+			i = j
+		default:
+			return false
+		}
+		if v.k == vDict {
+			return false // the generic path marks it shared and settles it
+		}
+		items[n] = v
+		n++
+	}
+done:
+	// What SETITEMS checks, and consumedNext: only a dict the next opcode
+	// completes is converted here.
+	if n%2 != 0 || n < 2 {
+		return false
+	}
+	switch buf[i+1] {
+	case opEmptyDict, opAppends, opAppend:
+	default:
+		return false
+	}
+	u.pos += 3 + i + 1
+	conv, ok := b.convertItems(items[:n])
+	if ok {
+		// What EMPTY_DICT, MEMOIZE and the conversion by settleItems leave:
+		// the memo slot and the stack hold the conversion, and the dict's
+		// slot was recycled (conversion reads neither the memo nor dicts).
+		b.memo.put(b.memo.n, conv)
+	} else {
+		// Not a trace entry or frame, or one with a bad field: a plain
+		// dict, as SETITEMS leaves it.
+		conv = b.newDict()
+		u.memoPut(b.memo.n, conv)
+		b.reserveDict(conv, n/2)
+		for j := 0; j < n; j += 2 {
+			b.setItem(conv, items[j], items[j+1]) // cannot fail: conv is a dict, no value is
+		}
+	}
+	for _, v := range memoized[:nm] {
+		b.memo.put(b.memo.n, v)
+	}
+	u.stack = append(u.stack, conv)
+	return true
 }
 
 func (u *unpickler) pushString(op byte, n uint64) error {

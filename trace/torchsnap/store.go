@@ -28,22 +28,43 @@ type cev struct {
 type eventStore struct {
 	chunks [][]cev
 	n      int64
+	slab   []cev // the rest of the current slab, cut into chunks as needed
 }
+
+// slabChunks: past the first slabChunks chunks (262144 events), chunks are
+// cut from slabs of slabChunks chunks (12 MiB) allocated at once, which the
+// kernel is asked to back with huge pages: faulting a large file's events
+// in 4 KiB pages costs about twice as long. A slab is freed once all its
+// chunks are released.
+const slabChunks = 8
 
 func (s *eventStore) add(e cev) int64 {
 	c := s.n >> chunkBits
 	if int(c) == len(s.chunks) {
-		// Start small: most snapshots hold a few thousand events, and
-		// append grows the first chunk as needed.
-		size := 1 << chunkBits
-		if c == 0 {
-			size = 256
-		}
-		s.chunks = append(s.chunks, make([]cev, 0, size))
+		s.grow(c)
 	}
 	s.chunks[c] = append(s.chunks[c], e)
 	s.n++
 	return s.n - 1
+}
+
+func (s *eventStore) grow(c int64) {
+	const size = 1 << chunkBits
+	switch {
+	case c == 0:
+		// Start small: most snapshots hold a few thousand events, and
+		// append grows the first chunk as needed.
+		s.chunks = append(s.chunks, make([]cev, 0, 256))
+	case c < slabChunks:
+		s.chunks = append(s.chunks, make([]cev, 0, size))
+	default:
+		if len(s.slab) == 0 {
+			s.slab = make([]cev, slabChunks*size)
+			adviseHuge(s.slab)
+		}
+		s.chunks = append(s.chunks, s.slab[:0:size])
+		s.slab = s.slab[size:]
+	}
 }
 
 // get returns event i; ok is false if its chunk was already released.
@@ -117,4 +138,17 @@ func (m *memo) get(idx uint64) (value, bool) {
 	}
 	v, ok := m.sparse[idx]
 	return v, ok
+}
+
+// getDense is get for flatDict, which stores the slots it memoizes only at
+// its end: a slot at or past n (even one in sparse) may be one it has not
+// stored yet, so it is not found.
+func (m *memo) getDense(idx uint64) (value, bool) {
+	if idx < uint64(len(m.k0)) && idx < uint64(len(m.v0)) {
+		return value{m.k0[idx], m.v0[idx]}, true
+	}
+	if idx < m.n {
+		return value{m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk]}, true
+	}
+	return value{}, false
 }
