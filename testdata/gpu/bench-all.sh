@@ -16,7 +16,7 @@ log() { echo; echo "######## $*"; }
 TIMEFORMAT='wall %R s, user %U s'
 one="" two=""
 if command -v taskset >/dev/null; then one="taskset -c 3" two="taskset -c 2,3"; fi
-tm() { python3 testdata/bench/timeit.py "$@"; }
+tm() { python3 testdata/bench/run_measured.py "$@"; }
 sections="$*"
 on() { [ -z "$sections" ] && return 0; for w in $sections; do [ "$w" = "$1" ] && return 0; done; return 1; }
 

@@ -1,6 +1,7 @@
-"""Run a command and print its wall time and peak RSS (of the command alone).
+"""(Not named timeit.py: scripts here go first on sys.path and would hide the
+standard module that torch imports.) Run a command and print its wall time and peak RSS (of the command alone).
 
-usage: python3 timeit.py LABEL CMD ARGS...
+usage: python3 run_measured.py LABEL CMD ARGS...
 
 Used where /usr/bin/time is missing (the GPU machine): one line,
 "LABEL: 1.234 s wall, 307.2 MiB max RSS", on stderr; the command's own output
