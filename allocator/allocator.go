@@ -3,6 +3,8 @@ package allocator
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tracer-dev/tracer/internal/addrmap"
 )
 
 // blockID indexes Allocator.blocks; 0 means "no block".
@@ -97,7 +99,7 @@ type Allocator struct {
 
 	blocks   []block
 	freeIDs  []blockID
-	active   addrMap // allocated and pending-free blocks by address
+	active   addrmap.Map[blockID] // allocated and pending-free blocks by address
 	small    *blockPool
 	large    *blockPool
 	private  map[PoolID]*privatePool
@@ -144,7 +146,6 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 		conf:    conf,
 		dev:     dev,
 		blocks:  make([]block, 1, 64),
-		active:  newAddrMap(),
 		private: make(map[PoolID]*privatePool),
 		expTab:  []*expSegment{nil},
 	}
@@ -234,9 +235,15 @@ func (a *Allocator) removeFree(id blockID) {
 	a.pools[a.blocks[id].pool].blocks.Delete(a.key(id))
 }
 
+// activeID returns the allocated or pending-free block at addr, 0 if none.
+func (a *Allocator) activeID(addr uint64) blockID {
+	id, _ := a.active.Get(addr)
+	return id
+}
+
 // BlockSize returns the size of the allocated or pending block at addr.
 func (a *Allocator) BlockSize(addr uint64) (int64, bool) {
-	id := a.active.get(addr)
+	id := a.activeID(addr)
 	ok := id != 0
 	if !ok {
 		return 0, false

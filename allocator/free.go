@@ -10,7 +10,11 @@ import (
 // (active_pending_free) until CompleteFree or a flush; otherwise it returns to
 // the cache at once (free_requested then free_completed).
 func (a *Allocator) Free(addr uint64) error {
-	id, slot := a.active.lookup(addr)
+	slot := a.active.Find(addr)
+	var id blockID
+	if slot >= 0 {
+		id = *a.active.At(slot)
+	}
 	ok := id != 0
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: free of %#x: no allocated block there", addr)
@@ -41,7 +45,7 @@ func (a *Allocator) Free(addr uint64) error {
 // RecordStream is recordStream (§8): the block at addr is also used by
 // stream, so its free waits for that stream's work.
 func (a *Allocator) RecordStream(addr uint64, stream uint64) error {
-	id := a.active.get(addr)
+	id := a.activeID(addr)
 	ok := id != 0
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: record_stream of %#x: no allocated block there", addr)
@@ -61,7 +65,7 @@ func (a *Allocator) RecordStream(addr uint64, stream uint64) error {
 // Pending reports whether the block at addr awaits its cross-stream events
 // (events marked done but not yet processed count as no longer awaited).
 func (a *Allocator) Pending(addr uint64) bool {
-	id := a.active.get(addr)
+	id := a.activeID(addr)
 	ok := id != 0
 	return ok && a.blocks[id].events > 0
 }
@@ -71,7 +75,7 @@ func (a *Allocator) Pending(addr uint64) bool {
 // the events have finished. It is how a replay places a recorded
 // free_completed.
 func (a *Allocator) CompleteFree(addr uint64) error {
-	id := a.active.get(addr)
+	id := a.activeID(addr)
 	ok := id != 0
 	if !ok || a.blocks[id].events == 0 {
 		return fmt.Errorf("allocator: complete free of %#x: no pending block there", addr)
@@ -85,7 +89,7 @@ func (a *Allocator) CompleteFree(addr uint64) error {
 // addr without freeing it; the next ProcessEvents (the start of the next
 // Malloc) does.
 func (a *Allocator) MarkEventsDone(addr uint64) {
-	if id := a.active.get(addr); id != 0 && a.blocks[id].events > 0 {
+	if id := a.activeID(addr); id != 0 && a.blocks[id].events > 0 {
 		a.blocks[id].events = -a.blocks[id].events // negative: completed, not yet processed
 		a.done++
 	}
@@ -140,7 +144,7 @@ func (a *Allocator) freeBlockAt(id blockID, slot int) {
 	st := a.statTypes(pool)
 	a.emit(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
 	origSize, req := b.size, b.requested
-	a.active.delAt(b.addr, slot)
+	a.active.DeleteAt(b.addr, slot)
 	var netCount, netBytes int64
 	if s := a.tryMerge(id, a.blocks[id].prev); s > 0 {
 		netCount--

@@ -64,14 +64,15 @@ func (a *Allocator) CheckInvariants() error {
 			bad("free block %#x size %d missing from its free set", b.addr, b.size)
 		case !b.mapped && !inUnmapped[id]:
 			bad("unmapped block %#x missing from the unmapped set", b.addr)
-		case !free && a.active.get(b.addr) != id:
+		case !free && a.activeID(b.addr) != id:
 			bad("active block %#x missing from the address index", b.addr)
 		}
 		if !b.mapped && b.exp == 0 {
 			bad("unmapped block %#x outside an expandable segment", b.addr)
 		}
 	}
-	a.active.each(func(addr uint64, id blockID) {
+	a.active.All(func(addr uint64, idp *blockID) {
+		id := *idp
 		b := &a.blocks[id]
 		if !b.live || b.addr != addr || (!b.allocated && b.events == 0) {
 			bad("address index maps %#x to a block that is not active there", addr)

@@ -200,7 +200,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
 	b = &a.blocks[id]
 	b.allocated = true
 	b.requested = r.orig
-	a.active.put(b.addr, id)
+	a.active.Put(b.addr, id)
 	a.stats.Allocation.inc(st, 1)
 	a.stats.AllocatedBytes.inc(st, b.size)
 	a.stats.Active.inc(st, 1)

@@ -167,7 +167,7 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 			continue
 		}
 		if b.allocated || b.events != 0 {
-			a.active.put(b.addr, id)
+			a.active.Put(b.addr, id)
 		} else {
 			a.insertFree(id)
 		}

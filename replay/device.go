@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -25,7 +26,7 @@ type deviceReplay struct {
 
 	// addrs maps a recorded block address to the replayed one, for blocks live
 	// (or pending) in the recording.
-	addrs addrMap
+	addrs addrmap.Map[uint64]
 
 	// restore state gathered from leading FlagReconstructed events.
 	restoreSegs []allocator.SegmentInfo
@@ -60,7 +61,7 @@ type expected struct {
 }
 
 func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error) {
-	r := &deviceReplay{device: d, opts: opts, obs: obs, addrs: newAddrMap(), curStack: trace.NoStack}
+	r := &deviceReplay{device: d, opts: opts, obs: obs, curStack: trace.NoStack}
 	var dev allocator.Device
 	if opts.NewDevice != nil {
 		dev = opts.NewDevice(d)
@@ -250,7 +251,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.oom(ev, false)
 			return false, nil
 		}
-		r.addrs.put(ev.Addr, addr)
+		r.addrs.Put(ev.Addr, addr)
 	case trace.KindFreeRequested:
 		if err := r.settleReclaim(nil); err != nil {
 			return false, err
@@ -264,9 +265,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		var addr uint64
 		var ok bool
 		if paired {
-			addr, ok = r.addrs.take(ev.Addr)
+			addr, ok = r.addrs.Take(ev.Addr)
 		} else {
-			addr, ok = r.addrs.get(ev.Addr)
+			addr, ok = r.addrs.Get(ev.Addr)
 		}
 		if !ok {
 			// The alloc is not in the trace (and was not reconstructed), or it
@@ -286,11 +287,11 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
-		addr, ok := r.addrs.get(ev.Addr)
+		addr, ok := r.addrs.Get(ev.Addr)
 		if !ok || !a.Pending(addr) {
 			return false, nil
 		}
-		r.addrs.del(ev.Addr)
+		r.addrs.Delete(ev.Addr)
 		return false, a.CompleteFree(addr)
 	case trace.KindOOM:
 		if err := r.settleReclaim(ev); err != nil {
@@ -384,7 +385,7 @@ func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
 					st = allocator.ActivePendingFree
 				}
 				s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
-				r.addrs.put(ev.Addr, ev.Addr)
+				r.addrs.Put(ev.Addr, ev.Addr)
 				return nil
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -46,8 +47,8 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 	unseenFree := st.undo(d.Events)
 	d.start, d.startOf = st, d.Events
 	segs := st.segs
-	blocks := make([]liveBlock, 0, st.blocks.len())
-	st.blocks.each(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
+	blocks := make([]liveBlock, 0, st.blocks.Len())
+	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
 	slices.SortFunc(blocks, func(a, b liveBlock) int {
 		switch {
 		case a.addr < b.addr:
@@ -134,7 +135,7 @@ type liveBlock struct {
 
 type startState struct {
 	segs   []*segRange // sorted by address
-	blocks addrTable[liveBlock]
+	blocks addrmap.Map[liveBlock]
 }
 
 func newStartState(d *Device) *startState {
@@ -145,7 +146,7 @@ func newStartState(d *Device) *startState {
 			large: s.Large, expandable: s.Expandable, stack: s.Stack})
 		for _, b := range s.Blocks {
 			if b.State.Live() {
-				st.blocks.put(b.Addr, liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
+				st.blocks.Put(b.Addr, liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
 					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree})
 			}
 		}
@@ -169,16 +170,16 @@ func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
 		e := &evs[i]
 		switch e.Kind {
 		case trace.KindAlloc:
-			st.blocks.del(e.Addr)
+			st.blocks.Delete(e.Addr)
 		case trace.KindFreeRequested:
-			if b := st.blocks.ref(e.Addr); b != nil {
+			if b := st.blocks.Ref(e.Addr); b != nil {
 				b.pending = false
 			} else {
 				// free_completed was skipped or lost to a race: the block was allocated.
-				st.blocks.put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack})
+				st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack})
 			}
 		case trace.KindFreeCompleted:
-			st.blocks.put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true})
+			st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true})
 		case trace.KindSegmentFree:
 			st.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
 				large: e.Size != smallBuffer, stack: trace.NoStack})
@@ -198,18 +199,18 @@ func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
 // lostAlloc reports whether a free in evs comes before any alloc at its
 // address: that alloc was lost.
 func lostAlloc(evs []trace.Event) bool {
-	var seen addrTable[struct{}]
+	var seen addrmap.Map[struct{}]
 	for i := range evs {
 		e := &evs[i]
 		switch e.Kind {
 		case trace.KindAlloc:
-			seen.put(e.Addr, struct{}{})
+			seen.Put(e.Addr, struct{}{})
 		case trace.KindFreeRequested, trace.KindFreeCompleted:
-			if seen.ref(e.Addr) == nil {
+			if seen.Ref(e.Addr) == nil {
 				return true
 			}
 			if e.Kind == trace.KindFreeCompleted {
-				seen.del(e.Addr)
+				seen.Delete(e.Addr)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -64,32 +65,32 @@ func (d *Device) Validate() []Problem {
 	segs := st.segs
 	// Live blocks, and the base of the segment holding each (when one did as
 	// it was allocated), so that segment_free is checked in O(1).
-	var live addrTable[liveRec]
-	st.blocks.each(func(a uint64, b *liveBlock) { live.put(a, liveRec{pending: b.pending}) })
+	var live addrmap.Map[liveRec]
+	st.blocks.All(func(a uint64, b *liveBlock) { live.Put(a, liveRec{pending: b.pending}) })
 	fw := &startState{segs: segs}
-	var perSeg addrTable[int]
+	var perSeg addrmap.Map[int]
 	track := func(a uint64, r *liveRec) {
 		if j, ok := fw.find(a); ok {
 			r.inSeg, r.base = true, fw.segs[j].addr
-			if c := perSeg.ref(r.base); c != nil {
+			if c := perSeg.Ref(r.base); c != nil {
 				*c++
 			} else {
-				perSeg.put(r.base, 1)
+				perSeg.Put(r.base, 1)
 			}
 		}
 	}
 	untrack := func(r *liveRec) {
 		if r.inSeg {
-			*perSeg.ref(r.base)--
+			*perSeg.Ref(r.base)--
 			r.inSeg = false
 		}
 	}
-	live.each(func(a uint64, r *liveRec) { track(a, r) })
+	live.All(func(a uint64, r *liveRec) { track(a, r) })
 	for i := range d.Events {
 		e := &d.Events[i]
 		switch e.Kind {
 		case trace.KindAlloc:
-			r := live.ref(e.Addr)
+			r := live.Ref(e.Addr)
 			if r != nil {
 				v.add("alloc at an address that is already allocated", i, e.Addr)
 			}
@@ -100,31 +101,31 @@ func (d *Device) Validate() []Problem {
 			if r != nil {
 				untrack(r)
 			} else {
-				live.put(e.Addr, liveRec{})
-				r = live.ref(e.Addr)
+				live.Put(e.Addr, liveRec{})
+				r = live.Ref(e.Addr)
 			}
 			r.pending = false
 			if ok {
 				r.inSeg, r.base = true, fw.segs[j].addr
-				if c := perSeg.ref(r.base); c != nil {
+				if c := perSeg.Ref(r.base); c != nil {
 					*c++
 				} else {
-					perSeg.put(r.base, 1)
+					perSeg.Put(r.base, 1)
 				}
 			}
 		case trace.KindFreeRequested:
-			r := live.ref(e.Addr)
+			r := live.Ref(e.Addr)
 			switch {
 			case r == nil:
 				v.add("free of an address that is not allocated", i, e.Addr)
-				live.put(e.Addr, liveRec{pending: true})
+				live.Put(e.Addr, liveRec{pending: true})
 			case r.pending:
 				v.add("free_requested twice", i, e.Addr)
 			default:
 				r.pending = true
 			}
 		case trace.KindFreeCompleted:
-			r := live.ref(e.Addr)
+			r := live.Ref(e.Addr)
 			switch {
 			case r == nil:
 				v.add("free of an address that is not allocated", i, e.Addr)
@@ -133,7 +134,7 @@ func (d *Device) Validate() []Problem {
 			}
 			if r != nil {
 				untrack(r)
-				live.del(e.Addr)
+				live.Delete(e.Addr)
 			}
 		case trace.KindSegmentAlloc:
 			if j, ok := fw.find(e.Addr); ok || (j < len(fw.segs) && fw.segs[j].addr < e.Addr+uint64(e.Size)) {
@@ -146,7 +147,7 @@ func (d *Device) Validate() []Problem {
 				v.add("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
-			if c, _ := perSeg.get(e.Addr); c > 0 {
+			if c, _ := perSeg.Get(e.Addr); c > 0 {
 				v.add("segment_free of a segment with live blocks", i, e.Addr)
 			}
 			fw.segs = slices.Delete(fw.segs, j, j+1)
@@ -171,11 +172,11 @@ func (d *Device) Validate() []Problem {
 			}
 		}
 	}
-	addrs := make([]uint64, 0, live.len())
-	live.each(func(a uint64, _ *liveRec) { addrs = append(addrs, a) })
+	addrs := make([]uint64, 0, live.Len())
+	live.All(func(a uint64, _ *liveRec) { addrs = append(addrs, a) })
 	slices.Sort(addrs)
 	for _, a := range addrs {
-		r, _ := live.get(a)
+		r, _ := live.Get(a)
 		if w, ok := want[a]; !ok {
 			v.add("block live after the trace but not in the final state", -1, a)
 		} else if w != r.pending {
@@ -183,7 +184,7 @@ func (d *Device) Validate() []Problem {
 		}
 	}
 	for _, a := range sortedKeys(want) {
-		if live.ref(a) == nil {
+		if live.Ref(a) == nil {
 			v.add("block in the final state but not live after the trace", -1, a)
 		}
 	}

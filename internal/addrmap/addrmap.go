@@ -1,0 +1,204 @@
+// Package addrmap is a hash map from device addresses to values, for the
+// per-event paths of the allocator model, replay and snapshot
+// reconstruction, where a Go map costs several times more (its hashing, and
+// an allocation per entry for values held by pointer).
+//
+// It is open addressing with linear probing and backward-shift deletion
+// (no tombstones, so long runs of frees do not slow later lookups), kept at
+// most half full. Keys are hashed by Fibonacci hashing, which spreads the
+// high bits: block addresses are 512-aligned, so their low bits carry
+// nothing. Key 0 marks an empty slot and is kept aside.
+package addrmap
+
+import "math/bits"
+
+// Map maps uint64 addresses to values of type V. The zero Map is empty and
+// ready to use. It is not safe for concurrent use.
+type Map[V any] struct {
+	slots []slot[V] // power-of-two length; key 0 marks an empty slot
+	shift uint      // 64 - log2(len(slots))
+	n     int       // keys in slots
+	zero  V         // the value of key 0
+	hasZ  bool
+}
+
+type slot[V any] struct {
+	key uint64
+	val V
+}
+
+const fib = 0x9E3779B97F4A7C15
+
+// minSlots is the table's first size.
+const minSlots = 64
+
+func (m *Map[V]) home(k uint64) uint64 { return (k * fib) >> m.shift }
+
+// Len returns the number of entries.
+func (m *Map[V]) Len() int {
+	if m.hasZ {
+		return m.n + 1
+	}
+	return m.n
+}
+
+// Find returns the slot of key k, for Ref and DeleteAt, or -1 when k is
+// absent. A caller that looks a key up and then deletes it probes once
+// instead of twice (a cache miss saved per free on the allocator's path).
+// A slot is valid until the next Put or Delete.
+func (m *Map[V]) Find(k uint64) int {
+	if k == 0 {
+		if m.hasZ {
+			return len(m.slots) // the zero key's own place
+		}
+		return -1
+	}
+	if m.n == 0 {
+		return -1
+	}
+	mask := uint64(len(m.slots) - 1)
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.key == k {
+			return int(i)
+		}
+		if s.key == 0 {
+			return -1
+		}
+	}
+}
+
+// At returns a pointer to the value in slot i, which Find returned (not -1).
+func (m *Map[V]) At(i int) *V {
+	if i == len(m.slots) {
+		return &m.zero
+	}
+	return &m.slots[i].val
+}
+
+// Ref returns a pointer to k's value, valid until the next Put or Delete,
+// or nil when k is absent.
+func (m *Map[V]) Ref(k uint64) *V {
+	if i := m.Find(k); i >= 0 {
+		return m.At(i)
+	}
+	return nil
+}
+
+// Get returns k's value and whether k is present.
+func (m *Map[V]) Get(k uint64) (V, bool) {
+	if i := m.Find(k); i >= 0 {
+		return *m.At(i), true
+	}
+	var zero V
+	return zero, false
+}
+
+// Put sets k to v.
+func (m *Map[V]) Put(k uint64, v V) {
+	if k == 0 {
+		m.zero, m.hasZ = v, true
+		return
+	}
+	if 2*(m.n+1) > len(m.slots) {
+		m.grow()
+	}
+	mask := uint64(len(m.slots) - 1)
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.key == k {
+			s.val = v
+			return
+		}
+		if s.key == 0 {
+			s.key, s.val = k, v
+			m.n++
+			return
+		}
+	}
+}
+
+// Delete removes k, if present.
+func (m *Map[V]) Delete(k uint64) {
+	if i := m.Find(k); i >= 0 {
+		m.deleteSlot(i)
+	}
+}
+
+// Take removes k and returns the value it had.
+func (m *Map[V]) Take(k uint64) (V, bool) {
+	i := m.Find(k)
+	if i < 0 {
+		var zero V
+		return zero, false
+	}
+	v := *m.At(i)
+	m.deleteSlot(i)
+	return v, true
+}
+
+// DeleteAt removes k, which Find found in slot i. When the map has changed
+// since and slot i no longer holds k, it looks k up again.
+func (m *Map[V]) DeleteAt(k uint64, i int) {
+	switch {
+	case i == len(m.slots) && k == 0:
+	case i >= 0 && i < len(m.slots) && k != 0 && m.slots[i].key == k:
+	default:
+		if i = m.Find(k); i < 0 {
+			return
+		}
+	}
+	m.deleteSlot(i)
+}
+
+// deleteSlot empties slot i, which holds a key, and shifts back the entries
+// that probed past it, so that every key stays reachable from its home slot
+// without tombstones.
+func (m *Map[V]) deleteSlot(i int) {
+	if i == len(m.slots) {
+		var zero V
+		m.zero, m.hasZ = zero, false
+		return
+	}
+	mask := uint64(len(m.slots) - 1)
+	m.n--
+	hole := uint64(i)
+	for j := hole; ; {
+		j = (j + 1) & mask
+		s := &m.slots[j]
+		if s.key == 0 {
+			break
+		}
+		if (j-m.home(s.key))&mask >= (j-hole)&mask {
+			m.slots[hole] = *s
+			hole = j
+		}
+	}
+	m.slots[hole] = slot[V]{}
+}
+
+func (m *Map[V]) grow() {
+	old := m.slots
+	size := max(minSlots, 2*len(old))
+	m.slots = make([]slot[V], size)
+	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
+	m.n = 0
+	for _, s := range old {
+		if s.key != 0 {
+			m.Put(s.key, s.val)
+		}
+	}
+}
+
+// All calls fn on every entry, in no particular order, with a pointer to its
+// value; fn must not Put or Delete.
+func (m *Map[V]) All(fn func(k uint64, v *V)) {
+	if m.hasZ {
+		fn(0, &m.zero)
+	}
+	for i := range m.slots {
+		if m.slots[i].key != 0 {
+			fn(m.slots[i].key, &m.slots[i].val)
+		}
+	}
+}

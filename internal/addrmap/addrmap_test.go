@@ -1,0 +1,133 @@
+package addrmap
+
+import (
+	"encoding/binary"
+	"math/rand"
+	"testing"
+)
+
+// check applies one operation to m and to the reference Go map, and
+// compares what they say about k.
+func check(t *testing.T, step int, m *Map[uint32], ref map[uint64]uint32, op byte, k uint64, v uint32) {
+	t.Helper()
+	switch op % 5 {
+	case 0, 1:
+		m.Put(k, v)
+		ref[k] = v
+	case 2:
+		m.Delete(k)
+		delete(ref, k)
+	case 3:
+		got, ok := m.Take(k)
+		want, wok := ref[k]
+		if got != want || ok != wok {
+			t.Fatalf("step %d: Take(%#x) = %d %v, want %d %v", step, k, got, ok, want, wok)
+		}
+		delete(ref, k)
+	case 4: // find, then delete at the slot found, as the allocator frees
+		i := m.Find(k)
+		if _, ok := ref[k]; ok != (i >= 0) {
+			t.Fatalf("step %d: Find(%#x) = %d, present %v", step, k, i, ok)
+		}
+		if i >= 0 {
+			if got := *m.At(i); got != ref[k] {
+				t.Fatalf("step %d: At(Find(%#x)) = %d, want %d", step, k, got, ref[k])
+			}
+			m.DeleteAt(k, i)
+			delete(ref, k)
+		}
+	}
+	got, ok := m.Get(k)
+	want, wok := ref[k]
+	if got != want || ok != wok {
+		t.Fatalf("step %d: Get(%#x) = %d %v, want %d %v", step, k, got, ok, want, wok)
+	}
+	if m.Len() != len(ref) {
+		t.Fatalf("step %d: Len = %d, want %d", step, m.Len(), len(ref))
+	}
+}
+
+// all checks that All visits exactly the reference's entries.
+func all(t *testing.T, m *Map[uint32], ref map[uint64]uint32) {
+	t.Helper()
+	n := 0
+	m.All(func(k uint64, v *uint32) {
+		n++
+		if want, ok := ref[k]; !ok || *v != want {
+			t.Fatalf("All: entry %#x=%d, want %d (present %v)", k, *v, want, ok)
+		}
+	})
+	if n != len(ref) {
+		t.Fatalf("All: %d entries, want %d", n, len(ref))
+	}
+}
+
+// TestAgainstGoMap drives the map with random operations on clustered,
+// aligned keys (block addresses within segments, segment bases, and key 0)
+// and compares it with a Go map after each.
+func TestAgainstGoMap(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	var m Map[uint32]
+	ref := map[uint64]uint32{}
+	for step := range 300000 {
+		k := uint64(rng.Intn(3000)) << 9
+		switch rng.Intn(8) {
+		case 0:
+			k = uint64(rng.Intn(3000))<<21 | 1<<47
+		case 1:
+			k = uint64(rng.Intn(2)) // 0 is kept aside
+		}
+		check(t, step, &m, ref, byte(rng.Intn(5)), k, uint32(rng.Intn(1000)))
+		if step%10000 == 0 {
+			all(t, &m, ref)
+		}
+	}
+	all(t, &m, ref)
+}
+
+// TestDeleteAtStale checks that DeleteAt with a slot from before the map
+// changed still deletes the right key.
+func TestDeleteAtStale(t *testing.T) {
+	var m Map[uint32]
+	for k := uint64(1); k <= 40; k++ {
+		m.Put(k<<9, uint32(k))
+	}
+	i := m.Find(7 << 9)
+	for k := uint64(41); k <= 200; k++ { // grows the table: slots move
+		m.Put(k<<9, uint32(k))
+	}
+	m.DeleteAt(7<<9, i)
+	if _, ok := m.Get(7 << 9); ok {
+		t.Fatal("key still present after DeleteAt with a stale slot")
+	}
+	if m.Len() != 199 {
+		t.Fatalf("Len = %d, want 199", m.Len())
+	}
+	for k := uint64(1); k <= 200; k++ {
+		if v, ok := m.Get(k << 9); ok != (k != 7) || (ok && v != uint32(k)) {
+			t.Fatalf("Get(%#x) = %d %v", k<<9, v, ok)
+		}
+	}
+}
+
+// FuzzMap runs operation sequences from the fuzzer: each 9 bytes are an
+// operation and a key (narrowed so that keys collide), checked against a Go
+// map.
+func FuzzMap(f *testing.F) {
+	f.Add([]byte{0, 0, 2, 0, 0, 0, 0, 0, 0, 4, 0, 2, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m Map[uint32]
+		ref := map[uint64]uint32{}
+		for step := 0; len(data) >= 9; step++ {
+			op, raw := data[0], binary.LittleEndian.Uint64(data[1:9])
+			data = data[9:]
+			k := raw & 0xffff << 9 // collide often, 512-aligned like blocks
+			if raw&(1<<63) != 0 {
+				k = raw
+			}
+			check(t, step, &m, ref, op, k, uint32(raw>>32))
+		}
+		all(t, &m, ref)
+	})
+}
