@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -259,7 +260,10 @@ func (r *Reader) nextBatch() (ok bool) {
 	if !r.ipc.Next() {
 		r.done = true
 		if err := r.ipc.Err(); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errTooLarge) {
+			// arrow wraps a failed body allocation with %v, not %w: match the
+			// text too, or a trace cut inside a large batch reads as corrupt.
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errTooLarge) ||
+				strings.Contains(err.Error(), errTooLarge.Error()) {
 				// A partial message at the end: a recording killed mid-batch.
 				r.cut = true
 				return false

@@ -207,6 +207,36 @@ func TestReader_truncated(t *testing.T) {
 	}
 }
 
+// A file cut inside a batch body of several MB: the bounded allocator
+// refuses the body (longer than the rest of the file), and that must read as
+// a cut, not as corruption.
+func TestOpen_truncatedInsideLargeBatch(t *testing.T) {
+	data, want, _ := writeTrace(t, memory.DefaultAllocator, 200000, 65536)
+	cut := len(data) * 4 / 10 // inside the second of four batches
+	path := filepath.Join(t.TempDir(), "cut.arrows")
+	if err := os.WriteFile(path, data[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n := 0
+	for rd.Next() {
+		if *rd.Event() != want[n] {
+			t.Fatalf("event %d differs", n)
+		}
+		n++
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatalf("a cut trace reads as an error: %v", err)
+	}
+	if !rd.Truncated() || n != 65536 {
+		t.Fatalf("read %d events (want the first batch, 65536), truncated %v", n, rd.Truncated())
+	}
+}
+
 func TestOpen_badInput(t *testing.T) {
 	dir := t.TempDir()
 	data, _, _ := writeTrace(t, memory.DefaultAllocator, 10, 10)
