@@ -11,15 +11,7 @@ func TestFreeSet(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	var s freeSet
 	var ref []freeKey
-	cmpKey := func(a, b freeKey) int {
-		if less(&a, &b) {
-			return -1
-		}
-		if less(&b, &a) {
-			return 1
-		}
-		return 0
-	}
+	cmpKey := cmpFreeKey
 	rk := func() freeKey {
 		return freeKey{stream: uint64(rng.Intn(3)), size: int64(rng.Intn(50)), addr: uint64(rng.Intn(50))}
 	}
@@ -66,4 +58,16 @@ func TestFreeSet(t *testing.T) {
 			t.Fatalf("step %d: descend from %v = %v, want %v", step, p, desc, want)
 		}
 	}
+}
+
+// cmpFreeKey orders free-set keys as the free sets do (less), for the
+// reference slices the tests keep beside them.
+func cmpFreeKey(a, b freeKey) int {
+	if less(&a, &b) {
+		return -1
+	}
+	if less(&b, &a) {
+		return 1
+	}
+	return 0
 }

@@ -12,15 +12,7 @@ func TestSizeSet(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	var s sizeSet
 	var ref []freeKey
-	cmpKey := func(a, b freeKey) int {
-		if less(&a, &b) {
-			return -1
-		}
-		if less(&b, &a) {
-			return 1
-		}
-		return 0
-	}
+	cmpKey := cmpFreeKey
 	sizes := func() int64 {
 		switch rng.Intn(4) {
 		case 0:
