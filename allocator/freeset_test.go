@@ -11,52 +11,65 @@ func TestFreeSet(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	var s freeSet
 	var ref []freeKey
-	cmpKey := cmpFreeKey
 	rk := func() freeKey {
 		return freeKey{stream: uint64(rng.Intn(3)), size: int64(rng.Intn(50)), addr: uint64(rng.Intn(50))}
 	}
 	for step := 0; step < 20000; step++ {
-		k := rk()
-		i, found := slices.BinarySearchFunc(ref, k, cmpKey)
-		if rng.Intn(2) == 0 {
-			s.ReplaceOrInsert(k)
-			if !found {
-				ref = slices.Insert(ref, i, k)
-			}
-		} else {
-			s.Delete(k)
-			if found {
-				ref = slices.Delete(ref, i, i+1)
-			}
-		}
+		stepOrderedSet(t, step, &s, &ref, rng.Intn(2) == 0, rk(), rk())
 		for ci, c := range s.chunks {
 			if len(c) == 0 || s.tails[ci] != c[len(c)-1] {
 				t.Fatalf("step %d: chunk %d empty or its tail is stale", step, ci)
 			}
 		}
-		if s.Len() != len(ref) {
-			t.Fatalf("step %d: len %d, want %d", step, s.Len(), len(ref))
+	}
+}
+
+// orderedFreeSet is what freeSet and sizeSet share: a set of free-block keys
+// in (stream, size, address) order.
+type orderedFreeSet interface {
+	ReplaceOrInsert(freeKey)
+	Delete(freeKey)
+	Len() int
+	AscendGreaterOrEqual(freeKey, func(freeKey) bool)
+	DescendLessOrEqual(freeKey, func(freeKey) bool)
+}
+
+// stepOrderedSet inserts (or deletes) k in s and in the sorted reference
+// slice, then checks the size and the five keys on either side of probe p.
+func stepOrderedSet(t *testing.T, step int, s orderedFreeSet, ref *[]freeKey, insert bool, k, p freeKey) {
+	t.Helper()
+	i, found := slices.BinarySearchFunc(*ref, k, cmpFreeKey)
+	if insert {
+		s.ReplaceOrInsert(k)
+		if !found {
+			*ref = slices.Insert(*ref, i, k)
 		}
-		p := rk()
-		j, _ := slices.BinarySearchFunc(ref, p, cmpKey)
-		var asc []freeKey
-		s.AscendGreaterOrEqual(p, func(k freeKey) bool { asc = append(asc, k); return len(asc) < 5 })
-		if want := ref[j:min(len(ref), j+5)]; !slices.Equal(asc, want) {
-			t.Fatalf("step %d: ascend from %v = %v, want %v", step, p, asc, want)
+	} else {
+		s.Delete(k)
+		if found {
+			*ref = slices.Delete(*ref, i, i+1)
 		}
-		jj, eq := slices.BinarySearchFunc(ref, p, cmpKey)
-		if eq {
-			jj++
-		}
-		var desc []freeKey
-		s.DescendLessOrEqual(p, func(k freeKey) bool { desc = append(desc, k); return len(desc) < 5 })
-		var want []freeKey
-		for x := jj - 1; x >= 0 && len(want) < 5; x-- {
-			want = append(want, ref[x])
-		}
-		if !slices.Equal(desc, want) {
-			t.Fatalf("step %d: descend from %v = %v, want %v", step, p, desc, want)
-		}
+	}
+	r := *ref
+	if s.Len() != len(r) {
+		t.Fatalf("step %d: len %d, want %d", step, s.Len(), len(r))
+	}
+	j, eq := slices.BinarySearchFunc(r, p, cmpFreeKey)
+	var asc []freeKey
+	s.AscendGreaterOrEqual(p, func(k freeKey) bool { asc = append(asc, k); return len(asc) < 5 })
+	if want := r[j:min(len(r), j+5)]; !slices.Equal(asc, want) {
+		t.Fatalf("step %d: ascend from %v = %v, want %v", step, p, asc, want)
+	}
+	if eq {
+		j++
+	}
+	var desc, want []freeKey
+	s.DescendLessOrEqual(p, func(k freeKey) bool { desc = append(desc, k); return len(desc) < 5 })
+	for x := j - 1; x >= 0 && len(want) < 5; x-- {
+		want = append(want, r[x])
+	}
+	if !slices.Equal(desc, want) {
+		t.Fatalf("step %d: descend from %v = %v, want %v", step, p, desc, want)
 	}
 }
 

@@ -12,7 +12,6 @@ func TestSizeSet(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	var s sizeSet
 	var ref []freeKey
-	cmpKey := cmpFreeKey
 	sizes := func() int64 {
 		switch rng.Intn(4) {
 		case 0:
@@ -28,32 +27,12 @@ func TestSizeSet(t *testing.T) {
 		return freeKey{stream: uint64(rng.Intn(3)), size: sizes(), addr: uint64(rng.Intn(20))}
 	}
 	for step := 0; step < 60000; step++ {
-		k := rk()
-		i, found := slices.BinarySearchFunc(ref, k, cmpKey)
-		if rng.Intn(2) == 0 {
-			s.ReplaceOrInsert(k)
-			if !found {
-				ref = slices.Insert(ref, i, k)
-			}
-		} else {
-			s.Delete(k)
-			if found {
-				ref = slices.Delete(ref, i, i+1)
-			}
-		}
-		if s.Len() != len(ref) {
-			t.Fatalf("step %d: len %d, want %d", step, s.Len(), len(ref))
-		}
 		p := rk()
 		if rng.Intn(8) == 0 {
 			p.size = -1
 		}
-		j, _ := slices.BinarySearchFunc(ref, p, cmpKey)
-		var asc []freeKey
-		s.AscendGreaterOrEqual(p, func(k freeKey) bool { asc = append(asc, k); return len(asc) < 5 })
-		if want := ref[j:min(len(ref), j+5)]; !slices.Equal(asc, want) {
-			t.Fatalf("step %d: ascend from %v = %v, want %v", step, p, asc, want)
-		}
+		stepOrderedSet(t, step, &s, &ref, rng.Intn(2) == 0, rk(), p)
+		j, _ := slices.BinarySearchFunc(ref, p, cmpFreeKey)
 		if f, ok := s.first(p); ok != (j < len(ref)) || (ok && f != ref[j]) {
 			t.Fatalf("step %d: first from %v = %v %v", step, p, f, ok)
 		}
@@ -63,19 +42,6 @@ func TestSizeSet(t *testing.T) {
 			if ok != want || (ok && b.key(p.stream, c, i) != ref[j]) {
 				t.Fatalf("step %d: lowerBound %v: %v", step, p, ok)
 			}
-		}
-		jj, eq := slices.BinarySearchFunc(ref, p, cmpKey)
-		if eq {
-			jj++
-		}
-		var desc []freeKey
-		s.DescendLessOrEqual(p, func(k freeKey) bool { desc = append(desc, k); return len(desc) < 5 })
-		var want []freeKey
-		for x := jj - 1; x >= 0 && len(want) < 5; x-- {
-			want = append(want, ref[x])
-		}
-		if !slices.Equal(desc, want) {
-			t.Fatalf("step %d: descend from %v = %v, want %v", step, p, desc, want)
 		}
 		if step%1000 == 0 {
 			var all []freeKey
