@@ -170,18 +170,6 @@ func recordMeta(opts *Options, a *allocator.Allocator) trace.Meta {
 	return m
 }
 
-// kinds maps the allocator's actions to trace kinds (the same names).
-var kinds = [...]trace.Kind{
-	allocator.ActAlloc:         trace.KindAlloc,
-	allocator.ActFreeRequested: trace.KindFreeRequested,
-	allocator.ActFreeCompleted: trace.KindFreeCompleted,
-	allocator.ActSegmentAlloc:  trace.KindSegmentAlloc,
-	allocator.ActSegmentFree:   trace.KindSegmentFree,
-	allocator.ActSegmentMap:    trace.KindSegmentMap,
-	allocator.ActSegmentUnmap:  trace.KindSegmentUnmap,
-	allocator.ActOOM:           trace.KindOOM,
-}
-
 // recorder is the allocator's Observer during a live recording. Its hot
 // path copies each event into the current chunk and reads the clock every
 // clockEvery events (and at every segment and oom event); the statement's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -288,7 +289,9 @@ func (e *encoder) add(c *chunk) {
 
 // liveKinds maps a chunk's actions to trace kinds.
 var liveKinds = func() (k [256]trace.Kind) {
-	copy(k[:], kinds[:])
+	for a := range k[:actSnapshot] {
+		k[a] = replay.KindOf(allocator.Action(a))
+	}
 	k[actSnapshot] = trace.KindSnapshot
 	return k
 }()

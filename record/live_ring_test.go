@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -92,7 +93,7 @@ func TestRecorderMarks(t *testing.T) {
 			ev.Pool = allocator.PoolID{A: uint64(i / 1100), B: 7}
 		}
 		r.AllocatorEvent(&ev)
-		want[i] = trace.Event{Seq: int64(i), Device: 2, Kind: kinds[ev.Action], Addr: ev.Addr, Size: ev.Size, Stream: ev.Stream,
+		want[i] = trace.Event{Seq: int64(i), Device: 2, Kind: replay.KindOf(ev.Action), Addr: ev.Addr, Size: ev.Size, Stream: ev.Stream,
 			Pool: trace.PoolID(ev.Pool), Stack: r.stacks[(i/700)%2], BlockSize: ev.BlockSize, DeviceUsed: int64(i / 900 * 900)}
 	}
 	r.finish()

@@ -95,6 +95,7 @@ func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error
 	return r, nil
 }
 
+// kinds maps the allocator's actions to the trace kinds of the same names.
 var kinds = [...]trace.Kind{
 	allocator.ActAlloc:         trace.KindAlloc,
 	allocator.ActFreeRequested: trace.KindFreeRequested,
@@ -104,6 +105,15 @@ var kinds = [...]trace.Kind{
 	allocator.ActSegmentMap:    trace.KindSegmentMap,
 	allocator.ActSegmentUnmap:  trace.KindSegmentUnmap,
 	allocator.ActOOM:           trace.KindOOM,
+}
+
+// KindOf returns the trace kind of an allocator action (KindInvalid for an
+// unknown one), for every producer that turns allocator events into a trace.
+func KindOf(a allocator.Action) trace.Kind {
+	if int(a) < len(kinds) {
+		return kinds[a]
+	}
+	return trace.KindInvalid
 }
 
 // emitted reports an allocator event, converted, to the observer and, in
