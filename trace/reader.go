@@ -320,32 +320,21 @@ func (r *Reader) bind(rec arrow.Record) error {
 		return a.Uint64Values(), nil
 	}
 	var err error
-	if r.seq, err = i64(ColSeq); err != nil {
-		return err
+	for _, c := range [...]struct {
+		dst  *[]int64
+		name string
+	}{{&r.seq, ColSeq}, {&r.timeUs, ColTimeUs}, {&r.size, ColSizeBytes}, {&r.block, ColBlockBytes}, {&r.used, ColDeviceUsed}} {
+		if *c.dst, err = i64(c.name); err != nil {
+			return err
+		}
 	}
-	if r.timeUs, err = i64(ColTimeUs); err != nil {
-		return err
-	}
-	if r.size, err = i64(ColSizeBytes); err != nil {
-		return err
-	}
-	if r.block, err = i64(ColBlockBytes); err != nil {
-		return err
-	}
-	if r.used, err = i64(ColDeviceUsed); err != nil {
-		return err
-	}
-	if r.addr, err = u64(ColAddr); err != nil {
-		return err
-	}
-	if r.stream, err = u64(ColStream); err != nil {
-		return err
-	}
-	if r.poolA, err = u64(ColPoolA); err != nil {
-		return err
-	}
-	if r.poolB, err = u64(ColPoolB); err != nil {
-		return err
+	for _, c := range [...]struct {
+		dst  *[]uint64
+		name string
+	}{{&r.addr, ColAddr}, {&r.stream, ColStream}, {&r.poolA, ColPoolA}, {&r.poolB, ColPoolB}} {
+		if *c.dst, err = u64(c.name); err != nil {
+			return err
+		}
 	}
 	if r.poolA == nil || r.poolB == nil {
 		r.poolA, r.poolB = nil, nil
