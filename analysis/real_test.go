@@ -1,18 +1,15 @@
 package analysis_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"testing"
 
-	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/sample"
-	"github.com/tracer-dev/tracer/replay"
 )
 
-// wantStats reads torch.cuda.memory_stats() saved at the end of a real run.
+// realStats reads torch.cuda.memory_stats() saved at the end of a real run.
 func realStats(t *testing.T, name string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile("../testdata/snapshots/" + name + ".stats.json")
@@ -30,16 +27,7 @@ func realStats(t *testing.T, name string) map[string]any {
 // replayed on the allocator model and summarised must give PyTorch's own
 // end-of-run memory_stats(), exactly, for every key both know.
 func TestSummarizer_realReplay(t *testing.T) {
-	rd, err := sample.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack})
-	if _, err := replay.Run(context.Background(), rd, replay.Options{Conf: allocator.DefaultConf(), Recorded: true}, s); err != nil {
-		t.Fatal(err)
-	}
-	sum := s.Finalize()
+	sum := sampleSummary(t)
 	if sum.Approximate {
 		t.Error("replayed events lack BlockSize")
 	}
