@@ -97,6 +97,7 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	if err != nil {
 		return err
 	}
+	in.Warn = warnTo(opts.Err)
 	if in.Sample && !opts.JSON {
 		fmt.Fprintf(opts.Err, "analyzing the built-in sample trace: %s\n", in.Name)
 	}

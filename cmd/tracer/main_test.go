@@ -143,6 +143,31 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// A trace cut short (a killed recording) is replayed and analyzed up to its
+// last whole batch, with a warning saying so.
+func TestCutTraceWarns(t *testing.T) {
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole.arrows")
+	if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, "mlp_train__default.pickle"), "-o", whole); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.arrows")
+	os.WriteFile(cut, data[:len(data)-100], 0o644)
+	for _, args := range [][]string{{"replay", cut, "--round", "4096"}, {"analyze", cut}} {
+		code, _, stderr := tracer(t, args...)
+		if code != 0 || strings.Count(stderr, "end-of-stream marker") != 1 {
+			t.Errorf("tracer %v: exit %d, stderr %q: want one warning about the cut", args, code, stderr)
+		}
+	}
+	if _, _, stderr := tracer(t, "replay", whole, "--round", "4096"); strings.Contains(stderr, "warning") {
+		t.Errorf("a whole trace warns: %q", stderr)
+	}
+}
+
 // The README's first command works on the embedded sample.
 func TestSampleCommands(t *testing.T) {
 	code, stdout, stderr := tracer(t, "replay", "--round", "4096")

@@ -101,6 +101,7 @@ func runPlot(ctx context.Context, opts *plotOptions) error {
 		if err != nil {
 			return err
 		}
+		in.Warn = warnTo(opts.Err)
 		inputs[i] = in
 		if in.Sample {
 			fmt.Fprintf(opts.Err, "plotting the built-in sample trace: %s\n", in.Name)

@@ -153,6 +153,7 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	if err != nil {
 		return err
 	}
+	in.Warn = warnTo(opts.Err)
 	s, err := parseSettings(opts.Conf, opts.Round, opts.Limit)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -39,4 +40,9 @@ func parseBytes(s string) (int64, error) {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// warnTo writes a library's warnings as "warning: ..." lines on w.
+func warnTo(w io.Writer) func(string) {
+	return func(msg string) { fmt.Fprintln(w, "warning: "+msg) }
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
@@ -28,6 +29,23 @@ type Input struct {
 	Path   string // "" for the built-in sample
 	Sample bool
 	Meta   trace.Meta
+	// Warn, when set, receives warnings about the input, once each: a trace
+	// cut short (a killed recording) is read up to its last whole batch, and
+	// a user must know the figures cover only that part.
+	Warn func(msg string)
+
+	cutOnce sync.Once
+}
+
+// noteFacts warns, once, when a pass over the input found it cut short.
+func (in *Input) noteFacts(f *trace.Facts) {
+	if !f.Truncated || in.Warn == nil {
+		return
+	}
+	in.cutOnce.Do(func() {
+		in.Warn(fmt.Sprintf("%s ends without its end-of-stream marker (a killed recording?): using the %s events of its whole batches",
+			in.Name, analysis.Count(f.Events)))
+	})
 }
 
 // Open checks that path is a readable trace and reads its metadata. An
@@ -264,6 +282,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	if obs.err != nil {
 		return nil, obs.err
 	}
+	in.noteFacts(&run.Facts)
 	obs.stacks = rd.Stacks()
 	run.Result = res
 	run.Summaries = obs.summaries()
@@ -355,6 +374,7 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 	if err := src.Err(); err != nil {
 		return nil, facts, err
 	}
+	in.noteFacts(&facts)
 	obs.stacks = rd.Stacks()
 	return obs.summaries(), facts, nil
 }
