@@ -95,6 +95,15 @@ func Open(path string) (*Reader, error) {
 	return r, nil
 }
 
+// cutSchema is the error for an input that ended before its schema did: a
+// trace cut short, or a short file that never was one.
+func cutSchema(name string, src *tailReader) error {
+	if !src.arrowStart() {
+		return fmt.Errorf("trace: %s: not an Arrow IPC stream (a trace starts with 0xFFFFFFFF)", name)
+	}
+	return fmt.Errorf("trace: %s: truncated before the end of its schema", name)
+}
+
 // NewReader reads a trace from r. name is used in error messages.
 func NewReader(r io.Reader, name string) (*Reader, error) {
 	size := int64(-1)
@@ -111,7 +120,7 @@ func newReader(name string, r io.Reader, size int64) (rd *Reader, err error) {
 		// arrow-go can panic on malformed flatbuffers; input never panics us.
 		if p := recover(); p != nil {
 			if p == errTooLarge {
-				rd, err = nil, fmt.Errorf("trace: %s: truncated before the end of its schema", name)
+				rd, err = nil, cutSchema(name, src)
 				return
 			}
 			rd, err = nil, fmt.Errorf("trace: %s: corrupt trace (%v)", name, p)
@@ -123,7 +132,7 @@ func newReader(name string, r io.Reader, size int64) (rd *Reader, err error) {
 			return nil, fmt.Errorf("trace: %s: empty file (a recording cut short before its first batch?)", name)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("trace: %s: truncated before the end of its schema", name)
+			return nil, cutSchema(name, src)
 		}
 		return nil, fmt.Errorf("trace: %s: not an Arrow IPC stream (%v)", name, err)
 	}
@@ -552,6 +561,19 @@ type tailReader struct {
 	n       int64 // bytes read
 	size    int64 // total size when known, else -1
 	tail    [8]byte
+	head    [4]byte // the first bytes of the input (fewer when it is shorter)
+	nhead   int
+}
+
+// arrowStart reports whether the input began as an Arrow IPC stream does,
+// with the continuation marker 0xFFFFFFFF, as far as it was read.
+func (t *tailReader) arrowStart() bool {
+	for _, b := range t.head[:t.nhead] {
+		if b != 0xff {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *tailReader) Read(p []byte) (int, error) {
@@ -570,6 +592,9 @@ func (t *tailReader) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	n, err := t.r.Read(p)
+	if t.nhead < len(t.head) {
+		t.nhead += copy(t.head[t.nhead:], p[:n])
+	}
 	// arrow's message reader reads a 4-byte continuation marker, then a 4-byte
 	// metadata length (legacy streams have the length alone) that it
 	// allocates unchecked: refuse lengths longer than the rest of the input

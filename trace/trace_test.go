@@ -260,6 +260,11 @@ func TestOpen_badInput(t *testing.T) {
 		if msg := err.Error(); !strings.Contains(msg, path) && !strings.Contains(msg, filepath.Base(path)) || strings.Contains(msg, "\n") {
 			t.Errorf("%s: error %q should be one line naming the file", name, msg)
 		}
+		// What was wrong, told apart: not a trace at all, or a trace cut short.
+		say := map[string]string{"text.arrows": "not an Arrow IPC stream", "schemacut.arrows": "truncated"}[name]
+		if !strings.Contains(err.Error(), say) {
+			t.Errorf("%s: error %q should say %q", name, err, say)
+		}
 	}
 }
 
