@@ -199,11 +199,10 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
-	f, err := createOut(out)
+	w, err := trace.Create(out, meta, trace.WriterOptions{})
 	if err != nil {
 		return nil, err
 	}
-	w := trace.NewWriter(f, meta, trace.WriterOptions{})
 	ids := make([]trace.StackID, len(snap.Stacks))
 	for i, st := range snap.Stacks {
 		ids[i] = w.AddStack(st)
@@ -235,7 +234,6 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	for i, d := range snap.Devices {
 		if err := write(initial[i]); err != nil {
 			w.Abort()
-			f.abort()
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
 		res.Reconstructed += int64(len(initial[i]))
@@ -262,17 +260,12 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 		if err != nil {
 			w.Abort()
-			f.abort()
 			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 		}
 		res.ModelMismatches += mismatches
 	}
 	res.Events = w.Events()
 	if err := w.Close(); err != nil {
-		f.abort()
-		return nil, fmt.Errorf("import %s: %v", in, err)
-	}
-	if err := f.commit(); err != nil {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil

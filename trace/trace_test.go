@@ -176,6 +176,24 @@ func TestCreateIsAtomic(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("want only the trace in %s, have %d files", dir, len(ents))
 	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644 like any output", st.Mode().Perm())
+	}
+	// Several MB, so the output crosses the asynchronous writer's blocks.
+	data, want, _ := writeTrace(t, memory.DefaultAllocator, 100000, 4096)
+	w, _ = trace.Create(path, meta(), trace.WriterOptions{BatchRows: 4096})
+	want = sample(w, len(want)) // the same events, with their stacks added to w
+	for i := range want {
+		if err := w.Write(&want[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); len(data) < 1<<20 || !bytes.Equal(got, data) {
+		t.Errorf("Create wrote %d bytes, NewWriter %d: they differ", len(got), len(data))
+	}
 }
 
 // A recording killed mid-run: the file ends inside or after a batch, with

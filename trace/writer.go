@@ -33,7 +33,8 @@ type WriterOptions struct {
 type Writer struct {
 	out       io.Writer
 	file      *os.File
-	tmpPath   string // "" when writing in place or to a plain io.Writer
+	async     *asyncFile // file's writer, unless in place
+	tmpPath   string     // "" when writing in place or to a plain io.Writer
 	finalPath string
 
 	mem    memory.Allocator
@@ -76,7 +77,14 @@ func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("trace: create %s: %w", path, err)
 	}
 	w.file = f
-	w.init(f, meta, opts)
+	if opts.InPlace {
+		// A killed recording must leave its batches in the file: no
+		// buffering behind the writer.
+		w.init(f, meta, opts)
+	} else {
+		w.async = newAsyncFile(f)
+		w.init(w.async, meta, opts)
+	}
 	return w, nil
 }
 
@@ -188,13 +196,14 @@ func (w *Writer) WriteColumns(c *Columns) error {
 }
 
 // Sync commits what was written so far to stable storage, for a Writer made
-// by Create (it does nothing for NewWriter's). It may run on another
+// by Create with InPlace (it does nothing for NewWriter's; a temporary file's
+// writes are synced as they go and at Close). It may run on another
 // goroutine while events are written, so that a live recorder's writes need
 // not wait for the disk; never concurrently with Close or Abort. A killed
 // process loses nothing that was written, synced or not: Sync is for the
 // machine going down.
 func (w *Writer) Sync() error {
-	if w.file == nil {
+	if w.file == nil || w.async != nil {
 		return nil
 	}
 	return w.file.Sync()
@@ -277,6 +286,11 @@ func (w *Writer) Close() error {
 		err = fmt.Errorf("trace: end stream: %w", cerr)
 	}
 	w.release()
+	if w.async != nil {
+		if ferr := w.async.finish(); err == nil && ferr != nil {
+			err = fmt.Errorf("trace: write %s: %w", w.finalPath, ferr)
+		}
+	}
 	if w.file != nil {
 		if serr := w.file.Sync(); err == nil && serr != nil {
 			err = fmt.Errorf("trace: sync %s: %w", w.finalPath, serr)
@@ -312,6 +326,9 @@ func (w *Writer) Abort() {
 	w.err = errors.New("trace: writer aborted")
 	w.ipc.Close()
 	w.release()
+	if w.async != nil {
+		w.async.finish()
+	}
 	if w.file != nil {
 		w.file.Close()
 		if w.tmpPath != "" {
