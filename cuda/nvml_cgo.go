@@ -93,21 +93,21 @@ func query(lib nvmlLib, index int) (info *Info, err error) {
 	return info, nil
 }
 
-// StartMemorySampler samples NVML's used memory of GPU index every period
-// until Stop. NVML stays initialized until then.
+// StartMemorySampler reads NVML's used memory of GPU index now and then every
+// period until Stop. NVML stays initialized until then.
 func StartMemorySampler(index int, every time.Duration) (*MemorySampler, error) {
 	if every <= 0 {
 		return nil, fmt.Errorf("cuda: memory sampler period %v must be positive", every)
 	}
 	t := time.NewTicker(every)
-	s, err := startMemorySampler(newNVML(), index, t.C, t.Stop, time.Now)
+	s, err := startMemorySampler(newNVML(), index, t.C, t.Stop)
 	if err != nil {
 		t.Stop()
 	}
 	return s, err
 }
 
-func startMemorySampler(lib nvmlLib, index int, tick <-chan time.Time, stopTick func(), now func() time.Time) (_ *MemorySampler, err error) {
+func startMemorySampler(lib nvmlLib, index int, tick <-chan time.Time, stopTick func()) (_ *MemorySampler, err error) {
 	if err := nvmlInit(lib); err != nil {
 		return nil, err
 	}
@@ -135,5 +135,5 @@ func startMemorySampler(lib nvmlLib, index int, tick <-chan time.Time, stopTick 
 		}
 		return nil
 	}
-	return newMemorySampler(read, now, tick, stopTick, shutdown), nil
+	return newMemorySampler(read, tick, stopTick, shutdown)
 }

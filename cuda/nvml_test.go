@@ -114,22 +114,24 @@ func TestQuery_realNoGPU(t *testing.T) {
 func TestMemorySampler_mock(t *testing.T) {
 	lib, _ := mockH100()
 	tick := make(chan time.Time)
-	s, err := startMemorySampler(lib, 0, tick, func() {}, fakeClock())
+	s, err := startMemorySampler(lib, 0, tick, func() {})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.Latest() != 501<<20 {
+		t.Errorf("first reading %d, want %d", s.Latest(), 501<<20)
 	}
 	tick <- time.Time{}
-	got, err := s.Stop()
-	if err != nil {
+	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0].UsedBytes != 501<<20 || got[2].UsedBytes != 503<<20 {
-		t.Errorf("samples = %v", got)
+	if s.Samples() != 3 || s.Latest() != 503<<20 {
+		t.Errorf("%d samples, latest %d; want 3 and %d", s.Samples(), s.Latest(), 503<<20)
 	}
 	if n := len(lib.ShutdownCalls()); n != 1 {
 		t.Errorf("Shutdown called %d times, want 1", n)
 	}
-	if _, err := startMemorySampler(lib, 5, tick, func() {}, fakeClock()); err == nil {
+	if _, err := startMemorySampler(lib, 5, tick, func() {}); err == nil {
 		t.Error("sampler on GPU 5 started")
 	}
 	if n := len(lib.ShutdownCalls()); n != 2 {
@@ -146,12 +148,11 @@ func TestStartMemorySampler_short(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	got, err := s.Stop()
-	if err != nil {
+	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) < 3 {
-		t.Errorf("got %d samples in 50ms at 5ms", len(got))
+	if s.Samples() < 3 || s.Latest() <= 0 {
+		t.Errorf("%d samples in 50ms at 5ms, latest %d", s.Samples(), s.Latest())
 	}
-	t.Logf("%d samples, last used %d MiB", len(got), got[len(got)-1].UsedBytes>>20)
+	t.Logf("%d samples, last used %d MiB", s.Samples(), s.Latest()>>20)
 }

@@ -2,79 +2,86 @@ package cuda
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// MemorySample is NVML's used memory of one GPU at one time.
-type MemorySample struct {
-	Time      time.Time
-	UsedBytes int64
-}
-
-// MemorySampler samples a GPU's used memory on a ticker while a recording
-// runs. Start one with StartMemorySampler; Stop ends it and returns the
-// samples. The first sample is taken at start and the last at Stop, so a
-// run shorter than one period still has two.
+// MemorySampler keeps NVML's latest reading of a GPU's used memory while a
+// recording runs, for the recorder to stamp on each event (Event.DeviceUsed).
+// Reading NVML on the allocation path would cost microseconds per event; a
+// goroutine reading it every period costs the path one atomic load. NVML
+// stays initialized (and the device handle open) between readings, so each
+// one is a single query. Memory does not grow with the run: only the latest
+// reading and a count are kept.
+//
+// Start one with StartMemorySampler: it takes the first reading before it
+// returns, so the first event already carries one. Stop ends it.
 type MemorySampler struct {
 	read  func() (int64, error) // one NVML query
-	now   func() time.Time
-	close func() error // releases NVML; nil when nothing to release
+	close func() error          // releases NVML; nil when nothing to release
+
+	latest atomic.Int64
+	n      atomic.Int64
 
 	stopc chan struct{}
 	done  chan struct{}
 	once  sync.Once
 
-	// Written by the sampling goroutine only, read after done closes.
-	samples []MemorySample
-	err     error
+	err     error // the read that ended sampling early; read after done closes
 	stopErr error
 }
 
-// newMemorySampler starts sampling with read on each value of tick.
-// stopTick stops the ticker; close releases what read uses.
-func newMemorySampler(read func() (int64, error), now func() time.Time, tick <-chan time.Time, stopTick func(), close func() error) *MemorySampler {
-	s := &MemorySampler{
-		read:  read,
-		now:   now,
-		close: close,
-		stopc: make(chan struct{}),
-		done:  make(chan struct{}),
+// newMemorySampler takes a first reading, then reads on each value of tick
+// until Stop. stopTick stops the ticker; close releases what read uses. A
+// failing first reading is returned, and nothing is started.
+func newMemorySampler(read func() (int64, error), tick <-chan time.Time, stopTick func(), close func() error) (*MemorySampler, error) {
+	s := &MemorySampler{read: read, close: close, stopc: make(chan struct{}), done: make(chan struct{})}
+	if err := s.sample(); err != nil {
+		stopTick()
+		return nil, err
 	}
 	go s.loop(tick, stopTick)
-	return s
+	return s, nil
 }
 
 func (s *MemorySampler) loop(tick <-chan time.Time, stopTick func()) {
 	defer close(s.done)
 	defer stopTick()
-	s.sample()
-	for s.err == nil {
+	for {
 		select {
 		case <-tick:
-			s.sample()
+			if s.err = s.sample(); s.err != nil {
+				<-s.stopc // a failed read ends sampling; Stop reports it
+				return
+			}
 		case <-s.stopc:
-			s.sample()
+			s.err = s.sample()
 			return
 		}
 	}
-	// A failed read ends sampling; wait for Stop to report it.
-	<-s.stopc
 }
 
-func (s *MemorySampler) sample() {
+func (s *MemorySampler) sample() error {
 	used, err := s.read()
 	if err != nil {
-		s.err = err
-		return
+		return err
 	}
-	s.samples = append(s.samples, MemorySample{Time: s.now(), UsedBytes: used})
+	s.latest.Store(used)
+	s.n.Add(1)
+	return nil
 }
 
-// Stop ends sampling and returns the samples in time order. The error is the
-// read that ended sampling early, if any (the samples before it are still
-// returned), or a failure to release NVML. Calling Stop again returns the
-// same result.
-func (s *MemorySampler) Stop() ([]MemorySample, error) {
+// Latest returns the last reading of used memory in bytes. Safe from any
+// goroutine.
+func (s *MemorySampler) Latest() int64 { return s.latest.Load() }
+
+// Samples returns how many readings were taken.
+func (s *MemorySampler) Samples() int64 { return s.n.Load() }
+
+// Stop ends sampling, taking a last reading. The error is the read that
+// ended sampling early, if any, or a failure to release NVML. Calling Stop
+// again returns the same result.
+func (s *MemorySampler) Stop() error {
 	s.once.Do(func() {
 		close(s.stopc)
 		<-s.done
@@ -83,7 +90,7 @@ func (s *MemorySampler) Stop() ([]MemorySample, error) {
 		}
 	})
 	if s.err != nil {
-		return s.samples, s.err
+		return s.err
 	}
-	return s.samples, s.stopErr
+	return s.stopErr
 }

@@ -6,45 +6,37 @@ import (
 	"time"
 )
 
-// fakeClock returns t0, t0+1s, t0+2s, ….
-func fakeClock() func() time.Time {
-	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return func() time.Time {
-		t = t.Add(time.Second)
-		return t
-	}
-}
-
 func TestMemorySampler(t *testing.T) {
 	used := int64(0)
 	read := func() (int64, error) { used += 100; return used, nil }
 	tick := make(chan time.Time)
 	stopped, closed := false, false
-	s := newMemorySampler(read, fakeClock(), tick, func() { stopped = true }, func() error { closed = true; return nil })
-	for range 3 {
-		tick <- time.Time{} // unbuffered: returns once the sampler took it
-	}
-	got, err := s.Stop()
+	s, err := newMemorySampler(read, tick, func() { stopped = true }, func() error { closed = true; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 5 { // start, 3 ticks, stop
-		t.Fatalf("got %d samples, want 5: %v", len(got), got)
+	if s.Latest() != 100 || s.Samples() != 1 {
+		t.Fatalf("after start: latest %d, %d samples; want the first reading taken", s.Latest(), s.Samples())
 	}
-	for i, sm := range got {
-		if want := int64(100 * (i + 1)); sm.UsedBytes != want {
-			t.Errorf("sample %d: used %d, want %d", i, sm.UsedBytes, want)
+	for i := range 3 {
+		tick <- time.Time{} // unbuffered: returns once the sampler took it
+		if i > 0 {          // the reading before this tick is done by now
+			if want := int64(100 * (i + 1)); s.Latest() < want {
+				t.Errorf("tick %d: latest %d, want at least %d", i, s.Latest(), want)
+			}
 		}
-		if i > 0 && !sm.Time.After(got[i-1].Time) {
-			t.Errorf("sample %d at %v, not after %v", i, sm.Time, got[i-1].Time)
-		}
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Samples() != 5 || s.Latest() != 500 { // start, 3 ticks, stop
+		t.Fatalf("%d samples, latest %d; want 5 and 500", s.Samples(), s.Latest())
 	}
 	if !stopped || !closed {
 		t.Errorf("ticker stopped %v, NVML closed %v; want both", stopped, closed)
 	}
-	again, err := s.Stop()
-	if err != nil || len(again) != 5 {
-		t.Errorf("second Stop = %d samples, %v", len(again), err)
+	if err := s.Stop(); err != nil || s.Samples() != 5 {
+		t.Errorf("second Stop = %v, %d samples", err, s.Samples())
 	}
 }
 
@@ -59,14 +51,24 @@ func TestMemorySampler_readError(t *testing.T) {
 		return int64(n), nil
 	}
 	tick := make(chan time.Time)
-	s := newMemorySampler(read, fakeClock(), tick, func() {}, nil)
+	s, err := newMemorySampler(read, tick, func() {}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tick <- time.Time{}
 	tick <- time.Time{} // third read fails; the sampler stops reading
-	got, err := s.Stop()
-	if !errors.Is(err, boom) {
+	if err := s.Stop(); !errors.Is(err, boom) {
 		t.Errorf("Stop error = %v, want boom", err)
 	}
-	if len(got) != 2 {
-		t.Errorf("got %d samples, want the 2 before the error", len(got))
+	if s.Samples() != 2 || s.Latest() != 2 {
+		t.Errorf("%d samples, latest %d; want the 2 before the error", s.Samples(), s.Latest())
+	}
+}
+
+func TestMemorySampler_firstReadFails(t *testing.T) {
+	stopped := false
+	_, err := newMemorySampler(func() (int64, error) { return 0, errors.New("no GPU") }, nil, func() { stopped = true }, nil)
+	if err == nil || !stopped {
+		t.Errorf("start = %v, ticker stopped %v; want an error and the ticker stopped", err, stopped)
 	}
 }

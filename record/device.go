@@ -6,8 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -127,70 +125,4 @@ func nvmlIndex(ordinal int) int {
 		}
 	}
 	return -1
-}
-
-// sampler keeps the latest NVML reading of the GPU's used memory for the
-// recorder to stamp on each event (Event.DeviceUsed). Reading NVML on the
-// allocation path would cost microseconds per event; a goroutine reading it
-// every period costs the path one atomic load.
-type sampler struct {
-	used  atomic.Int64
-	n     atomic.Int64 // samples taken
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	err   error // the read that ended sampling, if any
-	every time.Duration
-}
-
-// startSampler samples read every period until Stop. The first sample is
-// taken before it returns, so the first event already carries one.
-func startSampler(read func() (int64, error), every time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), every: every}
-	v, err := read()
-	if err != nil {
-		s.err = err
-		close(s.done)
-		return s
-	}
-	s.used.Store(v)
-	s.n.Add(1)
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-				v, err := read()
-				if err != nil {
-					s.err = err
-					return
-				}
-				s.used.Store(v)
-				s.n.Add(1)
-			}
-		}
-	}()
-	return s
-}
-
-// Stop ends sampling and returns the error that ended it early, if any.
-func (s *sampler) Stop() error {
-	s.once.Do(func() { close(s.stop) })
-	<-s.done
-	return s.err
-}
-
-// nvmlUsed reads NVML's used memory of GPU index.
-func nvmlUsed(index int) func() (int64, error) {
-	return func() (int64, error) {
-		info, err := cuda.Query(index)
-		if err != nil {
-			return 0, err
-		}
-		return info.UsedBytes, nil
-	}
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync/atomic"
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/cuda"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -102,14 +102,18 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 	}
 	r := newRecorder(tw, a, opts.Target.Ordinal, opts.BatchRows, opts.FlushEvery)
 	r.stacks = stacks
-	var smp *sampler
+	var (
+		smp    *cuda.MemorySampler
+		smpErr error
+	)
 	if opts.Target.Kind == DeviceCUDA && opts.Target.nvmlIndex >= 0 {
 		every := opts.SampleEvery
 		if every <= 0 {
 			every = DefaultSampleEvery
 		}
-		smp = startSampler(nvmlUsed(opts.Target.nvmlIndex), every)
-		r.used = &smp.used
+		if smp, smpErr = cuda.StartMemorySampler(opts.Target.nvmlIndex, every); smpErr == nil {
+			r.used = smp
+		}
 	}
 
 	x := newExecutor(ctx, w, a)
@@ -131,9 +135,10 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 	prog.done()
 
 	res := &Result{Out: opts.Out, Workload: w.Name, Device: opts.Target.Kind, Stats: a.Stats(), Elapsed: time.Since(start)}
+	res.SampleErr = smpErr
 	if smp != nil {
 		res.SampleErr = smp.Stop()
-		res.Samples = smp.n.Load()
+		res.Samples = smp.Samples()
 	}
 	if err := r.enc.failed(); err != nil { // the writer failed: that is the error to report
 		tw.Abort()
@@ -170,6 +175,10 @@ func recordMeta(opts *Options, a *allocator.Allocator) trace.Meta {
 	return m
 }
 
+// latestReading is what the recorder needs of a memory sampler
+// (cuda.MemorySampler): its latest reading, cheap enough for every event.
+type latestReading interface{ Latest() int64 }
+
 // recorder is the allocator's Observer during a live recording. Its hot
 // path copies each event into the current chunk and reads the clock every
 // clockEvery events (and at every segment and oom event); the statement's
@@ -179,7 +188,7 @@ type recorder struct {
 	a      *allocator.Allocator
 	enc    *encoder
 	t0     time.Time
-	used   *atomic.Int64   // latest NVML sample; nil on the simulated device
+	used   latestReading   // NVML's latest reading; nil on the simulated device
 	stacks []trace.StackID // per statement id
 
 	cur      *chunk
@@ -249,7 +258,7 @@ func (r *recorder) note(c *chunk, i int, pool allocator.PoolID) {
 		c.poolIDs = append(c.poolIDs, pool)
 	}
 	if r.used != nil {
-		if v := r.used.Load(); v != r.lastUsed {
+		if v := r.used.Latest(); v != r.lastUsed {
 			r.lastUsed = v
 			c.used = append(c.used, mark{i, v})
 		}

@@ -77,7 +77,7 @@ func TestRecorderMarks(t *testing.T) {
 	before := time.Now().UnixMicro()
 	r := newRecorder(w, nil, 2, 1000, 0)
 	r.stacks = []trace.StackID{s1, s2}
-	var used atomic.Int64
+	var used fakeReading
 	r.used = &used
 	const n = 3*chunkEvents + 5
 	want := make([]trace.Event, n)
@@ -123,3 +123,8 @@ func TestRecorderMarks(t *testing.T) {
 		t.Fatalf("read %d of %d events: %v", i, n, rd.Err())
 	}
 }
+
+// fakeReading stands in for cuda.MemorySampler: a reading the test sets.
+type fakeReading struct{ atomic.Int64 }
+
+func (f *fakeReading) Latest() int64 { return f.Load() }
