@@ -2,8 +2,8 @@ package allocator
 
 import "slices"
 
-// freeSet is an ordered set of freeKeys (a BlockPool's `blocks` or
-// `unmapped`): a sorted list of sorted chunks of at most chunkMax keys. It
+// freeSet is an ordered set of freeKeys (a BlockPool's `unmapped`; its
+// `blocks`, on the hot path, are a sizeSet): a sorted list of sorted chunks of at most chunkMax keys. It
 // replaces a general B-tree on the hot path because its comparisons inline;
 // lookups are two binary searches, updates move at most chunkMax keys.
 type freeSet struct {
@@ -108,15 +108,6 @@ func (s *freeSet) Delete(k freeKey) {
 		return
 	}
 	s.deleteAt(ci, i)
-}
-
-// first returns the first key not less than k.
-func (s *freeSet) first(k freeKey) (freeKey, bool) {
-	ci, i := s.seek(&k)
-	if ci == len(s.chunks) {
-		return freeKey{}, false
-	}
-	return s.chunks[ci][i], true
 }
 
 // deleteAt removes the key at chunk ci, index i (as returned by seek).
