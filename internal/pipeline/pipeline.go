@@ -243,16 +243,6 @@ type Run struct {
 	OOMStacks map[trace.StackID]trace.Stack
 }
 
-// Summary returns the summary of device d, or nil.
-func (r *Run) Summary(d int32) *analysis.Summary {
-	for _, s := range r.Summaries {
-		if s.Device == d {
-			return s
-		}
-	}
-	return nil
-}
-
 // Replay replays the input once under s and analyzes the replayed events.
 // Decoding, the model and the analysis run on three goroutines (see
 // stream.go).
