@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -44,6 +45,17 @@ end
 // included), what recording costs a machine without a spare core. On a GPU,
 // cudaMalloc and the driver add to the bare cost, so the overhead there is
 // lower.
+//
+// The rest splits a run in two, on Linux: the allocator's part, up to its
+// last event, and the recording's tail after it (handing over the last
+// events, writing them, closing and syncing the file), which the elapsed
+// time includes. thread-ns/event is the CPU time of the allocator's thread
+// until its last event, per event: what the recorded program pays on its own
+// thread (the hot path, and handing chunks over), against the same for the
+// bare run beside it (thread-overhead-%); run-ns/event is the elapsed time
+// until the last event (it adds to thread-ns/event the allocator's waits for
+// the encoder, if any, and preemption); tail-ms is the tail's elapsed time,
+// per run.
 func BenchmarkRecord(b *testing.B) {
 	w, err := ParseWorkload("bench.workload", []byte(benchWorkload))
 	if err != nil {
@@ -51,36 +63,66 @@ func BenchmarkRecord(b *testing.B) {
 	}
 	for _, mode := range []string{"bare", "writer", "file"} {
 		b.Run(mode, func(b *testing.B) {
+			runtime.LockOSThread() // for threadCPUTime
+			defer runtime.UnlockOSThread()
 			dir := b.TempDir()
 			var events, bareEvents int64
-			var bareTime, cpu time.Duration
+			var bareTime, bareThread, cpu, thread, run, tail time.Duration
+			waits := 0
 			for i := 0; i < b.N; i++ {
 				if mode == "bare" {
-					c0 := cpuTime()
+					c0, t0 := cpuTime(), threadCPUTime()
 					n, _ := benchBare(b, w)
+					thread += threadCPUTime() - t0
 					cpu += cpuTime() - c0
 					events += n
 					continue
 				}
 				b.StopTimer()
+				t0 := threadCPUTime()
 				n, d := benchBare(b, w)
+				bareThread += threadCPUTime() - t0
 				bareEvents += n
 				bareTime += d
 				out := filepath.Join(dir, "bench.arrows")
 				os.Remove(out)
+				var start, ran time.Time
+				benchPhase = func(phase string, r *recorder) {
+					switch phase {
+					case "run":
+						ran = time.Now()
+						thread += threadCPUTime() - t0
+						waits += r.enc.waits
+					case "close":
+						run += ran.Sub(start)
+						tail += time.Since(ran)
+					}
+				}
 				b.StartTimer()
 				c0 := cpuTime()
+				start, t0 = time.Now(), threadCPUTime()
 				events += benchRecord(b, w, mode, out)
 				cpu += cpuTime() - c0
+				benchPhase = nil
 			}
-			nsPerEvent := float64(b.Elapsed().Nanoseconds()) / float64(events)
+			perEvent := func(d time.Duration, n int64) float64 { return float64(d.Nanoseconds()) / float64(n) }
+			nsPerEvent := perEvent(b.Elapsed(), events)
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(nsPerEvent, "ns/event")
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(events), "cpu-ns/event")
+			b.ReportMetric(perEvent(cpu, events), "cpu-ns/event")
+			if thread > 0 {
+				b.ReportMetric(perEvent(thread, events), "thread-ns/event")
+			}
 			if bareEvents > 0 {
-				bare := float64(bareTime.Nanoseconds()) / float64(bareEvents)
+				bare := perEvent(bareTime, bareEvents)
 				b.ReportMetric(bare, "bare-ns/event")
 				b.ReportMetric(100*(nsPerEvent/bare-1), "overhead-%")
+				b.ReportMetric(perEvent(run, events), "run-ns/event")
+				b.ReportMetric(tail.Seconds()*1000/float64(b.N), "tail-ms")
+				b.ReportMetric(float64(waits)/float64(b.N), "waits/run")
+				if bareThread > 0 {
+					b.ReportMetric(100*(perEvent(thread, events)/perEvent(bareThread, bareEvents)-1), "thread-overhead-%")
+				}
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -131,6 +132,9 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 	start := time.Now()
 	runErr := x.run()
 	a.SetObserver(nil)
+	if benchPhase != nil {
+		benchPhase("run", r)
+	}
 	r.finish()
 	prog.done()
 
@@ -148,8 +152,16 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("record %s: %w", opts.Out, err)
 	}
+	if benchPhase != nil {
+		benchPhase("close", r)
+	}
 	return res, runErr
 }
+
+// benchPhase, set by benchmarks only, is called on recordTo's goroutine as
+// the workload's last event is recorded ("run") and once the trace is closed
+// ("close"), to tell the allocator's time from the recording's tail.
+var benchPhase func(phase string, r *recorder)
 
 func recordMeta(opts *Options, a *allocator.Allocator) trace.Meta {
 	m := trace.Meta{
@@ -180,11 +192,20 @@ func recordMeta(opts *Options, a *allocator.Allocator) trace.Meta {
 type latestReading interface{ Latest() int64 }
 
 // recorder is the allocator's Observer during a live recording. Its hot
-// path copies each event into the current chunk and reads the clock every
-// clockEvery events (and at every segment and oom event); the statement's
-// stack and NVML's reading are noted when they change. The encoder
-// goroutine does the rest (live_ring.go).
+// path copies each event into the current chunk and, every clockEvery events
+// (and at every segment and oom event, and pool change), reads the clock and
+// NVML's latest reading; the statement's stack and the pool are noted when
+// they change. The encoder goroutine does the rest (live_ring.go).
 type recorder struct {
+	// The hot path's: the current chunk's events, the index of the next
+	// event, the index past the next one to stamp (read the clock at), the
+	// pool last noted and the encoder's request to hand the chunk over now.
+	ev       []liveEvent
+	i        int
+	stop     int
+	pool     allocator.PoolID
+	flushReq atomic.Bool
+
 	a      *allocator.Allocator
 	enc    *encoder
 	t0     time.Time
@@ -192,11 +213,9 @@ type recorder struct {
 	stacks []trace.StackID // per statement id
 
 	cur      *chunk
-	left     int              // events before the next clock read
-	stack    trace.StackID    // of the statement running now
-	lastUsed int64            // the NVML reading last noted
-	pool     allocator.PoolID // the pool last noted
-	previous int64            // events in the chunks handed over
+	stack    trace.StackID // of the statement running now
+	lastUsed int64         // the NVML reading last noted
+	previous int64         // events in the chunks handed over
 }
 
 // newRecorder starts a recording into w: batches of at most batch events
@@ -212,9 +231,11 @@ func newRecorder(w *trace.Writer, a *allocator.Allocator, ordinal int32, batch i
 	// Wall-clock base plus monotonic elapsed time: comparable with PyTorch's
 	// epoch timestamps, yet never running backwards within the run.
 	t0 := time.Now()
-	r := &recorder{a: a, t0: t0, stack: trace.NoStack, left: clockEvery}
-	r.enc = newEncoder(w, t0, ordinal, min(batch, trace.DefaultBatchRows), flushEvery)
+	r := &recorder{a: a, t0: t0, stack: trace.NoStack}
+	r.enc = newEncoder(w, t0, ordinal, min(batch, trace.DefaultBatchRows), flushEvery, &r.flushReq)
 	r.cur = r.enc.chunk()
+	r.ev = r.cur.ev
+	r.stop = 1 // the first event is stamped: a clock read and NVML's reading
 	return r
 }
 
@@ -222,36 +243,37 @@ func (r *recorder) setStmt(s *stmt) {
 	if id := r.stacks[s.id]; id != r.stack {
 		r.stack = id
 		c := r.cur
-		c.stacks = append(c.stacks, mark{c.n, int64(id)})
+		c.stacks = append(c.stacks, mark{r.i, int64(id)})
 	}
 }
 
 // events reports how many events were recorded so far.
-func (r *recorder) events() int64 { return r.previous + int64(r.cur.n) }
+func (r *recorder) events() int64 { return r.previous + int64(r.i) }
 
 // AllocatorEvent implements allocator.Observer. It is the hot path: five
 // stores, and a clock read every clockEvery events; the rest is out of line.
 func (r *recorder) AllocatorEvent(e *allocator.Event) {
-	c := r.cur
-	i := c.n
-	p := &c.ev[i]
+	i := r.i
+	p := &r.ev[i]
 	p.addr, p.size, p.stream, p.block, p.act = e.Addr, e.Size, e.Stream, e.BlockSize, e.Action
-	c.n = i + 1
-	if e.Pool != r.pool || r.used != nil {
-		r.note(c, i, e.Pool)
-	}
-	r.left--
+	r.i = i + 1
 	// Segment and oom events follow device calls, which take microseconds
 	// on a GPU: their own clock read keeps the events before them early.
-	if r.left == 0 || e.Action >= allocator.ActSegmentAlloc || r.enc.flushReq.Load() {
-		r.stamp(c, i)
+	if i+1 == r.stop || e.Action >= allocator.ActSegmentAlloc || e.Pool != r.pool || r.flushReq.Load() {
+		r.stamp(i, e.Pool)
 	}
 }
 
-// note notes a change of pool or NVML reading at event i of c.
+// stamp reads the clock for event i, the last of the chunk, notes its pool
+// if it changed, and NVML's latest reading (which holds from event i on: it
+// is taken every few milliseconds, so noting it up to clockEvery events
+// late, within a microsecond or so, loses nothing), and hands the chunk to
+// the encoder when it is full or a flush is due.
 //
 //go:noinline
-func (r *recorder) note(c *chunk, i int, pool allocator.PoolID) {
+func (r *recorder) stamp(i int, pool allocator.PoolID) {
+	c := r.cur
+	c.times = append(c.times, mark{i, int64(time.Since(r.t0))})
 	if pool != r.pool {
 		r.pool = pool
 		c.pools = append(c.pools, mark{i, int64(len(c.poolIDs))})
@@ -263,39 +285,38 @@ func (r *recorder) note(c *chunk, i int, pool allocator.PoolID) {
 			c.used = append(c.used, mark{i, v})
 		}
 	}
-}
-
-// stamp reads the clock for event i, the last of c, and hands c to the
-// encoder when it is full or a flush is due.
-//
-//go:noinline
-func (r *recorder) stamp(c *chunk, i int) {
-	c.times = append(c.times, mark{i, int64(time.Since(r.t0))})
-	room := len(c.ev) - c.n
-	r.left = min(clockEvery, room)
-	flush := r.enc.flushReq.Load()
-	if room > 0 && !flush {
+	n := i + 1
+	flush := r.flushReq.Load()
+	if n < len(r.ev) && !flush {
+		r.stop = min(n+clockEvery, len(r.ev))
 		return
 	}
 	if flush {
-		r.enc.flushReq.Store(false)
+		r.flushReq.Store(false)
 		c.flush = true
 	}
-	r.previous += int64(c.n) // before the encoder owns c
+	r.handOver(n)
+}
+
+// handOver hands the current chunk, of n events, to the encoder and takes
+// an empty one.
+func (r *recorder) handOver(n int) {
+	c := r.cur
+	c.n = n
+	r.previous += int64(n) // before the encoder owns c
 	r.enc.full <- c
 	r.cur = r.enc.chunk()
-	r.left = clockEvery
+	r.ev, r.i = r.cur.ev, 0
+	r.stop = min(clockEvery, len(r.ev))
 }
 
 // snapshot records a snapshot marker, as torch.cuda.memory_snapshot() leaves
 // in PyTorch's history: Size is the bytes of active blocks.
 func (r *recorder) snapshot() error {
-	c := r.cur
-	i := c.n
-	c.ev[i] = liveEvent{act: actSnapshot, size: r.a.Stats().ActiveBytes[0].Current}
-	c.n = i + 1
-	r.note(c, i, allocator.PoolID{})
-	r.stamp(c, i)
+	i := r.i
+	r.ev[i] = liveEvent{act: actSnapshot, size: r.a.Stats().ActiveBytes[0].Current}
+	r.i = i + 1
+	r.stamp(i, allocator.PoolID{})
 	return r.enc.failed()
 }
 
@@ -303,11 +324,12 @@ func (r *recorder) snapshot() error {
 // written them all; the writer is then the caller's again.
 func (r *recorder) finish() {
 	c := r.cur
+	c.n = r.i
 	c.end = int64(time.Since(r.t0))
 	c.flush = true
 	r.previous += int64(c.n) // before the encoder owns c
 	r.enc.full <- c
-	r.cur = nil
+	r.cur, r.ev = nil, nil
 	close(r.enc.full)
 	r.enc.wait()
 }

@@ -1,7 +1,6 @@
 package record
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,21 +15,24 @@ import (
 // preallocated chunk: no allocation, no call into the trace writer, and a
 // clock read only every clockEvery events. What changes rarely (the
 // statement's stack, NVML's reading, the pool) and the clock reads are kept
-// beside the events as (index, value) marks. Full chunks go
-// to an encoder goroutine that places every event in time, lays the events
-// out as the trace's columns and writes them in batches
-// (trace.Writer.WriteColumns), then hands the chunk back; a third goroutine
-// syncs the file behind it. On a machine with a spare core the encoding
-// overlaps the allocator, and memory stays bounded: ringChunks chunks, and
-// the one batch being filled. When the encoder falls behind, the allocator
-// waits for a chunk.
+// beside the events as (index, value) marks. Full chunks go to an encoder
+// goroutine that places every event in time, lays the events out as the
+// trace's columns and encodes them in batches (trace.Writer.WriteColumns),
+// then hands the chunk back; the trace writer's own goroutine makes the
+// write calls, and syncs the file behind them (trace.Create). On a machine
+// with spare cores the encoding and the writing overlap the allocator, and
+// neither the write calls nor the syncs delay the encoder; memory stays
+// bounded: ringChunks chunks, the one batch being filled and the writer's
+// blocks. When the encoder falls behind, the allocator waits for a chunk.
 
 const (
 	// chunkEvents is the number of events per chunk (40 bytes each), and
-	// ringChunks the most chunks in circulation: 1.25 MiB, about 30,000
-	// events of lead for the encoder, milliseconds of allocator work.
+	// ringChunks the most chunks in circulation: 2.5 MiB, about 60,000
+	// events of lead for the encoder (a few milliseconds of allocator work,
+	// more than the encoder takes to encode a whole batch: so the allocator
+	// does not wait for it on a machine with a spare core).
 	chunkEvents = 4096
-	ringChunks  = 8
+	ringChunks  = 16
 	// clockEvery is the most events between two clock reads. A read costs
 	// 20-80 ns (as much as the event itself); events between reads are
 	// placed in time by the encoder (stampTimes), within the reads around
@@ -91,17 +93,14 @@ type encoder struct {
 	free  chan *chunk // encoder -> recorder
 	done  chan struct{}
 	nmade int // chunks made so far (by the recorder's goroutine)
-	// flushReq asks the recorder to hand over its partial chunk: the
-	// encoder's ticker sets it when no batch was written for half of
-	// flushEvery, so a batch reaches the file within flushEvery even when
+	waits int // times the recorder waited for a chunk
+	// flushReq (the recorder's) asks the recorder to hand over its partial
+	// chunk: the encoder's ticker sets it when no batch was written for half
+	// of flushEvery, so a batch reaches the file within flushEvery even when
 	// events trickle.
-	flushReq   atomic.Bool
+	flushReq   *atomic.Bool
 	flushEvery time.Duration
 	lastWrite  time.Duration // since the start
-
-	// syncReq wakes the syncer after each batch; synced closes when it ends.
-	syncReq chan struct{}
-	synced  chan struct{}
 
 	cols trace.Columns // the batch being filled
 	// clearPools and clearUsed say that the batch's pool or NVML columns
@@ -123,16 +122,14 @@ type encoder struct {
 }
 
 // newEncoder starts the encoder: batches of batch events into w.
-func newEncoder(w *trace.Writer, t0 time.Time, ordinal int32, batch int, flushEvery time.Duration) *encoder {
+func newEncoder(w *trace.Writer, t0 time.Time, ordinal int32, batch int, flushEvery time.Duration, flushReq *atomic.Bool) *encoder {
 	e := &encoder{
-		w: w, t0: t0, baseUs: t0.UnixMicro(), batch: batch, flushEvery: flushEvery,
+		w: w, t0: t0, baseUs: t0.UnixMicro(), batch: batch, flushEvery: flushEvery, flushReq: flushReq,
 		full: make(chan *chunk, ringChunks), free: make(chan *chunk, ringChunks), done: make(chan struct{}),
-		syncReq: make(chan struct{}, 1), synced: make(chan struct{}),
 		stack: trace.NoStack, lastRate: -1,
 	}
 	e.cols.Device = ordinal
 	go e.run()
-	go e.syncer()
 	return e
 }
 
@@ -148,12 +145,12 @@ func (e *encoder) chunk() *chunk {
 		e.nmade++
 		return &chunk{ev: make([]liveEvent, chunkEvents)}
 	}
+	e.waits++
 	return <-e.free
 }
 
 func (e *encoder) run() {
 	defer close(e.done)
-	defer close(e.syncReq)
 	period := e.flushEvery / 2
 	tick := time.NewTicker(period)
 	defer tick.Stop()
@@ -179,24 +176,8 @@ func (e *encoder) run() {
 	}
 }
 
-// syncer syncs the file after each batch, off the encoder's path: a killed
-// recording keeps every batch written, synced or not, and a machine that goes
-// down loses at most the batches since the last sync.
-func (e *encoder) syncer() {
-	defer close(e.synced)
-	for range e.syncReq {
-		if err := e.w.Sync(); err != nil {
-			e.fail(fmt.Errorf("trace: sync: %w", err))
-			return
-		}
-	}
-}
-
-// wait returns once every chunk handed over is written and synced.
-func (e *encoder) wait() {
-	<-e.done
-	<-e.synced
-}
+// wait returns once every chunk handed over is written.
+func (e *encoder) wait() { <-e.done }
 
 // failed returns the first write error, if any. Safe from any goroutine.
 func (e *encoder) failed() error {
@@ -253,10 +234,11 @@ func (e *encoder) add(c *chunk) {
 		}
 		e.grow(b + end - k)
 		cols := &e.cols
-		tus, kind, addr, size := cols.TimeUs[b:], cols.Kind[b:], cols.Addr[b:], cols.Size[b:]
-		stream, block := cols.Stream[b:], cols.BlockSize[b:]
 		evs := c.ev[k:end]
+		n := len(evs)
 		ts := times[k:end]
+		tus, kind, addr, size := cols.TimeUs[b:b+n], cols.Kind[b:b+n], cols.Addr[b:b+n], cols.Size[b:b+n]
+		stream, block := cols.Stream[b:b+n], cols.BlockSize[b:b+n]
 		for j := range evs {
 			ev := &evs[j]
 			tus[j] = e.baseUs + ts[j]/1000
@@ -266,7 +248,6 @@ func (e *encoder) add(c *chunk) {
 			stream[j] = ev.stream
 			block[j] = ev.block
 		}
-		n := len(evs)
 		fill(cols.Stack[b:b+n], e.stack)
 		// The pool and NVML columns are zero but where a batch had other
 		// values (clear says which, and writeBatch zeroes them again).
@@ -322,8 +303,8 @@ func (e *encoder) grow(n int) {
 	c.DeviceUsed = append(c.DeviceUsed, make([]int64, m-len(c.DeviceUsed))...)
 }
 
-// writeBatch writes the batch, if it holds events, and wakes the syncer. It
-// reports whether writing succeeded.
+// writeBatch writes the batch, if it holds events. It reports whether
+// writing succeeded.
 func (e *encoder) writeBatch() bool {
 	if e.cols.N == 0 {
 		return true
@@ -345,10 +326,6 @@ func (e *encoder) writeBatch() bool {
 		return false
 	}
 	e.lastWrite = time.Since(e.t0)
-	select {
-	case e.syncReq <- struct{}{}:
-	default: // a sync is already due
-	}
 	return true
 }
 

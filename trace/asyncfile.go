@@ -3,23 +3,47 @@ package trace
 import (
 	"os"
 	"sync/atomic"
+	"time"
 )
 
 const (
 	// asyncBlock is the size of the blocks a Create'd trace is written in,
-	// and asyncBlocks how many may be in flight.
+	// and asyncBlocks how many may be in flight; liveBlocks for a trace
+	// written in place (a live recording), whose encoder hands over a whole
+	// batch (about 5 MiB) at a time and should not wait for the file while
+	// it does.
 	asyncBlock  = 1 << 20
 	asyncBlocks = 4
-	// asyncSyncEvery is how many bytes are written between the fsyncs the
-	// writing goroutine starts as it goes.
-	asyncSyncEvery = 16 << 20
+	liveBlocks  = 16
+	// In place (a live recording), an fsync starts beside the writes, one
+	// at a time, once liveSyncEvery bytes were written since the last one
+	// began, or once written bytes have waited liveSyncAge for one; syncs
+	// follow the writes closely (about one per batch at full speed), so
+	// that Close waits only for the last few MiB. A temporary file renamed
+	// on Close (an import, a replay's output) is not synced at all: see
+	// Create.
+	liveSyncEvery = 4 << 20
+	liveSyncAge   = time.Second
 )
 
-// asyncFile is the output of a trace that Create writes to a temporary
-// file: writes are copied into blocks that a goroutine of its own writes,
-// and every asyncSyncEvery bytes it starts an fsync beside the writes. The
-// disk works while the producer (an import, a replay) converts events, and
-// the fsync that Close does before the rename waits only for the tail.
+// asyncFile is the output of a trace that Create writes: writes are copied
+// into blocks that a goroutine of its own writes, and, in place, it syncs
+// what it wrote as it goes, beside the writes. The producer (an import, a
+// replay, a live recording's encoder) converts events while the write calls
+// run, and the fsync that Close does in place waits only for the tail.
+//
+// A trace written in place (a live recording) is handed over at the end of
+// each batch (push). The guarantee that a killed recording leaves a trace
+// readable up to its last batch needs no fsync: what write(2) took is in the
+// page cache, which outlives the process, and the goroutine writes the
+// blocks in order, so the file holds a prefix of the stream, whole batches
+// and at most one partial one, which the reader reports as a cut. A kill
+// loses only the batches handed over but not yet written, normally none (the
+// goroutine writes each as it comes; at most liveBlocks MiB wait). The syncs
+// are for the machine going down (power loss, a kernel crash): that loses
+// what was written since the last sync began, at most about liveSyncEvery
+// bytes and the writes during one sync at full speed, or liveSyncAge and
+// one sync of a slow recording, as when a sync followed every batch.
 type asyncFile struct {
 	f          *os.File
 	buf        []byte        // the block being filled
@@ -28,24 +52,32 @@ type asyncFile struct {
 	err        error         // the goroutine's first error; read after done, or once failed is set
 	failed     atomic.Bool   // err is set (and final)
 	finished   bool
+	syncEvery  int64 // bytes written between the starts of two fsyncs
 }
 
-func newAsyncFile(f *os.File) *asyncFile {
-	o := &asyncFile{f: f, full: make(chan []byte, asyncBlocks), free: make(chan []byte, asyncBlocks), done: make(chan struct{})}
-	for range asyncBlocks {
+// newAsyncFile writes to f through blocks of asyncBlock bytes, at most
+// blocks of them in flight, and starts an fsync every syncEvery bytes (or
+// liveSyncAge); never when syncEvery is 0.
+func newAsyncFile(f *os.File, blocks int, syncEvery int64) *asyncFile {
+	o := &asyncFile{f: f, full: make(chan []byte, blocks), free: make(chan []byte, blocks), done: make(chan struct{}), syncEvery: syncEvery}
+	for range blocks {
 		o.free <- make([]byte, 0, asyncBlock)
 	}
 	go o.writeLoop()
 	return o
 }
 
-// writeLoop writes the blocks handed over, starting an fsync of what is
-// written every asyncSyncEvery bytes, beside the writes (one at a time).
+// writeLoop writes the blocks handed over, and starts an fsync of what is
+// written (one at a time, beside the writes) every syncEvery bytes or when
+// written bytes have waited liveSyncAge (unless syncEvery is 0); it ends once the last block is
+// written and the last fsync started is done.
 func (o *asyncFile) writeLoop() {
 	defer close(o.done)
 	var (
-		written, synced int64
+		written, synced int64      // bytes written, and bytes synced or being synced
+		oldest          time.Time  // when the first bytes not yet being synced were written
 		syncing         chan error // the fsync in flight, if any
+		timer           *time.Timer
 	)
 	fail := func(err error) {
 		if err != nil && o.err == nil {
@@ -53,29 +85,51 @@ func (o *asyncFile) writeLoop() {
 			o.failed.Store(true)
 		}
 	}
-	for b := range o.full {
-		if o.err == nil {
-			_, err := o.f.Write(b)
-			fail(err)
-			written += int64(len(b))
-		}
-		o.free <- b[:0]
-		if syncing != nil {
-			select {
-			case err := <-syncing:
-				fail(err)
-				syncing = nil
-			default:
-			}
-		}
-		if syncing == nil && o.err == nil && written-synced >= asyncSyncEvery {
-			synced = written
-			syncing = make(chan error, 1)
-			go func(ch chan<- error) { ch <- o.f.Sync() }(syncing)
-		}
+	startSync := func() {
+		synced = written
+		syncing = make(chan error, 1)
+		go func(ch chan<- error) { ch <- o.f.Sync() }(syncing)
 	}
-	if syncing != nil {
-		fail(<-syncing)
+	full := o.full
+	for full != nil || syncing != nil {
+		var due <-chan time.Time
+		if o.syncEvery > 0 && syncing == nil && written > synced && o.err == nil {
+			wait := liveSyncAge - time.Since(oldest)
+			if timer == nil {
+				timer = time.NewTimer(wait)
+				defer timer.Stop()
+			} else {
+				timer.Reset(wait)
+			}
+			due = timer.C
+		}
+		select {
+		case b, ok := <-full:
+			if !ok {
+				full = nil
+				continue
+			}
+			if o.err == nil {
+				if written == synced {
+					oldest = time.Now()
+				}
+				_, err := o.f.Write(b)
+				fail(err)
+				written += int64(len(b))
+			}
+			o.free <- b[:0]
+			if o.syncEvery > 0 && syncing == nil && o.err == nil && written-synced >= o.syncEvery {
+				startSync()
+			}
+		case err := <-syncing:
+			fail(err)
+			syncing = nil
+			if o.syncEvery > 0 && o.err == nil && written-synced >= o.syncEvery {
+				startSync()
+			}
+		case <-due:
+			startSync()
+		}
 	}
 }
 
@@ -100,13 +154,23 @@ func (o *asyncFile) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// push hands the block being filled, if it holds anything, to the writing
+// goroutine.
+func (o *asyncFile) push() {
+	if len(o.buf) > 0 {
+		o.full <- o.buf
+		o.buf = nil
+	}
+}
+
 // finish hands over the last block and waits until everything handed over
-// is written; it returns the first write error. The file stays open.
+// is written and the last fsync started is done; it returns the first error.
+// The file stays open.
 func (o *asyncFile) finish() error {
 	if !o.finished {
 		o.finished = true
-		if len(o.buf) > 0 && !o.failed.Load() {
-			o.full <- o.buf
+		if !o.failed.Load() {
+			o.push()
 		}
 		o.buf = nil
 		close(o.full)

@@ -21,9 +21,10 @@ const DefaultBatchRows = 64 << 10
 type WriterOptions struct {
 	BatchRows int // events per record batch; DefaultBatchRows when 0
 	// InPlace writes straight to the destination instead of a temporary file
-	// renamed on Close. Live recordings use it so that a killed process leaves
-	// a trace readable up to its last flushed batch; imports do not, so that a
-	// failed import leaves nothing behind.
+	// renamed on Close, and hands each batch to the file as it ends. Live
+	// recordings use it so that a killed process leaves a trace readable up
+	// to its last flushed batch; imports do not, so that a failed import
+	// leaves nothing behind.
 	InPlace bool
 	Mem     memory.Allocator // arrow allocator; memory.DefaultAllocator when nil
 }
@@ -33,7 +34,8 @@ type WriterOptions struct {
 type Writer struct {
 	out       io.Writer
 	file      *os.File
-	async     *asyncFile // file's writer, unless in place
+	async     *asyncFile // file's writer
+	inPlace   bool       // async hands each batch to the file as it ends
 	tmpPath   string     // "" when writing in place or to a plain io.Writer
 	finalPath string
 
@@ -58,7 +60,16 @@ type Writer struct {
 
 // Create writes a trace to path. Unless opts.InPlace, the events go to a
 // temporary file in the same directory that Close renames to path, so a
-// failed or interrupted write leaves nothing at path.
+// failed, killed or interrupted write leaves nothing at path.
+//
+// That temporary file is not fsynced before the rename, as go build, cp and
+// tar do not sync theirs: such a trace is made from something that still
+// exists (a snapshot, another trace) and can be made again, and the sync
+// would be 10-25% of an import's time. What it gives up is the power-loss
+// case: a machine that goes down right after the rename may leave a short
+// or empty file at path, which the reader then refuses as cut short or not
+// a trace, never misreads. A live recording (InPlace) cannot be made again,
+// so it syncs as it goes and at Close (asyncfile.go).
 func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
 	var f *os.File
 	var err error
@@ -78,13 +89,14 @@ func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
 	}
 	w.file = f
 	if opts.InPlace {
-		// A killed recording must leave its batches in the file: no
-		// buffering behind the writer.
-		w.init(f, meta, opts)
+		// A killed recording must leave its batches in the file: each goes
+		// to the writing goroutine as it ends (writeBatch).
+		w.inPlace = true
+		w.async = newAsyncFile(f, liveBlocks, liveSyncEvery)
 	} else {
-		w.async = newAsyncFile(f)
-		w.init(w.async, meta, opts)
+		w.async = newAsyncFile(f, asyncBlocks, 0)
 	}
+	w.init(w.async, meta, opts)
 	return w, nil
 }
 
@@ -171,10 +183,12 @@ type Columns struct {
 
 // WriteColumns writes c's N events, after any that Write buffered, as one
 // record batch of their own, handing c's slices to Arrow without copying
-// them (they are written before it returns and may then be reused). It does
-// not sync: see Sync. Beyond the bytes written it costs a few ns per event,
-// with no call per event: live recording lays its events out as Columns on a
-// goroutine of its own and writes them from there.
+// them (they are written, or copied into a Create'd Writer's blocks, before
+// it returns and may then be reused; the write calls and syncs of a Create'd
+// Writer are made by a goroutine of its own). Beyond the bytes written it
+// costs a few ns per event, with no call per event: live recording lays its
+// events out as Columns on a goroutine of its own and writes them from
+// there.
 func (w *Writer) WriteColumns(c *Columns) error {
 	if w.err != nil || c.N == 0 {
 		return w.err
@@ -195,20 +209,6 @@ func (w *Writer) WriteColumns(c *Columns) error {
 	return w.err
 }
 
-// Sync commits what was written so far to stable storage, for a Writer made
-// by Create with InPlace (it does nothing for NewWriter's; a temporary file's
-// writes are synced as they go and at Close). It may run on another
-// goroutine while events are written, so that a live recorder's writes need
-// not wait for the disk; never concurrently with Close or Abort. A killed
-// process loses nothing that was written, synced or not: Sync is for the
-// machine going down.
-func (w *Writer) Sync() error {
-	if w.file == nil || w.async != nil {
-		return nil
-	}
-	return w.file.Sync()
-}
-
 // Events reports how many events were written so far.
 func (w *Writer) Events() int64 { return w.nextSeq }
 
@@ -219,10 +219,6 @@ func (w *Writer) Flush() error {
 		return w.err
 	}
 	w.err = w.flush()
-	if w.err == nil && w.file != nil && w.tmpPath == "" {
-		// In-place recordings must survive a kill: push the batch to the OS.
-		_ = w.file.Sync()
-	}
 	return w.err
 }
 
@@ -246,6 +242,10 @@ func (w *Writer) writeBatch(c *columns) error {
 	defer rec.Release()
 	if err := w.ipc.Write(rec); err != nil {
 		return fmt.Errorf("trace: write batch: %w", err)
+	}
+	if w.inPlace {
+		// The batch goes to the file now, not once a block is full.
+		w.async.push()
 	}
 	return nil
 }
@@ -292,8 +292,10 @@ func (w *Writer) Close() error {
 		}
 	}
 	if w.file != nil {
-		if serr := w.file.Sync(); err == nil && serr != nil {
-			err = fmt.Errorf("trace: sync %s: %w", w.finalPath, serr)
+		if w.inPlace { // a temporary file is not synced: see Create
+			if serr := w.file.Sync(); err == nil && serr != nil {
+				err = fmt.Errorf("trace: sync %s: %w", w.finalPath, serr)
+			}
 		}
 		if cerr := w.file.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("trace: close %s: %w", w.finalPath, cerr)

@@ -77,6 +77,7 @@ type builder struct {
 	stacks   []trace.Stack
 	stackIdx map[string]trace.StackID
 	keyBuf   []byte
+	idBuf    []int32
 	pairBuf  []value // scratch: a dict's items interleaved, for convert
 	kinds    []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
@@ -419,29 +420,40 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 		l.stack = int32(trace.NoStack)
 		return trace.NoStack, nil
 	}
-	key := b.keyBuf[:0]
 	// Every container settles its items as they are added, so a frame dict
 	// has already become a vFrame here; converting lazily would let a cyclic
 	// pickle recurse without end.
+	ids := b.idBuf[:0]
 	for i, f := range l.vals {
 		if f.k != vFrame {
 			return 0, fmt.Errorf("frames[%d] is a %v, want a frame dict", i, f.k)
 		}
-		key = append(key, byte(f.i), byte(f.i>>8), byte(f.i>>16), byte(f.i>>24))
+		ids = append(ids, int32(f.i))
+	}
+	b.idBuf = ids
+	id := b.internStack(ids)
+	l.stack = int32(id)
+	return id, nil
+}
+
+// internStack returns the id of the stack of frames ids (not empty).
+func (b *builder) internStack(ids []int32) trace.StackID {
+	key := b.keyBuf[:0]
+	for _, f := range ids {
+		key = append(key, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
 	}
 	b.keyBuf = key
 	id, ok := b.stackIdx[string(key)]
 	if !ok {
-		st := make(trace.Stack, len(l.vals))
-		for i, f := range l.vals {
-			st[i] = b.frames[f.i]
+		st := make(trace.Stack, len(ids))
+		for i, f := range ids {
+			st[i] = b.frames[f]
 		}
 		id = trace.StackID(len(b.stacks))
 		b.stacks = append(b.stacks, st)
 		b.stackIdx[string(key)] = id
 	}
-	l.stack = int32(id)
-	return id, nil
+	return id
 }
 
 type fieldErr struct {

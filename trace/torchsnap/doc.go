@@ -35,7 +35,12 @@
 // part at a time behind the copy (past its first chunks, the store takes
 // them from 12 MiB slabs backed by huge pages, which halves the cost of
 // faulting them in). Large files are read ahead by a goroutine
-// of their own (readahead.go). Lengths in the input never size an allocation
+// of their own (readahead.go). On 4 cores or more, ReadFile hands the rest
+// of a large trace list, once its first batch is decoded, to a region
+// (parallel.go): a walker cuts it into chunks by opcode lengths, workers
+// decode the chunks on all cores, and the chunks are committed in order,
+// with the result the sequential machine would give (TestRegions and
+// FuzzRegions compare the two). Lengths in the input never size an allocation
 // beyond the bytes actually read.
 //
 // # Wrapped histories

@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -107,6 +108,10 @@ type unpickler struct {
 	// the references in a frames list.
 	flat, flatMemo [maxFlatItems]value
 	flatRefs       []value
+	// par, when set, is the file itself: the machine reads it through ra
+	// (read ahead, from an offset), and hands trace lists to regions.
+	par *parSource
+	ra  *readAhead
 }
 
 // readBuf is the read buffer size (larger than decode's bufio.Reader, which
@@ -140,6 +145,26 @@ func (u *unpickler) fill(need int) error {
 		}
 	}
 	return nil
+}
+
+// openAt makes the machine read the file from offset x on.
+func (u *unpickler) openAt(x int64) {
+	u.closeSrc()
+	sr := io.NewSectionReader(u.par.ra, x, u.par.size-x)
+	u.src = sr
+	if _, mem := u.par.ra.(*bytes.Reader); !mem && u.par.size-x >= readAheadMin {
+		u.ra = newReadAhead(sr)
+		u.src = u.ra
+	}
+	u.pos, u.end, u.off, u.srcErr = 0, 0, x, nil
+}
+
+// closeSrc stops the read-ahead of openAt, if any.
+func (u *unpickler) closeSrc() {
+	if u.ra != nil {
+		u.ra.close()
+		u.ra = nil
+	}
 }
 
 func (u *unpickler) offset() int64 { return u.off + int64(u.pos) }
@@ -616,6 +641,11 @@ func (u *unpickler) loop() (value, error) {
 			b.reserveList(*l, items)
 			for _, it := range items {
 				if err := b.appendItem(*l, it); err != nil {
+					return value{}, err
+				}
+			}
+			if u.par != nil {
+				if _, err := u.tryRegion(); err != nil {
 					return value{}, err
 				}
 			}

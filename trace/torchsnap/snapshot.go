@@ -98,6 +98,19 @@ func ReadFile(path string) (*Snapshot, error) {
 		return nil, fmt.Errorf("torchsnap: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err == nil && st.Mode().IsRegular() && st.Size() >= parMinFile {
+		s, err := decodeAt(&parSource{f, st.Size()})
+		if err != errParFallback {
+			if err != nil {
+				return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
+			}
+			return s, nil
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("torchsnap: %w", err)
+		}
+	}
 	var r io.Reader = f
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() >= readAheadMin {
 		ra := newReadAhead(f)
@@ -114,6 +127,15 @@ func ReadFile(path string) (*Snapshot, error) {
 // Decode reads a snapshot from r: a pickle (protocol 2 to 5) or the JSON form
 // MemoryViz accepts, told apart by the first byte.
 func Decode(r io.Reader) (*Snapshot, error) {
+	if br, ok := r.(*bytes.Reader); ok && br.Len() == int(br.Size()) && br.Size() >= parMinFile {
+		s, err := decodeAt(&parSource{br, br.Size()})
+		if err != errParFallback {
+			if err != nil {
+				return nil, fmt.Errorf("torchsnap: %w", err)
+			}
+			return s, nil
+		}
+	}
 	s, err := decode(r)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
@@ -144,6 +166,32 @@ func decode(r io.Reader) (*Snapshot, error) {
 		return nil, err
 	}
 	b.memo = memo{} // not needed past the pickle: let the collector have it
+	return b.assemble(top)
+}
+
+// decodeAt decodes a pickle that the decoder may read anywhere, handing
+// large trace lists to regions (parallel.go). It returns errParFallback for
+// anything but a pickle, or when a region fell back: then the caller decodes
+// the file again with decode.
+func decodeAt(src *parSource) (*Snapshot, error) {
+	var p [1]byte
+	if n, _ := src.ra.ReadAt(p[:], 0); n == 0 || p[0] != opProto {
+		return nil, errParFallback
+	}
+	b := newBuilder()
+	u := newUnpickler(nil, b)
+	u.par = src
+	u.openAt(0)
+	defer u.closeSrc()
+	top, err := u.run()
+	if err != nil {
+		if errors.Is(err, errParFallback) {
+			return nil, errParFallback
+		}
+		return nil, err
+	}
+	u.closeSrc()
+	b.memo = memo{}
 	return b.assemble(top)
 }
 

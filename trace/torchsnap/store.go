@@ -152,3 +152,58 @@ func (m *memo) getDense(idx uint64) (value, bool) {
 	}
 	return value{}, false
 }
+
+// fix gives the current chunk its full capacity, so that reservations in it
+// never move (a region's workers write into them).
+func (s *eventStore) fix() {
+	const size = 1 << chunkBits
+	c := s.n >> chunkBits
+	if c < int64(len(s.chunks)) && cap(s.chunks[c]) < size {
+		ch := make([]cev, len(s.chunks[c]), size)
+		copy(ch, s.chunks[c])
+		s.chunks[c] = ch
+	}
+}
+
+// reserve adds n events, to be written through the returned slices (in
+// order, each within one chunk).
+func (s *eventStore) reserve(n int64) [][]cev {
+	const size = 1 << chunkBits
+	var segs [][]cev
+	for n > 0 {
+		c := s.n >> chunkBits
+		if int(c) == len(s.chunks) {
+			s.grow(c)
+			if cap(s.chunks[c]) < size {
+				s.chunks[c] = make([]cev, 0, size)
+			}
+		}
+		ch := s.chunks[c]
+		lo := int64(len(ch))
+		k := min(n, size-lo)
+		ch = ch[:lo+k]
+		s.chunks[c] = ch
+		segs = append(segs, ch[lo:lo+k])
+		s.n += k
+		n -= k
+	}
+	return segs
+}
+
+// truncate drops the events from n on (reserved ones a region did not use);
+// the chunks stay, for the next events.
+func (s *eventStore) truncate(n int64) {
+	if n >= s.n {
+		return
+	}
+	for c := n >> chunkBits; c < int64(len(s.chunks)); c++ {
+		lo := int64(0)
+		if c == n>>chunkBits {
+			lo = n & (1<<chunkBits - 1)
+		}
+		if s.chunks[c] != nil {
+			s.chunks[c] = s.chunks[c][:lo]
+		}
+	}
+	s.n = n
+}

@@ -1,0 +1,1387 @@
+package torchsnap
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Parallel decoding of trace lists.
+//
+// A large snapshot is almost all trace entries: the items of one list per
+// device, which CPython writes as batches (MARK entry… APPENDS, or entry
+// APPEND for a batch of one), each entry a dict (EMPTY_DICT MEMOIZE MARK
+// key value … SETITEMS). When the sequential machine has appended the first
+// batch to a trace list (so that the keys and action strings are in the
+// memo) and enough of the file is left, it hands the rest of the list to a
+// region:
+//
+//   - a walker reads the file ahead (ReadAt) into chunk buffers and walks the
+//     opcodes exactly, by their lengths and MARK depth, without decoding
+//     them: it cuts the list into chunks at opcode boundaries, and knows for
+//     each chunk its first event (its slots in the event store are reserved
+//     then) and the memo index of its first MEMOIZE;
+//   - workers, one per core, decode chunks into events, each with tables
+//     of its own: values memoized in its chunk are its own, values from
+//     before the region are read from a frozen view of the memo, and
+//     references to earlier chunks stay symbolic (memo slots), since those
+//     may still be decoding;
+//   - the calling goroutine commits the chunks in order: it interns the
+//     chunk's new strings, frames and stacks (in the order the sequential
+//     machine would have), resolves the symbolic references through the
+//     memo committed so far, stores the chunk's memo slots and rewrites the
+//     chunk's stack ids.
+//
+// The workers accept only the subset of opcodes CPython emits for trace
+// entries of the snapshot schema (with frames lists and frame dicts). At
+// anything else (a key or action string from an earlier chunk, an unknown
+// action, a pool id, a field that would not convert, an opcode outside the
+// subset) the region ends just before that entry, and the sequential machine
+// goes on from there, with the machine in the state the opcodes one by one
+// would have left: the events of finished batches appended to the list, those
+// of the open batch on the stack above its MARK. The region never reports an
+// error itself; the sequential machine meets any error at the same offset as
+// it would have without regions. Should the commit meet something the
+// workers could not check (a symbolic reference that is not what its place
+// needs), the decode starts over, sequentially (errParFallback).
+
+// regionEvents counts the events decoded by regions (for tests).
+var regionEvents atomic.Int64
+
+// errParFallback makes ReadFile decode the file again without regions.
+var errParFallback = errors.New("torchsnap: parallel decode fell back")
+
+// parSource is a file the decoder may read anywhere.
+type parSource struct {
+	ra   io.ReaderAt
+	size int64
+}
+
+// Tunables (variables so that tests can make regions of small inputs).
+var (
+	parMinFile  int64 = 2 << 20   // smaller files are decoded sequentially
+	parMinLeft  int64 = 512 << 10 // a region starts only with this much of the file left
+	parChunkMin       = 64 << 10  // chunk buffer size bounds
+	parChunkMax       = 2 << 20
+	parMaxEntry       = 64 << 20 // an entry longer than this ends the region
+	parWorkers        = 0        // 0: GOMAXPROCS
+	// With fewer cores, regions would cost more than they save: the walker
+	// (serial, about a third of the sequential machine's time) and the
+	// commit come on top of the decoding.
+	parMinWorkers = 4
+)
+
+func regionWorkers() int {
+	if parWorkers > 0 {
+		return parWorkers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Value kinds local to a region worker (never stored in the builder).
+const (
+	vLStr   = vMark + 1 + iota // i indexes pworker.strs
+	vLList                     // i indexes pworker.lists
+	vLFrame                    // i indexes pworker.frames
+	vExt                       // i is a memo slot, resolved at commit (a list from before the region, or anything from an earlier chunk)
+	vOpen                      // the entry dict being decoded
+)
+
+// chunk is one piece of a region: buf[:end] holds its opcodes, buf[0] at file
+// offset off.
+type chunk struct {
+	buf        []byte
+	off        int64
+	end        int
+	entries    int
+	firstEvent int64
+	memoBase   uint64
+	in         bool // a batch (MARK) is open at the start
+	pending    int  // entries of that batch before the chunk
+	dst        [][]cev
+	done       chan struct{}
+	res        *chunkResult
+}
+
+// chunkResult is a worker's decoding of a chunk, in the worker's tables.
+type chunkResult struct {
+	n       int  // entries decoded (all, unless stopped)
+	stopped bool // entry n could not be decoded here: the region ends before it
+	stopOff int  // its offset in buf
+	in      bool // batch state before entry n (or at the end)
+	pending int
+	memo    []value // slots memoized before entry n, from memoBase on
+	strs    []string
+	frames  []trace.Frame
+	lists   []wlist
+	stacks  []wstack
+	panic   bool
+}
+
+type wlist struct {
+	frames []value // vFrame, vLFrame or vExt
+	stack  int32   // local stack id, trace.NoStack, or -2 before its first use
+}
+
+type wstack struct {
+	ext    uint64  // memo slot of the list, when frames is nil
+	frames []value // vFrame, vLFrame or vExt
+	isExt  bool
+}
+
+// regionView is what workers may read of the builder: frozen when the region
+// starts, and not written until it ends.
+type regionView struct {
+	strs     []string
+	strIdx   map[string]int32
+	frameIdx map[trace.Frame]int32
+	memoK    [][]vkind
+	memoV    [][]int64
+	memoN    uint64 // the region's first memo slot
+}
+
+// tryRegion runs a region over the trace list at the top of the stack, just
+// after an APPENDS or APPEND to it. It returns false if it did nothing.
+func (u *unpickler) tryRegion() (bool, error) {
+	b := u.b
+	if u.par == nil || len(u.stack) == 0 || b.memo.sparse != nil || regionWorkers() < parMinWorkers {
+		return false, nil
+	}
+	top := u.stack[len(u.stack)-1]
+	if top.k != vList {
+		return false, nil
+	}
+	o := &b.lists[top.i]
+	if len(o.vals) != 0 || o.evN == 0 || o.evLo+o.evN != b.events.n {
+		return false, nil
+	}
+	start := u.offset()
+	if u.par.size-start < parMinLeft {
+		return false, nil
+	}
+	// Cheap check that a batch or an entry follows.
+	if u.end-u.pos < 4 {
+		u.fill(min(4, len(u.buf)))
+	}
+	if u.end-u.pos >= 4 {
+		p := u.buf[u.pos:]
+		if !(p[0] == opMark && p[1] == opEmptyDict) && !(p[0] == opEmptyDict && p[1] == opMemoize) && p[0] != opFrame {
+			return false, nil
+		}
+	}
+	r := newRegion(u, start)
+	end, err := r.run()
+	if err != nil {
+		return false, err
+	}
+	if end.events == 0 && end.off == start {
+		r.finish()
+		return false, nil
+	}
+	r.finish()
+	regionEvents.Add(end.events)
+	// The state the opcodes one by one would have left.
+	o = &b.lists[top.i]
+	o.evN += end.events - int64(end.pending)
+	if end.in {
+		u.marks = append(u.marks, len(u.stack))
+		for i := int64(end.pending); i > 0; i-- {
+			u.stack = append(u.stack, value{vEvent, b.events.n - i})
+		}
+	} else if end.pending > 0 {
+		return false, errParFallback // an entry without its APPEND: the walker never ends there
+	}
+	u.openAt(end.off)
+	return true, nil
+}
+
+// regionEnd is where a region stopped.
+type regionEnd struct {
+	off     int64 // file offset where the sequential machine goes on
+	events  int64 // events the region decoded
+	in      bool  // a batch is open there
+	pending int   // events of it
+}
+
+type region struct {
+	u          *unpickler
+	b          *builder
+	start      int64
+	view       regionView
+	cancel     chan struct{}
+	jobs       chan *chunk       // to the workers
+	results    chan *chunkResult // committed, for reuse
+	order      chan *chunk       // to the committer, in order
+	free       chan []byte
+	wg         sync.WaitGroup
+	walkEnd    regionEnd // set by the walker before it closes order
+	walkErr    error
+	csize      int
+	firstEvent int64 // the store's size when the region started
+
+	// The committer's additions to the string and frame tables: the
+	// workers read the builder's maps, which stay unchanged until finish.
+	strNew   map[string]int32
+	frameNew map[trace.Frame]int32
+}
+
+func newRegion(u *unpickler, start int64) *region {
+	b := u.b
+	workers := regionWorkers()
+	left := u.par.size - start
+	csize := int(min(int64(parChunkMax), max(int64(parChunkMin), left/int64(8*workers))))
+	r := &region{u: u, b: b, start: start, cancel: make(chan struct{}),
+		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
+		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
+		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}}
+	r.view = regionView{strs: b.strs, strIdx: b.strIdx, frameIdx: b.frameIdx,
+		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int64(nil), b.memo.v...), memoN: b.memo.n}
+	for range workers + 4 {
+		r.free <- nil
+	}
+	r.firstEvent = b.events.n
+	// The store's current chunk must not move while workers write into
+	// reservations in it.
+	b.events.fix()
+	r.wg.Add(1 + workers)
+	go r.walk()
+	for range workers {
+		go r.work()
+	}
+	return r
+}
+
+// finish merges the committer's table additions into the builder; every
+// goroutine has ended.
+func (r *region) finish() {
+	for s, id := range r.strNew {
+		r.b.strIdx[s] = id
+	}
+	for f, id := range r.frameNew {
+		r.b.frameIdx[f] = id
+	}
+}
+
+// run commits the chunks in order and returns where the region ended.
+func (r *region) run() (regionEnd, error) {
+	var end regionEnd
+	stopped := false
+	var ferr error
+	for c := range r.order {
+		<-c.done
+		if stopped || ferr != nil {
+			continue // drain: the walker and workers are being cancelled
+		}
+		res := c.res
+		if res.panic {
+			ferr = errParFallback
+			close(r.cancel)
+			continue
+		}
+		if err := r.commit(c); err != nil {
+			ferr = err
+			close(r.cancel)
+			continue
+		}
+		end = regionEnd{off: c.off + int64(c.end), events: c.firstEvent + int64(res.n) - r.startEvent(),
+			in: res.in, pending: res.pending}
+		if res.stopped {
+			end.off = c.off + int64(res.stopOff)
+			stopped = true
+			close(r.cancel)
+		}
+		r.free <- c.buf
+		select {
+		case r.results <- res:
+		default:
+		}
+	}
+	r.wg.Wait()
+	if ferr != nil {
+		return regionEnd{}, ferr
+	}
+	if r.walkErr != nil {
+		return regionEnd{}, r.walkErr
+	}
+	if !stopped {
+		end.off, end.in, end.pending = r.walkEnd.off, r.walkEnd.in, r.walkEnd.pending
+		if end.events != r.walkEnd.events {
+			return regionEnd{}, errParFallback
+		}
+	}
+	r.b.events.truncate(r.startEvent() + end.events)
+	if end.events == 0 {
+		end.off = r.start
+	}
+	return end, nil
+}
+
+func (r *region) startEvent() int64 { return r.firstEvent }
+
+// walk reads the region's bytes into chunk buffers and cuts them into
+// chunks, until the list ends or the region is cancelled.
+func (r *region) walk() {
+	defer r.wg.Done()
+	defer close(r.order)
+	defer close(r.jobs)
+	off := r.start
+	var carry []byte
+	in, pending := false, 0
+	events := r.firstEvent
+	memoBase := r.b.memo.n
+	eof := false
+	grow := 0
+	for {
+		var buf []byte
+		select {
+		case buf = <-r.free:
+		case <-r.cancel:
+			return
+		}
+		size := max(r.csize, grow, len(carry))
+		if cap(buf) < size {
+			buf = make([]byte, size)
+		}
+		buf = buf[:size]
+		n := copy(buf, carry)
+		if !eof && n < len(buf) {
+			got, err := r.u.par.ra.ReadAt(buf[n:], off+int64(n))
+			n += got
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				r.walkErr = err
+				return
+			}
+		}
+		buf = buf[:n]
+		c := &chunk{buf: buf, off: off, firstEvent: events, memoBase: memoBase, in: in, pending: pending,
+			done: make(chan struct{})}
+		i, entries, memos, ended := walkChunk(buf, &in, &pending, eof)
+		grow = 0
+		if i == 0 && !ended {
+			// Not one whole item in the buffer: a larger buffer, unless the
+			// file ends or the entry is too large.
+			if eof || len(buf) >= parMaxEntry {
+				ended = true
+			} else {
+				carry = append(carry[:0:0], buf...)
+				grow = 2 * len(buf)
+				r.free <- buf[:0]
+				continue
+			}
+		}
+		c.end, c.entries = i, entries
+		c.dst = r.b.events.reserve(int64(entries))
+		events += int64(entries)
+		memoBase += uint64(memos)
+		r.jobs <- c
+		r.order <- c
+		if ended {
+			r.walkEnd = regionEnd{off: off + int64(i), events: events - r.firstEvent, in: in, pending: pending}
+			return
+		}
+		carry = append([]byte(nil), buf[i:]...) // the start of an incomplete item
+		off += int64(i)
+	}
+}
+
+// walkChunk walks the items of a region in buf (batch marks, entries,
+// appends, frame headers), updating the batch state. It returns the offset
+// of the first item not walked, the entries and memo slots before it, and
+// whether the region ends there (rather than the buffer).
+func walkChunk(buf []byte, in *bool, pending *int, eof bool) (i, entries, memos int, ended bool) {
+	for {
+		if i >= len(buf) {
+			return i, entries, memos, eof
+		}
+		switch buf[i] {
+		case opFrame:
+			if i+9 > len(buf) {
+				return i, entries, memos, eof
+			}
+			i += 9
+			continue
+		case opMark:
+			if *in {
+				return i, entries, memos, true
+			}
+			*in, *pending = true, 0
+			i++
+			continue
+		case opAppends:
+			if !*in {
+				return i, entries, memos, true
+			}
+			*in, *pending = false, 0
+			i++
+			continue
+		case opEmptyDict:
+		default:
+			return i, entries, memos, true
+		}
+		j, m, st := walkEntry(buf, i)
+		switch st {
+		case walkShort:
+			return i, entries, memos, eof
+		case walkBad:
+			return i, entries, memos, true
+		}
+		if !*in {
+			// A batch of one: the entry, then APPEND (after any frame headers).
+			for j < len(buf) && buf[j] == opFrame && j+9 <= len(buf) {
+				j += 9
+			}
+			if j >= len(buf) || (buf[j] == opFrame && j+9 > len(buf)) {
+				return i, entries, memos, eof
+			}
+			if buf[j] != opAppend {
+				return i, entries, memos, true
+			}
+			j++
+		} else {
+			*pending++
+		}
+		i = j
+		entries++
+		memos += m
+	}
+}
+
+const (
+	walkOK = iota
+	walkShort
+	walkBad
+)
+
+// walkLen is, by opcode, how walkEntry steps over it: a length, or one of
+// the walk* codes below; 0 for opcodes it does not walk.
+var walkLen = func() (t [256]int8) {
+	for _, op := range []byte{opBinGet, opBinInt1} {
+		t[op] = 2
+	}
+	t[opBinInt2] = 3
+	t[opLongBinGet], t[opBinInt] = 5, 5
+	for _, op := range []byte{opNone, opNewTrue, opNewFalse, opEmptyList, opEmptyDict, opAppend, opSetItem} {
+		t[op] = 1
+	}
+	t[opBinFloat], t[opFrame] = 9, 9
+	t[opLong1], t[opShortBinUni] = walkShortArg, walkShortArg
+	t[opBinUnicode] = walkLongArg
+	t[opMemoize] = walkMemo
+	t[opMark] = walkMark
+	t[opSetItems], t[opAppends] = walkPop, walkPop
+	return t
+}()
+
+const (
+	walkShortArg = -1 - iota // a length byte, then that many bytes
+	walkLongArg              // a 4-byte length, then that many bytes
+	walkMemo
+	walkMark
+	walkPop
+)
+
+// walkEntry walks the entry dict at buf[i] (EMPTY_DICT MEMOIZE MARK …
+// SETITEMS) by opcode lengths, and returns the offset past it and its memo
+// slots. Only opcodes of plain data are walked: anything else is walkBad.
+func walkEntry(buf []byte, i int) (int, int, int) {
+	if i+3 > len(buf) {
+		return 0, 0, walkShort
+	}
+	if buf[i+1] != opMemoize || buf[i+2] != opMark {
+		return 0, 0, walkBad
+	}
+	depth, memos := 1, 1
+	j := i + 3
+	limit := min(len(buf), i+parMaxEntry)
+	for j < limit {
+		switch l := walkLen[buf[j]]; {
+		case l > 0:
+			j += int(l)
+		case l == walkShortArg:
+			if j+1 >= limit {
+				return 0, 0, walkShort
+			}
+			j += 2 + int(buf[j+1])
+		case l == walkMemo:
+			memos++
+			j++
+		case l == walkMark:
+			depth++
+			j++
+		case l == walkPop:
+			depth--
+			if depth == 0 {
+				if buf[j] != opSetItems {
+					return 0, 0, walkBad
+				}
+				return j + 1, memos, walkOK
+			}
+			j++
+		case l == walkLongArg:
+			if j+5 > limit {
+				return 0, 0, walkShort
+			}
+			j += 5 + int(binary.LittleEndian.Uint32(buf[j+1:]))
+		default:
+			return 0, 0, walkBad
+		}
+	}
+	if limit < len(buf) {
+		return 0, 0, walkBad // longer than parMaxEntry
+	}
+	return 0, 0, walkShort
+}
+
+// work decodes chunks until there are none.
+func (r *region) work() {
+	defer r.wg.Done()
+	w := &pworker{view: &r.view, kinds: make([]int8, len(r.view.strs))}
+	for c := range r.jobs {
+		select {
+		case <-r.cancel:
+			c.res = &chunkResult{stopped: true}
+		default:
+			var res *chunkResult
+			select {
+			case res = <-r.results:
+			default:
+				res = &chunkResult{}
+			}
+			c.res = w.decodeChunk(c, res)
+		}
+		close(c.done)
+	}
+}
+
+// pworker decodes chunks with tables of its own.
+type pworker struct {
+	view *regionView
+	c    *chunk
+	res  *chunkResult
+	buf  []byte
+
+	kinds    []int8 // by string id: the trace.Kind it names, -1 none, 0 unknown yet
+	strIdx   map[string]int32
+	frameIdx map[trace.Frame]int32
+	stackKey map[string]int32
+	extStack map[uint64]int32
+	keyBuf   []byte
+	items    [maxFlatItems]value
+	refs     []value
+}
+
+// wmark is the size of a worker's tables, to undo a partly decoded entry.
+type wmark struct{ memo, strs, frames, lists, stacks int }
+
+func (w *pworker) mark() wmark {
+	r := w.res
+	return wmark{len(r.memo), len(r.strs), len(r.frames), len(r.lists), len(r.stacks)}
+}
+
+// undo drops what a partly decoded entry added. The maps may keep entries
+// past the tables' ends: nothing decodes after a stop.
+func (w *pworker) undo(m wmark) {
+	r := w.res
+	r.memo, r.strs, r.frames, r.lists, r.stacks = r.memo[:m.memo], r.strs[:m.strs], r.frames[:m.frames], r.lists[:m.lists], r.stacks[:m.stacks]
+}
+
+// decodeChunk decodes c's entries; a panic (a bug: the input is checked
+// everywhere) becomes a fallback to sequential decoding.
+func (w *pworker) decodeChunk(c *chunk, res *chunkResult) (_ *chunkResult) {
+	defer func() {
+		if recover() != nil {
+			res = &chunkResult{panic: true}
+		}
+	}()
+	w.c, w.buf = c, c.buf[:c.end]
+	*res = chunkResult{memo: res.memo[:0], strs: res.strs[:0], frames: res.frames[:0], lists: res.lists[:0], stacks: res.stacks[:0]}
+	w.res = res
+	if w.strIdx == nil {
+		w.strIdx, w.frameIdx, w.stackKey, w.extStack = map[string]int32{}, map[trace.Frame]int32{}, map[string]int32{}, map[uint64]int32{}
+	} else {
+		clear(w.strIdx)
+		clear(w.frameIdx)
+		clear(w.stackKey)
+		clear(w.extStack)
+	}
+	in, pending := c.in, c.pending
+	ev := 0
+	dst, dj := c.dst, 0
+	buf := w.buf
+loop:
+	for i := 0; i < len(buf); {
+		switch buf[i] {
+		case opFrame:
+			i += 9
+			continue
+		case opMark:
+			in, pending = true, 0
+			i++
+			continue
+		case opAppends:
+			in, pending = false, 0
+			i++
+			continue
+		case opAppend:
+			pending = 0
+			i++
+			continue
+		}
+		// An entry (the walker saw to it).
+		m := w.mark()
+		j, e, ok := w.entry(i, c.firstEvent+int64(ev))
+		if !ok {
+			w.undo(m)
+			res.stopped, res.stopOff = true, i
+			break loop
+		}
+		for dj == len(dst[0]) {
+			dst, dj = dst[1:], 0
+		}
+		dst[0][dj] = e
+		dj++
+		i = j
+		ev++
+		pending++
+	}
+	res.n, res.in, res.pending = ev, in, pending
+	return res
+}
+
+// get resolves memo slot idx for a worker.
+func (w *pworker) get(idx uint64) (value, bool) {
+	v := w.view
+	if idx < v.memoN {
+		c, o := idx/memoChunk, idx%memoChunk
+		if c >= uint64(len(v.memoK)) || o >= uint64(len(v.memoK[c])) || o >= uint64(len(v.memoV[c])) {
+			return value{}, false
+		}
+		x := value{v.memoK[c][o], v.memoV[c][o]}
+		switch x.k {
+		case vDict, vMark:
+			return value{}, false
+		case vList, vTuple:
+			return value{vExt, int64(idx)}, true
+		}
+		return x, true
+	}
+	if idx < w.c.memoBase {
+		return value{vExt, int64(idx)}, true
+	}
+	if r := idx - w.c.memoBase; r < uint64(len(w.res.memo)) {
+		return w.res.memo[r], true
+	}
+	return value{}, false
+}
+
+func (w *pworker) memoize(v value) { w.res.memo = append(w.res.memo, v) }
+
+// str interns a string: the builder's id if it has one, else a local one.
+func (w *pworker) str(p []byte) value {
+	if id, ok := w.view.strIdx[string(p)]; ok {
+		return value{vStr, int64(id)}
+	}
+	if id, ok := w.strIdx[string(p)]; ok {
+		return value{vLStr, int64(id)}
+	}
+	s := string(p)
+	id := int32(len(w.res.strs))
+	w.res.strs = append(w.res.strs, s)
+	w.strIdx[s] = id
+	return value{vLStr, int64(id)}
+}
+
+func (w *pworker) text(v value) (string, bool) {
+	switch v.k {
+	case vStr:
+		if v.i < int64(len(w.view.strs)) {
+			return w.view.strs[v.i], true
+		}
+	case vLStr:
+		return w.res.strs[v.i], true
+	}
+	return "", false
+}
+
+// scalar decodes the scalar or string object at buf[i] (a string with its
+// MEMOIZE, if any), or a memo reference. ok is false for anything else.
+func (w *pworker) scalar(i int) (value, int, bool) {
+	buf := w.buf
+	if i >= len(buf) {
+		return value{}, 0, false
+	}
+	switch buf[i] {
+	case opBinGet:
+		if i+2 > len(buf) {
+			return value{}, 0, false
+		}
+		v, ok := w.get(uint64(buf[i+1]))
+		return v, i + 2, ok
+	case opLongBinGet:
+		if i+5 > len(buf) {
+			return value{}, 0, false
+		}
+		v, ok := w.get(uint64(binary.LittleEndian.Uint32(buf[i+1:])))
+		return v, i + 5, ok
+	case opBinInt1:
+		if i+2 > len(buf) {
+			return value{}, 0, false
+		}
+		return intValue(int64(buf[i+1])), i + 2, true
+	case opBinInt2:
+		if i+3 > len(buf) {
+			return value{}, 0, false
+		}
+		return intValue(int64(binary.LittleEndian.Uint16(buf[i+1:]))), i + 3, true
+	case opBinInt:
+		if i+5 > len(buf) {
+			return value{}, 0, false
+		}
+		return intValue(int64(int32(binary.LittleEndian.Uint32(buf[i+1:])))), i + 5, true
+	case opLong1:
+		if i+2 > len(buf) {
+			return value{}, 0, false
+		}
+		n := int(buf[i+1])
+		if n > 8 || i+2+n > len(buf) {
+			return value{}, 0, false
+		}
+		var x uint64
+		for k := n - 1; k >= 0; k-- {
+			x = x<<8 | uint64(buf[i+2+k])
+		}
+		if n > 0 {
+			shift := uint(64 - 8*n)
+			x = uint64(int64(x<<shift) >> shift)
+		}
+		return intValue(int64(x)), i + 2 + n, true
+	case opNone:
+		return value{}, i + 1, true
+	case opNewTrue:
+		return boolValue(true), i + 1, true
+	case opNewFalse:
+		return boolValue(false), i + 1, true
+	case opShortBinUni, opBinUnicode:
+		var n, h int
+		if buf[i] == opShortBinUni {
+			if i+2 > len(buf) {
+				return value{}, 0, false
+			}
+			n, h = int(buf[i+1]), 2
+		} else {
+			if i+5 > len(buf) {
+				return value{}, 0, false
+			}
+			l := binary.LittleEndian.Uint32(buf[i+1:])
+			if int64(l) > int64(len(buf)) {
+				return value{}, 0, false
+			}
+			n, h = int(l), 5
+		}
+		j := i + h + n
+		if j > len(buf) {
+			return value{}, 0, false
+		}
+		v := w.str(buf[i+h : j])
+		if j < len(buf) && buf[j] == opMemoize {
+			w.memoize(v)
+			j++
+		}
+		return v, j, true
+	}
+	return value{}, 0, false
+}
+
+// skipFrames skips FRAME headers at buf[i].
+func (w *pworker) skipFrames(i int) int {
+	for i+9 <= len(w.buf) && w.buf[i] == opFrame {
+		i += 9
+	}
+	return i
+}
+
+// entry decodes the trace entry dict at buf[i] into an event, as flatDict
+// and toEvent would. ok is false for anything this subset does not cover.
+func (w *pworker) entry(i int, evIdx int64) (int, cev, bool) {
+	buf := w.buf
+	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
+		return 0, cev{}, false
+	}
+	slot := len(w.res.memo)
+	w.memoize(value{k: vOpen})
+	items := &w.items
+	n := 0
+	j := i + 3
+	// The prefix memo's first chunk, where the keys and most shared objects
+	// are, one indirection closer.
+	var k0 []vkind
+	var v0 []int64
+	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
+		k0, v0 = w.view.memoK[0], w.view.memoV[0]
+	}
+	for {
+		if n == maxFlatItems {
+			return 0, cev{}, false
+		}
+		var v value
+		if j+10 <= len(buf) {
+			// Fast path: the opcode and its argument are in buf.
+			p := (*[10]byte)(buf[j : j+10])
+			switch p[0] {
+			case opSetItems:
+				j++
+				goto done
+			case opBinGet, opLongBinGet:
+				var idx uint64
+				if p[0] == opBinGet {
+					idx, j = uint64(p[1]), j+2
+				} else {
+					idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
+				}
+				if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < w.view.memoN {
+					v = value{k0[idx], v0[idx]}
+					switch v.k {
+					case vDict, vMark:
+						return 0, cev{}, false
+					case vList, vTuple:
+						v = value{vExt, int64(idx)}
+					}
+				} else {
+					var ok bool
+					if v, ok = w.get(idx); !ok {
+						return 0, cev{}, false
+					}
+				}
+			case opBinInt1:
+				v = intValue(int64(p[1]))
+				j += 2
+			case opBinInt2:
+				v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+				j += 3
+			case opBinInt:
+				v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+				j += 5
+			case opLong1:
+				c := int(p[1])
+				if c > 8 {
+					return 0, cev{}, false
+				}
+				x := int64(0)
+				if c > 0 {
+					shift := uint(64 - 8*c)
+					x = int64(binary.LittleEndian.Uint64(p[2:10])<<shift) >> shift
+				}
+				v = intValue(x)
+				j += 2 + c
+			case opNone:
+				j++
+			case opNewTrue:
+				v = boolValue(true)
+				j++
+			case opNewFalse:
+				v = boolValue(false)
+				j++
+			default:
+				goto slow
+			}
+			if v.k == vOpen {
+				return 0, cev{}, false
+			}
+			items[n] = v
+			n++
+			continue
+		}
+	slow:
+		j = w.skipFrames(j)
+		if j >= len(buf) {
+			return 0, cev{}, false
+		}
+		if buf[j] == opSetItems {
+			j++
+			break
+		}
+		{
+			var ok bool
+			if n%2 == 1 && buf[j] == opEmptyList {
+				v, j, ok = w.framesList(j)
+			} else {
+				v, j, ok = w.scalar(j)
+			}
+			if !ok || v.k == vOpen {
+				return 0, cev{}, false
+			}
+		}
+		items[n] = v
+		n++
+	}
+done:
+	if n%2 != 0 || n < 2 {
+		return 0, cev{}, false
+	}
+	e, ok := w.event(items[:n])
+	if !ok {
+		return 0, cev{}, false
+	}
+	w.res.memo[slot] = value{vEvent, evIdx}
+	return j, e, true
+}
+
+// event converts an entry's items as toEvent does.
+func (w *pworker) event(p []value) (cev, bool) {
+	ev := cev{stack: trace.NoStack}
+	for j := 0; j+1 < len(p); j += 2 {
+		k, v := p[j], p[j+1]
+		if k.k == vExt || k.k == vLList {
+			return cev{}, false // a key from an earlier chunk: could be a schema key
+		}
+		if k.k != vStr || k.i >= numKeys {
+			continue
+		}
+		var ok bool
+		switch k.i {
+		case kAction:
+			if ev.kind, ok = w.kindOf(v); !ok {
+				return cev{}, false
+			}
+		case kAddr:
+			if ev.kind != trace.KindOOM {
+				ev.addr, ok = wUint(v)
+			} else {
+				ok = true
+			}
+		case kDeviceFree:
+			ev.addr, ok = wUint(v)
+		case kSize:
+			ev.size, ok = wInt(v)
+		case kStream:
+			ev.stream, ok = wUint(v)
+		case kTimeUs:
+			ok = true
+			if v.k != vNone {
+				ev.time, ok = wInt(v)
+			}
+		case kFrames:
+			ev.stack, ok = w.stackOf(v)
+		case kPoolID:
+			ok = v.k == vNone
+		default:
+			ok = true
+		}
+		if !ok {
+			return cev{}, false
+		}
+	}
+	if ev.kind == trace.KindOOM {
+		for j := 0; j+1 < len(p); j += 2 {
+			if k := p[j]; k.k == vStr && k.i == kDeviceFree {
+				ev.addr, _ = wUint(p[j+1])
+			}
+		}
+	}
+	if ev.kind == 0 {
+		return cev{}, false // no action: toEvent would make an event of kind 0, let it
+	}
+	return ev, true
+}
+
+func wInt(v value) (int64, bool) {
+	switch v.k {
+	case vInt, vBool:
+		return v.i, true
+	}
+	return 0, false
+}
+
+func wUint(v value) (uint64, bool) {
+	switch v.k {
+	case vInt, vBool:
+		return uint64(v.i), true
+	}
+	return 0, false
+}
+
+// kindOf returns the kind an action value names; ok is false for anything
+// but a known action string.
+func (w *pworker) kindOf(v value) (trace.Kind, bool) {
+	if v.k == vStr && v.i >= 0 && v.i < int64(len(w.kinds)) {
+		if k := w.kinds[v.i]; k != 0 {
+			return trace.Kind(k), k > 0
+		}
+	}
+	s, ok := w.text(v)
+	if !ok {
+		return 0, false
+	}
+	kind, ok := trace.ParseKind(s)
+	if v.k == vStr && v.i >= 0 && v.i < int64(len(w.kinds)) {
+		k := int8(-1)
+		if ok {
+			k = int8(kind)
+		}
+		w.kinds[v.i] = k
+	}
+	return kind, ok
+}
+
+// framesList decodes a frames list (EMPTY_LIST MEMOIZE, then batches of
+// frame dicts or references to them) at buf[i].
+func (w *pworker) framesList(i int) (value, int, bool) {
+	buf := w.buf
+	if i+2 > len(buf) || buf[i+1] != opMemoize {
+		return value{}, 0, false
+	}
+	li := len(w.res.lists)
+	w.res.lists = append(w.res.lists, wlist{stack: -2})
+	lv := value{vLList, int64(li)}
+	w.memoize(lv)
+	var frames []value
+	j := i + 2
+	for {
+		j = w.skipFrames(j)
+		if j >= len(buf) {
+			return value{}, 0, false
+		}
+		switch buf[j] {
+		case opMark:
+			j++
+			for {
+				j = w.skipFrames(j)
+				if j >= len(buf) {
+					return value{}, 0, false
+				}
+				if buf[j] == opAppends {
+					j++
+					break
+				}
+				f, k, ok := w.frameItem(j)
+				if !ok {
+					return value{}, 0, false
+				}
+				frames = append(frames, f)
+				j = k
+			}
+			continue
+		case opEmptyDict, opBinGet, opLongBinGet:
+			// A batch of one (item APPEND), or the next key after the list.
+			if buf[j] != opEmptyDict {
+				n := 2
+				if buf[j] == opLongBinGet {
+					n = 5
+				}
+				k := w.skipFrames(j + n)
+				if k >= len(buf) || buf[k] != opAppend {
+					break // the list ended
+				}
+			}
+			f, k, ok := w.frameItem(j)
+			if !ok {
+				return value{}, 0, false
+			}
+			k = w.skipFrames(k)
+			if k >= len(buf) || buf[k] != opAppend {
+				return value{}, 0, false
+			}
+			frames = append(frames, f)
+			j = k + 1
+			continue
+		}
+		break
+	}
+	w.res.lists[li].frames = frames
+	return lv, j, true
+}
+
+// frameItem decodes a frames list item: a frame dict or a reference to one.
+func (w *pworker) frameItem(i int) (value, int, bool) {
+	buf := w.buf
+	if buf[i] != opEmptyDict {
+		v, j, ok := w.scalar(i)
+		if !ok || (buf[i] != opBinGet && buf[i] != opLongBinGet) {
+			return value{}, 0, false
+		}
+		switch v.k {
+		case vFrame, vLFrame, vExt:
+			return v, j, true
+		}
+		return value{}, 0, false
+	}
+	if i+2 > len(buf) || buf[i+1] != opMemoize {
+		return value{}, 0, false
+	}
+	slot := len(w.res.memo)
+	w.memoize(value{k: vOpen})
+	var p [8]value
+	n := 0
+	j := i + 2
+	j = w.skipFrames(j)
+	if j < len(buf) && buf[j] == opMark {
+		for j++; ; {
+			j = w.skipFrames(j)
+			if j >= len(buf) {
+				return value{}, 0, false
+			}
+			if buf[j] == opSetItems {
+				j++
+				break
+			}
+			if n == len(p) {
+				return value{}, 0, false
+			}
+			v, k, ok := w.scalar(j)
+			if !ok || v.k == vOpen {
+				return value{}, 0, false
+			}
+			p[n] = v
+			n++
+			j = k
+		}
+	} else {
+		for range 2 {
+			v, k, ok := w.scalar(j)
+			if !ok || v.k == vOpen {
+				return value{}, 0, false
+			}
+			p[n] = v
+			n++
+			j = w.skipFrames(k)
+		}
+		if j >= len(buf) || buf[j] != opSetItem {
+			return value{}, 0, false
+		}
+		j++
+	}
+	if n%2 != 0 || n == 0 {
+		return value{}, 0, false
+	}
+	// As convert: a frame dict has filename (and no action, which would make
+	// it a trace entry); toFrame reads filename, name and line.
+	var f trace.Frame
+	have := false
+	for k := 0; k < n; k += 2 {
+		key, v := p[k], p[k+1]
+		if key.k == vExt {
+			return value{}, 0, false
+		}
+		if key.k != vStr || key.i >= numKeys {
+			continue
+		}
+		var ok bool
+		switch key.i {
+		case kAction:
+			return value{}, 0, false
+		case kFilename:
+			f.File, ok = w.text(v)
+			have = true
+		case kName:
+			f.Name, ok = w.text(v)
+		case kLine:
+			var l int64
+			l, ok = wInt(v)
+			f.Line = int32(l)
+		default:
+			ok = true
+		}
+		if !ok {
+			return value{}, 0, false
+		}
+	}
+	if !have {
+		return value{}, 0, false
+	}
+	var fv value
+	if id, ok := w.view.frameIdx[f]; ok {
+		fv = value{vFrame, int64(id)}
+	} else if id, ok := w.frameIdx[f]; ok {
+		fv = value{vLFrame, int64(id)}
+	} else {
+		id := int32(len(w.res.frames))
+		w.res.frames = append(w.res.frames, f)
+		w.frameIdx[f] = id
+		fv = value{vLFrame, int64(id)}
+	}
+	w.res.memo[slot] = fv
+	return fv, j, true
+}
+
+// stackOf returns the local stack id of a frames value, as builder.stackOf.
+func (w *pworker) stackOf(v value) (trace.StackID, bool) {
+	switch v.k {
+	case vNone:
+		return trace.NoStack, true
+	case vExt:
+		if id, ok := w.extStack[uint64(v.i)]; ok {
+			return trace.StackID(id), true
+		}
+		id := int32(len(w.res.stacks))
+		w.res.stacks = append(w.res.stacks, wstack{ext: uint64(v.i), isExt: true})
+		w.extStack[uint64(v.i)] = id
+		return trace.StackID(id), true
+	case vLList:
+	default:
+		return 0, false
+	}
+	l := &w.res.lists[v.i]
+	if l.stack != -2 {
+		return trace.StackID(l.stack), true
+	}
+	if len(l.frames) == 0 {
+		l.stack = int32(trace.NoStack)
+		return trace.NoStack, true
+	}
+	key := w.keyBuf[:0]
+	for _, f := range l.frames {
+		key = append(key, byte(f.k), byte(f.i), byte(f.i>>8), byte(f.i>>16), byte(f.i>>24), byte(f.i>>32), byte(f.i>>40))
+	}
+	w.keyBuf = key
+	id, ok := w.stackKey[string(key)]
+	if !ok {
+		id = int32(len(w.res.stacks))
+		w.res.stacks = append(w.res.stacks, wstack{frames: l.frames})
+		w.stackKey[string(key)] = id
+	}
+	l.stack = id
+	return trace.StackID(id), true
+}
+
+// commit adds chunk c's decoding to the builder: its strings, frames and
+// stacks in the order the sequential machine would have added them, its memo
+// slots, and the global stack ids of its events.
+func (r *region) commit(c *chunk) error {
+	b := r.b
+	res := c.res
+	if res.n == 0 && len(res.memo) == 0 {
+		return nil
+	}
+	if b.memo.n != c.memoBase || (!res.stopped && res.n != c.entries) {
+		return errParFallback
+	}
+	strMap := make([]int32, len(res.strs))
+	for i, s := range res.strs {
+		strMap[i] = r.intern(s)
+	}
+	frameMap := make([]int32, len(res.frames))
+	for i, f := range res.frames {
+		frameMap[i] = r.frame(f)
+	}
+	resolveFrame := func(f value) (int32, error) {
+		switch f.k {
+		case vFrame:
+			return int32(f.i), nil
+		case vLFrame:
+			return frameMap[f.i], nil
+		case vExt:
+			g, ok := b.memo.get(uint64(f.i))
+			if !ok || g.k != vFrame {
+				return 0, errParFallback
+			}
+			return int32(g.i), nil
+		}
+		return 0, errParFallback
+	}
+	stackMap := make([]trace.StackID, len(res.stacks))
+	var ids []int32
+	for i, st := range res.stacks {
+		if st.isExt {
+			g, ok := b.memo.get(st.ext)
+			if !ok || (g.k != vList && g.k != vTuple) {
+				return errParFallback
+			}
+			id, err := b.stackOf(g)
+			if err != nil {
+				return errParFallback
+			}
+			stackMap[i] = id
+			continue
+		}
+		ids = ids[:0]
+		for _, f := range st.frames {
+			id, err := resolveFrame(f)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		stackMap[i] = b.internStack(ids)
+	}
+	for _, v := range res.memo {
+		switch v.k {
+		case vLStr:
+			v = value{vStr, int64(strMap[v.i])}
+		case vLFrame:
+			v = value{vFrame, int64(frameMap[v.i])}
+		case vLList:
+			l := &res.lists[v.i]
+			vals := make([]value, len(l.frames))
+			for j, f := range l.frames {
+				id, err := resolveFrame(f)
+				if err != nil {
+					return err
+				}
+				vals[j] = value{vFrame, int64(id)}
+			}
+			nv := b.newList(vList, vals)
+			if l.stack != -2 {
+				st := trace.StackID(l.stack)
+				if st != trace.NoStack {
+					st = stackMap[st]
+				}
+				b.lists[nv.i].stack = int32(st)
+			}
+			v = nv
+		case vOpen:
+			return errParFallback
+		}
+		b.memo.put(b.memo.n, v)
+	}
+	// The events' stack ids.
+	n := res.n
+	for _, seg := range c.dst {
+		if n == 0 {
+			break
+		}
+		seg = seg[:min(n, len(seg))]
+		for k := range seg {
+			if s := seg[k].stack; s != trace.NoStack {
+				seg[k].stack = stackMap[s]
+			}
+		}
+		n -= len(seg)
+	}
+	return nil
+}
+
+// intern is builder.internString for the committer.
+func (r *region) intern(s string) int32 {
+	if id, ok := r.b.strIdx[s]; ok {
+		return id
+	}
+	if id, ok := r.strNew[s]; ok {
+		return id
+	}
+	id := int32(len(r.b.strs))
+	r.b.strs = append(r.b.strs, s)
+	r.strNew[s] = id
+	return id
+}
+
+// frame is toFrame's interning for the committer.
+func (r *region) frame(f trace.Frame) int32 {
+	b := r.b
+	if id, ok := b.frameIdx[f]; ok {
+		return id
+	}
+	if id, ok := r.frameNew[f]; ok {
+		return id
+	}
+	id := int32(len(b.frames))
+	b.frames = append(b.frames, f)
+	r.frameNew[f] = id
+	return id
+}
