@@ -97,9 +97,15 @@ type Allocator struct {
 	conf Conf
 	dev  Device
 
-	blocks   []block
-	freeIDs  []blockID
-	active   addrmap.Map[blockID] // allocated and pending-free blocks by address
+	blocks  []block
+	freeIDs []blockID
+	// active indexes the allocated and pending-free blocks by address, for
+	// the calls that name a block by its address (Free, RecordStream, ...).
+	// It is built on the first such call and kept from then on (indexed); a
+	// caller that frees through handles (MallocHandle, FreeHandle) never
+	// needs it and saves a hash-map update per malloc and free.
+	active   addrmap.Map[blockID]
+	indexed  bool
 	small    *blockPool
 	large    *blockPool
 	private  map[PoolID]*privatePool
@@ -113,6 +119,10 @@ type Allocator struct {
 	// event queues of §8, flattened).
 	pending []blockID
 	done    int // pending blocks whose events completed (events < 0)
+
+	// roundMask is the quantum minus 1 when no roundup_power2_divisions
+	// apply (round_size is then a round-up to the quantum), else -1.
+	roundMask int64
 
 	limit    int64 // allowed_memory_maximum; 0 = no limit
 	totalMem int64 // total_allocated_memory
@@ -148,6 +158,12 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 		blocks:  make([]block, 1, 64),
 		private: make(map[PoolID]*privatePool),
 		expTab:  []*expSegment{nil},
+	}
+	a.roundMask = conf.MinBlockSize - 1
+	for _, d := range conf.RoundupDivisions {
+		if d > 1 {
+			a.roundMask = -1
+		}
 	}
 	a.small = a.newBlockPool(true, nil)
 	a.large = a.newBlockPool(false, nil)
@@ -203,7 +219,11 @@ func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *block
 		a.blocks = append(a.blocks, block{})
 		id = blockID(len(a.blocks) - 1)
 	}
-	a.blocks[id] = block{addr: addr, size: size, stream: stream, pool: pool.idx, mapped: true, live: true}
+	// The slot is zero (deleteBlock clears it, append makes it zero): set
+	// only what differs, rather than copying a whole block literal.
+	b := &a.blocks[id]
+	b.addr, b.size, b.stream, b.pool = addr, size, stream, pool.idx
+	b.mapped, b.live = true, true
 	return id
 }
 
@@ -222,13 +242,26 @@ func (a *Allocator) ukey(id blockID) freeKey {
 	return freeKey{stream: b.stream, addr: b.addr, id: id}
 }
 
+// roundSize is conf.roundSize, inlined when no divisions apply: a request is
+// at least 1 byte, which rounds up to the quantum.
+func (a *Allocator) roundSize(n int64) int64 {
+	if m := a.roundMask; m >= 0 {
+		return (n + m) &^ m
+	}
+	return a.conf.roundSize(n)
+}
+
 // insertFree is insert_into_blocks: the block enters its pool's free set and
 // its GC age restarts.
 func (a *Allocator) insertFree(id blockID) {
 	b := &a.blocks[id]
-	p := a.pools[b.pool]
+	a.pools[b.pool].insert(b, id)
+}
+
+// insert is insertFree of block b (id), which belongs to p.
+func (p *blockPool) insert(b *block, id blockID) {
 	b.gcBase = p.gcClock
-	p.blocks.ReplaceOrInsert(a.key(id))
+	p.blocks.ReplaceOrInsert(freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id})
 }
 
 func (a *Allocator) removeFree(id blockID) {
@@ -237,8 +270,52 @@ func (a *Allocator) removeFree(id blockID) {
 
 // activeID returns the allocated or pending-free block at addr, 0 if none.
 func (a *Allocator) activeID(addr uint64) blockID {
+	a.index()
 	id, _ := a.active.Get(addr)
 	return id
+}
+
+// index builds the address index of the active blocks if it is not kept yet,
+// and keeps it from then on.
+func (a *Allocator) index() {
+	if a.indexed {
+		return
+	}
+	a.indexed = true
+	for id := blockID(1); int(id) < len(a.blocks); id++ {
+		if b := &a.blocks[id]; b.live && (b.allocated || b.events != 0) {
+			a.active.Put(b.addr, id)
+		}
+	}
+}
+
+// Handle names an allocated block, as MallocHandle returns it, for
+// FreeHandle. It is an index into the allocator's block arena, valid while
+// the block stays allocated; the zero Handle names no block.
+type Handle int32
+
+// handleAt returns the block h names if it is the allocated block at addr,
+// else 0. An active block is the only one at its address, so it is then the
+// block an address lookup of addr would find.
+func (a *Allocator) handleAt(addr uint64, h Handle) blockID {
+	if h <= 0 || int(h) >= len(a.blocks) {
+		return 0
+	}
+	if b := &a.blocks[h]; b.allocated && b.addr == addr {
+		return blockID(h)
+	}
+	return 0
+}
+
+// activeAt is handleAt for an allocated or pending-free block.
+func (a *Allocator) activeAt(addr uint64, h Handle) blockID {
+	if h <= 0 || int(h) >= len(a.blocks) {
+		return 0
+	}
+	if b := &a.blocks[h]; b.live && (b.allocated || b.events != 0) && b.addr == addr {
+		return blockID(h)
+	}
+	return 0
 }
 
 // BlockSize returns the size of the allocated or pending block at addr.

@@ -36,7 +36,14 @@
 // Beyond PyTorch, the constants of §2 (rounding quantum, small-request limit,
 // segment sizes, large rounding) are Conf fields, for what-if replays.
 //
-// Blocks live in an arena indexed by int32; free sets are B-trees; addresses
-// map to active blocks through a hash map. The Malloc/Free hot path
-// allocates nothing once the arena and trees have grown.
+// Blocks live in an arena indexed by int32. A pool's free mapped blocks are
+// a sizeSet: per stream, log-linear size classes whose 32-byte header holds
+// the class's smallest block (most classes hold at most one), with a bitmap
+// of the non-empty classes; the unmapped tails of expandable segments are a
+// freeSet of sorted chunks. Addresses map to active blocks through a hash
+// map that is built on the first call naming a block by address (Free,
+// RecordStream, Pending, ...) and kept from then on: a caller that keeps
+// the Handle MallocHandle returns and frees with FreeHandle, as the replay
+// does, never needs it. The Malloc/Free hot path allocates nothing once the
+// arena and free sets have grown.
 package allocator

@@ -10,6 +10,7 @@ import (
 // (active_pending_free) until CompleteFree or a flush; otherwise it returns to
 // the cache at once (free_requested then free_completed).
 func (a *Allocator) Free(addr uint64) error {
+	a.index()
 	slot := a.active.Find(addr)
 	var id blockID
 	if slot >= 0 {
@@ -19,6 +20,25 @@ func (a *Allocator) Free(addr uint64) error {
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: free of %#x: no allocated block there", addr)
 	}
+	a.free(id, slot)
+	return nil
+}
+
+// FreeHandle is Free of the block at addr, which MallocHandle returned with
+// h. When h still names the allocated block at addr, no address lookup is
+// needed; otherwise (the block was freed since, or h is stale) it is
+// exactly Free(addr).
+func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
+	if id := a.handleAt(addr, h); id != 0 {
+		a.free(id, -1)
+		return nil
+	}
+	return a.Free(addr)
+}
+
+// free is Free of the allocated block id, found at slot of the active map
+// (-1: unknown or not indexed).
+func (a *Allocator) free(id blockID, slot int) {
 	b := &a.blocks[id]
 	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
@@ -36,10 +56,9 @@ func (a *Allocator) Free(addr uint64) error {
 		b.used = false
 		delete(a.uses, id)
 		a.pending = append(a.pending, id)
-		return nil
+		return
 	}
 	a.freeBlockAt(id, slot)
-	return nil
 }
 
 // RecordStream is recordStream (§8): the block at addr is also used by
@@ -50,16 +69,30 @@ func (a *Allocator) RecordStream(addr uint64, stream uint64) error {
 	if !ok || !a.blocks[id].allocated {
 		return fmt.Errorf("allocator: record_stream of %#x: no allocated block there", addr)
 	}
+	a.recordStream(id, stream)
+	return nil
+}
+
+// RecordStreamHandle is RecordStream of the block at addr, which
+// MallocHandle returned with h (see FreeHandle).
+func (a *Allocator) RecordStreamHandle(addr uint64, h Handle, stream uint64) error {
+	if id := a.handleAt(addr, h); id != 0 {
+		a.recordStream(id, stream)
+		return nil
+	}
+	return a.RecordStream(addr, stream)
+}
+
+func (a *Allocator) recordStream(id blockID, stream uint64) {
 	b := &a.blocks[id]
 	if stream == b.stream || slices.Contains(a.uses[id], stream) {
-		return nil
+		return
 	}
 	if a.uses == nil {
 		a.uses = make(map[blockID][]uint64)
 	}
 	a.uses[id] = append(a.uses[id], stream)
 	b.used = true
-	return nil
 }
 
 // Pending reports whether the block at addr awaits its cross-stream events
@@ -68,6 +101,15 @@ func (a *Allocator) Pending(addr uint64) bool {
 	id := a.activeID(addr)
 	ok := id != 0
 	return ok && a.blocks[id].events > 0
+}
+
+// PendingHandle is Pending of the block at addr, which MallocHandle
+// returned with h (see FreeHandle).
+func (a *Allocator) PendingHandle(addr uint64, h Handle) bool {
+	if id := a.activeAt(addr, h); id != 0 {
+		return a.blocks[id].events > 0
+	}
+	return a.Pending(addr)
 }
 
 // CompleteFree completes every outstanding event of the pending block at addr
@@ -85,11 +127,32 @@ func (a *Allocator) CompleteFree(addr uint64) error {
 	return nil
 }
 
+// CompleteFreeHandle is CompleteFree of the block at addr, which
+// MallocHandle returned with h (see FreeHandle).
+func (a *Allocator) CompleteFreeHandle(addr uint64, h Handle) error {
+	id := a.activeAt(addr, h)
+	if id == 0 {
+		return a.CompleteFree(addr)
+	}
+	if a.blocks[id].events == 0 {
+		return fmt.Errorf("allocator: complete free of %#x: no pending block there", addr)
+	}
+	a.markDone(id)
+	a.ProcessEvents()
+	return nil
+}
+
 // MarkEventsDone completes the outstanding events of the pending block at
 // addr without freeing it; the next ProcessEvents (the start of the next
 // Malloc) does.
 func (a *Allocator) MarkEventsDone(addr uint64) {
-	if id := a.activeID(addr); id != 0 && a.blocks[id].events > 0 {
+	if id := a.activeID(addr); id != 0 {
+		a.markDone(id)
+	}
+}
+
+func (a *Allocator) markDone(id blockID) {
+	if a.blocks[id].events > 0 {
 		a.blocks[id].events = -a.blocks[id].events // negative: completed, not yet processed
 		a.done++
 	}
@@ -144,18 +207,20 @@ func (a *Allocator) freeBlockAt(id blockID, slot int) {
 	st := a.statTypes(pool)
 	a.emit(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
 	origSize, req := b.size, b.requested
-	a.active.DeleteAt(b.addr, slot)
+	if a.indexed {
+		a.active.DeleteAt(b.addr, slot)
+	}
 	var netCount, netBytes int64
-	if s := a.tryMerge(id, a.blocks[id].prev); s > 0 {
+	if p := a.blocks[id].prev; a.mergeable(id, p) {
 		netCount--
-		netBytes -= s
+		netBytes -= a.merge(id, p)
 	}
-	if s := a.tryMerge(id, a.blocks[id].next); s > 0 {
+	if n := a.blocks[id].next; a.mergeable(id, n) {
 		netCount--
-		netBytes -= s
+		netBytes -= a.merge(id, n)
 	}
-	a.insertFree(id)
 	b = &a.blocks[id]
+	pool.insert(b, id)
 	if b.isSplit() {
 		netCount++
 		netBytes += b.size
@@ -180,13 +245,24 @@ func (a *Allocator) freeBlockAt(id blockID, slot int) {
 // tryMerge is try_merge_blocks: absorb src into dst if src is free, has no
 // events and the same mapped state. It returns the absorbed size (0 if none).
 func (a *Allocator) tryMerge(dst, src blockID) int64 {
+	if !a.mergeable(dst, src) {
+		return 0
+	}
+	return a.merge(dst, src)
+}
+
+// mergeable is tryMerge's test, inlined where a free merges its neighbours.
+func (a *Allocator) mergeable(dst, src blockID) bool {
 	if src == 0 {
-		return 0
+		return false
 	}
+	s := &a.blocks[src]
+	return !s.allocated && s.events == 0 && !s.used && s.mapped == a.blocks[dst].mapped
+}
+
+// merge is tryMerge once the test has passed.
+func (a *Allocator) merge(dst, src blockID) int64 {
 	s, d := &a.blocks[src], &a.blocks[dst]
-	if s.allocated || s.events != 0 || s.used || s.mapped != d.mapped {
-		return 0
-	}
 	if s.mapped {
 		a.pools[s.pool].blocks.Delete(a.key(src))
 	} else {

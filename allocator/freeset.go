@@ -10,6 +10,20 @@ type freeSet struct {
 	chunks [][]freeKey
 	tails  []freeKey // tails[i] is the last key of chunks[i], searched contiguously
 	n      int
+	// spare holds emptied chunks for reuse: an expandable segment's unmapped
+	// set empties and fills again all the time, and must not allocate a
+	// chunk each time.
+	spare [][]freeKey
+}
+
+// newChunk returns an empty chunk of capacity chunkMax.
+func (s *freeSet) newChunk() []freeKey {
+	if n := len(s.spare); n > 0 {
+		c := s.spare[n-1]
+		s.spare = s.spare[:n-1]
+		return c[:0]
+	}
+	return make([]freeKey, 0, chunkMax)
 }
 
 const chunkMax = 64
@@ -60,7 +74,7 @@ func (s *freeSet) ReplaceOrInsert(k freeKey) {
 	ci, i := s.seek(&k)
 	if ci == len(s.chunks) {
 		if ci == 0 {
-			s.chunks = append(s.chunks, make([]freeKey, 0, chunkMax))
+			s.chunks = append(s.chunks, s.newChunk())
 			s.tails = append(s.tails, freeKey{})
 		}
 		ci = len(s.chunks) - 1
@@ -80,7 +94,7 @@ func (s *freeSet) ReplaceOrInsert(k freeKey) {
 		return
 	}
 	// Split the full chunk in two halves, then insert.
-	right := make([]freeKey, chunkMax/2, chunkMax)
+	right := s.newChunk()[:chunkMax/2]
 	copy(right, c[chunkMax/2:])
 	c = c[:chunkMax/2]
 	s.chunks[ci] = c
@@ -115,6 +129,7 @@ func (s *freeSet) deleteAt(ci, i int) {
 	s.n--
 	c := slices.Delete(s.chunks[ci], i, i+1)
 	if len(c) == 0 {
+		s.spare = append(s.spare, c)
 		s.chunks = slices.Delete(s.chunks, ci, ci+1)
 		s.tails = slices.Delete(s.tails, ci, ci+1)
 		return

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -43,7 +44,22 @@ func runOps(t *testing.T, data []byte) {
 		t.Fatal(err)
 	}
 	a.SetMemoryLimit(fam.limit)
+	// ha replays the same operations through the handle calls, which keep
+	// no address index until a stale handle (a pending block a flush freed)
+	// needs the lookup by address: it must emit the same events and end in
+	// the same state.
+	hdev := NewSimDevice(1 * gib)
+	hdev.ContextOverhead = 100 * mib
+	ha, err := New(conf, hdev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha.SetMemoryLimit(fam.limit)
+	var evA, evH []Event
+	a.SetObserver(ObserverFunc(func(e *Event) { evA = append(evA, *e) }))
+	ha.SetObserver(ObserverFunc(func(e *Event) { evH = append(evH, *e) }))
 	var live, pending []uint64
+	var liveH, pendingH []Handle
 	data = data[1:]
 	// Bounded: CheckInvariants is linear in the blocks, so long inputs would
 	// make each execution quadratic.
@@ -70,8 +86,13 @@ func runOps(t *testing.T, data []byte) {
 			if err != nil && !IsOOM(err) {
 				t.Fatalf("step %d malloc(%d): %v", step, size, err)
 			}
+			haddr, h, herr := ha.MallocHandle(size, stream)
+			if haddr != addr || (herr == nil) != (err == nil) {
+				t.Fatalf("step %d malloc(%d): %#x %v, by handle %#x %v", step, size, addr, err, haddr, herr)
+			}
 			if err == nil && size > 0 {
 				live = append(live, addr)
+				liveH = append(liveH, h)
 			}
 		case op <= 4 || (op == 7 && b1%4 != 0):
 			if len(live) == 0 {
@@ -82,7 +103,11 @@ func runOps(t *testing.T, data []byte) {
 			if err := a.Free(live[i]); err != nil {
 				t.Fatalf("step %d: %v", step, err)
 			}
+			if err := ha.FreeHandle(live[i], liveH[i]); err != nil {
+				t.Fatalf("step %d: by handle: %v", step, err)
+			}
 			live = append(live[:i], live[i+1:]...)
+			liveH = append(liveH[:i], liveH[i+1:]...)
 		case op == 5:
 			if len(live) == 0 {
 				continue
@@ -95,12 +120,23 @@ func runOps(t *testing.T, data []byte) {
 			if err := a.Free(live[i]); err != nil {
 				t.Fatal(err)
 			}
+			if err := ha.RecordStreamHandle(live[i], liveH[i], uint64(b1)<<8+1); err != nil {
+				t.Fatal(err)
+			}
+			if err := ha.FreeHandle(live[i], liveH[i]); err != nil {
+				t.Fatal(err)
+			}
+			if a.Pending(live[i]) != ha.PendingHandle(live[i], liveH[i]) {
+				t.Fatalf("step %d: pending by address and by handle differ", step)
+			}
 			if a.Pending(live[i]) {
 				pending = append(pending, live[i])
+				pendingH = append(pendingH, liveH[i])
 			}
 			live = append(live[:i], live[i+1:]...)
+			liveH = append(liveH[:i], liveH[i+1:]...)
 		case op == 6:
-			pending = prunePending(a, pending)
+			pending, pendingH = prunePending(a, ha, pending, pendingH)
 			if len(pending) == 0 {
 				continue
 			}
@@ -110,20 +146,41 @@ func runOps(t *testing.T, data []byte) {
 				if err := a.CompleteFree(pending[i]); err != nil {
 					t.Fatal(err)
 				}
+				if err := ha.CompleteFreeHandle(pending[i], pendingH[i]); err != nil {
+					t.Fatal(err)
+				}
 			} else {
 				a.MarkEventsDone(pending[i])
+				// MarkEventsDone by handle, as the other handle calls do it:
+				// a stale handle falls back to the address.
+				if id := ha.activeAt(pending[i], pendingH[i]); id != 0 {
+					ha.markDone(id)
+				} else {
+					ha.MarkEventsDone(pending[i])
+				}
 			}
 			pending = append(pending[:i], pending[i+1:]...)
+			pendingH = append(pendingH[:i], pendingH[i+1:]...)
 		default:
 			desc = "empty_cache"
 			if err := a.EmptyCache(); err != nil {
 				t.Fatal(err)
 			}
-			pending = pending[:0]
+			if err := ha.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			pending, pendingH = pending[:0], pendingH[:0]
 		}
 		if err := a.CheckInvariants(); err != nil {
 			t.Fatalf("after step %d (%s) under %q: %v", step, desc, fam.conf, err)
 		}
+		if err := ha.CheckInvariants(); err != nil {
+			t.Fatalf("by handle, after step %d (%s) under %q: %v", step, desc, fam.conf, err)
+		}
+		if !slices.Equal(evA, evH) || a.Stats() != ha.Stats() {
+			t.Fatalf("step %d (%s) under %q: by address and by handle differ:\n%v\n%v", step, desc, fam.conf, evA, evH)
+		}
+		evA, evH = evA[:0], evH[:0]
 	}
 	for _, addr := range live {
 		if err := a.Free(addr); err != nil {
@@ -145,15 +202,19 @@ func runOps(t *testing.T, data []byte) {
 	}
 }
 
-// prunePending drops blocks a flush or process_events has already freed.
-func prunePending(a *Allocator, p []uint64) []uint64 {
-	out := p[:0]
-	for _, addr := range p {
+// prunePending drops blocks a flush or process_events has already freed,
+// checking that the handle calls say the same.
+func prunePending(a, ha *Allocator, p []uint64, ph []Handle) ([]uint64, []Handle) {
+	out, outH := p[:0], ph[:0]
+	for i, addr := range p {
+		if a.Pending(addr) != ha.PendingHandle(addr, ph[i]) {
+			panic("pending by address and by handle differ")
+		}
 		if a.Pending(addr) {
-			out = append(out, addr)
+			out, outH = append(out, addr), append(outH, ph[i])
 		}
 	}
-	return out
+	return out, outH
 }
 
 // FuzzAllocator drives random alloc / free / cross-stream free / completion /

@@ -43,6 +43,9 @@ func (a *Allocator) CheckInvariants() error {
 	for id := blockID(1); int(id) < len(a.blocks); id++ {
 		b := &a.blocks[id]
 		if !b.live {
+			if *b != (block{}) {
+				bad("dead block %d is not zero (newBlock relies on it)", id)
+			}
 			continue
 		}
 		if b.size <= 0 || (b.mapped && b.size%a.conf.MinBlockSize != 0) {
@@ -64,7 +67,7 @@ func (a *Allocator) CheckInvariants() error {
 			bad("free block %#x size %d missing from its free set", b.addr, b.size)
 		case !b.mapped && !inUnmapped[id]:
 			bad("unmapped block %#x missing from the unmapped set", b.addr)
-		case !free && a.activeID(b.addr) != id:
+		case !free && a.indexed && a.activeID(b.addr) != id:
 			bad("active block %#x missing from the address index", b.addr)
 		}
 		if !b.mapped && b.exp == 0 {

@@ -20,17 +20,25 @@ type request struct {
 // touches nothing. On out of memory the error wraps ErrOOM (an *OOMError);
 // a Device failure other than out of memory is returned wrapped.
 func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
+	addr, _, err := a.MallocHandle(size, stream)
+	return addr, err
+}
+
+// MallocHandle is Malloc that also returns a Handle of the block, with which
+// FreeHandle frees it without an address lookup. A 0-byte request returns
+// address 0 and the zero Handle.
+func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, error) {
 	if size <= 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if size >= 1<<60 {
-		return 0, &OOMError{Size: size, msg: "CUDA out of memory. Tried to allocate more than 1EB memory."}
+		return 0, 0, &OOMError{Size: size, msg: "CUDA out of memory. Tried to allocate more than 1EB memory."}
 	}
 	if len(a.captures) == 0 && a.done != 0 {
 		a.ProcessEvents()
 	}
 	r := request{orig: size, stream: stream}
-	r.size = a.conf.roundSize(size)
+	r.size = a.roundSize(size)
 	r.pool = a.getPool(r.size, stream)
 	r.expActive = a.conf.ExpandableSegments
 
@@ -44,26 +52,27 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 		}
 		var err error
 		if id, err = a.allocBlock(&r, false); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if id == 0 && a.releaseAvailable(&r) {
 			if id, err = a.allocBlock(&r, false); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 		if id == 0 && len(a.captures) == 0 {
 			if err := a.releaseCached(PoolID{}); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			if id, err = a.allocBlock(&r, true); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
 	if id == 0 {
-		return 0, a.oom(&r)
+		return 0, 0, a.oom(&r)
 	}
-	return a.allocFound(id, &r, a.shouldSplit(id, &r)), nil
+	id = a.allocFound(id, &r, a.shouldSplit(id, &r))
+	return a.blocks[id].addr, Handle(id), nil
 }
 
 // getFreeBlock is get_free_block (§5): best fit on the request's stream with
@@ -78,7 +87,17 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if sb == nil {
 		return 0
 	}
-	ci, ii, ok := sb.lowerBound(r.size, 0)
+	// lowerBound(r.size, 0), its common cases written out: the smallest
+	// entry of the request's class fits, or the class is empty and the
+	// answer is the smallest entry of the next non-empty class.
+	ci, ii, ok := sizeClass(r.size), 0, true
+	if pg := sb.pages[ci>>6]; pg != nil && pg[ci&63].id != 0 {
+		if pg[ci&63].size < r.size {
+			ci, ii, ok = sb.lowerBound(r.size, 0)
+		}
+	} else if ci = sb.next(ci + 1); ci < 0 {
+		ok = false
+	}
 	if !ok {
 		return 0
 	}
@@ -87,8 +106,11 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if a.blocks[it.id].exp != 0 {
 		if r.expActive {
 			if second, ok := p.blocks.first(after(it)); ok {
-				it = a.expandableScan(p, it, second, r.stream)
-				moved = true
+				found := a.expandableScan(p, it, second, r.stream)
+				// Where the scan stays put, the block is removed at the
+				// position already found.
+				moved = found.id != it.id
+				it = found
 			}
 		} else {
 			found := false
@@ -165,8 +187,8 @@ func (a *Allocator) shouldSplit(id blockID, r *request) bool {
 }
 
 // allocFound is alloc_found_block (§6): split off the front if asked, mark the
-// block allocated and update the stats.
-func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
+// block allocated and update the stats. It returns the allocated block.
+func (a *Allocator) allocFound(id blockID, r *request, split bool) blockID {
 	b := &a.blocks[id]
 	pool := a.pools[b.pool]
 	alreadySplit := b.isSplit()
@@ -184,7 +206,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
 		rb.prev = id
 		rb.addr += uint64(r.size)
 		rb.size -= r.size
-		a.insertFree(rem)
+		pool.insert(rb, rem)
 		if notExp {
 			if alreadySplit {
 				a.stats.InactiveSplitBytes.dec(st, r.size)
@@ -200,7 +222,9 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
 	b = &a.blocks[id]
 	b.allocated = true
 	b.requested = r.orig
-	a.active.Put(b.addr, id)
+	if a.indexed {
+		a.active.Put(b.addr, id)
+	}
 	a.stats.Allocation.inc(st, 1)
 	a.stats.AllocatedBytes.inc(st, b.size)
 	a.stats.Active.inc(st, 1)
@@ -210,7 +234,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) uint64 {
 		a.stats.OversizeAllocations.inc(1)
 	}
 	a.emit(ActAlloc, b.addr, r.orig, b.stream, pool, b.size)
-	return b.addr
+	return id
 }
 
 // garbageCollect is garbage_collect_cached_blocks (§10).

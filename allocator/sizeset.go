@@ -8,11 +8,22 @@ import (
 // sizeSet is a pool's free set of mapped blocks (BlockPool::blocks), ordered
 // by (stream, size, address) as BlockComparatorSize (§1). It is segregated:
 // one streamBins per stream, kept sorted by stream, and inside a stream the
-// blocks fall into log-linear size classes, each a small slice sorted by
-// (size, address), with a two-level bitmap of the non-empty classes. Best fit
-// (the first key not less than (stream, size, 0)) is then a class lookup, a
-// short binary search and at most two find-first-set instructions; updates
-// move only the entries of one class.
+// blocks fall into log-linear size classes, with a two-level bitmap of the
+// non-empty classes. Best fit (the first key not less than (stream, size,
+// 0)) is then a class lookup, nearly always one comparison, and at most two
+// find-first-set instructions; updates move only the entries of one class.
+//
+// A class (bin) keeps its smallest entry in its 32-byte header and the
+// others in a slice sorted in descending order. Most classes hold at most
+// one free block, so most operations touch the header alone, one cache
+// line. Best fit takes a class's smallest entry, and a freed block usually
+// goes back where it was taken (a class of many equal sizes, such as the
+// whole free segments of the small pool, is ordered by address and best fit
+// takes the lowest): in a class that holds more, both happen at the header
+// and the end of the slice, with no entries to move.
+//
+// Positions in a class count in ascending order: 0 is the header's entry,
+// k ≥ 1 is rest[len(rest)-k].
 type sizeSet struct {
 	streams []uint64 // sorted
 	sets    []*streamBins
@@ -30,6 +41,26 @@ type sEntry struct {
 	addr uint64
 	id   blockID
 }
+
+// bin is one size class of a stream: its smallest entry (id 0 when the
+// class is empty) and the others, all greater, in descending order. rest is
+// made on first need and kept, so a class that fills and empties again
+// allocates nothing.
+type bin struct {
+	size  int64
+	addr  uint64
+	id    blockID
+	nrest int32 // len(*rest), read without following the pointer
+	rest  *[]sEntry
+}
+
+func (h *bin) head() sEntry       { return sEntry{size: h.size, addr: h.addr, id: h.id} }
+func (h *bin) setHead(e sEntry)   { h.size, h.addr, h.id = e.size, e.addr, e.id }
+func (h *bin) setRest(r []sEntry) { *h.rest, h.nrest = r, int32(len(r)) }
+func (h *bin) below(size int64, addr uint64) bool {
+	return h.size < size || (h.size == size && h.addr < addr)
+}
+func (h *bin) is(size int64, addr uint64) bool { return h.size == size && h.addr == addr }
 
 // streamBins holds the free blocks of one stream by size class.
 type streamBins struct {
@@ -61,19 +92,68 @@ func sizeClass(size int64) int {
 	return classLinear + (k-classSub-1)<<classSub + int(u>>(k-classSub)) - 1<<classSub
 }
 
-// lb is the index of the first entry of bin not less than (size, addr).
-func lb(bin []sEntry, size int64, addr uint64) int {
-	lo, hi := 0, len(bin)
+// ge is the number of leading entries of the descending rest not less than
+// (size, addr).
+func ge(rest []sEntry, size int64, addr uint64) int {
+	lo, hi := 0, len(rest)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		e := &bin[m]
-		if e.size < size || (e.size == size && e.addr < addr) {
+		if !rest[m].below(size, addr) {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
 	return lo
+}
+
+// below reports whether e is less than (size, addr).
+func (e *sEntry) below(size int64, addr uint64) bool {
+	return e.size < size || (e.size == size && e.addr < addr)
+}
+
+func (e *sEntry) is(size int64, addr uint64) bool { return e.size == size && e.addr == addr }
+
+// len returns the number of entries of the class.
+func (h *bin) len() int {
+	if h.id == 0 {
+		return 0
+	}
+	return 1 + int(h.nrest)
+}
+
+// at returns the entry at position i.
+func (h *bin) at(i int) sEntry {
+	if i == 0 {
+		return h.head()
+	}
+	r := *h.rest
+	return r[len(r)-i]
+}
+
+// search returns the position of the first entry not less than (size,
+// addr), or -1 when there is none in the class.
+func (h *bin) search(size int64, addr uint64) int {
+	if h.id == 0 {
+		return -1
+	}
+	if !h.below(size, addr) {
+		return 0
+	}
+	return h.searchRest(size, addr)
+}
+
+// searchRest is search past the header's entry, which is below the key.
+func (h *bin) searchRest(size int64, addr uint64) int {
+	if h.nrest == 0 {
+		return -1
+	}
+	r := *h.rest
+	j := ge(r, size, addr)
+	if j == 0 {
+		return -1
+	}
+	return len(r) - j + 1
 }
 
 // next is the first non-empty class ≥ c, or -1.
@@ -118,8 +198,8 @@ func (b *streamBins) prev(c int) int {
 func (b *streamBins) lowerBound(size int64, addr uint64) (c, i int, ok bool) {
 	c = sizeClass(size)
 	if c < maxClasses {
-		if bin := b.bin(c); len(bin) > 0 {
-			if i = lb(bin, size, addr); i < len(bin) {
+		if p := b.pages[c>>6]; p != nil {
+			if i = p[c&63].search(size, addr); i >= 0 {
 				return c, i, true
 			}
 		}
@@ -137,40 +217,57 @@ func (b *streamBins) lastLE(size int64, addr uint64) (c, i int, ok bool) {
 	}
 	c = sizeClass(size)
 	if c < maxClasses {
-		bin := b.bin(c)
-		// First entry greater than (size, addr), minus one.
-		j := lb(bin, size, addr)
-		if j < len(bin) && bin[j].size == size && bin[j].addr == addr {
-			j++
-		}
-		if j > 0 {
-			return c, j - 1, true
+		if h := b.bin(c); h != nil && h.id != 0 && !(size < h.size || (size == h.size && addr < h.addr)) {
+			// The header's entry is not greater than the key: the answer
+			// is in this class, the last entry of rest not greater.
+			if h.nrest == 0 {
+				return c, 0, true
+			}
+			r := *h.rest
+			j := ge(r, size, addr) // entries ≥ key come first
+			if j > 0 && r[j-1].is(size, addr) {
+				j--
+			}
+			if j == len(r) {
+				return c, 0, true
+			}
+			return c, len(r) - j, true
 		}
 	}
 	if c = b.prev(min(c-1, maxClasses-1)); c < 0 {
 		return 0, 0, false
 	}
-	return c, len(b.bin(c)) - 1, true
+	return c, b.bin(c).len() - 1, true
+}
+
+// first is the class and index of the smallest entry (c < 0 if none), where
+// ascendFrom starts a whole stream.
+func (b *streamBins) first() (c, i int) {
+	return b.next(0), 0
 }
 
 // binPage holds the classes of one bitmap word.
-type binPage [64][]sEntry
+type binPage [64]bin
 
-// bin returns class c.
-func (b *streamBins) bin(c int) []sEntry {
+// bin returns class c, nil if its page was never made (then it is empty).
+func (b *streamBins) bin(c int) *bin {
 	if p := b.pages[c>>6]; p != nil {
-		return p[c&63]
+		return &p[c&63]
 	}
 	return nil
 }
 
-// binPtr returns class c for update, making its page if needed.
-func (b *streamBins) binPtr(c int) *[]sEntry {
-	p := b.pages[c>>6]
-	if p == nil {
-		p = new(binPage)
-		b.pages[c>>6] = p
+// binFor returns class c for update, making its page if needed.
+func (b *streamBins) binFor(c int) *bin {
+	if p := b.pages[c>>6]; p != nil {
+		return &p[c&63]
 	}
+	return b.newPage(c)
+}
+
+func (b *streamBins) newPage(c int) *bin {
+	p := new(binPage)
+	b.pages[c>>6] = p
 	return &p[c&63]
 }
 
@@ -218,42 +315,79 @@ func (s *sizeSet) Len() int { return s.n }
 func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 	b := s.stream(k.stream)
 	if b == nil {
-		i := s.streamIndex(k.stream)
-		b = &streamBins{}
-		s.streams = slices.Insert(s.streams, i, k.stream)
-		s.sets = slices.Insert(s.sets, i, b)
-		s.lastSt, s.lastB = k.stream, b
+		b = s.newStream(k.stream)
 	}
 	c := sizeClass(k.size)
-	// One page lookup for both the search and the update; most inserts go
-	// into an empty class (a freed block's exact class rarely holds another),
-	// so the insertion is written out rather than left to slices.Insert.
-	bp := b.binPtr(c)
-	bin := *bp
-	i := lb(bin, k.size, k.addr)
+	h := b.binFor(c)
 	e := sEntry{size: k.size, addr: k.addr, id: k.id}
-	if i < len(bin) && bin[i].size == k.size && bin[i].addr == k.addr {
-		bin[i] = e
-		return
-	}
-	n := len(bin)
-	if n < cap(bin) {
-		bin = bin[:n+1]
-		if i < n {
-			copy(bin[i+1:], bin[i:n])
-		}
-		bin[i] = e
-	} else {
-		if bin == nil {
-			bin = make([]sEntry, 0, 4)
-		}
-		bin = slices.Insert(bin, i, e)
-	}
-	*bp = bin
-	if n == 0 {
+	switch {
+	case h.id == 0:
+		h.setHead(e)
 		b.setBit(c)
+	case e.below(h.size, h.addr):
+		h.pushDown(e)
+	case h.is(e.size, e.addr):
+		h.setHead(e)
+		return
+	default:
+		if !h.insertRest(e) {
+			return
+		}
 	}
 	s.n++
+}
+
+// newStream adds the empty bins of stream st.
+func (s *sizeSet) newStream(st uint64) *streamBins {
+	i := s.streamIndex(st)
+	b := &streamBins{}
+	s.streams = slices.Insert(s.streams, i, st)
+	s.sets = slices.Insert(s.sets, i, b)
+	s.lastSt, s.lastB = st, b
+	return b
+}
+
+// restBuf is a class's rest with room for its first entries, in one
+// allocation.
+type restBuf struct {
+	s   []sEntry
+	buf [4]sEntry
+}
+
+func newRest() *[]sEntry {
+	rb := new(restBuf)
+	rb.s = rb.buf[:0]
+	return &rb.s
+}
+
+// pushDown makes e, smaller than every entry, the header's entry.
+func (h *bin) pushDown(e sEntry) {
+	if h.rest == nil {
+		h.rest = newRest()
+	}
+	h.setRest(append(*h.rest, h.head()))
+	h.setHead(e)
+}
+
+// insertRest adds e, greater than the header's entry, to rest, replacing
+// an equal entry. It reports whether e is new.
+func (h *bin) insertRest(e sEntry) bool {
+	if h.rest == nil {
+		h.rest = newRest()
+	}
+	r := *h.rest
+	i := ge(r, e.size, e.addr)
+	if i > 0 && r[i-1].is(e.size, e.addr) {
+		r[i-1] = e
+		return false
+	}
+	r = append(r, e)
+	if i < len(r)-1 {
+		copy(r[i+1:], r[i:])
+		r[i] = e
+	}
+	h.setRest(r)
+	return true
 }
 
 // Delete removes k if present.
@@ -263,49 +397,82 @@ func (s *sizeSet) Delete(k freeKey) {
 		return
 	}
 	c := sizeClass(k.size)
-	bin := b.bin(c)
-	i := lb(bin, k.size, k.addr)
-	if i < len(bin) && bin[i].size == k.size && bin[i].addr == k.addr {
-		s.deleteAt(b, c, i)
+	h := b.bin(c)
+	if h == nil || h.id == 0 {
+		return
 	}
+	i := 0
+	if !h.is(k.size, k.addr) {
+		if i = h.searchRest(k.size, k.addr); i < 0 {
+			return
+		}
+		if e := h.at(i); !e.is(k.size, k.addr) {
+			return
+		}
+	}
+	s.deleteAt(b, c, i)
 }
 
-// deleteAt removes entry i of class c of b.
+// deleteAt removes the entry at position i of class c of b.
 func (s *sizeSet) deleteAt(b *streamBins, c, i int) {
-	bp := &b.pages[c>>6][c&63]
-	bin := *bp
-	n := len(bin) - 1
-	if i < n {
-		copy(bin[i:], bin[i+1:])
-	}
-	*bp = bin[:n]
-	if n == 0 {
-		b.clearBit(c)
-	}
+	h := &b.pages[c>>6][c&63]
 	s.n--
+	if i == 0 && h.nrest == 0 {
+		h.setHead(sEntry{})
+		b.clearBit(c)
+		return
+	}
+	h.deleteRest(i)
+}
+
+// deleteAt removes the entry at position i of a class of more than one.
+func (h *bin) deleteRest(i int) {
+	r := *h.rest
+	n := len(r) - 1
+	if i == 0 {
+		h.setHead(r[n])
+	} else if j := n + 1 - i; j < n {
+		copy(r[j:], r[j+1:])
+	}
+	h.setRest(r[:n])
 }
 
 func (b *streamBins) key(st uint64, c, i int) freeKey {
-	e := &b.pages[c>>6][c&63][i]
+	e := b.pages[c>>6][c&63].at(i)
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 
-// first returns the first key not less than k.
+// first returns the first key not less than k. It is AscendGreaterOrEqual
+// stopped at the first key, written out: the expandable best fit calls it
+// on every malloc.
 func (s *sizeSet) first(k freeKey) (freeKey, bool) {
-	var out freeKey
-	found := false
-	s.AscendGreaterOrEqual(k, func(x freeKey) bool { out, found = x, true; return false })
-	return out, found
+	size, addr := k.size, k.addr
+	if size < 0 {
+		size, addr = 0, 0
+	}
+	if b := s.stream(k.stream); b != nil {
+		if c, i, ok := b.lowerBound(size, addr); ok {
+			return b.key(k.stream, c, i), true
+		}
+	}
+	for si := s.streamIndex(k.stream); si < len(s.streams); si++ {
+		if st := s.streams[si]; st != k.stream {
+			if c, i := s.sets[si].first(); c >= 0 {
+				return s.sets[si].key(st, c, i), true
+			}
+		}
+	}
+	return freeKey{}, false
 }
 
-// ascendFrom calls fn on the keys of stream si from class c, index i on, in
-// order; it reports whether fn asked to go on.
+// ascendFrom calls fn on the keys of stream si from class c, position i
+// on, in order; it reports whether fn asked to go on.
 func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
 	b, st := s.sets[si], s.streams[si]
 	for c >= 0 {
-		bin := b.bin(c)
-		for ; i < len(bin); i++ {
-			e := &bin[i]
+		h := b.bin(c)
+		for n := h.len(); i < n; i++ {
+			e := h.at(i)
 			if !fn(freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}) {
 				return false
 			}
@@ -332,7 +499,7 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 		si++
 	}
 	for ; si < len(s.streams); si++ {
-		if !s.ascendFrom(si, s.sets[si].next(0), 0, fn) {
+		if c, i := s.sets[si].first(); !s.ascendFrom(si, c, i, fn) {
 			return
 		}
 	}
@@ -342,25 +509,26 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
 	for si := range s.streams {
-		if !s.ascendFrom(si, s.sets[si].next(0), 0, fn) {
+		if c, i := s.sets[si].first(); !s.ascendFrom(si, c, i, fn) {
 			return
 		}
 	}
 }
 
-// descendFrom calls fn on the keys of stream si from class c, index i down.
+// descendFrom calls fn on the keys of stream si from class c, position i
+// down, in descending order.
 func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
 	b, st := s.sets[si], s.streams[si]
 	for c >= 0 {
-		bin := b.bin(c)
+		h := b.bin(c)
 		for ; i >= 0; i-- {
-			e := &bin[i]
+			e := h.at(i)
 			if !fn(freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}) {
 				return false
 			}
 		}
 		if c = b.prev(c - 1); c >= 0 {
-			i = len(b.bin(c)) - 1
+			i = b.bin(c).len() - 1
 		}
 	}
 	return true
@@ -380,7 +548,7 @@ func (s *sizeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	for si--; si >= 0; si-- {
 		b := s.sets[si]
 		if c := b.prev(maxClasses - 1); c >= 0 {
-			if !s.descendFrom(si, c, len(b.bin(c))-1, fn) {
+			if !s.descendFrom(si, c, b.bin(c).len()-1, fn) {
 				return
 			}
 		}

@@ -24,7 +24,10 @@ func TestSizeSet(t *testing.T) {
 		return int64(rng.Int63n(1<<40)) &^ 511
 	}
 	rk := func() freeKey {
-		return freeKey{stream: uint64(rng.Intn(3)), size: sizes(), addr: uint64(rng.Intn(20))}
+		// Block ids start at 1 (an empty class has id 0); an id that
+		// follows from the key keeps replacing an equal key a no-op.
+		addr := uint64(rng.Intn(20))
+		return freeKey{stream: uint64(rng.Intn(3)), size: sizes(), addr: addr, id: blockID(addr + 1)}
 	}
 	for step := 0; step < 60000; step++ {
 		p := rk()

@@ -167,7 +167,9 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 			continue
 		}
 		if b.allocated || b.events != 0 {
-			a.active.Put(b.addr, id)
+			if a.indexed {
+				a.active.Put(b.addr, id)
+			}
 		} else {
 			a.insertFree(id)
 		}
@@ -179,7 +181,6 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 	for _, arr := range a.stats.arrays() {
 		for i := range arr.s {
 			arr.s[i].Peak = arr.s[i].Current
-			arr.s[i].Allocated = arr.s[i].Current
 		}
 	}
 	return nil

@@ -10,11 +10,14 @@ type Stat struct {
 	Freed     int64 // running sum of decreases
 }
 
+// inc and dec leave Allocated alone: it is always Current + Freed (both
+// start at 0, and Restore starts Allocated at Current with Freed 0), so
+// Stats fills it in rather than every update paying for a third counter.
 func (s *Stat) inc(n int64) {
-	s.Current += n
-	s.Allocated += n
-	if s.Current > s.Peak {
-		s.Peak = s.Current
+	c := s.Current + n
+	s.Current = c
+	if c > s.Peak {
+		s.Peak = c
 	}
 }
 
@@ -69,7 +72,20 @@ type Stats struct {
 }
 
 // Stats returns a copy of the allocator's statistics.
-func (a *Allocator) Stats() Stats { return a.stats }
+func (a *Allocator) Stats() Stats {
+	s := a.stats
+	for _, arr := range s.arrays() {
+		for i := range arr.s {
+			arr.s[i].fill()
+		}
+	}
+	s.OversizeAllocations.fill()
+	s.OversizeSegments.fill()
+	return s
+}
+
+// fill sets Allocated, which inc does not keep (see inc).
+func (s *Stat) fill() { s.Allocated = s.Current + s.Freed }
 
 // ResetPeak is reset_peak_memory_stats: every peak becomes its current value.
 func (a *Allocator) ResetPeak() {

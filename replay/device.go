@@ -12,11 +12,12 @@ import (
 // lookahead, because a free_requested is synchronous only when its
 // free_completed follows at once.
 type deviceReplay struct {
-	device int32
-	opts   *Options
-	obs    Observer
-	a      *allocator.Allocator
-	sim    *allocator.SimDevice // nil when NewDevice built something else
+	device   int32
+	opts     *Options
+	recorded bool // opts.Recorded
+	obs      Observer
+	a        *allocator.Allocator
+	sim      *allocator.SimDevice // nil when NewDevice built something else
 
 	// held is a free_requested awaiting the next event of the device, which
 	// tells whether the free was synchronous. Other events need no lookahead
@@ -24,9 +25,9 @@ type deviceReplay struct {
 	held    trace.Event
 	hasHold bool
 
-	// addrs maps a recorded block address to the replayed one, for blocks live
-	// (or pending) in the recording.
-	addrs addrmap.Map[uint64]
+	// addrs maps a recorded block address to the replayed block, for blocks
+	// live (or pending) in the recording.
+	addrs addrmap.Map[blockRef]
 
 	// restore state gathered from leading FlagReconstructed events.
 	restoreSegs []allocator.SegmentInfo
@@ -51,6 +52,14 @@ type deviceReplay struct {
 	res      DeviceResult
 }
 
+// blockRef is a replayed block: its address, and the allocator's handle for
+// it, which spares the allocator an address lookup when the block is freed
+// (a zero handle for restored blocks, freed by address).
+type blockRef struct {
+	addr uint64
+	h    allocator.Handle
+}
+
 // expected is the part of a recorded event the comparison needs.
 type expected struct {
 	seq    int64
@@ -61,7 +70,7 @@ type expected struct {
 }
 
 func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error) {
-	r := &deviceReplay{device: d, opts: opts, obs: obs, curStack: trace.NoStack}
+	r := &deviceReplay{device: d, opts: opts, recorded: opts.Recorded, obs: obs, curStack: trace.NoStack}
 	var dev allocator.Device
 	if opts.NewDevice != nil {
 		dev = opts.NewDevice(d)
@@ -87,7 +96,7 @@ func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error
 	}
 	if opts.Recorded || obs != nil {
 		// Converting every event costs; skip it when nobody looks.
-		a.SetObserver(allocator.ObserverFunc(r.emitted))
+		a.SetObserver(r)
 	}
 	r.a = a
 	r.res.Device = d
@@ -116,12 +125,16 @@ func KindOf(a allocator.Action) trace.Kind {
 	return trace.KindInvalid
 }
 
+// AllocatorEvent makes r the allocator's Observer (one interface call per
+// event, where an ObserverFunc of a method value makes two).
+func (r *deviceReplay) AllocatorEvent(e *allocator.Event) { r.emitted(e) }
+
 // emitted reports an allocator event, converted, to the observer and, in
 // Recorded mode, checks it against the recording.
 func (r *deviceReplay) emitted(e *allocator.Event) {
 	seq := r.outSeq
 	r.outSeq++
-	if r.opts.Recorded {
+	if r.recorded {
 		r.check(seq, e)
 	}
 	if r.obs != nil {
@@ -160,7 +173,7 @@ func (r *deviceReplay) mismatch(seq int64, format string, args ...any) {
 }
 
 func (r *deviceReplay) expectEv(ev *trace.Event) {
-	if r.opts.Recorded {
+	if r.recorded {
 		r.expect = append(r.expect, expected{seq: ev.Seq, addr: ev.Addr, size: ev.Size, stream: ev.Stream, kind: ev.Kind})
 	}
 }
@@ -168,20 +181,71 @@ func (r *deviceReplay) expectEv(ev *trace.Event) {
 // push replays ev, the next event of the device. A free_requested waits
 // for the following event; everything else is replayed at once, which keeps
 // the trace order because only a held free_requested can precede it.
+//
+// The two requests nearly every event is part of, a malloc and a
+// synchronous free, take a short path when none of step's rare cases
+// applies; it does what step would.
 func (r *deviceReplay) push(ev *trace.Event) error {
 	if r.hasHold {
 		r.hasHold = false
+		if ev.Kind == trace.KindFreeCompleted && ev.Addr == r.held.Addr && r.plain(&r.held) {
+			return r.freePair(&r.held, ev)
+		}
 		consumed, err := r.step(&r.held, ev)
 		if err != nil || consumed {
 			return err
 		}
 	}
-	if ev.Kind == trace.KindFreeRequested {
+	switch ev.Kind {
+	case trace.KindFreeRequested:
 		r.held, r.hasHold = *ev, true
 		return nil
+	case trace.KindAlloc:
+		if r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0 {
+			return r.alloc(ev)
+		}
 	}
 	_, err := r.step(ev, nil)
 	return err
+}
+
+// plain reports whether step would replay ev without its rare cases: ev is
+// not reconstructed, the restore is behind, and no recorded segment release
+// awaits attribution.
+func (r *deviceReplay) plain(ev *trace.Event) bool {
+	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0
+}
+
+// alloc is step for a plain alloc in the default pools.
+func (r *deviceReplay) alloc(ev *trace.Event) error {
+	r.res.Events++
+	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.expectEv(ev)
+	addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
+	r.clearPlan()
+	if err != nil {
+		if !allocator.IsOOM(err) {
+			return err
+		}
+		r.oom(ev, false)
+		return nil
+	}
+	r.addrs.Put(ev.Addr, blockRef{addr, h})
+	return nil
+}
+
+// freePair is step for a plain free_requested ev followed by its
+// free_completed next: a synchronous free.
+func (r *deviceReplay) freePair(ev, next *trace.Event) error {
+	r.res.Events += 2
+	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.expectEv(ev)
+	r.expectEv(next)
+	b, ok := r.addrs.Take(ev.Addr)
+	if !ok {
+		return nil
+	}
+	return r.a.FreeHandle(b.addr, b.h)
 }
 
 func (r *deviceReplay) finish() error {
@@ -249,7 +313,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 				return false, err
 			}
 		}
-		addr, err := a.Malloc(ev.Size, ev.Stream)
+		addr, h, err := a.MallocHandle(ev.Size, ev.Stream)
 		if private {
 			a.EndAllocateToPool(pool)
 		}
@@ -261,7 +325,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.oom(ev, false)
 			return false, nil
 		}
-		r.addrs.Put(ev.Addr, addr)
+		r.addrs.Put(ev.Addr, blockRef{addr, h})
 	case trace.KindFreeRequested:
 		if err := r.settleReclaim(nil); err != nil {
 			return false, err
@@ -272,12 +336,12 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.res.Events++
 			r.expectEv(next)
 		}
-		var addr uint64
+		var b blockRef
 		var ok bool
 		if paired {
-			addr, ok = r.addrs.Take(ev.Addr)
+			b, ok = r.addrs.Take(ev.Addr)
 		} else {
-			addr, ok = r.addrs.Get(ev.Addr)
+			b, ok = r.addrs.Get(ev.Addr)
 		}
 		if !ok {
 			// The alloc is not in the trace (and was not reconstructed), or it
@@ -287,22 +351,22 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if !paired {
 			// The recording waited for cross-stream events: model them as a
 			// use by another stream.
-			if err := a.RecordStream(addr, ^ev.Stream); err != nil {
+			if err := a.RecordStreamHandle(b.addr, b.h, ^ev.Stream); err != nil {
 				return false, err
 			}
 		}
-		return paired, a.Free(addr)
+		return paired, a.FreeHandle(b.addr, b.h)
 	case trace.KindFreeCompleted:
 		if err := r.settleReclaim(nil); err != nil {
 			return false, err
 		}
 		r.expectEv(ev)
-		addr, ok := r.addrs.Get(ev.Addr)
-		if !ok || !a.Pending(addr) {
+		b, ok := r.addrs.Get(ev.Addr)
+		if !ok || !a.PendingHandle(b.addr, b.h) {
 			return false, nil
 		}
 		r.addrs.Delete(ev.Addr)
-		return false, a.CompleteFree(addr)
+		return false, a.CompleteFreeHandle(b.addr, b.h)
 	case trace.KindOOM:
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
@@ -395,7 +459,7 @@ func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
 					st = allocator.ActivePendingFree
 				}
 				s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
-				r.addrs.Put(ev.Addr, ev.Addr)
+				r.addrs.Put(ev.Addr, blockRef{addr: ev.Addr})
 				return nil
 			}
 		}

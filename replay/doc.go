@@ -15,8 +15,9 @@
 //     user's torch.cuda.empty_cache();
 //   - leading FlagReconstructed events (wrapped histories) → Restore.
 //
-// Recorded blocks are tracked by recorded address → replayed address, so a
-// replay under other settings frees the right blocks. With Options.Recorded
+// Recorded blocks are tracked by recorded address → replayed address (and
+// the allocator's Handle, so that a free needs no second address lookup), so
+// a replay under other settings frees the right blocks. With Options.Recorded
 // the trace is taken to have been recorded under Options.Conf: the recorded
 // segment addresses are planned into the SimDevice so every block lands at
 // its recorded address, and every replayed event is compared with the

@@ -135,13 +135,8 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 		opts.MaxMismatches = 10
 	}
 	devs := map[int32]*deviceReplay{}
-	var last *deviceReplay // the device of the previous event, nearly always the next one's
 	get := func(d int32) (*deviceReplay, error) {
-		if last != nil && last.device == d {
-			return last, nil
-		}
 		if r := devs[d]; r != nil {
-			last = r
 			return r, nil
 		}
 		r, err := newDeviceReplay(d, &opts, obs)
@@ -149,9 +144,9 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 			return nil, err
 		}
 		devs[d] = r
-		last = r
 		return r, nil
 	}
+	var r *deviceReplay // the device of the previous event, nearly always the next one's
 	var n int64
 	for src.Next() {
 		if n++; n&0xffff == 0 {
@@ -160,11 +155,30 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 			}
 		}
 		ev := src.Event()
-		r, err := get(ev.Device)
-		if err != nil {
-			return nil, err
+		if r == nil || r.device != ev.Device {
+			var err error
+			if r, err = get(ev.Device); err != nil {
+				return nil, err
+			}
 		}
-		if err := r.push(ev); err != nil {
+		// push's short paths, written out here to save a call per event.
+		var err error
+		switch {
+		case r.hasHold:
+			if ev.Kind == trace.KindFreeCompleted && ev.Addr == r.held.Addr && r.plain(&r.held) {
+				r.hasHold = false
+				err = r.freePair(&r.held, ev)
+			} else {
+				err = r.push(ev)
+			}
+		case ev.Kind == trace.KindFreeRequested:
+			r.held, r.hasHold = *ev, true
+		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0:
+			err = r.alloc(ev)
+		default:
+			err = r.push(ev)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("replay: event %d (%s): %w", ev.Seq, ev.Kind, err)
 		}
 	}

@@ -127,6 +127,22 @@ func (m *Map[V]) Delete(k uint64) {
 
 // Take removes k and returns the value it had.
 func (m *Map[V]) Take(k uint64) (V, bool) {
+	if k != 0 && m.n != 0 {
+		// Find, At and deleteSlot for a key in the table, in one probe loop.
+		mask := uint64(len(m.slots) - 1)
+		for i := m.home(k); ; i = (i + 1) & mask {
+			s := &m.slots[i]
+			if s.key == k {
+				v := s.val
+				m.deleteIndex(i)
+				return v, true
+			}
+			if s.key == 0 {
+				var zero V
+				return zero, false
+			}
+		}
+	}
 	i := m.Find(k)
 	if i < 0 {
 		var zero V
@@ -160,9 +176,13 @@ func (m *Map[V]) deleteSlot(i int) {
 		m.zero, m.hasZ = zero, false
 		return
 	}
+	m.deleteIndex(uint64(i))
+}
+
+// deleteIndex is deleteSlot for a slot of the table (not the zero key's).
+func (m *Map[V]) deleteIndex(hole uint64) {
 	mask := uint64(len(m.slots) - 1)
 	m.n--
-	hole := uint64(i)
 	for j := hole; ; {
 		j = (j + 1) & mask
 		s := &m.slots[j]
