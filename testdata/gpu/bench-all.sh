@@ -48,6 +48,8 @@ log "reading a trace"
 on record && {
 log "recording cost: the allocator alone vs recording to a trace"
 (cd record && "$root/.dev/record.test" -test.run XXX -test.bench '^BenchmarkRecord$' -test.benchtime 4x -test.count 3)
+log "recording cost on real request streams, warm (sim device)"
+(cd record && "$root/.dev/record.test" -test.run XXX -test.bench 'RecordDrive' -test.benchtime 2000x -test.count 3)
 
 }
 on import && {
@@ -80,5 +82,7 @@ mkdir -p /tmp/bt
 (cd replay && TRACER_GPU=1 TRACER_BENCH_TRACES=/tmp/bt "$root/.dev/replay.test" -test.run XXX \
 	-test.bench 'DriveCUDA' -test.benchtime 300x -test.count 3)
 for t in /tmp/bt/*.arrows; do python3 testdata/bench/torch_replay.py "$t" 20 2>&1 | grep -v Warning | tail -1; done
+log "recording cost on the same streams, our allocator on the GPU"
+(cd record && TRACER_GPU=1 "$root/.dev/record.test" -test.run XXX -test.bench 'RecordDrive' -test.benchtime 2000x -test.count 3)
 }
 log "done"; date -u
