@@ -65,7 +65,9 @@ other producers.
 	                                                     (cross-stream use) at trace start (optional)
 	device_used_bytes  int64                     bytes   device memory in use as NVML last reported it (live
 	                                                     GPU recordings; includes the CUDA context and other
-	                                                     processes); 0 = not sampled (optional)
+	                                                     processes; sampled every 50 ms by default, and a
+	                                                     new reading is stamped on events from at most 16
+	                                                     events after it arrived); 0 = not sampled (optional)
 
 # Invariants
 
