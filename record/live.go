@@ -192,7 +192,7 @@ func recordMeta(opts *Options, a *allocator.Allocator) trace.Meta {
 type latestReading interface{ Latest() int64 }
 
 // recorder is the allocator's Observer during a live recording. Its hot
-// path copies each event into the current chunk and, every clockEvery events
+// path copies each event into the current chunk and, every so many events
 // (and at every segment and oom event, and pool change), reads the clock and
 // NVML's latest reading; the statement's stack and the pool are noted when
 // they change. The encoder goroutine does the rest (live_ring.go).
@@ -212,10 +212,14 @@ type recorder struct {
 	used   latestReading   // NVML's latest reading; nil on the simulated device
 	stacks []trace.StackID // per statement id
 
-	cur      *chunk
-	stack    trace.StackID // of the statement running now
-	lastUsed int64         // the NVML reading last noted
-	previous int64         // events in the chunks handed over
+	cur   *chunk
+	stack trace.StackID // of the statement running now
+	every int           // events between clock reads (pace)
+	// lastReadAt and lastRead are the event (counted from the start) and
+	// time (ns since t0) of the last clock read.
+	lastReadAt, lastRead int64
+	lastUsed             int64 // the NVML reading last noted
+	previous             int64 // events in the chunks handed over
 }
 
 // newRecorder starts a recording into w: batches of at most batch events
@@ -231,7 +235,7 @@ func newRecorder(w *trace.Writer, a *allocator.Allocator, ordinal int32, batch i
 	// Wall-clock base plus monotonic elapsed time: comparable with PyTorch's
 	// epoch timestamps, yet never running backwards within the run.
 	t0 := time.Now()
-	r := &recorder{a: a, t0: t0, stack: trace.NoStack}
+	r := &recorder{a: a, t0: t0, stack: trace.NoStack, every: 1, lastReadAt: -1}
 	r.enc = newEncoder(w, t0, ordinal, min(batch, trace.DefaultBatchRows), flushEvery, &r.flushReq)
 	r.cur = r.enc.chunk()
 	r.ev = r.cur.ev
@@ -251,7 +255,8 @@ func (r *recorder) setStmt(s *stmt) {
 func (r *recorder) events() int64 { return r.previous + int64(r.i) }
 
 // AllocatorEvent implements allocator.Observer. It is the hot path: five
-// stores, and a clock read every clockEvery events; the rest is out of line.
+// stores, and a clock read every so many events (clockPeriod); the rest is
+// out of line.
 func (r *recorder) AllocatorEvent(e *allocator.Event) {
 	i := r.i
 	p := &r.ev[i]
@@ -266,14 +271,16 @@ func (r *recorder) AllocatorEvent(e *allocator.Event) {
 
 // stamp reads the clock for event i, the last of the chunk, notes its pool
 // if it changed, and NVML's latest reading (which holds from event i on: it
-// is taken every few milliseconds, so noting it up to clockEvery events
-// late, within a microsecond or so, loses nothing), and hands the chunk to
+// is taken every few milliseconds, so noting it up to maxClockEvery events
+// late, within about clockPeriod, loses nothing), and hands the chunk to
 // the encoder when it is full or a flush is due.
 //
 //go:noinline
 func (r *recorder) stamp(i int, pool allocator.PoolID) {
 	c := r.cur
-	c.times = append(c.times, mark{i, int64(time.Since(r.t0))})
+	now := int64(time.Since(r.t0))
+	c.times = append(c.times, mark{i, now})
+	r.pace(r.previous+int64(i), now)
 	if pool != r.pool {
 		r.pool = pool
 		c.pools = append(c.pools, mark{i, int64(len(c.poolIDs))})
@@ -288,7 +295,7 @@ func (r *recorder) stamp(i int, pool allocator.PoolID) {
 	n := i + 1
 	flush := r.flushReq.Load()
 	if n < len(r.ev) && !flush {
-		r.stop = min(n+clockEvery, len(r.ev))
+		r.stop = min(n+r.every, len(r.ev))
 		return
 	}
 	if flush {
@@ -296,6 +303,19 @@ func (r *recorder) stamp(i int, pool allocator.PoolID) {
 		c.flush = true
 	}
 	r.handOver(n)
+}
+
+// pace sets how many events go before the next clock read from the pace of
+// those since the last one, event k read at now (ns), so that reads fall
+// about clockPeriod apart.
+func (r *recorder) pace(k, now int64) {
+	n, dt := k-r.lastReadAt, now-r.lastRead
+	r.lastReadAt, r.lastRead = k, now
+	every := maxClockEvery
+	if dt > 0 && n*int64(clockPeriod) < int64(maxClockEvery)*dt {
+		every = max(int(n*int64(clockPeriod)/dt), 1)
+	}
+	r.every = every
 }
 
 // handOver hands the current chunk, of n events, to the encoder and takes
@@ -307,7 +327,7 @@ func (r *recorder) handOver(n int) {
 	r.enc.full <- c
 	r.cur = r.enc.chunk()
 	r.ev, r.i = r.cur.ev, 0
-	r.stop = min(clockEvery, len(r.ev))
+	r.stop = min(r.every, len(r.ev))
 }
 
 // snapshot records a snapshot marker, as torch.cuda.memory_snapshot() leaves

@@ -13,7 +13,7 @@ import (
 // The live recorder splits the work as Go's execution tracer does. On the
 // allocator's path (recorder.AllocatorEvent) an event is five stores into a
 // preallocated chunk: no allocation, no call into the trace writer, and a
-// clock read only every clockEvery events. What changes rarely (the
+// clock read only every so many events (clockPeriod). What changes rarely (the
 // statement's stack, NVML's reading, the pool) and the clock reads are kept
 // beside the events as (index, value) marks. Full chunks go to an encoder
 // goroutine that places every event in time, lays the events out as the
@@ -33,11 +33,18 @@ const (
 	// does not wait for it on a machine with a spare core).
 	chunkEvents = 4096
 	ringChunks  = 16
-	// clockEvery is the most events between two clock reads. A read costs
-	// 20-80 ns (as much as the event itself); events between reads are
-	// placed in time by the encoder (stampTimes), within the reads around
-	// them.
-	clockEvery = 16
+	// The clock is read every `every` events, about clockPeriod apart: the
+	// recorder sets every after each read from the pace of the events
+	// before it, between 1 and maxClockEvery. A read costs 30-80 ns, as
+	// much as an event, and the call around it more; events between reads
+	// are placed in time by the encoder (stampTimes), within the reads
+	// around them. On a warm allocator (40-60 ns an event) that is a read
+	// every 160-250 events, a few ns an event less than reading every 16
+	// (measured: BenchmarkRecordDrive), and times within clockPeriod of the
+	// truth; where events are sparse (a program computing between its
+	// allocations) every event reads the clock and its time is exact.
+	clockPeriod   = 10 * time.Microsecond
+	maxClockEvery = 256
 	// actSnapshot is the Action of a snapshot marker in a chunk; the
 	// allocator's own actions are 1 to 8.
 	actSnapshot allocator.Action = 255
@@ -336,8 +343,8 @@ func (e *encoder) writeBatch() bool {
 // mean (t_j-t_i)/(j-i) and the previous window's. So events spread evenly
 // when the allocator runs at a steady pace, and stay early in a window that
 // ends in a device call (segment events always read the clock, after the
-// call), where the time went. The error is at most the window's length:
-// clockEvery events, about a microsecond on a warm allocator.
+// call), where the time went. The error is at most the window's length,
+// about clockPeriod.
 func (e *encoder) stampTimes(times []int64, reads []mark, end int64) {
 	prev := -1 // index of the last timed event; -1 is e.lastT
 	window := func(j int, tj int64) {

@@ -90,7 +90,7 @@ func TestStampTimes(t *testing.T) {
 
 // Stacks noted as changes reach every event they cover, and pools every
 // event, across chunks and batches; NVML readings reach events at most
-// clockEvery events late (they are read at clock reads); times are real and
+// maxClockEvery events late (they are read at clock reads); times are real and
 // never run backwards.
 func TestRecorderMarks(t *testing.T) {
 	var buf bytes.Buffer
@@ -138,8 +138,8 @@ func TestRecorderMarks(t *testing.T) {
 		last = got.TimeUs
 		got.TimeUs = 0
 		u := got.DeviceUsed
-		if w := want[i].DeviceUsed; u != w && u == lastUsed && i-int(w) < clockEvery {
-			got.DeviceUsed = w // the previous reading, noted late: not by more than clockEvery events
+		if w := want[i].DeviceUsed; u != w && u == lastUsed && i-int(w) < maxClockEvery {
+			got.DeviceUsed = w // the previous reading, noted late: not by more than maxClockEvery events
 		}
 		lastUsed = u
 		if got != want[i] {
@@ -156,3 +156,28 @@ func TestRecorderMarks(t *testing.T) {
 type fakeReading struct{ atomic.Int64 }
 
 func (f *fakeReading) Latest() int64 { return f.Load() }
+
+// The clock is read about clockPeriod apart: every event when events are
+// sparse (so their times are exact), rarely when they come fast.
+func TestRecorderPace(t *testing.T) {
+	w := trace.NewWriter(&copySink{}, trace.Meta{}, trace.WriterOptions{})
+	r := newRecorder(w, nil, 0, 0, 0)
+	ev := allocator.Event{Action: allocator.ActAlloc, Addr: 1 << 40, Size: 512, BlockSize: 512}
+	for range 20 {
+		r.AllocatorEvent(&ev)
+		time.Sleep(3 * clockPeriod)
+	}
+	if r.every != 1 {
+		t.Errorf("events %v apart: a clock read every %d events, want every event", 3*clockPeriod, r.every)
+	}
+	for range 100_000 {
+		r.AllocatorEvent(&ev)
+	}
+	if r.every < 8 {
+		t.Errorf("back-to-back events: a clock read every %d events, want at least 8", r.every)
+	}
+	r.finish()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
