@@ -30,9 +30,10 @@ other producers.
 	seq                int64                     -       0-based position in the trace; dense, increasing
 	time_us            int64                     µs      time as recorded: µs since the Unix epoch for PyTorch
 	                                                     snapshots and live recordings; 0 = unknown (optional).
-	                                                     Live recordings read the clock every 16 events and at
-	                                                     every segment or oom event; events between two reads
-	                                                     are spread between them (never backwards)
+	                                                     Live recordings read the clock about every 10 µs (every
+	                                                     event when events are sparser, at most every 256) and
+	                                                     at every segment or oom event; events between two
+	                                                     reads are spread between them (never backwards)
 	device             int32                     -       CUDA device ordinal (optional, default 0)
 	action             dictionary<int8, utf8>    -       PyTorch's action name (see Kind): alloc, free_requested,
 	                                                     free_completed, segment_alloc, segment_free,
@@ -66,8 +67,9 @@ other producers.
 	device_used_bytes  int64                     bytes   device memory in use as NVML last reported it (live
 	                                                     GPU recordings; includes the CUDA context and other
 	                                                     processes; sampled every 50 ms by default, and a
-	                                                     new reading is stamped on events from at most 16
-	                                                     events after it arrived); 0 = not sampled (optional)
+	                                                     new reading is stamped on events from at most
+	                                                     about 10 µs after it arrived); 0 = not sampled
+	                                                     (optional)
 
 # Invariants
 
