@@ -207,30 +207,14 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	for i, st := range snap.Stacks {
 		ids[i] = w.AddStack(st)
 	}
-	identity := true // the writer's stack ids are the snapshot's (the usual case)
+	var stackMap []trace.StackID // nil: the writer's stack ids are the snapshot's (the usual case)
 	for i, id := range ids {
-		identity = identity && id == trace.StackID(i)
-	}
-	write := func(evs []trace.Event) error {
-		if identity {
-			for j := range evs {
-				if err := w.Write(&evs[j]); err != nil {
-					return err
-				}
-			}
-			return nil
+		if id != trace.StackID(i) {
+			stackMap = ids
+			break
 		}
-		for j := range evs {
-			ev := evs[j]
-			if ev.Stack != trace.NoStack {
-				ev.Stack = ids[ev.Stack]
-			}
-			if err := w.Write(&ev); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
+	write := func(evs []trace.Event) error { return w.WriteEvents(evs, stackMap) }
 	for i, d := range snap.Devices {
 		if err := write(initial[i]); err != nil {
 			w.Abort()

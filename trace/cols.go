@@ -179,3 +179,116 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 		stack: stack, stackValid: valid, stackNulls: nulls, recon: s.zero[:nb], pending: s.zero[:nb], n: n,
 	}, nil
 }
+
+// addEvents appends evs to the batch, each row exactly as add lays it out
+// (so the bytes written are the same), with seqs from seq0 and stack ids
+// mapped through stackMap (nil: as they are). It checks each event as Write
+// does, against nstacks added stacks, and stops before the first bad one,
+// returning its index in evs and the error Write would have given.
+//
+// It is add without its per-event call and appends: each column grows once,
+// and rows are stored by index in one pass over evs (one read of each
+// event, a dozen sequential write streams).
+func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks int) (int, error) {
+	n0, k := c.n, len(evs)
+	n := n0 + k
+	c.seq = growTo(c.seq, n)
+	c.timeUs = growTo(c.timeUs, n)
+	c.device = growTo(c.device, n)
+	c.action = growTo(c.action, n)
+	c.addr = growTo(c.addr, n)
+	c.size = growTo(c.size, n)
+	c.stream = growTo(c.stream, n)
+	c.poolA = growTo(c.poolA, n)
+	c.poolB = growTo(c.poolB, n)
+	c.block = growTo(c.block, n)
+	c.used = growTo(c.used, n)
+	c.stack = growTo(c.stack, n)
+	nb := (n + 7) / 8
+	c.stackValid = growBits(c.stackValid, nb)
+	c.recon = growBits(c.recon, nb)
+	c.pending = growBits(c.pending, nb)
+	seq, timeUs, device, action := c.seq[n0:n], c.timeUs[n0:n], c.device[n0:n], c.action[n0:n]
+	addr, size, stream, poolA, poolB := c.addr[n0:n], c.size[n0:n], c.stream[n0:n], c.poolA[n0:n], c.poolB[n0:n]
+	block, used, stack := c.block[n0:n], c.used[n0:n], c.stack[n0:n]
+	valid, recon, pending := c.stackValid, c.recon, c.pending
+	for j := range evs {
+		ev := &evs[j]
+		id := ev.Stack
+		if id != NoStack && stackMap != nil {
+			if id < 0 || int(id) >= len(stackMap) {
+				return c.cut(n0, j), fmt.Errorf("trace: write event %d: stack id %d was not added", seq0+int64(j), id)
+			}
+			id = stackMap[id]
+		}
+		if !ev.Kind.Valid() {
+			return c.cut(n0, j), fmt.Errorf("trace: write event %d: invalid kind %v", seq0+int64(j), ev.Kind)
+		}
+		if id != NoStack && (id < 0 || int(id) >= nstacks) {
+			return c.cut(n0, j), fmt.Errorf("trace: write event %d: stack id %d was not added", seq0+int64(j), id)
+		}
+		seq[j] = seq0 + int64(j)
+		timeUs[j] = ev.TimeUs
+		device[j] = ev.Device
+		action[j] = int8(ev.Kind - 1)
+		addr[j] = ev.Addr
+		size[j] = ev.Size
+		stream[j] = ev.Stream
+		poolA[j] = ev.Pool.A
+		poolB[j] = ev.Pool.B
+		block[j] = ev.BlockSize
+		used[j] = ev.DeviceUsed
+		i := n0 + j
+		bit := byte(1) << (i & 7)
+		if id == NoStack {
+			stack[j] = 0
+			c.stackNulls++
+		} else {
+			stack[j] = int32(id)
+			valid[i>>3] |= bit
+		}
+		if ev.Flags&FlagReconstructed != 0 {
+			recon[i>>3] |= bit
+		}
+		if ev.Flags&FlagPending != 0 {
+			pending[i>>3] |= bit
+		}
+	}
+	c.n = n
+	return k, nil
+}
+
+// cut ends an addEvents that stopped after j of its events, added from row
+// n0 on: the batch keeps n0+j rows, as if add had been called j times.
+func (c *columns) cut(n0, j int) int {
+	n := n0 + j
+	c.seq, c.timeUs, c.size, c.block, c.used = c.seq[:n], c.timeUs[:n], c.size[:n], c.block[:n], c.used[:n]
+	c.device, c.action = c.device[:n], c.action[:n]
+	c.addr, c.stream, c.poolA, c.poolB, c.stack = c.addr[:n], c.stream[:n], c.poolA[:n], c.poolB[:n], c.stack[:n]
+	nb := (n + 7) / 8
+	c.stackValid, c.recon, c.pending = c.stackValid[:nb], c.recon[:nb], c.pending[:nb]
+	if n&7 != 0 { // bits of the rows not added stay clear
+		mask := byte(1)<<(n&7) - 1
+		c.stackValid[nb-1] &= mask
+		c.recon[nb-1] &= mask
+		c.pending[nb-1] &= mask
+	}
+	c.n = n
+	return j
+}
+
+// growTo returns s with length n, keeping its first len(s) values.
+func growTo[T any](s []T, n int) []T {
+	if cap(s) < n {
+		s = append(s[:cap(s)], make([]T, n-cap(s))...)
+	}
+	return s[:n]
+}
+
+// growBits returns bitmap b with nb bytes, the new ones zero.
+func growBits(b []byte, nb int) []byte {
+	old := len(b)
+	b = growTo(b, nb)
+	clear(b[old:])
+	return b
+}

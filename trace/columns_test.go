@@ -155,3 +155,85 @@ func TestWriteColumnsInPlaceSameBytes(t *testing.T) {
 		t.Fatalf("in place: %d bytes (%v), want the %d bytes written to a buffer", len(got), err, buf.Len())
 	}
 }
+
+// WriteEvents writes the bytes Write writes, however the events are split
+// between calls (batches filled, whole batches laid out in parallel, a tail
+// left buffered) and mixed with Write, with stack ids mapped.
+func TestWriteEvents(t *testing.T) {
+	const batch = 100
+	writeAll := func(mapped bool, parts []int, byWrite func(int) bool) []byte {
+		var buf bytes.Buffer
+		w := trace.NewWriter(&buf, meta(), trace.WriterOptions{BatchRows: batch})
+		evs := sample(w, 1234)
+		var stackMap []trace.StackID
+		if mapped {
+			// Ids 0..3 of the sample, rotated; events carry pre-map ids.
+			stackMap = []trace.StackID{1, 2, 0}
+			w.AddStack(trace.Stack{{Name: "extra", File: "x.py", Line: 1}})
+		}
+		lo := 0
+		for k, hi := range append(parts, len(evs)) {
+			if byWrite(k) {
+				for i := lo; i < hi; i++ {
+					ev := evs[i]
+					if stackMap != nil && ev.Stack != trace.NoStack {
+						ev.Stack = stackMap[ev.Stack]
+					}
+					if err := w.Write(&ev); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else if err := w.WriteEvents(evs[lo:hi], stackMap); err != nil {
+				t.Fatal(err)
+			}
+			lo = hi
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	for _, mapped := range []bool{false, true} {
+		want := writeAll(mapped, nil, func(int) bool { return true })
+		for _, parts := range [][]int{nil, {0}, {1}, {99}, {100}, {150, 150, 700}, {37, 1000, 1001}, {5, 17, 333, 900, 1200}} {
+			for _, mix := range []int{0, 1, 2} {
+				got := writeAll(mapped, parts, func(k int) bool { return mix > 0 && k%2 == mix-1 })
+				if !bytes.Equal(got, want) {
+					t.Errorf("mapped %v, parts %v, mix %d: %d bytes differ from Write's %d", mapped, parts, mix, len(got), len(want))
+				}
+			}
+		}
+	}
+}
+
+// An invalid event makes WriteEvents fail with Write's error for it, in a
+// buffered tail as in a batch laid out in parallel.
+func TestWriteEventsInvalid(t *testing.T) {
+	for _, bad := range []int{3, 250, 1111} {
+		for _, kind := range []string{"kind", "stack"} {
+			w := trace.NewWriter(io.Discard, meta(), trace.WriterOptions{BatchRows: 100})
+			evs := sample(w, 1234)
+			ev := evs[bad]
+			if kind == "kind" {
+				evs[bad].Kind = 0
+				ev.Kind = 0
+			} else {
+				evs[bad].Stack = 77
+				ev.Stack = 77
+			}
+			ref := trace.NewWriter(io.Discard, meta(), trace.WriterOptions{BatchRows: 100})
+			sample(ref, 0)
+			for i := 0; i < bad; i++ {
+				ref.Write(&evs[i])
+			}
+			want := ref.Write(&ev)
+			err := w.WriteEvents(evs, nil)
+			if err == nil || want == nil || err.Error() != want.Error() {
+				t.Errorf("bad %s at %d: %v, want %v", kind, bad, err, want)
+			}
+			if err := w.Write(&evs[0]); err == nil {
+				t.Errorf("bad %s at %d: the writer goes on after WriteEvents failed", kind, bad)
+			}
+		}
+	}
+}

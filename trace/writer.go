@@ -54,6 +54,7 @@ type Writer struct {
 	dictCache       arrow.Array // stack dictionary as last written
 	dictLen         int
 	bulk            bulkScratch // WriteColumns' own columns
+	layout          []*columns  // WriteEvents' batches being laid out
 	err             error
 	closed          bool
 }
@@ -159,6 +160,117 @@ func (w *Writer) Write(ev *Event) error {
 	if w.rows >= w.batchRows {
 		return w.Flush()
 	}
+	return nil
+}
+
+// WriteEvents appends evs as Write would one by one, with the same bytes
+// written, their stack ids first mapped through stackMap when it is not nil
+// (NoStack stays NoStack). It is the bulk path for events already in memory
+// (import): rows are laid out without a call per event, and the whole
+// batches among evs are laid out on up to maxLayout goroutines, while this
+// one hands them, in order, to the IPC writer. An invalid event (as Write
+// checks them) ends the writer with Write's error for it: unlike Write,
+// which leaves the writer usable, the events around it may or may not have
+// been written.
+func (w *Writer) WriteEvents(evs []Event, stackMap []StackID) error {
+	if w.err != nil {
+		return w.err
+	}
+	// The open batch first: up to its end, or all of evs if they end before.
+	if w.rows > 0 || len(evs) < w.batchRows {
+		k := min(len(evs), w.batchRows-w.rows)
+		if err := w.addRows(&w.cols, evs[:k], stackMap); err != nil {
+			return err
+		}
+		evs = evs[k:]
+		w.rows += k
+		if w.rows >= w.batchRows {
+			if w.err = w.flush(); w.err != nil {
+				return w.err
+			}
+		}
+	}
+	if full := len(evs) / w.batchRows * w.batchRows; full > 0 {
+		if err := w.writeBatches(evs[:full], stackMap); err != nil {
+			return err
+		}
+		evs = evs[full:]
+	}
+	if len(evs) > 0 { // fewer than a batch: buffered, as Write leaves them
+		if err := w.addRows(&w.cols, evs, stackMap); err != nil {
+			return err
+		}
+		w.rows += len(evs)
+	}
+	return nil
+}
+
+// addRows lays evs out at the end of c, the next events of the trace.
+func (w *Writer) addRows(c *columns, evs []Event, stackMap []StackID) error {
+	if _, err := c.addEvents(evs, stackMap, w.nextSeq, len(w.stackText)); err != nil {
+		w.err = err
+		return err
+	}
+	w.nextSeq += int64(len(evs))
+	return nil
+}
+
+// maxLayout bounds the batches WriteEvents lays out at once: each holds
+// about 100 bytes per row (6.5 MB at DefaultBatchRows), and four keep the
+// IPC writer, which copies them out one at a time, busy.
+const maxLayout = 4
+
+// writeBatches writes evs, a whole number of batches and nothing buffered
+// before them, laying the batches out on goroutines (at most maxLayout
+// ahead of the one being written) and writing them in order.
+func (w *Writer) writeBatches(evs []Event, stackMap []StackID) error {
+	n := len(evs) / w.batchRows
+	type job struct {
+		c    *columns
+		err  error
+		done chan struct{}
+	}
+	jobs := make([]job, n)
+	for len(w.layout) < min(n, maxLayout) {
+		w.layout = append(w.layout, &columns{})
+	}
+	nstacks := len(w.stackText)
+	start := func(b int) {
+		j := &jobs[b]
+		j.c, j.done = w.layout[b%len(w.layout)], make(chan struct{})
+		go func() {
+			defer close(j.done)
+			j.c.reset()
+			lo := b * w.batchRows
+			_, j.err = j.c.addEvents(evs[lo:lo+w.batchRows], stackMap, w.nextSeq+int64(lo), nstacks)
+		}()
+	}
+	for b := range min(n, len(w.layout)) {
+		start(b)
+	}
+	var err error
+	for b := range jobs {
+		j := &jobs[b]
+		if j.done == nil {
+			break // not started, after an error
+		}
+		<-j.done
+		if err == nil {
+			err = j.err
+		}
+		if err == nil {
+			err = w.writeBatch(j.c)
+		}
+		// Its columns are free once written (or not to be written).
+		if next := b + len(w.layout); next < n && err == nil {
+			start(next)
+		}
+	}
+	if err != nil {
+		w.err = err
+		return err
+	}
+	w.nextSeq += int64(len(evs))
 	return nil
 }
 

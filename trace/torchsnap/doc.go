@@ -37,8 +37,9 @@
 // faulting them in). Large files are read ahead by a goroutine
 // of their own (readahead.go). On 4 cores or more, ReadFile hands the rest
 // of a large trace list, once its first batch is decoded, to a region
-// (parallel.go): a walker cuts it into chunks by opcode lengths, workers
-// decode the chunks on all cores, and the chunks are committed in order,
+// (parallel.go): it is cut into chunks by opcode lengths, by the workers
+// themselves (each walks its own, and the cuts are checked in order),
+// workers decode the chunks on all cores, and the chunks are committed in order,
 // with the result the sequential machine would give (TestRegions and
 // FuzzRegions compare the two). Lengths in the input never size an allocation
 // beyond the bytes actually read.

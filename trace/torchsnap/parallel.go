@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -21,11 +22,13 @@ import (
 // memo) and enough of the file is left, it hands the rest of the list to a
 // region:
 //
-//   - a walker reads the file ahead (ReadAt) into chunk buffers and walks the
-//     opcodes exactly, by their lengths and MARK depth, without decoding
-//     them: it cuts the list into chunks at opcode boundaries, and knows for
-//     each chunk its first event (its slots in the event store are reserved
-//     then) and the memo index of its first MEMOIZE;
+//   - the list is cut into chunks at batch boundaries, walking the opcodes
+//     exactly, by their lengths and MARK depth, without decoding them, so
+//     that each chunk knows its first event (its slots in the event store
+//     are reserved then) and the memo index of its first MEMOIZE. The
+//     workers walk their own chunks, found by a byte search and checked in
+//     order (parallelWalk); should that cut fail, a walker goroutine reads
+//     the file ahead (ReadAt) into chunk buffers and walks it alone (walk);
 //   - workers, one per core, decode chunks into events, each with tables
 //     of its own: values memoized in its chunk are its own, values from
 //     before the region are read from a frozen view of the memo, and
@@ -53,6 +56,10 @@ import (
 // regionEvents counts the events decoded by regions (for tests).
 var regionEvents atomic.Int64
 
+// walkFailures counts the parallel walks that failed to cut a region (for
+// tests).
+var walkFailures atomic.Int64
+
 // errParFallback makes ReadFile decode the file again without regions.
 var errParFallback = errors.New("torchsnap: parallel decode fell back")
 
@@ -60,6 +67,9 @@ var errParFallback = errors.New("torchsnap: parallel decode fell back")
 type parSource struct {
 	ra   io.ReaderAt
 	size int64
+	// serialWalk: a parallel walk failed to cut the file (parallelWalk), so
+	// later regions walk it serially.
+	serialWalk bool
 }
 
 // Tunables (variables so that tests can make regions of small inputs).
@@ -70,9 +80,12 @@ var (
 	parChunkMax       = 2 << 20
 	parMaxEntry       = 64 << 20 // an entry longer than this ends the region
 	parWorkers        = 0        // 0: GOMAXPROCS
-	// With fewer cores, regions would cost more than they save: the walker
-	// (serial, about a third of the sequential machine's time) and the
-	// commit come on top of the decoding.
+	// parSerial makes regions walk their bytes on one goroutine, as when a
+	// parallel walk failed (tests run both).
+	parSerial = false
+	// With fewer cores, regions would cost more than they save: the walk
+	// (about a third of the sequential machine's time) and the commit come
+	// on top of the decoding.
 	parMinWorkers = 4
 )
 
@@ -106,6 +119,33 @@ type chunk struct {
 	dst        [][]cev
 	done       chan struct{}
 	res        *chunkResult
+
+	// Of the parallel walk (parallelWalk); buf, off and end are set by
+	// sequence, once the chunk is known to start where its predecessor
+	// ended.
+	raw           []byte // the bytes read, raw[0] at file offset rawOff
+	rawOff        int64
+	seg, segEnd   int64 // the nominal part of the file the chunk starts in
+	prev          *chunk
+	seqd          chan struct{} // closed when next is set
+	next          seqState      // the state after this chunk, for the next
+	dead          bool          // not part of the region: skip it
+	empty, failed bool          // no batch starts in the segment; the walk gave up
+	start, stop   int64         // file offsets: the walk's first item, and where it stopped
+	memos         int
+	ended         bool // the region ends at stop (the list ended, or an item the walk cannot pass)
+	endIn         bool // batch state there
+	endPending    int
+}
+
+// seqState is the parallel walk's state between two chunks: where the next
+// live chunk must start, its first event and memo slot, and whether the
+// region is over.
+type seqState struct {
+	off   int64
+	event int64
+	memo  uint64
+	over  bool
 }
 
 // chunkResult is a worker's decoding of a chunk, in the worker's tables.
@@ -223,6 +263,12 @@ type region struct {
 	walkErr    error
 	csize      int
 	firstEvent int64 // the store's size when the region started
+	// Of the parallel walk: closed (once, by sequence) when the region's
+	// end is known, so that no more chunks are cut; mismatch is set when
+	// the end came from a failed cut.
+	stopWalk     chan struct{}
+	stopWalkOnce sync.Once
+	mismatch     bool
 
 	// The committer's additions to the string and frame tables: the
 	// workers read the builder's maps, which stay unchanged until finish.
@@ -238,7 +284,7 @@ func newRegion(u *unpickler, start int64) *region {
 	r := &region{u: u, b: b, start: start, cancel: make(chan struct{}),
 		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
-		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}}
+		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}, stopWalk: make(chan struct{})}
 	r.view = regionView{strs: b.strs, strIdx: b.strIdx, frameIdx: b.frameIdx,
 		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int64(nil), b.memo.v...), memoN: b.memo.n}
 	for range workers + 4 {
@@ -249,7 +295,11 @@ func newRegion(u *unpickler, start int64) *region {
 	// reservations in it.
 	b.events.fix()
 	r.wg.Add(1 + workers)
-	go r.walk()
+	if parSerial || u.par.serialWalk {
+		go r.walk()
+	} else {
+		go r.parallelWalk()
+	}
 	for range workers {
 		go r.work()
 	}
@@ -274,6 +324,10 @@ func (r *region) run() (regionEnd, error) {
 	var ferr error
 	for c := range r.order {
 		<-c.done
+		if c.dead {
+			r.free <- c.raw
+			continue
+		}
 		if stopped || ferr != nil {
 			continue // drain: the walker and workers are being cancelled
 		}
@@ -295,13 +349,21 @@ func (r *region) run() (regionEnd, error) {
 			stopped = true
 			close(r.cancel)
 		}
-		r.free <- c.buf
+		if c.raw != nil {
+			r.free <- c.raw
+		} else {
+			r.free <- c.buf
+		}
 		select {
 		case r.results <- res:
 		default:
 		}
 	}
 	r.wg.Wait()
+	if r.mismatch {
+		r.u.par.serialWalk = true
+		walkFailures.Add(1)
+	}
 	if ferr != nil {
 		return regionEnd{}, ferr
 	}
@@ -391,46 +453,234 @@ func (r *region) walk() {
 	}
 }
 
+// parallelWalk cuts the region for the workers without walking it: it
+// splits the rest of the file into segments of csize bytes and hands each to
+// a worker as a chunk, which walks it itself (scan): a chunk starts at the
+// first batch start (isBatchStart) in its segment, found by a byte search,
+// and its walk stops at the first batch start past the segment, where the
+// next chunk should start. The workers then take the chunks in order
+// (sequence): a chunk is part of the region only if it starts exactly where
+// the one before stopped. Its predecessor's walk was exact from an exact
+// start, so that start is a true batch boundary, not the bytes of a
+// string that look like one; the first chunk starts at the region's start.
+// Events and memo slots are counted along, so each chunk learns its first
+// event and memo slot, and its events' slots are reserved in order.
+//
+// The serial walk (walk) costs about 4 ns per opcode on one goroutine,
+// enough to bound the whole region on a large host; this one spreads it,
+// and the reads, over the workers, leaving only a byte search and the hand
+// over in order. Where the cut fails (a start that is not where the chunk
+// before stopped, a segment the walk cannot get through in a bounded buffer)
+// the region ends before that chunk, in a state the sequential machine goes
+// on from, and later regions of the file walk serially.
+func (r *region) parallelWalk() {
+	defer r.wg.Done()
+	defer close(r.order)
+	defer close(r.jobs)
+	var prev *chunk
+	size := r.u.par.size
+	for off := r.start; off < size; off += int64(r.csize) {
+		var buf []byte
+		select {
+		case buf = <-r.free:
+		case <-r.cancel:
+			return
+		case <-r.stopWalk:
+			return
+		}
+		c := &chunk{raw: buf, seg: off, segEnd: min(off+int64(r.csize), size), prev: prev,
+			seqd: make(chan struct{}), done: make(chan struct{})}
+		r.jobs <- c
+		r.order <- c
+		prev = c
+	}
+}
+
+// scanMargin is how far past its segment a chunk reads at first, for the
+// batch start its walk stops at: a few batches of CPython's 1000 entries.
+func (r *region) scanMargin() int64 { return int64(r.csize/4 + 64) }
+
+// scan reads chunk c's bytes and walks them: from the first batch start in
+// its segment (or the region's start) to the first batch start past it. A
+// panic (a bug) fails the chunk, which ends the region there.
+func (r *region) scan(c *chunk) {
+	defer func() {
+		if recover() != nil {
+			c.failed = true
+		}
+	}()
+	lo := c.seg
+	if c.prev != nil {
+		lo-- // the APPENDS of a batch start at the segment's first byte
+	}
+	c.rawOff = lo
+	read := func(n int64) (eof bool) {
+		have := len(c.raw)
+		n = min(n, r.u.par.size-lo)
+		if int64(cap(c.raw)) < n {
+			c.raw = append(c.raw[:cap(c.raw)], make([]byte, n-int64(cap(c.raw)))...)
+		}
+		c.raw = c.raw[:n]
+		got, err := r.u.par.ra.ReadAt(c.raw[have:], lo+int64(have))
+		c.raw = c.raw[:have+got]
+		if err != nil && err != io.EOF {
+			panic(err) // a read error: the sequential machine meets it again
+		}
+		return lo+int64(len(c.raw)) >= r.u.par.size || err == io.EOF
+	}
+	c.raw = c.raw[:0]
+	eof := read(c.segEnd + r.scanMargin() - lo)
+	i := int(c.seg - lo)
+	if c.prev != nil {
+		// The first batch start in the segment.
+		to := min(len(c.raw), int(c.segEnd-lo)+len(batchStart)-2)
+		p := bytes.Index(c.raw[:to], batchStart)
+		if p < 0 {
+			c.empty = true
+			return
+		}
+		i = p + 1
+	}
+	c.start = lo + int64(i)
+	stopFrom := int(c.segEnd - lo)
+	// A bound on the bytes a chunk may read: a few segments, or a batch of
+	// large entries (it frees the tests' tiny chunks of it).
+	limit := max(8*int64(r.csize), 1<<20) + r.scanMargin()
+	in, pending := false, 0
+	for {
+		j, entries, memos, st := walkItems(c.raw, i, stopFrom, &in, &pending, eof)
+		c.entries += entries
+		c.memos += memos
+		i = j
+		switch st {
+		case itemsStop:
+			c.stop = lo + int64(i)
+			return
+		case itemsEnded:
+			c.stop, c.ended, c.endIn, c.endPending = lo+int64(i), true, in, pending
+			return
+		}
+		// More bytes, up to a bound: the serial walk takes what this cannot.
+		n := int64(len(c.raw)) * 2
+		if n > limit {
+			c.failed = true
+			return
+		}
+		eof = read(n)
+	}
+}
+
+// sequence decides, in order, whether chunk c is part of the region (see
+// parallelWalk), and if so sets its first event and memo slot and reserves
+// its events. It closes c.seqd when done, whatever happens.
+func (r *region) sequence(c *chunk) {
+	defer close(c.seqd)
+	st := seqState{off: r.start, event: r.firstEvent, memo: r.b.memo.n}
+	if c.prev != nil {
+		<-c.prev.seqd
+		st = c.prev.next
+	}
+	c.next, c.dead = st, true
+	switch {
+	case st.over:
+		return
+	case c.empty:
+		return // the predecessor's walk went past this segment
+	case c.failed || c.start != st.off:
+		// The region ends where the last chunk of it stopped, at a batch
+		// start (or the region's start): no batch open there.
+		r.mismatch = true
+		r.endWalk(regionEnd{off: st.off, events: st.event - r.firstEvent})
+		c.next.over = true
+		return
+	}
+	i := int(c.start - c.rawOff)
+	c.dead = false
+	c.buf, c.off, c.end = c.raw[i:], c.start, int(c.stop-c.start)
+	c.firstEvent, c.memoBase = st.event, st.memo
+	c.dst = r.b.events.reserve(int64(c.entries))
+	c.next = seqState{off: c.stop, event: st.event + int64(c.entries), memo: st.memo + uint64(c.memos)}
+	if c.ended {
+		r.endWalk(regionEnd{off: c.stop, events: c.next.event - r.firstEvent, in: c.endIn, pending: c.endPending})
+		c.next.over = true
+	}
+}
+
+// endWalk records where the parallel walk ended the region and stops cutting.
+func (r *region) endWalk(end regionEnd) {
+	r.walkEnd = end
+	r.stopWalkOnce.Do(func() { close(r.stopWalk) })
+}
+
 // walkChunk walks the items of a region in buf (batch marks, entries,
 // appends, frame headers), updating the batch state. It returns the offset
 // of the first item not walked, the entries and memo slots before it, and
 // whether the region ends there (rather than the buffer).
 func walkChunk(buf []byte, in *bool, pending *int, eof bool) (i, entries, memos int, ended bool) {
+	i, entries, memos, st := walkItems(buf, 0, len(buf)+1, in, pending, eof)
+	return i, entries, memos, st == itemsEnded
+}
+
+// How walkItems stopped.
+const (
+	itemsShort = iota // at the end of buf, before an item it needs more bytes for
+	itemsEnded        // at an item the region cannot go past
+	itemsStop         // at the first batch start at or past stopFrom
+)
+
+// walkItems is walkChunk from buf[i] on, which also stops at the first item
+// boundary at or past stopFrom that is a batch start (isBatchStart) with no
+// batch open: there, the parallel walk hands over to the next chunk.
+func walkItems(buf []byte, i, stopFrom int, in *bool, pending *int, eof bool) (_, entries, memos, st int) {
+	short := func() int {
+		if eof {
+			return itemsEnded
+		}
+		return itemsShort
+	}
 	for {
+		if i >= stopFrom && !*in && i > 0 && buf[i-1] == opAppends {
+			if i+len(batchStart)-1 > len(buf) && !eof {
+				return i, entries, memos, itemsShort // cannot tell yet
+			}
+			if isBatchStart(buf, i) {
+				return i, entries, memos, itemsStop
+			}
+		}
 		if i >= len(buf) {
-			return i, entries, memos, eof
+			return i, entries, memos, short()
 		}
 		switch buf[i] {
 		case opFrame:
 			if i+9 > len(buf) {
-				return i, entries, memos, eof
+				return i, entries, memos, short()
 			}
 			i += 9
 			continue
 		case opMark:
 			if *in {
-				return i, entries, memos, true
+				return i, entries, memos, itemsEnded
 			}
 			*in, *pending = true, 0
 			i++
 			continue
 		case opAppends:
 			if !*in {
-				return i, entries, memos, true
+				return i, entries, memos, itemsEnded
 			}
 			*in, *pending = false, 0
 			i++
 			continue
 		case opEmptyDict:
 		default:
-			return i, entries, memos, true
+			return i, entries, memos, itemsEnded
 		}
-		j, m, st := walkEntry(buf, i)
-		switch st {
+		j, m, wst := walkEntry(buf, i)
+		switch wst {
 		case walkShort:
-			return i, entries, memos, eof
+			return i, entries, memos, short()
 		case walkBad:
-			return i, entries, memos, true
+			return i, entries, memos, itemsEnded
 		}
 		if !*in {
 			// A batch of one: the entry, then APPEND (after any frame headers).
@@ -438,10 +688,10 @@ func walkChunk(buf []byte, in *bool, pending *int, eof bool) (i, entries, memos 
 				j += 9
 			}
 			if j >= len(buf) || (buf[j] == opFrame && j+9 > len(buf)) {
-				return i, entries, memos, eof
+				return i, entries, memos, short()
 			}
 			if buf[j] != opAppend {
-				return i, entries, memos, true
+				return i, entries, memos, itemsEnded
 			}
 			j++
 		} else {
@@ -451,6 +701,17 @@ func walkChunk(buf []byte, in *bool, pending *int, eof bool) (i, entries, memos 
 		entries++
 		memos += m
 	}
+}
+
+// batchStart is how CPython starts a batch of trace entries after the
+// previous batch's APPENDS: MARK, then the first entry's EMPTY_DICT MEMOIZE
+// MARK. The parallel walk cuts chunks at such points (the APPENDS before
+// included in the test), where no batch is open.
+var batchStart = []byte{opAppends, opMark, opEmptyDict, opMemoize, opMark}
+
+// isBatchStart reports whether buf[i-1:] starts with batchStart.
+func isBatchStart(buf []byte, i int) bool {
+	return i > 0 && i+len(batchStart)-1 <= len(buf) && string(buf[i-1:i+len(batchStart)-1]) == string(batchStart)
 }
 
 const (
@@ -544,6 +805,14 @@ func (r *region) work() {
 	defer r.wg.Done()
 	w := &pworker{view: &r.view, kinds: make([]int8, len(r.view.strs))}
 	for c := range r.jobs {
+		if c.seqd != nil { // cut by parallelWalk: find where it starts and ends
+			r.scan(c)
+			r.sequence(c)
+			if c.dead {
+				close(c.done)
+				continue
+			}
+		}
 		select {
 		case <-r.cancel:
 			c.res = &chunkResult{stopped: true}

@@ -10,10 +10,10 @@ import (
 // withRegions makes regions of inputs of any size, in chunks of about
 // chunk bytes, with workers goroutines, for the duration of a test.
 func withRegions(t testing.TB, chunk, workers int) {
-	minFile, minLeft, cmin, cmax, w, mw := parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers
+	minFile, minLeft, cmin, cmax, w, mw, serial := parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, parSerial
 	parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers = 0, 0, chunk, chunk, workers, 1
 	t.Cleanup(func() {
-		parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers = minFile, minLeft, cmin, cmax, w, mw
+		parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, parSerial = minFile, minLeft, cmin, cmax, w, mw, serial
 	})
 }
 
@@ -23,7 +23,7 @@ func withRegions(t testing.TB, chunk, workers int) {
 func decodeBoth(t *testing.T, data []byte) (*Snapshot, bool) {
 	t.Helper()
 	want, werr := decode(bytes.NewReader(data))
-	got, gerr := decodeAt(&parSource{bytes.NewReader(data), int64(len(data))})
+	got, gerr := decodeAt(&parSource{ra: bytes.NewReader(data), size: int64(len(data))})
 	if gerr == errParFallback {
 		return want, false
 	}
@@ -76,28 +76,35 @@ func TestRegions_matchSequential(t *testing.T) {
 		}
 		inputs["file"] = data
 	}
-	for _, cfg := range []struct{ chunk, workers int }{{64, 1}, {300, 3}, {4 << 10, 2}, {64 << 10, 4}} {
+	for _, cfg := range []struct {
+		chunk, workers int
+		serial         bool
+	}{{64, 1, false}, {300, 3, false}, {4 << 10, 2, false}, {64 << 10, 4, false}, {300, 3, true}, {64 << 10, 4, true}} {
 		for n, data := range inputs {
 			t.Run(n, func(t *testing.T) {
 				withRegions(t, cfg.chunk, cfg.workers)
-				before := regionEvents.Load()
+				parSerial = cfg.serial
+				before, failures := regionEvents.Load(), walkFailures.Load()
 				s, ok := decodeBoth(t, data)
 				if !ok {
 					t.Errorf("chunk %d: fell back to sequential decoding", cfg.chunk)
+				}
+				if n := walkFailures.Load() - failures; n > 0 {
+					t.Errorf("chunk %d: the parallel walk failed %d times", cfg.chunk, n)
 				}
 				n := 0
 				for _, d := range s.Devices {
 					n += len(d.Events)
 				}
-				t.Logf("chunk %d, %d workers: %d of %d events decoded in regions", cfg.chunk, cfg.workers, regionEvents.Load()-before, n)
+				t.Logf("chunk %d, %d workers, serial walk %v: %d of %d events decoded in regions", cfg.chunk, cfg.workers, cfg.serial, regionEvents.Load()-before, n)
 			})
 		}
 	}
 }
 
-// FuzzRegions decodes every input with regions in tiny chunks and
-// sequentially: the results (or errors) must be the same, with no panic in
-// any goroutine. Seed (testdata/fuzz/FuzzRegions): a snapshot of 1003 small
+// FuzzRegions decodes every input with regions in tiny chunks, walked in
+// parallel and serially, and sequentially: the results (or errors) must be
+// the same, with no panic in any goroutine. Seed (testdata/fuzz/FuzzRegions): a snapshot of 1003 small
 // entries (two batches, then one more), some with frames lists. The seed is
 // large, so minimizing an input grown from it takes long, with the exec count
 // standing still meanwhile: run it with a bounded minimization, e.g.
@@ -106,7 +113,37 @@ func TestRegions_matchSequential(t *testing.T) {
 func FuzzRegions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		withRegions(t, 48, 3)
-		parMinFile, parMinLeft = 0, 0
+		decodeBoth(t, data)
+		parSerial = true
 		decodeBoth(t, data)
 	})
+}
+
+// A batch start's bytes inside a number (an address) make the parallel
+// walk cut a chunk in the wrong place: the cut is found out, the region
+// ends before it, and the rest of the file walks serially, with the same
+// result.
+func TestRegions_falseBatchStart(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 20000); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	// A LONG1 payload (an address) in the middle of the trace list, in a
+	// chunk of its own after a batch start (chunks are 300 bytes here).
+	i := bytes.Index(data[len(data)/3:], batchStart) + len(data)/3
+	for i += 2000; i+10 < len(data) && !(data[i] == opLong1 && data[i+1] >= 5); i++ {
+	}
+	if i+10 >= len(data) {
+		t.Fatal("no LONG1 of 5 bytes or more")
+	}
+	copy(data[i+2:], batchStart)
+	withRegions(t, 300, 3)
+	failures := walkFailures.Load()
+	if _, ok := decodeBoth(t, data); !ok {
+		t.Error("fell back to sequential decoding")
+	}
+	if walkFailures.Load() == failures {
+		t.Error("the parallel walk did not notice the false batch start")
+	}
 }

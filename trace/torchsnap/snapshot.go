@@ -100,7 +100,7 @@ func ReadFile(path string) (*Snapshot, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err == nil && st.Mode().IsRegular() && st.Size() >= parMinFile {
-		s, err := decodeAt(&parSource{f, st.Size()})
+		s, err := decodeAt(&parSource{ra: f, size: st.Size()})
 		if err != errParFallback {
 			if err != nil {
 				return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -128,7 +128,7 @@ func ReadFile(path string) (*Snapshot, error) {
 // MemoryViz accepts, told apart by the first byte.
 func Decode(r io.Reader) (*Snapshot, error) {
 	if br, ok := r.(*bytes.Reader); ok && br.Len() == int(br.Size()) && br.Size() >= parMinFile {
-		s, err := decodeAt(&parSource{br, br.Size()})
+		s, err := decodeAt(&parSource{ra: br, size: br.Size()})
 		if err != errParFallback {
 			if err != nil {
 				return nil, fmt.Errorf("torchsnap: %w", err)
