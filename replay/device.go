@@ -21,8 +21,10 @@ type deviceReplay struct {
 
 	// held is a free_requested awaiting the next event of the device, which
 	// tells whether the free was synchronous. Other events need no lookahead
-	// and are replayed as they come.
-	held    trace.Event
+	// and are replayed as they come. It points into the source's current
+	// batch, or to heldBuf once that may change (see Run).
+	held    *trace.Event
+	heldBuf trace.Event
 	hasHold bool
 
 	// addrs maps a recorded block address to the replayed block, for blocks
@@ -179,7 +181,8 @@ func (r *deviceReplay) expectEv(ev *trace.Event) {
 }
 
 // push replays ev, the next event of the device. A free_requested waits
-// for the following event; everything else is replayed at once, which keeps
+// for the following event (held by pointer: the caller copies it with
+// keepHeld before ev's memory is reused); everything else is replayed at once, which keeps
 // the trace order because only a held free_requested can precede it.
 //
 // The two requests nearly every event is part of, a malloc and a
@@ -188,17 +191,17 @@ func (r *deviceReplay) expectEv(ev *trace.Event) {
 func (r *deviceReplay) push(ev *trace.Event) error {
 	if r.hasHold {
 		r.hasHold = false
-		if ev.Kind == trace.KindFreeCompleted && ev.Addr == r.held.Addr && r.plain(&r.held) {
-			return r.freePair(&r.held, ev)
+		if ev.Kind == trace.KindFreeCompleted && ev.Addr == r.held.Addr && r.plain(r.held) {
+			return r.freePair(r.held, ev)
 		}
-		consumed, err := r.step(&r.held, ev)
+		consumed, err := r.step(r.held, ev)
 		if err != nil || consumed {
 			return err
 		}
 	}
 	switch ev.Kind {
 	case trace.KindFreeRequested:
-		r.held, r.hasHold = *ev, true
+		r.held, r.hasHold = ev, true
 		return nil
 	case trace.KindAlloc:
 		if r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0 {
@@ -207,6 +210,15 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 	}
 	_, err := r.step(ev, nil)
 	return err
+}
+
+// keepHeld copies the held event, if it is not a copy already, before the
+// source reuses the memory it lies in.
+func (r *deviceReplay) keepHeld() {
+	if r.hasHold && r.held != &r.heldBuf {
+		r.heldBuf = *r.held
+		r.held = &r.heldBuf
+	}
 }
 
 // plain reports whether step would replay ev without its rare cases: ev is
@@ -251,7 +263,7 @@ func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 func (r *deviceReplay) finish() error {
 	if r.hasHold {
 		r.hasHold = false
-		if _, err := r.step(&r.held, nil); err != nil {
+		if _, err := r.step(r.held, nil); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,10 @@
 // Package replay feeds a trace's request stream to the caching-allocator
 // model (package allocator) and reports every replayed event.
 //
-// Run reads trace.Events from a Source (a trace.Reader or a SliceSource),
-// keeps one allocator per device, and turns the recording back into requests:
+// Run reads trace.Events from a Source (a trace.Reader or a SliceSource; a
+// BatchSource, such as SliceSource, hands them over a batch at a time, which
+// spares a call and a copy per event), keeps one allocator per device, and
+// turns the recording back into requests:
 //
 //   - alloc → Malloc(requested size, stream);
 //   - free_requested immediately followed by free_completed at the same

@@ -25,18 +25,28 @@ type trainSource struct {
 	prog  []trainOp
 	pc    int
 	step  int
-	sizes []int64 // requested size per slot, for the frees
-	strm  []uint64
 	ev    trace.Event
-	half  bool // the free_completed of the previous op is due
+	half  bool          // the free_completed of the previous op is due
+	buf   []trace.Event // NextBatch's
 }
 
+// trainBatch is NextBatch's batch size: small enough that its events stay
+// in the L1 cache between the generator writing them and the replay reading
+// them.
+const trainBatch = 64
+
+// trainOp is an alloc or a free of a slot, whose address is
+// 1<<40 + slot<<12 (unique among live blocks). A free's size and stream are
+// those of the slot's latest alloc, which the program builder fills in.
 type trainOp struct {
-	free   bool
-	slot   int32
-	size   int64
-	stream uint64
+	addr uint64 // the address, | opFree for a free, | opCopy on the copy stream
+	size int64
 }
+
+const (
+	opFree = 1
+	opCopy = 2 // on trainCopyStream; the stream is (addr&opCopy) << 11
+)
 
 const (
 	trainLayers     = 24
@@ -84,21 +94,35 @@ func newTrainSource(n int64) *trainSource {
 	sTmp := sAct + int32(len(act))
 	sIn := sTmp + 16
 	nslots := int(sIn) + 2
-	g := &trainSource{n: n, sizes: make([]int64, nslots), strm: make([]uint64, nslots)}
+	g := &trainSource{n: n, buf: make([]trace.Event, trainBatch)}
+	for i := range g.buf {
+		g.buf[i].Stack = trace.NoStack
+	}
+	addr := func(slot int32) uint64 { return 1<<40 + uint64(slot)<<12 }
 	for p := range np {
-		g.init = append(g.init, trainOp{slot: sParam + int32(p), size: param[p]})
+		g.init = append(g.init, trainOp{addr: addr(sParam + int32(p)), size: param[p]})
 	}
 	for p := range np {
 		g.init = append(g.init,
-			trainOp{slot: sAdam + int32(2*p), size: param[p]},
-			trainOp{slot: sAdam + int32(2*p+1), size: param[p]})
+			trainOp{addr: addr(sAdam + int32(2*p)), size: param[p]},
+			trainOp{addr: addr(sAdam + int32(2*p+1)), size: param[p]})
 	}
+	last := make([]trainOp, nslots)             // the latest alloc of each slot
 	for _, scale := range []int64{8, 6, 4, 7} { // sequence length in eighths
 		var p []trainOp
 		alloc := func(slot int32, size int64, stream uint64) {
-			p = append(p, trainOp{slot: slot, size: max(size, 1), stream: stream})
+			op := trainOp{addr: addr(slot), size: max(size, 1)}
+			if stream == trainCopyStream {
+				op.addr |= opCopy
+			}
+			p = append(p, op)
+			last[slot] = op
 		}
-		free := func(slot int32) { p = append(p, trainOp{free: true, slot: slot}) }
+		free := func(slot int32) {
+			op := last[slot]
+			op.addr |= opFree
+			p = append(p, op)
+		}
 		alloc(sIn, 4<<20*scale/8, trainCopyStream)
 		alloc(sIn+1, 64<<10*scale/8, trainCopyStream)
 		for l := range trainLayers {
@@ -155,22 +179,71 @@ func (g *trainSource) Next() bool {
 		return true
 	}
 	if g.pc == len(g.prog) {
-		g.prog = g.steps[g.step/25%len(g.steps)]
-		g.step++
-		g.pc = 0
+		g.nextProg()
 	}
-	op := &g.prog[g.pc]
+	op := g.prog[g.pc]
 	g.pc++
-	addr := 1<<40 + uint64(op.slot)<<12 // unique among live blocks
-	if op.free {
-		g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindFreeRequested, Addr: addr, Size: g.sizes[op.slot],
-			Stream: g.strm[op.slot], Stack: trace.NoStack}
-		g.half = true
-		return true
-	}
-	g.sizes[op.slot], g.strm[op.slot] = op.size, op.stream
-	g.ev = trace.Event{Seq: g.i - 1, Kind: trace.KindAlloc, Addr: addr, Size: op.size, Stream: op.stream, Stack: trace.NoStack}
+	g.ev = op.event(g.i - 1)
+	g.half = op.addr&opFree != 0
 	return true
+}
+
+func (g *trainSource) nextProg() {
+	g.prog = g.steps[g.step/25%len(g.steps)]
+	g.step++
+	g.pc = 0
+}
+
+// event returns the op's event (its free_requested, for a free).
+func (op trainOp) event(seq int64) trace.Event {
+	kind := trace.KindAlloc
+	if op.addr&opFree != 0 {
+		kind = trace.KindFreeRequested
+	}
+	return trace.Event{Seq: seq, Kind: kind, Addr: op.addr &^ (opFree | opCopy), Size: op.size,
+		Stream: (op.addr & opCopy) << 11, Stack: trace.NoStack}
+}
+
+// NextBatch serves the stream Next serves, trainBatch events at a time. It
+// writes only the fields that vary: the batch's others keep the values
+// newTrainSource set (the replay does not modify the events).
+func (g *trainSource) NextBatch() []trace.Event {
+	out := g.buf[:min(int64(len(g.buf)), g.n-g.i)]
+	k := 0
+	if g.half && len(out) > 0 {
+		g.half = false
+		out[0] = g.ev
+		out[0].Kind, out[0].Seq = trace.KindFreeCompleted, g.i
+		k = 1
+	}
+	seq := g.i + int64(k)
+	for k < len(out) {
+		if g.pc == len(g.prog) {
+			g.nextProg()
+		}
+		op := g.prog[g.pc]
+		g.pc++
+		e := &out[k]
+		e.Seq, e.Addr, e.Size, e.Stream = seq, op.addr&^(opFree|opCopy), op.size, (op.addr&opCopy)<<11
+		if op.addr&opFree == 0 {
+			e.Kind = trace.KindAlloc
+			k++
+			seq++
+			continue
+		}
+		e.Kind = trace.KindFreeRequested
+		if k+1 == len(out) {
+			g.half, g.ev = true, *e
+			k++
+			break
+		}
+		f := &out[k+1]
+		f.Seq, f.Kind, f.Addr, f.Size, f.Stream = seq+1, trace.KindFreeCompleted, e.Addr, e.Size, e.Stream
+		k += 2
+		seq += 2
+	}
+	g.i += int64(k)
+	return out[:k]
 }
 
 func (g *trainSource) Event() *trace.Event { return &g.ev }
@@ -223,5 +296,37 @@ func TestTrainSource(t *testing.T) {
 	}
 	if err := d.Allocator.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGeneratorBatches checks that the generators' NextBatch serves the
+// stream their Next serves, event for event, whatever the length.
+func TestGeneratorBatches(t *testing.T) {
+	for _, n := range []int64{0, 1, 255, 256, 257, 100_001} {
+		for name, mk := range map[string]func(int64) BatchSource{
+			"generated": func(n int64) BatchSource { return newGenSource(n) },
+			"training":  func(n int64) BatchSource { return newTrainSource(n) },
+		} {
+			a, b := mk(n), mk(n)
+			var got int64
+			for {
+				evs := b.NextBatch()
+				if len(evs) == 0 {
+					break
+				}
+				for i := range evs {
+					if !a.Next() {
+						t.Fatalf("%s n=%d: NextBatch serves event %d beyond Next's end", name, n, got)
+					}
+					if *a.Event() != evs[i] {
+						t.Fatalf("%s n=%d: event %d: Next %+v, NextBatch %+v", name, n, got, *a.Event(), evs[i])
+					}
+					got++
+				}
+			}
+			if a.Next() || got != n {
+				t.Fatalf("%s n=%d: NextBatch served %d events", name, n, got)
+			}
+		}
 	}
 }

@@ -136,6 +136,23 @@ func (ra *readAhead) Next() bool {
 // Event returns the current event.
 func (ra *readAhead) Event() *trace.Event { return &ra.cur.evs[ra.i] }
 
+// NextBatch returns the events of the next decoded batch not yet served,
+// valid until the next call to NextBatch or Next (replay.BatchSource: the
+// replay then takes them without a call per event). It returns an empty
+// slice at the end.
+func (ra *readAhead) NextBatch() []trace.Event {
+	if ra.cur != nil && ra.i+1 < len(ra.cur.evs) {
+		evs := ra.cur.evs[ra.i+1:] // what Next left of the current batch
+		ra.i = len(ra.cur.evs) - 1
+		return evs
+	}
+	if !ra.Next() {
+		return nil
+	}
+	ra.i = len(ra.cur.evs) - 1
+	return ra.cur.evs
+}
+
 // Stacks returns the stack table for the events served so far.
 func (ra *readAhead) Stacks() []trace.Stack { return ra.stacks }
 

@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// TestReadAheadBatches checks that readAhead serves the same events through
+// NextBatch as through Next, also when the two are mixed.
+func TestReadAheadBatches(t *testing.T) {
+	in, err := Open("") // the built-in sample
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(mix func(ra *readAhead, k int) []trace.Event) []trace.Event {
+		rd, err := in.Reader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		var facts trace.Facts
+		ra := startReadAhead(context.Background(), rd, &facts, false)
+		defer ra.close()
+		var out []trace.Event
+		for k := 0; ; k++ {
+			evs := mix(ra, k)
+			if len(evs) == 0 {
+				break
+			}
+			out = append(out, evs...)
+		}
+		if err := ra.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	next := func(ra *readAhead, _ int) []trace.Event {
+		if !ra.Next() {
+			return nil
+		}
+		return []trace.Event{*ra.Event()}
+	}
+	want := read(next)
+	if len(want) < 1000 {
+		t.Fatalf("the sample has %d events", len(want))
+	}
+	for name, mix := range map[string]func(ra *readAhead, k int) []trace.Event{
+		"batches": func(ra *readAhead, _ int) []trace.Event { return ra.NextBatch() },
+		"mixed": func(ra *readAhead, k int) []trace.Event {
+			if k%3 == 2 {
+				return ra.NextBatch()
+			}
+			return next(ra, k)
+		},
+	} {
+		got := read(mix)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events, want %d", name, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: event %d: %+v, want %+v", name, i, got[i], want[i])
+			}
+		}
+	}
+}
