@@ -575,7 +575,9 @@ func (r *region) scan(c *chunk) {
 // its events. It closes c.seqd when done, whatever happens.
 func (r *region) sequence(c *chunk) {
 	defer close(c.seqd)
-	st := seqState{off: r.start, event: r.firstEvent, memo: r.b.memo.n}
+	// The region's own start (its memo slot as frozen in the view: the
+	// builder's memo grows as chunks commit, on another goroutine).
+	st := seqState{off: r.start, event: r.firstEvent, memo: r.view.memoN}
 	if c.prev != nil {
 		<-c.prev.seqd
 		st = c.prev.next
