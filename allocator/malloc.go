@@ -91,8 +91,8 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	// entry of the request's class fits, or the class is empty and the
 	// answer is the smallest entry of the next non-empty class.
 	ci, ii, ok := sizeClass(r.size), 0, true
-	if pg := sb.pages[ci>>6]; pg != nil && pg[ci&63].id != 0 {
-		if pg[ci&63].size < r.size {
+	if pg := sb.pages[ci>>pageBits]; pg != nil && pg[ci&(pageLen-1)].id != 0 {
+		if pg[ci&(pageLen-1)].size < r.size {
 			ci, ii, ok = sb.lowerBound(r.size, 0)
 		}
 	} else if ci = sb.next(ci + 1); ci < 0 {

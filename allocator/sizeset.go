@@ -33,6 +33,7 @@ type sizeSet struct {
 	lastSt uint64
 	lastB  *streamBins
 	n      int
+	slab   []binPage // pages made and not yet used (see newPage)
 }
 
 // sEntry is one free block of a stream.
@@ -64,9 +65,9 @@ func (h *bin) is(size int64, addr uint64) bool { return h.size == size && h.addr
 
 // streamBins holds the free blocks of one stream by size class.
 type streamBins struct {
-	pages [(maxClasses + 63) / 64]*binPage // class c is pages[c>>6][c&63]; nil pages are empty
-	words [(maxClasses + 63) / 64]uint64   // bit c is set iff class c is non-empty
-	sum   uint64                           // bit w is set iff words[w] != 0
+	pages [(maxClasses + pageLen - 1) / pageLen]*binPage // class c is pages[c>>pageBits][c&(pageLen-1)]; nil pages are empty
+	words [(maxClasses + 63) / 64]uint64                 // bit c is set iff class c is non-empty
+	sum   uint64                                         // bit w is set iff words[w] != 0
 }
 
 // Size classes: exact in 512-byte units below 64 KiB, then 64 classes per
@@ -198,8 +199,8 @@ func (b *streamBins) prev(c int) int {
 func (b *streamBins) lowerBound(size int64, addr uint64) (c, i int, ok bool) {
 	c = sizeClass(size)
 	if c < maxClasses {
-		if p := b.pages[c>>6]; p != nil {
-			if i = p[c&63].search(size, addr); i >= 0 {
+		if p := b.pages[c>>pageBits]; p != nil {
+			if i = p[c&(pageLen-1)].search(size, addr); i >= 0 {
 				return c, i, true
 			}
 		}
@@ -246,29 +247,43 @@ func (b *streamBins) first() (c, i int) {
 	return b.next(0), 0
 }
 
-// binPage holds the classes of one bitmap word.
-type binPage [64]bin
+// binPage holds pageLen consecutive classes, a quarter of a bitmap word's:
+// a stream's free blocks touch few classes of each power of two, so small
+// pages spare most of the memory a fresh allocator would otherwise clear.
+type binPage [pageLen]bin
+
+const (
+	pageBits = 4
+	pageLen  = 1 << pageBits
+)
 
 // bin returns class c, nil if its page was never made (then it is empty).
 func (b *streamBins) bin(c int) *bin {
-	if p := b.pages[c>>6]; p != nil {
-		return &p[c&63]
+	if p := b.pages[c>>pageBits]; p != nil {
+		return &p[c&(pageLen-1)]
 	}
 	return nil
 }
 
-// binFor returns class c for update, making its page if needed.
-func (b *streamBins) binFor(c int) *bin {
-	if p := b.pages[c>>6]; p != nil {
-		return &p[c&63]
+// binFor returns class c of b for update, making its page if needed.
+func (s *sizeSet) binFor(b *streamBins, c int) *bin {
+	if p := b.pages[c>>pageBits]; p != nil {
+		return &p[c&(pageLen-1)]
 	}
-	return b.newPage(c)
+	return s.newPage(b, c)
 }
 
-func (b *streamBins) newPage(c int) *bin {
-	p := new(binPage)
-	b.pages[c>>6] = p
-	return &p[c&63]
+// pageSlab is how many pages the set allocates at once, for all its streams.
+const pageSlab = 4
+
+func (s *sizeSet) newPage(b *streamBins, c int) *bin {
+	if len(s.slab) == 0 {
+		s.slab = make([]binPage, pageSlab)
+	}
+	p := &s.slab[0]
+	s.slab = s.slab[1:]
+	b.pages[c>>pageBits] = p
+	return &p[c&(pageLen-1)]
 }
 
 func (b *streamBins) setBit(c int) {
@@ -318,7 +333,7 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 		b = s.newStream(k.stream)
 	}
 	c := sizeClass(k.size)
-	h := b.binFor(c)
+	h := s.binFor(b, c)
 	e := sEntry{size: k.size, addr: k.addr, id: k.id}
 	switch {
 	case h.id == 0:
@@ -415,7 +430,7 @@ func (s *sizeSet) Delete(k freeKey) {
 
 // deleteAt removes the entry at position i of class c of b.
 func (s *sizeSet) deleteAt(b *streamBins, c, i int) {
-	h := &b.pages[c>>6][c&63]
+	h := &b.pages[c>>pageBits][c&(pageLen-1)]
 	s.n--
 	if i == 0 && h.nrest == 0 {
 		h.setHead(sEntry{})
@@ -438,7 +453,7 @@ func (h *bin) deleteRest(i int) {
 }
 
 func (b *streamBins) key(st uint64, c, i int) freeKey {
-	e := b.pages[c>>6][c&63].at(i)
+	e := b.pages[c>>pageBits][c&(pageLen-1)].at(i)
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 

@@ -150,6 +150,10 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 	kind := kinds[e.Action]
 	if r.expectHead >= len(r.expect) {
+		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
+			r.res.NumMismatches++
+			return
+		}
 		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
 		return
 	}
@@ -159,9 +163,20 @@ func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 		r.expect, r.expectHead = r.expect[:0], 0
 	}
 	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
-		r.mismatch(w.seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
-			w.kind, w.addr, w.size, w.stream, kind, e.Addr, e.Size, e.Stream)
+		r.checkMismatch(w, kind, e)
 	}
+}
+
+// checkMismatch reports a replayed event e of kind that differs from the
+// recorded w. Past the mismatches kept it only counts: the arguments boxed
+// for the message would otherwise cost allocations per mismatch.
+func (r *deviceReplay) checkMismatch(w *expected, kind trace.Kind, e *allocator.Event) {
+	if len(r.res.Mismatches) >= r.opts.MaxMismatches {
+		r.res.NumMismatches++
+		return
+	}
+	r.mismatch(w.seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
+		w.kind, w.addr, w.size, w.stream, kind, e.Addr, e.Size, e.Stream)
 }
 
 // mismatch counts a difference from the recording and keeps the first few,
@@ -274,6 +289,10 @@ func (r *deviceReplay) finish() error {
 		return err
 	}
 	for _, w := range r.expect[r.expectHead:] {
+		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
+			r.res.NumMismatches++
+			continue
+		}
 		r.mismatch(w.seq, "recorded %s %#x size %d was not replayed", w.kind, w.addr, w.size)
 	}
 	return nil

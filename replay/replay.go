@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -157,7 +158,7 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 	if opts.MaxMismatches == 0 {
 		opts.MaxMismatches = 10
 	}
-	x := &runner{devs: map[int32]*deviceReplay{}, opts: &opts, obs: obs}
+	x := &runner{opts: &opts, obs: obs}
 	var r *deviceReplay // the device of the previous event, nearly always the next one's
 	if bs, ok := src.(BatchSource); ok {
 		// The batch path: no interface call and no copy per event; a held
@@ -223,11 +224,11 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 	if err := src.Err(); err != nil {
 		return nil, fmt.Errorf("replay: reading trace: %w", err)
 	}
-	res := &Result{}
-	for _, d := range slices.Sorted(mapsKeys(x.devs)) {
-		r := x.devs[d]
+	slices.SortFunc(x.list, func(a, b *deviceReplay) int { return cmp.Compare(a.device, b.device) })
+	res := &Result{Devices: make([]DeviceResult, 0, len(x.list))}
+	for _, r := range x.list {
 		if err := r.finish(); err != nil {
-			return nil, fmt.Errorf("replay: device %d: end of trace: %w", d, err)
+			return nil, fmt.Errorf("replay: device %d: end of trace: %w", r.device, err)
 		}
 		r.res.Stats = r.a.Stats().Map()
 		res.Devices = append(res.Devices, r.res)
@@ -237,22 +238,22 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 
 // runner is Run's state besides the event loop's.
 type runner struct {
-	devs map[int32]*deviceReplay
-	list []*deviceReplay // devs' values
+	list []*deviceReplay // the devices seen, in order of first event (few)
 	opts *Options
 	obs  Observer
 }
 
 // get returns the replay of device d, made on its first event.
 func (x *runner) get(d int32) (*deviceReplay, error) {
-	if r := x.devs[d]; r != nil {
-		return r, nil
+	for _, r := range x.list {
+		if r.device == d {
+			return r, nil
+		}
 	}
 	r, err := newDeviceReplay(d, x.opts, x.obs)
 	if err != nil {
 		return nil, err
 	}
-	x.devs[d] = r
 	x.list = append(x.list, r)
 	return r, nil
 }
@@ -296,14 +297,4 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 
 func eventError(ev *trace.Event, err error) error {
 	return fmt.Errorf("replay: event %d (%s): %w", ev.Seq, ev.Kind, err)
-}
-
-func mapsKeys(m map[int32]*deviceReplay) func(func(int32) bool) {
-	return func(yield func(int32) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
