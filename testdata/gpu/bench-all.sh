@@ -27,7 +27,8 @@ date -u
 
 on model && {
 log "allocator model: replays on one core (events/s)"
-(cd replay && $one "$root/.dev/replay.test" -test.run XXX -test.bench 'Replay|DriveSim' -test.benchtime 3x -test.cpu 1)
+(cd replay && $one "$root/.dev/replay.test" -test.run XXX -test.bench 'Replay/(training|generated)' -test.benchtime 3x -test.cpu 1)
+(cd replay && $one "$root/.dev/replay.test" -test.run XXX -test.bench 'Replay/snapshot|DriveSim' -test.benchtime 200x -test.cpu 1)
 
 }
 on pipeline && {
