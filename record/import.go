@@ -199,7 +199,11 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
-	w, err := trace.Create(out, meta, trace.WriterOptions{})
+	var total int64
+	for i, d := range snap.Devices {
+		total += int64(len(initial[i]) + len(d.Events))
+	}
+	w, err := trace.Create(out, meta, trace.WriterOptions{Events: total})
 	if err != nil {
 		return nil, err
 	}

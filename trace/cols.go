@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -275,6 +276,19 @@ func (c *columns) cut(n0, j int) int {
 	}
 	c.n = n
 	return j
+}
+
+// reserve gives every column room for n rows, keeping the rows it holds.
+func (c *columns) reserve(n int) {
+	nb := (n + 7) / 8
+	c.seq, c.timeUs, c.size, c.block, c.used = slices.Grow(c.seq, n-len(c.seq)), slices.Grow(c.timeUs, n-len(c.timeUs)),
+		slices.Grow(c.size, n-len(c.size)), slices.Grow(c.block, n-len(c.block)), slices.Grow(c.used, n-len(c.used))
+	c.device, c.action = slices.Grow(c.device, n-len(c.device)), slices.Grow(c.action, n-len(c.action))
+	c.addr, c.stream = slices.Grow(c.addr, n-len(c.addr)), slices.Grow(c.stream, n-len(c.stream))
+	c.poolA, c.poolB = slices.Grow(c.poolA, n-len(c.poolA)), slices.Grow(c.poolB, n-len(c.poolB))
+	c.stack = slices.Grow(c.stack, n-len(c.stack))
+	c.stackValid, c.recon, c.pending = slices.Grow(c.stackValid, nb-len(c.stackValid)),
+		slices.Grow(c.recon, nb-len(c.recon)), slices.Grow(c.pending, nb-len(c.pending))
 }
 
 // growTo returns s with length n, keeping its first len(s) values.

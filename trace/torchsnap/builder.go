@@ -82,7 +82,6 @@ type builder struct {
 	kinds    []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
 	events   eventStore
-	pools    []trace.PoolID // pools[0] is the default pair
 	blocks   []blockRec
 	segments []segRec
 
@@ -99,7 +98,6 @@ func newBuilder() *builder {
 		strIdx:   make(map[string]int32, 256),
 		frameIdx: map[trace.Frame]int32{},
 		stackIdx: map[string]trace.StackID{},
-		pools:    []trace.PoolID{{}},
 	}
 	for _, k := range keyNames {
 		b.internString(k)
@@ -502,7 +500,7 @@ func (b *builder) toFrame(p []value) (value, error) {
 }
 
 func (b *builder) toEvent(p []value) (value, error) {
-	ev := cev{stack: trace.NoStack}
+	ev := cev{Stack: trace.NoStack}
 	for j := 0; j+1 < len(p); j += 2 {
 		k, v := p[j], p[j+1]
 		if k.k != vStr || k.i >= numKeys {
@@ -516,31 +514,30 @@ func (b *builder) toEvent(p []value) (value, error) {
 				break
 			}
 			var ok bool
-			if ev.kind, ok = b.kindOf(v.i); !ok {
+			if ev.Kind, ok = b.kindOf(v.i); !ok {
 				return value{vSkipped, v.i}, nil
 			}
 		case kAddr:
-			if ev.kind != trace.KindOOM { // device_free wins for oom whatever the key order
-				ev.addr, err = asUint(v)
+			if ev.Kind != trace.KindOOM { // device_free wins for oom whatever the key order
+				ev.Addr, err = asUint(v)
 			}
 		case kDeviceFree:
-			ev.addr, err = asUint(v)
+			ev.Addr, err = asUint(v)
 		case kSize:
-			ev.size, err = asInt(v)
+			ev.Size, err = asInt(v)
 		case kStream:
-			ev.stream, err = asUint(v)
+			ev.Stream, err = asUint(v)
 		case kTimeUs:
 			if v.k != vNone {
-				ev.time, err = asInt(v)
+				ev.TimeUs, err = asInt(v)
 			}
 		case kFrames:
-			ev.stack, err = b.stackOf(v)
+			ev.Stack, err = b.stackOf(v)
 		case kPoolID:
 			if v.k != vNone {
 				var p trace.PoolID
 				if p, err = b.poolID(v); err == nil && !p.IsDefault() {
-					ev.pool = int32(len(b.pools))
-					b.pools = append(b.pools, p)
+					ev.Pool = p
 				}
 			}
 		}
@@ -548,11 +545,11 @@ func (b *builder) toEvent(p []value) (value, error) {
 			return value{}, &fieldErr{"trace entry", b.keyName(k), err}
 		}
 	}
-	if ev.kind == trace.KindOOM {
+	if ev.Kind == trace.KindOOM {
 		// device_free may come after addr in the dict: read it last.
 		for j := 0; j+1 < len(p); j += 2 {
 			if k := p[j]; k.k == vStr && k.i == kDeviceFree {
-				ev.addr, _ = asUint(p[j+1])
+				ev.Addr, _ = asUint(p[j+1])
 			}
 		}
 	}

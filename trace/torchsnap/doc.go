@@ -30,11 +30,16 @@
 // buffer without the stack (unpickler.flatDict). Frames lists are
 // shared objects in the pickle, so each becomes a stack id once, however
 // many entries refer to it. Trace lists are kept as runs of consecutive
-// events, and events live in a chunked store (store.go) until they are
-// copied once into each device's slice, on two cores, releasing the store a
-// part at a time behind the copy (past its first chunks, the store takes
-// them from 12 MiB slabs backed by huge pages, which halves the cost of
-// faulting them in). Large files are read ahead by a goroutine
+// events, and events live in a chunked store (store.go) in their final
+// form, trace.Event. The store's chunks are cut in order from one
+// allocation sized from the file (a trace entry takes about 80 bytes of
+// pickle, rarely under 60; the base holds size/48, and what it holds beyond
+// the events is never touched), so a device's run is normally a view of it: its Events
+// get their Seq and Device in place, with no copy. Events past the base
+// (chunks then come from 20 MiB slabs backed by huge pages, which halves
+// the cost of faulting them in) or in lists that are not plain runs are
+// copied into each device's slice, on two cores, releasing the store a
+// part at a time behind the copy. Large files are read ahead by a goroutine
 // of their own (readahead.go). On 4 cores or more, ReadFile hands the rest
 // of a large trace list, once its first batch is decoded, to a region
 // (parallel.go): it is cut into chunks by opcode lengths, by the workers

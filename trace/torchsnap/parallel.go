@@ -1206,7 +1206,7 @@ done:
 
 // event converts an entry's items as toEvent does.
 func (w *pworker) event(p []value) (cev, bool) {
-	ev := cev{stack: trace.NoStack}
+	ev := cev{Stack: trace.NoStack}
 	for j := 0; j+1 < len(p); j += 2 {
 		k, v := p[j], p[j+1]
 		if k.k == vExt || k.k == vLList {
@@ -1218,28 +1218,28 @@ func (w *pworker) event(p []value) (cev, bool) {
 		var ok bool
 		switch k.i {
 		case kAction:
-			if ev.kind, ok = w.kindOf(v); !ok {
+			if ev.Kind, ok = w.kindOf(v); !ok {
 				return cev{}, false
 			}
 		case kAddr:
-			if ev.kind != trace.KindOOM {
-				ev.addr, ok = wUint(v)
+			if ev.Kind != trace.KindOOM {
+				ev.Addr, ok = wUint(v)
 			} else {
 				ok = true
 			}
 		case kDeviceFree:
-			ev.addr, ok = wUint(v)
+			ev.Addr, ok = wUint(v)
 		case kSize:
-			ev.size, ok = wInt(v)
+			ev.Size, ok = wInt(v)
 		case kStream:
-			ev.stream, ok = wUint(v)
+			ev.Stream, ok = wUint(v)
 		case kTimeUs:
 			ok = true
 			if v.k != vNone {
-				ev.time, ok = wInt(v)
+				ev.TimeUs, ok = wInt(v)
 			}
 		case kFrames:
-			ev.stack, ok = w.stackOf(v)
+			ev.Stack, ok = w.stackOf(v)
 		case kPoolID:
 			ok = v.k == vNone
 		default:
@@ -1249,14 +1249,14 @@ func (w *pworker) event(p []value) (cev, bool) {
 			return cev{}, false
 		}
 	}
-	if ev.kind == trace.KindOOM {
+	if ev.Kind == trace.KindOOM {
 		for j := 0; j+1 < len(p); j += 2 {
 			if k := p[j]; k.k == vStr && k.i == kDeviceFree {
-				ev.addr, _ = wUint(p[j+1])
+				ev.Addr, _ = wUint(p[j+1])
 			}
 		}
 	}
-	if ev.kind == 0 {
+	if ev.Kind == 0 {
 		return cev{}, false // no action: toEvent would make an event of kind 0, let it
 	}
 	return ev, true
@@ -1619,8 +1619,8 @@ func (r *region) commit(c *chunk) error {
 		}
 		seg = seg[:min(n, len(seg))]
 		for k := range seg {
-			if s := seg[k].stack; s != trace.NoStack {
-				seg[k].stack = stackMap[s]
+			if s := seg[k].Stack; s != trace.NoStack {
+				seg[k].Stack = stackMap[s]
 			}
 		}
 		n -= len(seg)

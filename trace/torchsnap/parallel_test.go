@@ -22,7 +22,7 @@ func withRegions(t testing.TB, chunk, workers int) {
 // snapshot or the same error.
 func decodeBoth(t *testing.T, data []byte) (*Snapshot, bool) {
 	t.Helper()
-	want, werr := decode(bytes.NewReader(data))
+	want, werr := decode(bytes.NewReader(data), 0)
 	got, gerr := decodeAt(&parSource{ra: bytes.NewReader(data), size: int64(len(data))})
 	if gerr == errParFallback {
 		return want, false

@@ -112,12 +112,16 @@ func ReadFile(path string) (*Snapshot, error) {
 		}
 	}
 	var r io.Reader = f
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() >= readAheadMin {
-		ra := newReadAhead(f)
-		defer ra.close()
-		r = ra
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+		if size >= readAheadMin {
+			ra := newReadAhead(f)
+			defer ra.close()
+			r = ra
+		}
 	}
-	s, err := decode(r)
+	s, err := decode(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -136,16 +140,23 @@ func Decode(r io.Reader) (*Snapshot, error) {
 			return s, nil
 		}
 	}
-	s, err := decode(r)
+	var size int64
+	if br, ok := r.(*bytes.Reader); ok {
+		size = int64(br.Len())
+	}
+	s, err := decode(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
 	}
 	return s, nil
 }
 
-func decode(r io.Reader) (*Snapshot, error) {
+// decode reads a snapshot from r, whose size (0 if unknown) sizes the tables.
+func decode(r io.Reader, size int64) (*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	b := newBuilder()
+	b.events.sizeFor(size)
+	b.memo.sizeFor(size)
 	var (
 		top value
 		err error
@@ -179,6 +190,8 @@ func decodeAt(src *parSource) (*Snapshot, error) {
 		return nil, errParFallback
 	}
 	b := newBuilder()
+	b.events.sizeFor(src.size)
+	b.memo.sizeFor(src.size)
 	u := newUnpickler(nil, b)
 	u.par = src
 	u.openAt(0)
@@ -306,10 +319,6 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 // exact size, and the store's chunks are released behind the copy so the
 // compact and final forms are not both held for the whole file.
 func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
-	conv := func(e *cev, j int) trace.Event {
-		return trace.Event{Seq: int64(j), TimeUs: e.time, Device: d.Index, Kind: e.kind, Addr: e.addr,
-			Size: e.size, Stream: e.stream, Pool: b.pools[e.pool], Stack: e.stack}
-	}
 	if len(o.vals) == 0 {
 		return b.gatherRun(o, d)
 	}
@@ -321,7 +330,9 @@ func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
 			if !ok {
 				return nil, fmt.Errorf("[%d] is a trace entry already used by another device", j)
 			}
-			evs = append(evs, conv(e, len(evs)))
+			ev := *e
+			ev.Seq, ev.Device = int64(len(evs)), d.Index
+			evs = append(evs, ev)
 		case vSkipped:
 			d.Skipped[b.strs[v.i]]++
 		default:
@@ -346,19 +357,36 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 			}
 		}
 	}
+	if evs, ok := b.events.inBase(o.evLo, o.evN); ok {
+		// The events are already in place: set what decoding could not
+		// know, and claim them (a second use is then an error, as below).
+		number := func(lo, hi int64) {
+			for j := lo; j < hi; j++ {
+				evs[j].Seq, evs[j].Device = j, d.Index
+			}
+		}
+		if n := int64(len(evs)); n >= 1<<20 {
+			done := make(chan struct{})
+			go func() { number(0, n/2); close(done) }()
+			number(n/2, n)
+			<-done
+		} else {
+			number(0, n)
+		}
+		b.events.releaseBelow(o.evLo + o.evN)
+		return evs, nil
+	}
 	evs := make([]trace.Event, o.evN)
 	adviseHuge(evs)
-	pools := b.pools
 	copyRange := func(lo, hi int64) { // evs[lo:hi]
 		for j := lo; j < hi; {
 			i := o.evLo + j
 			ch := b.events.chunks[i>>chunkBits][i&(1<<chunkBits-1):]
 			n := min(int64(len(ch)), hi-j)
 			out := evs[j : j+n]
+			copy(out, ch[:n])
 			for k := range out {
-				e := &ch[k]
-				out[k] = trace.Event{Seq: j + int64(k), TimeUs: e.time, Device: d.Index, Kind: e.kind, Addr: e.addr,
-					Size: e.size, Stream: e.stream, Pool: pools[e.pool], Stack: e.stack}
+				out[k].Seq, out[k].Device = j+int64(k), d.Index
 			}
 			j += n
 		}

@@ -13,26 +13,68 @@ import (
 
 const chunkBits = 15
 
-// cev is a decoded trace entry before it knows its device and position:
-// 48 bytes instead of trace.Event's 80, while the whole file is decoded.
-type cev struct {
-	time   int64
-	addr   uint64
-	size   int64
-	stream uint64
-	stack  trace.StackID
-	pool   int32 // index into builder.pools; 0 is the default pool pair
-	kind   trace.Kind
-}
+// cev is a decoded trace entry, stored as the trace.Event it becomes: Device
+// and Seq are set once the trace list it belongs to is known (gatherRun).
+// Storing the final form lets a device's events be a view of the store when
+// its run lies in the store's base (see sizeFor), with no copy.
+type cev = trace.Event
 
 type eventStore struct {
 	chunks [][]cev
 	n      int64
 	slab   []cev // the rest of the current slab, cut into chunks as needed
+	// base is one allocation sized from the file, from which the first
+	// chunks are cut in order, so that the events in it are contiguous: a
+	// run of them becomes a device's Events without a copy. Past it (a file
+	// with more, or smaller, entries than estimated), or where a chunk had
+	// to be replaced, chunks are separate and gatherRun copies.
+	base  []cev
+	views [][2]int64 // the runs [lo, hi) of base handed out as views
+}
+
+// sizeFor sizes the store's base for a file of size bytes. A trace entry
+// takes 60 to 90 bytes of pickle (PyTorch's own snapshots; at least about
+// 53 with the keys it writes), so a base of size/48 events holds them all
+// for nearly any snapshot, and what it holds beyond the events is never
+// touched: in a fresh heap it costs address space, not memory.
+func (s *eventStore) sizeFor(size int64) {
+	if n := size / 48; n >= 256 {
+		s.base = make([]cev, n)
+		adviseHuge(s.base)
+	}
+}
+
+// inBase reports whether events [lo, lo+n) all lie in chunks cut from the
+// base, where they are contiguous, and no other view overlaps them, and
+// returns them as a view of their own.
+func (s *eventStore) inBase(lo, n int64) ([]cev, bool) {
+	const size = 1 << chunkBits
+	if n == 0 || lo+n > int64(len(s.base)) {
+		return nil, false
+	}
+	for _, v := range s.views {
+		if lo < v[1] && v[0] < lo+n {
+			return nil, false // a malformed file's runs overlap: copy
+		}
+	}
+	for c := lo >> chunkBits; c <= (lo+n-1)>>chunkBits; c++ {
+		if !s.fromBase(c) {
+			return nil, false
+		}
+	}
+	s.views = append(s.views, [2]int64{lo, lo + n})
+	return s.base[lo : lo+n : lo+n], true
+}
+
+// fromBase reports whether chunk c is (still) the one cut from the base.
+func (s *eventStore) fromBase(c int64) bool {
+	const size = 1 << chunkBits
+	ch := s.chunks[c]
+	return c*size < int64(len(s.base)) && cap(ch) > 0 && unsafe.SliceData(ch) == &s.base[c*size]
 }
 
 // slabChunks: past the first slabChunks chunks (262144 events), chunks are
-// cut from slabs of slabChunks chunks (12 MiB) allocated at once, which the
+// cut from slabs of slabChunks chunks (20 MiB) allocated at once, which the
 // kernel is asked to back with huge pages: faulting a large file's events
 // in 4 KiB pages costs about twice as long. A slab is freed once all its
 // chunks are released.
@@ -51,6 +93,10 @@ func (s *eventStore) add(e cev) int64 {
 func (s *eventStore) grow(c int64) {
 	const size = 1 << chunkBits
 	switch {
+	case c*size < int64(len(s.base)):
+		// The last chunk cut from the base may be short: append moves it
+		// out if it fills (its events are then copied, not viewed).
+		s.chunks = append(s.chunks, s.base[c*size:c*size:min(int64(len(s.base)), (c+1)*size)])
 	case c == 0:
 		// Start small: most snapshots hold a few thousand events, and
 		// append grows the first chunk as needed.
@@ -81,7 +127,9 @@ func (s *eventStore) get(i int64) (*cev, bool) {
 func (s *eventStore) releaseBelow(lo int64) int64 {
 	var n int64
 	for c := int64(0); c < lo>>chunkBits && c < int64(len(s.chunks)); c++ {
-		n += int64(cap(s.chunks[c])) * int64(unsafe.Sizeof(cev{}))
+		if !s.fromBase(c) { // the base is freed only as a whole
+			n += int64(cap(s.chunks[c])) * int64(unsafe.Sizeof(cev{}))
+		}
 		s.chunks[c] = nil
 	}
 	return n
@@ -97,6 +145,15 @@ type memo struct {
 	v0     []int64 // early slots (dict keys and shared strings)
 	n      uint64
 	sparse map[uint64]value // indices beyond the dense part (hostile or odd pickles)
+	first  int              // capacity of the first chunk; 0: 1024, grown by append
+}
+
+// sizeFor sizes the memo's first chunk for a file of size bytes: a trace
+// entry (about 80 bytes) memoizes one to three objects, so a file of a few
+// MB fills the first chunk, which is then allocated whole rather than grown
+// by append from 1024 slots.
+func (m *memo) sizeFor(size int64) {
+	m.first = int(min(max(size/40, 1024), memoChunk))
 }
 
 const memoChunk = 1 << 16
@@ -109,7 +166,7 @@ func (m *memo) put(idx uint64, v value) {
 		if idx%memoChunk == 0 {
 			n := memoChunk
 			if len(m.k) == 0 {
-				n = 1024
+				n = max(m.first, 1024)
 			}
 			m.k = append(m.k, make([]vkind, 0, n))
 			m.v = append(m.v, make([]int64, 0, n))

@@ -10,12 +10,22 @@ import (
 // copied exactly (on two goroutines), the store is released behind them, and
 // a run used twice is an error.
 func TestGatherRun(t *testing.T) {
+	testGatherRun(t, 0, 0)
+	// A base that holds the first chunks: device 0's run is partly in it
+	// (copied), device 1's not at all.
+	testGatherRun(t, 3<<chunkBits*48, 0)
+	// A base that holds everything: both runs are views.
+	testGatherRun(t, 21<<chunkBits*48, 2)
+}
+
+func testGatherRun(t *testing.T, size int64, views int) {
 	b := newBuilder()
-	b.pools = append(b.pools, trace.PoolID{A: 7, B: 9})
+	b.events.sizeFor(size)
+	pools := []trace.PoolID{{}, {A: 7, B: 9}}
 	const n0, n1 = 20<<chunkBits + 123, 5000 // device 1's run starts inside device 0's last chunk
 	for i := range int64(n0 + n1) {
-		b.events.add(cev{time: i, addr: uint64(i) * 512, size: i + 1, stream: uint64(i % 3),
-			stack: trace.StackID(i%5) - 1, pool: int32(i % 2), kind: trace.Kind(1 + i%3)})
+		b.events.add(cev{TimeUs: i, Addr: uint64(i) * 512, Size: i + 1, Stream: uint64(i % 3),
+			Stack: trace.StackID(i%5) - 1, Pool: pools[i%2], Kind: trace.Kind(1 + i%3)})
 	}
 	runs := []*listObj{{evLo: 0, evN: n0}, {evLo: n0, evN: n1}}
 	for dev, o := range runs {
@@ -30,11 +40,14 @@ func TestGatherRun(t *testing.T) {
 		for j, e := range evs {
 			i := o.evLo + int64(j)
 			want := trace.Event{Seq: int64(j), TimeUs: i, Device: int32(dev), Kind: trace.Kind(1 + i%3), Addr: uint64(i) * 512,
-				Size: i + 1, Stream: uint64(i % 3), Pool: b.pools[i%2], Stack: trace.StackID(i%5) - 1}
+				Size: i + 1, Stream: uint64(i % 3), Pool: pools[i%2], Stack: trace.StackID(i%5) - 1}
 			if e != want {
 				t.Fatalf("device %d event %d: %+v, want %+v", dev, j, e, want)
 			}
 		}
+	}
+	if len(b.events.views) != views {
+		t.Errorf("base for %d bytes: %d runs viewed in place, want %d", size, len(b.events.views), views)
 	}
 	if b.events.chunks[n0>>chunkBits-1] != nil {
 		t.Error("chunks behind the copy were not released")
