@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
@@ -191,34 +192,13 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 					return nil, err
 				}
 			}
-			ev := src.Event()
-			// push's short paths, written out here to save a call per event.
+			// One event at a time through the batch loop. The source reuses
+			// its event, so a free_requested held on it is copied at once.
 			var err error
-			switch {
-			case r == nil || r.device != ev.Device:
-				if r, err = x.get(ev.Device); err == nil {
-					err = r.push(ev)
-					r.keepHeld()
-				}
-			case r.hasHold:
-				if ev.Kind == trace.KindFreeCompleted && ev.Addr == r.held.Addr && r.plain(r.held) {
-					r.hasHold = false
-					err = r.freePair(r.held, ev)
-				} else {
-					err = r.push(ev)
-					r.keepHeld()
-				}
-			case ev.Kind == trace.KindFreeRequested:
-				r.heldBuf, r.held, r.hasHold = *ev, &r.heldBuf, true
-			case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0:
-				err = r.alloc(ev)
-			default:
-				err = r.push(ev)
-				r.keepHeld()
+			if r, err = x.batch(r, unsafe.Slice(src.Event(), 1)); err != nil {
+				return nil, err
 			}
-			if err != nil {
-				return nil, eventError(ev, err)
-			}
+			r.keepHeld()
 		}
 	}
 	if err := src.Err(); err != nil {
