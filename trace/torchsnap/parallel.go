@@ -1144,12 +1144,7 @@ func (w *pworker) entry(i int, evIdx int64) (int, cev, bool) {
 				if c > 8 {
 					return 0, cev{}, false
 				}
-				x := int64(0)
-				if c > 0 {
-					shift := uint(64 - 8*c)
-					x = int64(binary.LittleEndian.Uint64(p[2:10])<<shift) >> shift
-				}
-				v = intValue(x)
+				v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
 				j += 2 + c
 			case opNone:
 				j++

@@ -394,12 +394,7 @@ func (u *unpickler) loop() (value, error) {
 				// Addresses and times: up to 8 bytes, read as one word (the
 				// bytes past the argument are shifted out).
 				if n := int(u.buf[u.pos+1]); n <= 8 && u.pos+10 <= u.end {
-					shift := uint(64 - 8*n)
-					x := int64(binary.LittleEndian.Uint64(u.buf[u.pos+2:])<<shift) >> shift
-					if n == 0 {
-						x = 0
-					}
-					u.stack = append(u.stack, intValue(x))
+					u.stack = append(u.stack, intValue(long1(n, binary.LittleEndian.Uint64(u.buf[u.pos+2:]))))
 					u.pos += 2 + n
 					continue
 				}
@@ -797,12 +792,7 @@ func (u *unpickler) flatDict() bool {
 			if c > 8 {
 				return false
 			}
-			x := int64(0)
-			if c > 0 {
-				shift := uint(64 - 8*c)
-				x = int64(binary.LittleEndian.Uint64(p[2:10])<<shift) >> shift
-			}
-			v = intValue(x)
+			v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
 			i += 2 + c
 		case opNone:
 			i++
@@ -974,4 +964,12 @@ func opName(op byte) string {
 		return fmt.Sprintf("%q", rune(op))
 	}
 	return fmt.Sprintf("%#02x", op)
+}
+
+// long1 decodes a LONG1 argument of c bytes (c <= 8, little-endian two's
+// complement) from w, the word read at its first byte: the bytes past the
+// argument are shifted out, and c = 0 gives 0.
+func long1(c int, w uint64) int64 {
+	shift := uint(64 - 8*c)
+	return int64(w<<shift) >> shift
 }
