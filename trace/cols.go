@@ -218,15 +218,12 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 		id := ev.Stack
 		if id != NoStack && stackMap != nil {
 			if id < 0 || int(id) >= len(stackMap) {
-				return c.cut(n0, j), fmt.Errorf("trace: write event %d: stack id %d was not added", seq0+int64(j), id)
+				return c.cut(n0, j), checkEvent(ev.Kind, id, seq0+int64(j), 0)
 			}
 			id = stackMap[id]
 		}
-		if !ev.Kind.Valid() {
-			return c.cut(n0, j), fmt.Errorf("trace: write event %d: invalid kind %v", seq0+int64(j), ev.Kind)
-		}
-		if id != NoStack && (id < 0 || int(id) >= nstacks) {
-			return c.cut(n0, j), fmt.Errorf("trace: write event %d: stack id %d was not added", seq0+int64(j), id)
+		if !ev.Kind.Valid() || id != NoStack && (id < 0 || int(id) >= nstacks) {
+			return c.cut(n0, j), checkEvent(ev.Kind, id, seq0+int64(j), nstacks)
 		}
 		seq[j] = seq0 + int64(j)
 		timeUs[j] = ev.TimeUs

@@ -157,17 +157,27 @@ func (w *Writer) Write(ev *Event) error {
 	if w.err != nil {
 		return w.err
 	}
-	if !ev.Kind.Valid() {
-		return fmt.Errorf("trace: write event %d: invalid kind %v", w.nextSeq, ev.Kind)
-	}
-	if ev.Stack != NoStack && (ev.Stack < 0 || int(ev.Stack) >= len(w.stackText)) {
-		return fmt.Errorf("trace: write event %d: stack id %d was not added", w.nextSeq, ev.Stack)
+	if err := checkEvent(ev.Kind, ev.Stack, w.nextSeq, len(w.stackText)); err != nil {
+		return err
 	}
 	w.cols.add(ev, w.nextSeq)
 	w.nextSeq++
 	w.rows++
 	if w.rows >= w.batchRows {
 		return w.Flush()
+	}
+	return nil
+}
+
+// checkEvent returns the error for an event of kind with stack id stack,
+// the seq-th of the trace, when the writer has nstacks stacks; nil when the
+// event can be written.
+func checkEvent(kind Kind, stack StackID, seq int64, nstacks int) error {
+	if !kind.Valid() {
+		return fmt.Errorf("trace: write event %d: invalid kind %v", seq, kind)
+	}
+	if stack != NoStack && (stack < 0 || int(stack) >= nstacks) {
+		return fmt.Errorf("trace: write event %d: stack id %d was not added", seq, stack)
 	}
 	return nil
 }
