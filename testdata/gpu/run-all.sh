@@ -19,11 +19,8 @@ date -u
 log "cuda package: driver API and NVML tests, device call benchmarks"
 cuda/testdata/gpu-run.sh .dev/cuda.test 2>&1 | tail -40
 
-log "replay: our allocator (warm) on the H100 vs PyTorch's own, same request streams"
-mkdir -p /tmp/bt
-(cd replay && TRACER_GPU=1 TRACER_BENCH_TRACES=/tmp/bt "$root/.dev/replay.test" -test.run XXX \
-	-test.bench 'DriveCUDA|DriveSim' -test.benchtime 300x -test.count 3)
-for t in /tmp/bt/*.arrows; do python3 testdata/bench/torch_replay.py "$t" 20 2>&1 | grep -v Warning | tail -1; done
+log "replay: our allocator (warm) vs PyTorch's own, same request streams (leaves the traces in /tmp/bt)"
+bash testdata/gpu/bench-all.sh torch
 
 log "tracer replay --device cuda"
 .dev/tracer replay --device cuda /tmp/bt/mlp_train__default.arrows
