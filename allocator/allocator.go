@@ -114,6 +114,7 @@ type Allocator struct {
 	pools    []*blockPool  // every pool, by poolIdx
 	expTab   []*expSegment // every expandable segment ever made, by expIdx; [0] is nil
 	uses     map[blockID][]uint64
+	pages    pageSlab // the size-class pages of every pool's free set
 
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
@@ -136,14 +137,37 @@ type Allocator struct {
 var ErrOOM = errors.New("CUDA out of memory")
 
 // OOMError is the out-of-memory error of one Malloc, with PyTorch's message.
+// The message is made when asked for: a replay of a run that hit its limit
+// over and over counts its OOMs and never prints most of them.
 type OOMError struct {
 	Size       int64 // the request
 	AllocSize  int64 // what "Tried to allocate" reports (the segment size)
 	DeviceFree int64
-	msg        string
+	// what the message reports besides
+	total, limit, allocated, private, reserved int64
+	msg                                        string // a fixed message instead
 }
 
-func (e *OOMError) Error() string { return e.msg }
+// Error is PyTorch's message (c10/cuda/CUDACachingAllocator.cpp, malloc).
+func (e *OOMError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	allowed := ""
+	if e.limit > 0 {
+		allowed = FormatSize(e.limit) + " allowed; "
+	}
+	privTxt := ""
+	if e.private > 0 {
+		privTxt = "with " + FormatSize(e.private) + " allocated in private pools (e.g., CUDA Graphs), "
+	}
+	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. %s"+
+		"Of the allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but unallocated. "+
+		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
+		"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+		FormatSize(e.AllocSize), FormatSize(e.total), FormatSize(e.DeviceFree), allowed,
+		FormatSize(e.allocated), privTxt, FormatSize(e.reserved-e.allocated-e.private))
+}
 func (e *OOMError) Unwrap() error { return ErrOOM }
 
 // New returns an allocator with configuration conf on dev. The memory limit of
@@ -155,7 +179,7 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 	a := &Allocator{
 		conf:    conf,
 		dev:     dev,
-		blocks:  make([]block, 1, 64),
+		blocks:  make([]block, 1, 16),
 		private: make(map[PoolID]*privatePool),
 		expTab:  []*expSegment{nil},
 	}

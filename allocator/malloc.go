@@ -91,7 +91,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	// entry of the request's class fits, or the class is empty and the
 	// answer is the smallest entry of the next non-empty class.
 	ci, ii, ok := sizeClass(r.size), 0, true
-	if pg := sb.pages[ci>>pageBits]; pg != nil && pg[ci&(pageLen-1)].id != 0 {
+	if pg := sb.page(ci); pg != nil && pg[ci&(pageLen-1)].id != 0 {
 		if pg[ci&(pageLen-1)].size < r.size {
 			ci, ii, ok = sb.lowerBound(r.size, 0)
 		}
@@ -290,29 +290,14 @@ func (a *Allocator) oom(r *request) error {
 	}
 	a.emit(ActOOM, uint64(free), r.size, r.stream, r.pool, 0)
 	a.stats.NumOOMs++
-	allowed := ""
-	if a.limit > 0 {
-		allowed = FormatSize(a.limit) + " allowed; "
-	}
-	alloc := a.stats.AllocatedBytes[0].Current
-	res := a.stats.ReservedBytes[0].Current
 	var priv int64
 	for _, pp := range a.private {
 		for _, bp := range []*blockPool{pp.small, pp.large} {
 			bp.blocks.Ascend(func(k freeKey) bool { priv += k.size; return true })
 		}
 	}
-	privTxt := ""
-	if priv > 0 {
-		privTxt = "with " + FormatSize(priv) + " allocated in private pools (e.g., CUDA Graphs), "
-	}
-	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. %s"+
-		"Of the allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but unallocated. "+
-		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
-		"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-		FormatSize(r.allocSize), FormatSize(total), FormatSize(free), allowed,
-		FormatSize(alloc), privTxt, FormatSize(res-alloc-priv))
-	return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free, msg: msg}
+	return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free, total: total, limit: a.limit,
+		allocated: a.stats.AllocatedBytes[0].Current, private: priv, reserved: a.stats.ReservedBytes[0].Current}
 }
 
 // FormatSize is c10's format_size: bytes up to 1 KiB, then KiB/MiB/GiB with

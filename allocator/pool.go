@@ -36,6 +36,7 @@ func (a *Allocator) newBlockPool(small bool, owner *privatePool) *blockPool {
 		owner:    owner,
 		unmapped: &freeSet{},
 	}
+	p.blocks.slab = &a.pages
 	a.pools = append(a.pools, p)
 	return p
 }

@@ -195,7 +195,7 @@ func BenchmarkReplay(b *testing.B) {
 				}
 				b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
 				b.ReportMetric(float64(int64(b.N)*n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
-				b.ReportMetric(float64(res.Devices[0].Stats["reserved_bytes.all.peak"])/(1<<20), "peak-MiB")
+				b.ReportMetric(float64(res.Devices[0].Stats.ReservedBytes[0].Peak)/(1<<20), "peak-MiB")
 			})
 		}
 	}

@@ -132,8 +132,8 @@ func TestSnapshots(t *testing.T) {
 				t.Errorf("mismatch at recorded event %d: %s", m.Seq, m.What)
 			}
 			compareSegments(t, s.segments, d.Allocator.Segments())
-			compareStats(t, s, d.Stats, statKeys)
-			t.Logf("%d events, %d OOMs, %d empty_cache, peak reserved %d", d.Events, len(d.OOMs), d.EmptyCaches, d.Stats["reserved_bytes.all.peak"])
+			compareStats(t, s, d.Stats.Map(), statKeys)
+			t.Logf("%d events, %d OOMs, %d empty_cache, peak reserved %d", d.Events, len(d.OOMs), d.EmptyCaches, d.Stats.ReservedBytes[0].Peak)
 		})
 	}
 }
@@ -180,7 +180,7 @@ func TestSnapshots_otherConf(t *testing.T) {
 				t.Errorf("%s under %q: %v", name, cs, err)
 			}
 			t.Logf("%s under %q: peak reserved %d MiB, OOMs %d (avoided %d)", name, cs,
-				d.Stats["reserved_bytes.all.peak"]>>20, len(d.OOMs), d.AvoidedOOMs)
+				d.Stats.ReservedBytes[0].Peak>>20, len(d.OOMs), d.AvoidedOOMs)
 		}
 	}
 }

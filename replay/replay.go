@@ -127,8 +127,11 @@ type Mismatch struct {
 type DeviceResult struct {
 	Device    int32
 	Allocator *allocator.Allocator // final state: Segments, Stats
-	Stats     map[string]int64     // memory_stats() names
-	OOMs      []OOM
+	// Stats are the final counters; Stats.Map() names them as
+	// torch.cuda.memory_stats() does. The map is not made here: a replay of a
+	// small snapshot would spend more on it than on its events.
+	Stats allocator.Stats
+	OOMs  []OOM
 	// AvoidedOOMs counts recorded OOMs that succeeded in the replay (the block
 	// was freed at once).
 	AvoidedOOMs   int
@@ -210,7 +213,7 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 		if err := r.finish(); err != nil {
 			return nil, fmt.Errorf("replay: device %d: end of trace: %w", r.device, err)
 		}
-		r.res.Stats = r.a.Stats().Map()
+		r.res.Stats = r.a.Stats()
 		res.Devices = append(res.Devices, r.res)
 	}
 	return res, nil

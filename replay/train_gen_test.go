@@ -290,7 +290,7 @@ func TestTrainSource(t *testing.T) {
 	}
 	d := res.Devices[0]
 	t.Logf("%d events, %d steps, %d allocs, max live %d, peak reserved %d MiB, segments %d, new segments after warm-up %d",
-		n, g.step, allocs, maxLive, d.Stats["reserved_bytes.all.peak"]>>20, d.Stats["segment.all.current"], segAfter)
+		n, g.step, allocs, maxLive, d.Stats.ReservedBytes[0].Peak>>20, d.Stats.Segment[0].Current, segAfter)
 	if maxLive < 1000 || maxLive > 6000 {
 		t.Errorf("max live blocks %d, want a few thousand", maxLive)
 	}

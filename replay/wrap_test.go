@@ -143,6 +143,6 @@ func TestSnapshotWrapped(t *testing.T) {
 		t.Errorf("mismatch at event %d: %s", m.Seq, m.What)
 	}
 	compareSegments(t, s.segments, d.Allocator.Segments())
-	compareStats(t, s, d.Stats, []string{"segment.all.current", "allocated_bytes.all.current", "reserved_bytes.all.current"})
+	compareStats(t, s, d.Stats.Map(), []string{"segment.all.current", "allocated_bytes.all.current", "reserved_bytes.all.current"})
 	t.Logf("restored %d reconstructed events, replayed %d", n, d.Events)
 }

@@ -256,11 +256,11 @@ func buildReplayJSON(in *pipeline.Input, base, want pipeline.Resolved, rec, got 
 		Fragmentation: map[string]analysis.Fragmentation{}, OOMs: []oomJSON{},
 	}
 	if len(rec.Result.Devices) > 0 {
-		out.Recorded = rec.Result.Devices[0].Stats
+		out.Recorded = rec.Result.Devices[0].Stats.Map()
 	}
 	if len(got.Result.Devices) > 0 {
 		d := got.Result.Devices[0]
-		out.Replayed = d.Stats
+		out.Replayed = d.Stats.Map()
 		out.Mismatches = d.NumMismatches
 		for _, o := range d.OOMs {
 			site := ""
