@@ -11,10 +11,14 @@ const (
 	// and asyncBlocks how many may be in flight; liveBlocks for a trace
 	// written in place (a live recording), whose encoder hands over a whole
 	// batch (about 5 MiB) at a time and should not wait for the file while
-	// it does.
-	asyncBlock  = 1 << 20
+	// it does (16 MiB). Blocks are allocated as needed, up to that many:
+	// each is memory the process faults in. An import's writes (a batch
+	// copied out in one burst, then the next laid out) are bound by the
+	// file either way, so its window of 1 MiB costs it nothing and leaves
+	// Close less to wait for.
+	asyncBlock  = 256 << 10
 	asyncBlocks = 4
-	liveBlocks  = 16
+	liveBlocks  = 64
 	// In place (a live recording), an fsync starts beside the writes, one
 	// at a time, once liveSyncEvery bytes were written since the last one
 	// began, or once written bytes have waited liveSyncAge for one; syncs
@@ -39,15 +43,17 @@ const (
 // blocks in order, so the file holds a prefix of the stream, whole batches
 // and at most one partial one, which the reader reports as a cut. A kill
 // loses only the batches handed over but not yet written, normally none (the
-// goroutine writes each as it comes; at most liveBlocks MiB wait). The syncs
-// are for the machine going down (power loss, a kernel crash): that loses
-// what was written since the last sync began, at most about liveSyncEvery
-// bytes and the writes during one sync at full speed, or liveSyncAge and
-// one sync of a slow recording, as when a sync followed every batch.
+// goroutine writes each as it comes; at most liveBlocks blocks, 16 MiB,
+// wait). The syncs are for the machine going down (power loss, a kernel
+// crash): that loses what was written since the last sync began, at most
+// about liveSyncEvery bytes and the writes during one sync at full speed,
+// or liveSyncAge and one sync of a slow recording, as when a sync followed
+// every batch.
 type asyncFile struct {
 	f          *os.File
 	buf        []byte        // the block being filled
 	full, free chan []byte   // blocks to write, and blocks written
+	made, max  int           // blocks allocated so far, and the most there may be
 	done       chan struct{} // closed when the writing goroutine ends
 	err        error         // the goroutine's first error; read after done, or once failed is set
 	failed     atomic.Bool   // err is set (and final)
@@ -59,10 +65,8 @@ type asyncFile struct {
 // blocks of them in flight, and starts an fsync every syncEvery bytes (or
 // liveSyncAge); never when syncEvery is 0.
 func newAsyncFile(f *os.File, blocks int, syncEvery int64) *asyncFile {
-	o := &asyncFile{f: f, full: make(chan []byte, blocks), free: make(chan []byte, blocks), done: make(chan struct{}), syncEvery: syncEvery}
-	for range blocks {
-		o.free <- make([]byte, 0, asyncBlock)
-	}
+	o := &asyncFile{f: f, full: make(chan []byte, blocks), free: make(chan []byte, blocks), max: blocks,
+		done: make(chan struct{}), syncEvery: syncEvery}
 	go o.writeLoop()
 	return o
 }
@@ -142,7 +146,7 @@ func (o *asyncFile) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		if o.buf == nil {
-			o.buf = <-o.free
+			o.buf = o.block()
 		}
 		k := copy(o.buf[len(o.buf):cap(o.buf)], p)
 		o.buf, p = o.buf[:len(o.buf)+k], p[k:]
@@ -152,6 +156,21 @@ func (o *asyncFile) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// block returns an empty block to fill: one the goroutine has written, or
+// a new one while fewer than max exist, or else the next one it writes.
+func (o *asyncFile) block() []byte {
+	select {
+	case b := <-o.free:
+		return b
+	default:
+	}
+	if o.made < o.max {
+		o.made++
+		return make([]byte, 0, asyncBlock)
+	}
+	return <-o.free
 }
 
 // push hands the block being filled, if it holds anything, to the writing

@@ -2,7 +2,8 @@ package trace
 
 import (
 	"fmt"
-	"slices"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -189,7 +190,8 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 //
 // It is add without its per-event call and appends: each column grows once,
 // and rows are stored by index in one pass over evs (one read of each
-// event, a dozen sequential write streams).
+// event, a dozen sequential write streams). Many rows are laid out in parts
+// on goroutines of their own (see layoutPart).
 func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks int) (int, error) {
 	n0, k := c.n, len(evs)
 	n := n0 + k
@@ -209,21 +211,75 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 	c.stackValid = growBits(c.stackValid, nb)
 	c.recon = growBits(c.recon, nb)
 	c.pending = growBits(c.pending, nb)
-	seq, timeUs, device, action := c.seq[n0:n], c.timeUs[n0:n], c.device[n0:n], c.action[n0:n]
-	addr, size, stream, poolA, poolB := c.addr[n0:n], c.size[n0:n], c.stream[n0:n], c.poolA[n0:n], c.poolB[n0:n]
-	block, used, stack := c.block[n0:n], c.used[n0:n], c.stack[n0:n]
+	parts := min(runtime.GOMAXPROCS(0), k/layoutPart)
+	if parts <= 1 {
+		nulls, stop := c.fill(n0, evs, 0, k, stackMap, seq0, nstacks)
+		c.stackNulls += nulls
+		if stop < k {
+			return c.cut(n0, stop), rowError(&evs[stop], stackMap, seq0+int64(stop), nstacks)
+		}
+		c.n = n
+		return k, nil
+	}
+	// Part p is evs[bound(p):bound(p+1)], starting on a row that is a
+	// multiple of 8.
+	bound := func(p int) int {
+		switch p {
+		case 0:
+			return 0
+		case parts:
+			return k
+		}
+		return min(k, (n0+p*k/parts+7)&^7-n0)
+	}
+	type result struct{ nulls, stop int }
+	res := make([]result, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := bound(p), bound(p+1)
+		wg.Go(func() {
+			res[p].nulls, res[p].stop = c.fill(n0, evs, lo, hi, stackMap, seq0, nstacks)
+		})
+	}
+	wg.Wait()
+	// As one pass would: the rows before the first bad event, if any.
+	for p := range parts {
+		c.stackNulls += res[p].nulls
+		if stop := res[p].stop; stop < bound(p+1) {
+			return c.cut(n0, stop), rowError(&evs[stop], stackMap, seq0+int64(stop), nstacks)
+		}
+	}
+	c.n = n
+	return k, nil
+}
+
+// layoutPart is the fewest rows addEvents lays out on a goroutine of its
+// own: a batch's columns are mostly memory new to the process (about 90
+// bytes a row), and faulting it in costs more than writing the rows, so a
+// large batch is laid out on up to GOMAXPROCS goroutines, whose page faults
+// run on as many cores. (A variable for tests.)
+var layoutPart = 8 << 10
+
+// fill lays out evs[lo:hi] as rows n0+lo... of c, whose columns already
+// hold them, as addEvents describes. It returns the rows with no stack, and
+// the index in evs of the first event it refused (hi if none), where it
+// stopped. Concurrent calls must lay out rows whose bitmap bytes differ.
+func (c *columns) fill(n0 int, evs []Event, lo, hi int, stackMap []StackID, seq0 int64, nstacks int) (nulls, stop int) {
+	seq, timeUs, device, action := c.seq[n0:], c.timeUs[n0:], c.device[n0:], c.action[n0:]
+	addr, size, stream, poolA, poolB := c.addr[n0:], c.size[n0:], c.stream[n0:], c.poolA[n0:], c.poolB[n0:]
+	block, used, stack := c.block[n0:], c.used[n0:], c.stack[n0:]
 	valid, recon, pending := c.stackValid, c.recon, c.pending
-	for j := range evs {
+	for j := lo; j < hi; j++ {
 		ev := &evs[j]
 		id := ev.Stack
 		if id != NoStack && stackMap != nil {
 			if id < 0 || int(id) >= len(stackMap) {
-				return c.cut(n0, j), checkEvent(ev.Kind, id, seq0+int64(j), 0)
+				return nulls, j
 			}
 			id = stackMap[id]
 		}
 		if !ev.Kind.Valid() || id != NoStack && (id < 0 || int(id) >= nstacks) {
-			return c.cut(n0, j), checkEvent(ev.Kind, id, seq0+int64(j), nstacks)
+			return nulls, j
 		}
 		seq[j] = seq0 + int64(j)
 		timeUs[j] = ev.TimeUs
@@ -240,7 +296,7 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 		bit := byte(1) << (i & 7)
 		if id == NoStack {
 			stack[j] = 0
-			c.stackNulls++
+			nulls++
 		} else {
 			stack[j] = int32(id)
 			valid[i>>3] |= bit
@@ -252,8 +308,21 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 			pending[i>>3] |= bit
 		}
 	}
-	c.n = n
-	return k, nil
+	return nulls, hi
+}
+
+// rowError is the error Write gives for ev, the seq-th event of the trace,
+// with its stack id mapped through stackMap (nil: as it is), when the
+// writer has nstacks stacks; nil when it can be written.
+func rowError(ev *Event, stackMap []StackID, seq int64, nstacks int) error {
+	id := ev.Stack
+	if id != NoStack && stackMap != nil {
+		if id < 0 || int(id) >= len(stackMap) {
+			return checkEvent(ev.Kind, id, seq, 0)
+		}
+		id = stackMap[id]
+	}
+	return checkEvent(ev.Kind, id, seq, nstacks)
 }
 
 // cut ends an addEvents that stopped after j of its events, added from row
@@ -278,20 +347,34 @@ func (c *columns) cut(n0, j int) int {
 // reserve gives every column room for n rows, keeping the rows it holds.
 func (c *columns) reserve(n int) {
 	nb := (n + 7) / 8
-	c.seq, c.timeUs, c.size, c.block, c.used = slices.Grow(c.seq, n-len(c.seq)), slices.Grow(c.timeUs, n-len(c.timeUs)),
-		slices.Grow(c.size, n-len(c.size)), slices.Grow(c.block, n-len(c.block)), slices.Grow(c.used, n-len(c.used))
-	c.device, c.action = slices.Grow(c.device, n-len(c.device)), slices.Grow(c.action, n-len(c.action))
-	c.addr, c.stream = slices.Grow(c.addr, n-len(c.addr)), slices.Grow(c.stream, n-len(c.stream))
-	c.poolA, c.poolB = slices.Grow(c.poolA, n-len(c.poolA)), slices.Grow(c.poolB, n-len(c.poolB))
-	c.stack = slices.Grow(c.stack, n-len(c.stack))
-	c.stackValid, c.recon, c.pending = slices.Grow(c.stackValid, nb-len(c.stackValid)),
-		slices.Grow(c.recon, nb-len(c.recon)), slices.Grow(c.pending, nb-len(c.pending))
+	c.seq, c.timeUs, c.size, c.block, c.used = withCap(c.seq, n), withCap(c.timeUs, n),
+		withCap(c.size, n), withCap(c.block, n), withCap(c.used, n)
+	c.device, c.action = withCap(c.device, n), withCap(c.action, n)
+	c.addr, c.stream = withCap(c.addr, n), withCap(c.stream, n)
+	c.poolA, c.poolB = withCap(c.poolA, n), withCap(c.poolB, n)
+	c.stack = withCap(c.stack, n)
+	c.stackValid, c.recon, c.pending = withCap(c.stackValid, nb), withCap(c.recon, nb), withCap(c.pending, nb)
 }
 
-// growTo returns s with length n, keeping its first len(s) values.
+// withCap returns s with room for n values, keeping its values. A new
+// array comes from make rather than append (which slices.Grow uses): the
+// room is written before it is read, and make does not clear memory new to
+// the process, where append would fault all of it in at once, before the
+// rows are laid out (and on one goroutine).
+func withCap[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s
+	}
+	t := make([]T, len(s), n)
+	copy(t, s)
+	return t
+}
+
+// growTo returns s with length n, keeping its first len(s) values (see
+// withCap); the others are the caller's to set.
 func growTo[T any](s []T, n int) []T {
 	if cap(s) < n {
-		s = append(s[:cap(s)], make([]T, n-cap(s))...)
+		s = withCap(s, max(n, 2*cap(s)))
 	}
 	return s[:n]
 }

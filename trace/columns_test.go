@@ -193,22 +193,28 @@ func TestWriteEvents(t *testing.T) {
 		}
 		return buf.Bytes()
 	}
-	for _, mapped := range []bool{false, true} {
-		want := writeAll(mapped, nil, func(int) bool { return true })
-		for _, parts := range [][]int{nil, {0}, {1}, {99}, {100}, {150, 150, 700}, {37, 1000, 1001}, {5, 17, 333, 900, 1200}} {
-			for _, mix := range []int{0, 1, 2} {
-				got := writeAll(mapped, parts, func(k int) bool { return mix > 0 && k%2 == mix-1 })
-				if !bytes.Equal(got, want) {
-					t.Errorf("mapped %v, parts %v, mix %d: %d bytes differ from Write's %d", mapped, parts, mix, len(got), len(want))
+	for _, layoutPart := range []int{8 << 10, 9, 20} { // rows laid out at once, or in parts on goroutines
+		restore := trace.SetLayoutPart(layoutPart)
+		for _, mapped := range []bool{false, true} {
+			want := writeAll(mapped, nil, func(int) bool { return true })
+			for _, parts := range [][]int{nil, {0}, {1}, {99}, {100}, {150, 150, 700}, {37, 1000, 1001}, {5, 17, 333, 900, 1200}} {
+				for _, mix := range []int{0, 1, 2} {
+					got := writeAll(mapped, parts, func(k int) bool { return mix > 0 && k%2 == mix-1 })
+					if !bytes.Equal(got, want) {
+						t.Errorf("layout parts of %d, mapped %v, parts %v, mix %d: %d bytes differ from Write's %d",
+							layoutPart, mapped, parts, mix, len(got), len(want))
+					}
 				}
 			}
 		}
+		restore()
 	}
 }
 
 // An invalid event makes WriteEvents fail with Write's error for it, in a
 // buffered tail as in a batch laid out in parallel.
 func TestWriteEventsInvalid(t *testing.T) {
+	defer trace.SetLayoutPart(9)() // and in parts on goroutines
 	for _, bad := range []int{3, 250, 1111} {
 		for _, kind := range []string{"kind", "stack"} {
 			w := trace.NewWriter(io.Discard, meta(), trace.WriterOptions{BatchRows: 100})

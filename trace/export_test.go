@@ -6,3 +6,11 @@ func SetWriteVersion(v Version) (restore func()) {
 	writeVersion = v
 	return func() { writeVersion = old }
 }
+
+// SetLayoutPart makes WriteEvents lay out rows in parts of at least n rows
+// until the returned func is called.
+func SetLayoutPart(n int) (restore func()) {
+	old := layoutPart
+	layoutPart = n
+	return func() { layoutPart = old }
+}

@@ -37,6 +37,8 @@ func BenchmarkDecode(b *testing.B) {
 			return data
 		}})
 	}
+	// The 9 MB snapshot of the performance notes in doc.go.
+	inputs = append(inputs, input{"multistream_x49", func() []byte { return scaledSnapshot(b, scaledPath, 49) }})
 	inputs = append(inputs, input{"synthetic_2500k", func() []byte {
 		var buf bytes.Buffer
 		if err := writeSyntheticSnapshot(&buf, 2_500_000); err != nil {
@@ -64,6 +66,34 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportMetric(float64(events*b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// BenchmarkAnalyze reconstructs and validates the 9 MB snapshot of the
+// performance notes in doc.go (multistream ×49, decoded once), as an import
+// does after decoding.
+func BenchmarkAnalyze(b *testing.B) {
+	s, err := Decode(bytes.NewReader(scaledSnapshot(b, scaledPath, 49)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := s.Devices[0]
+	b.Run("reconstruct", func(b *testing.B) {
+		for range b.N {
+			if _, err := d.Reconstruct(roundSize); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("validate", func(b *testing.B) {
+		// From the start state Reconstruct derives, as an import validates.
+		if _, err := d.Reconstruct(roundSize); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for range b.N {
+			d.Validate()
+		}
+	})
 }
 
 // TestDecodeFile times one file's decode, reconstruction and validation, for

@@ -18,36 +18,43 @@
 // REDUCE, …): a snapshot holds builtin types only, and refusing the rest
 // means a hostile file cannot make us interpret anything. Each Python object
 // becomes a 16-byte value (value.go) indexing compact tables: strings are
-// interned, and the builder (builder.go) converts dicts of the snapshot schema
-// — trace entries, frames, blocks, segments — into Go structs as soon as a
-// list or dict consumes them, recycling their generic form. A trace entry or
-// frame dict filled by one SETITEMS and followed by the next dict or the
-// APPENDS that takes it (how CPython writes a list of dicts) is converted
-// straight from the pickle stack, never stored as a dict; when its items
-// are scalars, memo references, short strings and frames lists, and all
-// its bytes are buffered (nearly every trace entry), the opcodes from
+// interned, and the builder (builder.go) converts dicts of the snapshot
+// schema — trace entries, frames, blocks, segments — into Go structs as soon
+// as a list or dict consumes them, recycling their generic form. A trace
+// entry or frame dict filled by one SETITEMS and followed by the next dict
+// or the APPENDS that takes it (how CPython writes a list of dicts) is
+// converted straight from the pickle stack, never stored as a dict; when its
+// items are scalars, memo references, short strings and frames lists, and
+// all its bytes are buffered (nearly every trace entry), the opcodes from
 // EMPTY_DICT to SETITEMS run as one step that reads the items from the
-// buffer without the stack (unpickler.flatDict). Frames lists are
-// shared objects in the pickle, so each becomes a stack id once, however
-// many entries refer to it. Trace lists are kept as runs of consecutive
-// events, and events live in a chunked store (store.go) in their final
-// form, trace.Event. The store's chunks are cut in order from one
-// allocation sized from the file (a trace entry takes about 80 bytes of
-// pickle, rarely under 60; the base holds size/48, and what it holds beyond
-// the events is never touched), so a device's run is normally a view of it: its Events
-// get their Seq and Device in place, with no copy. Events past the base
-// (chunks then come from 20 MiB slabs backed by huge pages, which halves
-// the cost of faulting them in) or in lists that are not plain runs are
-// copied into each device's slice, on two cores, releasing the store a
-// part at a time behind the copy. Large files are read ahead by a goroutine
-// of their own (readahead.go). On 4 cores or more, ReadFile hands the rest
-// of a large trace list, once its first batch is decoded, to a region
-// (parallel.go): it is cut into chunks by opcode lengths, by the workers
-// themselves (each walks its own, and the cuts are checked in order),
-// workers decode the chunks on all cores, and the chunks are committed in order,
-// with the result the sequential machine would give (TestRegions and
-// FuzzRegions compare the two). Lengths in the input never size an allocation
-// beyond the bytes actually read.
+// buffer without the stack (unpickler.flatDict); a trace entry whose keys
+// are memo references, "action" first (every one but a file's first few), is
+// converted field by field as its items are read, without collecting them
+// (flatEvent). Frames lists are shared objects in the pickle, so each
+// becomes a stack id once, however many entries refer to it. Trace lists are
+// kept as runs of consecutive events, and events live in a chunked store
+// (store.go) in their final form, trace.Event. The store's chunks are cut in
+// order from one allocation sized from the file (a trace entry takes about
+// 80 bytes of pickle, rarely under 60; the base holds size/48, and what it
+// holds beyond the events is never touched), so a device's run is normally a
+// view of it, with no copy; decoding sets each event's Seq to its index in
+// the store, which for the usual single device's list is already its
+// position, so that nothing is set in place either. Events past the base
+// (chunks then come from 20 MiB slabs backed by huge pages, which halves the
+// cost of faulting them in) or in lists that are not plain runs are copied
+// into each device's slice, on two cores, releasing the store a part at a
+// time behind the copy. Large files are read ahead by a goroutine of their
+// own (readahead.go). On 4 cores or more, ReadFile hands the rest of a large
+// trace list, once its first batch is decoded, to a region (parallel.go): it
+// is cut into chunks by opcode lengths, by the workers themselves (each
+// walks its own, and the cuts are checked in order), workers decode the
+// chunks on all cores (flatEntry converts an entry as flatEvent does), and
+// the chunks are committed in order, with the result the sequential machine
+// would give (TestRegions and FuzzRegions compare the two); a commit only
+// maps a chunk's strings, frames, stacks and memo slots to the builder's,
+// and a goroutine of the chunk's own then rewrites its events' stack ids.
+// Lengths in the input never size an allocation beyond the bytes actually
+// read.
 //
 // # Wrapped histories
 //
@@ -61,28 +68,37 @@
 // # Performance
 //
 // Measured on the shared 2-core development machine with other work running
-// (load average 2 to 5), so wall times vary run to run: the range of 5 to 8
-// runs, interleaved with python3 and with the previous build in the same
-// session (2026-11-21; the 9 MB row is from an earlier session, before
-// flatDict). Decode is TestDecodeFile -decode-only (bench_test.go); import
-// is `tracer import F -o OUT` (BenchmarkImport in record measures the same
-// in-process), whose wall time includes syncing the output, which stalls
-// at times on this machine's disk. The 9 MB file is testdata/scale_snapshot.py
-// applied to multistream__default__seed1, the 202 MB one
-// TestSyntheticSnapshot with TORCHSNAP_GEN_EVENTS=2500000.
+// (load average 1 to 5), so wall times vary run to run: the minimum and
+// median of 6 to 20 runs, interleaved with python3 and with the previous
+// build (2026-11-22). Decode is TestDecodeFile -decode-only (bench_test.go);
+// import is `tracer import F -o OUT` (BenchmarkImport in record measures the
+// same in-process). The 9 MB file is testdata/scale_snapshot.py applied to
+// multistream__default__seed1 (×49; TestScaledSnapshot writes its twin, and
+// BenchmarkDecode and BenchmarkAnalyze make it, from the repository), the
+// 202 MB one TestSyntheticSnapshot with TORCHSNAP_GEN_EVENTS=2500000.
 //
-//	file                          decode only                 tracer import               python3 pickle.load
-//	generated, 2.5M entries,      0.57–0.86 s, 284 MiB RSS    1.2–2.2 s, 306–308 MiB      5.4–8.3 s, 972 MiB
-//	  202 MB                                                  (one run 6.2 s: sync)
-//	multistream ×48, 112k         0.05–0.07 s, 31 MiB         0.10–0.13 s, 55 MiB         0.21–0.27 s, 57 MiB
+//	file                          decode only        tracer import                    python3 pickle.load
+//	multistream ×49, 112k         35 ms (med 37)     66 ms (med 83), 36 MiB RSS       0.29 s (med 0.33), 57 MiB
 //	  entries, 9 MB
+//	generated, 2.5M entries,                         1.01 s (med 1.12), 277 MiB       7.7 s, 972 MiB
+//	  202 MB
 //
-// flatDict took decoding of the 202 MB file from 0.75–1.07 s (median 0.90)
-// to 0.57–0.86 s (median 0.74) in the same session, CPU time alike; the
-// import's CPU time (user+sys) from 1.45–1.77 s to 1.42–1.51 s.
+// The build before (flatDict collecting an entry's items, then toEvent)
+// took 46 ms (med 50) to decode the 9 MB file and 76 ms (med 93), 42 MiB to
+// import it, and 1.33 s (med 1.43), 283 MiB to import the 202 MB one. On 4
+// cores or more, where regions decode the trace lists, the import of the
+// 9 MB file takes about 43 MiB (GOMAXPROCS=16 here: the regions' chunk
+// buffers and results) against 46 before. Of the memory, about 17 MiB is
+// the process before it reads anything (`tracer version`: the binary's
+// pages, gonum/plot parsing its fonts at init, cgo), and 12 MiB the events
+// in their final form (96 bytes each).
 //
 // Of an import of the 202 MB file, decoding is about half; then
-// Reconstruct (one backward walk, with the forward check for lost allocs
-// beside it; Validate reuses its start state) takes about 0.1 s, and the Arrow
-// writer about 0.2 s, with validation beside it on the other core.
+// Reconstruct (one backward walk, which also finds lost allocs; Validate
+// reuses its start state) takes about 0.1 s, and the Arrow writer about
+// 0.2 s, with validation beside it on the other core. Faulting memory in
+// costs about a millisecond per MiB on this machine, a third of what
+// decoding a MiB of pickle takes: the writer lays a batch out on several
+// goroutines, into columns it does not clear first, and the read-ahead and
+// output windows are 1 MiB each.
 package torchsnap

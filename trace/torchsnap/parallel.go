@@ -155,7 +155,7 @@ type chunkResult struct {
 	stopOff int  // its offset in buf
 	in      bool // batch state before entry n (or at the end)
 	pending int
-	memo    []value // slots memoized before entry n, from memoBase on
+	memo    wmemo // slots memoized before entry n, from memoBase on
 	strs    []string
 	frames  []trace.Frame
 	lists   []wlist
@@ -259,7 +259,8 @@ type region struct {
 	order      chan *chunk       // to the committer, in order
 	free       chan []byte
 	wg         sync.WaitGroup
-	walkEnd    regionEnd // set by the walker before it closes order
+	fixes      sync.WaitGroup // the committed chunks' fixStacks
+	walkEnd    regionEnd      // set by the walker before it closes order
 	walkErr    error
 	csize      int
 	firstEvent int64 // the store's size when the region started
@@ -287,7 +288,10 @@ func newRegion(u *unpickler, start int64) *region {
 		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}, stopWalk: make(chan struct{})}
 	r.view = regionView{strs: b.strs, strIdx: b.strIdx, frameIdx: b.frameIdx,
 		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int64(nil), b.memo.v...), memoN: b.memo.n}
-	for range workers + 4 {
+	// A buffer is held by a chunk from its cut to the end of its decoding
+	// (release), so that one per worker and a couple for the walker to cut
+	// ahead with keep every worker busy.
+	for range workers + 2 {
 		r.free <- nil
 	}
 	r.firstEvent = b.events.n
@@ -325,7 +329,6 @@ func (r *region) run() (regionEnd, error) {
 	for c := range r.order {
 		<-c.done
 		if c.dead {
-			r.free <- c.raw
 			continue
 		}
 		if stopped || ferr != nil {
@@ -349,17 +352,13 @@ func (r *region) run() (regionEnd, error) {
 			stopped = true
 			close(r.cancel)
 		}
-		if c.raw != nil {
-			r.free <- c.raw
-		} else {
-			r.free <- c.buf
-		}
 		select {
 		case r.results <- res:
 		default:
 		}
 	}
 	r.wg.Wait()
+	r.fixes.Wait()
 	if r.mismatch {
 		r.u.par.serialWalk = true
 		walkFailures.Add(1)
@@ -518,7 +517,13 @@ func (r *region) scan(c *chunk) {
 		have := len(c.raw)
 		n = min(n, r.u.par.size-lo)
 		if int64(cap(c.raw)) < n {
-			c.raw = append(c.raw[:cap(c.raw)], make([]byte, n-int64(cap(c.raw)))...)
+			// Room for twice the bytes: most chunks read once more (see
+			// scanMargin), and outgrowing the buffer then would leave it
+			// behind as garbage. (make, not append: the room is read into
+			// before it is used, and new memory is then not cleared first.)
+			grown := make([]byte, have, min(2*n, r.u.par.size-lo))
+			copy(grown, c.raw)
+			c.raw = grown
 		}
 		c.raw = c.raw[:n]
 		got, err := r.u.par.ra.ReadAt(c.raw[have:], lo+int64(have))
@@ -811,6 +816,7 @@ func (r *region) work() {
 			r.scan(c)
 			r.sequence(c)
 			if c.dead {
+				r.release(c)
 				close(c.done)
 				continue
 			}
@@ -827,8 +833,21 @@ func (r *region) work() {
 			}
 			c.res = w.decodeChunk(c, res)
 		}
+		r.release(c)
 		close(c.done)
 	}
+}
+
+// release hands chunk c's buffer back to the walker, once c is decoded (or
+// dead): the commit reads only the decoding, and a region that stops in c
+// goes on from the file.
+func (r *region) release(c *chunk) {
+	if c.raw != nil {
+		r.free <- c.raw
+	} else {
+		r.free <- c.buf
+	}
+	c.raw, c.buf = nil, nil
 }
 
 // pworker decodes chunks with tables of its own.
@@ -853,14 +872,15 @@ type wmark struct{ memo, strs, frames, lists, stacks int }
 
 func (w *pworker) mark() wmark {
 	r := w.res
-	return wmark{len(r.memo), len(r.strs), len(r.frames), len(r.lists), len(r.stacks)}
+	return wmark{len(r.memo.k), len(r.strs), len(r.frames), len(r.lists), len(r.stacks)}
 }
 
 // undo drops what a partly decoded entry added. The maps may keep entries
 // past the tables' ends: nothing decodes after a stop.
 func (w *pworker) undo(m wmark) {
 	r := w.res
-	r.memo, r.strs, r.frames, r.lists, r.stacks = r.memo[:m.memo], r.strs[:m.strs], r.frames[:m.frames], r.lists[:m.lists], r.stacks[:m.stacks]
+	r.memo.truncate(m.memo)
+	r.strs, r.frames, r.lists, r.stacks = r.strs[:m.strs], r.frames[:m.frames], r.lists[:m.lists], r.stacks[:m.stacks]
 }
 
 // decodeChunk decodes c's entries; a panic (a bug: the input is checked
@@ -872,7 +892,8 @@ func (w *pworker) decodeChunk(c *chunk, res *chunkResult) (_ *chunkResult) {
 		}
 	}()
 	w.c, w.buf = c, c.buf[:c.end]
-	*res = chunkResult{memo: res.memo[:0], strs: res.strs[:0], frames: res.frames[:0], lists: res.lists[:0], stacks: res.stacks[:0]}
+	*res = chunkResult{memo: wmemo{res.memo.k[:0], res.memo.v[:0]}, strs: res.strs[:0], frames: res.frames[:0],
+		lists: res.lists[:0], stacks: res.stacks[:0]}
 	w.res = res
 	if w.strIdx == nil {
 		w.strIdx, w.frameIdx, w.stackKey, w.extStack = map[string]int32{}, map[trace.Frame]int32{}, map[string]int32{}, map[uint64]int32{}
@@ -905,18 +926,17 @@ loop:
 			i++
 			continue
 		}
-		// An entry (the walker saw to it).
+		// An entry (the walker saw to it), decoded in its reserved place.
+		for dj == len(dst[0]) {
+			dst, dj = dst[1:], 0
+		}
 		m := w.mark()
-		j, e, ok := w.entry(i, c.firstEvent+int64(ev))
+		j, ok := w.entry(i, c.firstEvent+int64(ev), &dst[0][dj])
 		if !ok {
 			w.undo(m)
 			res.stopped, res.stopOff = true, i
 			break loop
 		}
-		for dj == len(dst[0]) {
-			dst, dj = dst[1:], 0
-		}
-		dst[0][dj] = e
 		dj++
 		i = j
 		ev++
@@ -946,13 +966,31 @@ func (w *pworker) get(idx uint64) (value, bool) {
 	if idx < w.c.memoBase {
 		return value{vExt, int64(idx)}, true
 	}
-	if r := idx - w.c.memoBase; r < uint64(len(w.res.memo)) {
-		return w.res.memo[r], true
+	if r := idx - w.c.memoBase; r < uint64(len(w.res.memo.k)) && r < uint64(len(w.res.memo.v)) {
+		return value{w.res.memo.k[r], w.res.memo.v[r]}, true
 	}
 	return value{}, false
 }
 
-func (w *pworker) memoize(v value) { w.res.memo = append(w.res.memo, v) }
+func (w *pworker) memoize(v value) { w.res.memo.set(len(w.res.memo.k), v) }
+
+// wmemo is a chunk's memo slots, kinds and values apart as in memo, so
+// that commit adds them to the memo in two copies.
+type wmemo struct {
+	k []vkind
+	v []int64
+}
+
+// set stores v in slot i, at most the next one.
+func (m *wmemo) set(i int, v value) {
+	if i == len(m.k) {
+		m.k, m.v = append(m.k, v.k), append(m.v, v.i)
+		return
+	}
+	m.k[i], m.v[i] = v.k, v.i
+}
+
+func (m *wmemo) truncate(n int) { m.k, m.v = m.k[:n], m.v[:n] }
 
 // str interns a string: the builder's id if it has one, else a local one.
 func (w *pworker) str(p []byte) value {
@@ -1078,14 +1116,30 @@ func (w *pworker) skipFrames(i int) int {
 	return i
 }
 
-// entry decodes the trace entry dict at buf[i] into an event, as flatDict
-// and toEvent would. ok is false for anything this subset does not cover.
-func (w *pworker) entry(i int, evIdx int64) (int, cev, bool) {
+// entry decodes the trace entry dict at buf[i] into *out, event evIdx of
+// the store (its Seq, as eventStore.add sets it), as flatDict and toEvent
+// would, and returns the offset past it. ok is false for anything this
+// subset does not cover (*out is then undefined).
+func (w *pworker) entry(i int, evIdx int64, out *cev) (int, bool) {
+	if j, ok := w.flatEntry(i, evIdx, out); ok {
+		return j, true
+	}
+	j, e, ok := w.itemsEntry(i, evIdx)
+	if ok {
+		e.Seq = evIdx
+		*out = e
+	}
+	return j, ok
+}
+
+// itemsEntry is entry for any entry of the subset: it collects the items,
+// then converts them (event).
+func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 	buf := w.buf
 	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
 		return 0, cev{}, false
 	}
-	slot := len(w.res.memo)
+	slot := len(w.res.memo.k)
 	w.memoize(value{k: vOpen})
 	items := &w.items
 	n := 0
@@ -1195,8 +1249,164 @@ done:
 	if !ok {
 		return 0, cev{}, false
 	}
-	w.res.memo[slot] = value{vEvent, evIdx}
+	w.res.memo.set(slot, value{vEvent, evIdx})
 	return j, e, true
+}
+
+// flatEntry is entry for the usual trace entry, as flatEvent is flatDict
+// for it: keys that are references to strings from before the region, the
+// first one "action", and values that are scalars or memo references. It
+// converts each item into *ev as it reads it, as event would, instead of
+// collecting the items and converting them after. It returns false for
+// anything else, and for any entry event would refuse or convert otherwise
+// than simply (an oom, a pool id, a second frames), having changed nothing
+// but *ev (entry then decodes it its own way).
+func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
+	buf := w.buf
+	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
+		return 0, false
+	}
+	// The prefix memo's first chunk, where the keys and most shared objects
+	// are, one indirection closer.
+	var k0 []vkind
+	var v0 []int64
+	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
+		k0, v0 = w.view.memoK[0], w.view.memoV[0]
+	}
+	memoN := w.view.memoN
+	slot := len(w.res.memo.k)
+	w.memoize(value{k: vOpen})
+	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
+	frames := value{k: vMark} // none yet
+	j := i + 3
+	for pairs := 0; ; pairs++ {
+		if j+10 > len(buf) || pairs == maxFlatItems/2 {
+			break
+		}
+		// The key: a reference to a string from before the region.
+		var idx uint64
+		switch p := (*[5]byte)(buf[j : j+5]); p[0] {
+		case opSetItems:
+			if pairs == 0 {
+				goto fail
+			}
+			j++
+			goto done
+		case opBinGet:
+			idx, j = uint64(p[1]), j+2
+		case opLongBinGet:
+			idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
+		default:
+			goto fail
+		}
+		if idx >= uint64(len(k0)) || idx >= uint64(len(v0)) || idx >= memoN || k0[idx] != vStr {
+			goto fail
+		}
+		key := v0[idx]
+		if pairs == 0 && key != kAction || j+10 > len(buf) {
+			goto fail
+		}
+		// The value, as entry's fast path reads it.
+		var v value
+		switch p := (*[10]byte)(buf[j : j+10]); p[0] {
+		case opBinGet, opLongBinGet:
+			if p[0] == opBinGet {
+				idx, j = uint64(p[1]), j+2
+			} else {
+				idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
+			}
+			if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < memoN {
+				v = value{k0[idx], v0[idx]}
+				switch v.k {
+				case vDict, vMark:
+					goto fail
+				case vList, vTuple:
+					v = value{vExt, int64(idx)}
+				}
+			} else {
+				var ok bool
+				if v, ok = w.get(idx); !ok || v.k == vOpen {
+					goto fail
+				}
+			}
+		case opBinInt1:
+			v = intValue(int64(p[1]))
+			j += 2
+		case opBinInt2:
+			v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+			j += 3
+		case opBinInt:
+			v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+			j += 5
+		case opLong1:
+			c := int(p[1])
+			if c > 8 {
+				goto fail
+			}
+			v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
+			j += 2 + c
+		case opNone:
+			j++
+		case opNewTrue:
+			v = boolValue(true)
+			j++
+		case opNewFalse:
+			v = boolValue(false)
+			j++
+		default:
+			goto fail
+		}
+		// As event, with wInt and wUint's conversions.
+		isInt := v.k == vInt || v.k == vBool
+		switch key {
+		case kAction:
+			var ok bool
+			if ev.Kind, ok = w.kindOf(v); !ok || ev.Kind == trace.KindOOM {
+				goto fail
+			}
+		case kAddr, kDeviceFree:
+			if !isInt {
+				goto fail
+			}
+			ev.Addr = uint64(v.i)
+		case kSize:
+			if !isInt {
+				goto fail
+			}
+			ev.Size = v.i
+		case kStream:
+			if !isInt {
+				goto fail
+			}
+			ev.Stream = uint64(v.i)
+		case kTimeUs:
+			if v.k != vNone {
+				if !isInt {
+					goto fail
+				}
+				ev.TimeUs = v.i
+			}
+		case kFrames:
+			if frames.k != vMark || (v.k != vNone && v.k != vExt && v.k != vLList) {
+				goto fail
+			}
+			frames = v
+		case kPoolID:
+			if v.k != vNone {
+				goto fail
+			}
+		}
+	}
+fail:
+	w.res.memo.truncate(slot)
+	return 0, false
+done:
+	if frames.k != vMark {
+		// Last, once nothing can fail: stackOf cannot, for these kinds.
+		ev.Stack, _ = w.stackOf(frames)
+	}
+	w.res.memo.set(slot, value{vEvent, evIdx})
+	return j, true
 }
 
 // event converts an entry's items as toEvent does.
@@ -1381,7 +1591,7 @@ func (w *pworker) frameItem(i int) (value, int, bool) {
 	if i+2 > len(buf) || buf[i+1] != opMemoize {
 		return value{}, 0, false
 	}
-	slot := len(w.res.memo)
+	slot := len(w.res.memo.k)
 	w.memoize(value{k: vOpen})
 	var p [8]value
 	n := 0
@@ -1472,7 +1682,7 @@ func (w *pworker) frameItem(i int) (value, int, bool) {
 		w.frameIdx[f] = id
 		fv = value{vLFrame, int64(id)}
 	}
-	w.res.memo[slot] = fv
+	w.res.memo.set(slot, fv)
 	return fv, j, true
 }
 
@@ -1522,7 +1732,7 @@ func (w *pworker) stackOf(v value) (trace.StackID, bool) {
 func (r *region) commit(c *chunk) error {
 	b := r.b
 	res := c.res
-	if res.n == 0 && len(res.memo) == 0 {
+	if res.n == 0 && len(res.memo.k) == 0 {
 		return nil
 	}
 	if b.memo.n != c.memoBase || (!res.stopped && res.n != c.entries) {
@@ -1576,8 +1786,15 @@ func (r *region) commit(c *chunk) error {
 		}
 		stackMap[i] = b.internStack(ids)
 	}
-	for _, v := range res.memo {
-		switch v.k {
+	// The slots: the worker's local kinds (rare past a file's first
+	// entries) become the builder's, the rest is stored as it is.
+	ks, vs := res.memo.k, res.memo.v[:len(res.memo.k)]
+	for i, k := range ks {
+		if k < vLStr {
+			continue
+		}
+		v := value{k, vs[i]}
+		switch k {
 		case vLStr:
 			v = value{vStr, int64(strMap[v.i])}
 		case vLFrame:
@@ -1601,14 +1818,31 @@ func (r *region) commit(c *chunk) error {
 				b.lists[nv.i].stack = int32(st)
 			}
 			v = nv
-		case vOpen:
+		default: // vOpen, or a kind never memoized
 			return errParFallback
 		}
-		b.memo.put(b.memo.n, v)
+		ks[i], vs[i] = v.k, v.i
 	}
-	// The events' stack ids.
-	n := res.n
-	for _, seg := range c.dst {
+	b.memo.appendSlots(ks, vs)
+	// The events' stack ids, on a goroutine of the chunk's own: the rewrite
+	// reads and writes a cache line of every event, which a worker wrote on
+	// another core, and the commits are the part of a region that does not
+	// run in parallel, so they only make the map. run waits for these
+	// goroutines before the region ends.
+	if res.n > 0 && len(stackMap) > 0 {
+		r.fixes.Add(1)
+		go func(n int) {
+			defer r.fixes.Done()
+			fixStacks(c.dst, n, stackMap)
+		}(res.n)
+	}
+	return nil
+}
+
+// fixStacks maps the stack ids of the first n events of dst, a chunk's
+// reserved events, from the worker's to the builder's.
+func fixStacks(dst [][]cev, n int, stackMap []trace.StackID) {
+	for _, seg := range dst {
 		if n == 0 {
 			break
 		}
@@ -1620,7 +1854,6 @@ func (r *region) commit(c *chunk) error {
 		}
 		n -= len(seg)
 	}
-	return nil
 }
 
 // intern is builder.internString for the committer.

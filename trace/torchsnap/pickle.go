@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // Pickle opcodes (CPython Lib/pickle.py). Only the subset that dumps of plain
@@ -744,136 +746,36 @@ const maxFlatItems = 32
 // runs past the buffered bytes, a FRAME header next) makes it return false,
 // and the generic loop runs the same opcodes; what it changed by then
 // (strings interned, frames lists created) is invisible to the decoded
-// result.
+// result. A trace entry whose keys are memo references (every one but the
+// first few of a file) goes through flatEvent, which converts it as it
+// reads it.
 func (u *unpickler) flatDict() bool {
+	if u.flatEvent() {
+		return true
+	}
 	b := u.b
 	buf := u.buf[u.pos+3 : u.end] // past EMPTY_DICT MEMOIZE MARK
 	// Not local arrays: those would be zeroed on every call.
 	items, memoized := &u.flat, &u.flatMemo
-	// The memo's first chunk, where keys and most shared objects are:
-	// nothing below stores into the memo, so it stays valid.
-	k0, v0 := b.memo.k0, b.memo.v0
 	n, nm, i := 0, 0, 0
 	for {
 		if i+9 >= len(buf) || n == maxFlatItems {
 			return false
 		}
-		p := (*[10]byte)(buf[i : i+10]) // one bounds check for the opcode and its argument
-		var v value
-		switch p[0] {
-		case opSetItems:
-			goto done
-		case opBinGet, opLongBinGet:
-			var idx uint64
-			if p[0] == opBinGet {
-				idx, i = uint64(p[1]), i+2
-			} else {
-				idx, i = uint64(binary.LittleEndian.Uint32(p[1:5])), i+5
-			}
-			if idx < uint64(len(k0)) && idx < uint64(len(v0)) {
-				v = value{k0[idx], v0[idx]}
-			} else {
-				var ok bool
-				if v, ok = b.memo.getDense(idx); !ok {
-					return false
-				}
-			}
-		case opBinInt1:
-			v = intValue(int64(p[1]))
-			i += 2
-		case opBinInt2:
-			v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
-			i += 3
-		case opBinInt:
-			v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
-			i += 5
-		case opLong1:
-			c := int(p[1])
-			if c > 8 {
-				return false
-			}
-			v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
-			i += 2 + c
-		case opNone:
-			i++
-		case opNewTrue:
-			v = boolValue(true)
-			i++
-		case opNewFalse:
-			v = boolValue(false)
-			i++
-		case opShortBinUni:
-			c := int(buf[i+1])
-			if i+2+c >= len(buf) {
-				return false
-			}
-			v = b.internBytes(buf[i+2 : i+2+c])
-			i += 2 + c
-			if buf[i] == opMemoize {
-				memoized[nm] = v
-				nm++
-				i++
-			}
-		case opEmptyList:
-			// EMPTY_LIST MEMOIZE, then MARK (BINGET | LONG_BINGET)* APPENDS
-			// or nothing.
-			if buf[i+1] != opMemoize {
-				return false
-			}
-			refs := u.flatRefs[:0]
-			j := i + 2
-			if buf[j] == opMark {
-				for j++; ; {
-					if j+5 > len(buf) {
-						return false
-					}
-					var r value
-					var ok bool
-					switch buf[j] {
-					case opAppends:
-						j++
-						goto appended
-					case opBinGet:
-						r, ok = b.memo.getDense(uint64(buf[j+1]))
-						j += 2
-					case opLongBinGet:
-						r, ok = b.memo.getDense(uint64(binary.LittleEndian.Uint32(buf[j+1:])))
-						j += 5
-					}
-					if !ok || r.k == vDict {
-						return false
-					}
-					refs = append(refs, r)
-				}
-			}
-		appended:
-			u.flatRefs = refs
-			v = b.newList(vList, nil)
-			b.reserveList(v, refs)
-			for _, r := range refs {
-				b.appendItem(v, r) // cannot fail: v is a list, no r a dict
-			}
-			memoized[nm] = v
-			nm++
-			i = j
-		default:
-			return false
+		if buf[i] == opSetItems {
+			break
 		}
-		if v.k == vDict {
-			return false // the generic path marks it shared and settles it
+		v, j, ok := u.flatItem(buf, i, memoized, &nm)
+		if !ok {
+			return false
 		}
 		items[n] = v
 		n++
+		i = j
 	}
-done:
 	// What SETITEMS checks, and consumedNext: only a dict the next opcode
 	// completes is converted here.
-	if n%2 != 0 || n < 2 {
-		return false
-	}
-	switch buf[i+1] {
-	case opEmptyDict, opAppends, opAppend:
-	default:
+	if n%2 != 0 || n < 2 || !completes(buf[i+1]) {
 		return false
 	}
 	u.pos += 3 + i + 1
@@ -893,6 +795,279 @@ done:
 			b.setItem(conv, items[j], items[j+1]) // cannot fail: conv is a dict, no value is
 		}
 	}
+	for _, v := range memoized[:nm] {
+		b.memo.put(b.memo.n, v)
+	}
+	u.stack = append(u.stack, conv)
+	return true
+}
+
+// completes reports whether op, after a dict's SETITEMS, completes the dict
+// (consumedNext): the next dict, or the APPENDS or APPEND that takes it.
+func completes(op byte) bool {
+	return op == opEmptyDict || op == opAppends || op == opAppend
+}
+
+// flatItem decodes the item (key or value) of a dict for flatDict at
+// buf[i], at least 10 bytes before the end of buf: a scalar, a memo
+// reference, a short string (noting it in memoized if MEMOIZE follows) or a
+// list of memo references (noted in memoized). It returns the item and the
+// offset past it; ok is false for anything else, for a memo reference to a
+// dict (which the generic path marks shared), and for a reference flatDict
+// cannot resolve yet (memo.getDense).
+func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, nm *int) (value, int, bool) {
+	b := u.b
+	p := (*[10]byte)(buf[i : i+10]) // one bounds check for the opcode and its argument
+	var v value
+	switch p[0] {
+	case opBinGet, opLongBinGet:
+		var idx uint64
+		if p[0] == opBinGet {
+			idx, i = uint64(p[1]), i+2
+		} else {
+			idx, i = uint64(binary.LittleEndian.Uint32(p[1:5])), i+5
+		}
+		var ok bool
+		if v, ok = b.memo.getDense(idx); !ok || v.k == vDict {
+			return value{}, 0, false
+		}
+	case opBinInt1:
+		v = intValue(int64(p[1]))
+		i += 2
+	case opBinInt2:
+		v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+		i += 3
+	case opBinInt:
+		v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+		i += 5
+	case opLong1:
+		c := int(p[1])
+		if c > 8 {
+			return value{}, 0, false
+		}
+		v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
+		i += 2 + c
+	case opNone:
+		i++
+	case opNewTrue:
+		v = boolValue(true)
+		i++
+	case opNewFalse:
+		v = boolValue(false)
+		i++
+	case opShortBinUni:
+		c := int(p[1])
+		if i+2+c >= len(buf) || *nm == len(memoized) {
+			return value{}, 0, false
+		}
+		v = b.internBytes(buf[i+2 : i+2+c])
+		i += 2 + c
+		if buf[i] == opMemoize {
+			memoized[*nm] = v
+			*nm++
+			i++
+		}
+	case opEmptyList:
+		// EMPTY_LIST MEMOIZE, then MARK (BINGET | LONG_BINGET)* APPENDS
+		// or nothing.
+		if p[1] != opMemoize || *nm == len(memoized) {
+			return value{}, 0, false
+		}
+		refs := u.flatRefs[:0]
+		j := i + 2
+		if buf[j] == opMark {
+			for j++; ; {
+				if j+5 > len(buf) {
+					return value{}, 0, false
+				}
+				var r value
+				var ok bool
+				switch buf[j] {
+				case opAppends:
+					j++
+					goto appended
+				case opBinGet:
+					r, ok = b.memo.getDense(uint64(buf[j+1]))
+					j += 2
+				case opLongBinGet:
+					r, ok = b.memo.getDense(uint64(binary.LittleEndian.Uint32(buf[j+1:])))
+					j += 5
+				}
+				if !ok || r.k == vDict {
+					return value{}, 0, false
+				}
+				refs = append(refs, r)
+			}
+		}
+	appended:
+		u.flatRefs = refs
+		v = b.newList(vList, nil)
+		b.reserveList(v, refs)
+		for _, r := range refs {
+			b.appendItem(v, r) // cannot fail: v is a list, no r a dict
+		}
+		memoized[*nm] = v
+		*nm++
+		i = j
+	default:
+		return value{}, 0, false
+	}
+	return v, i, true
+}
+
+// flatEvent is flatDict for a trace entry whose keys are memo references,
+// the first one "action" (as PyTorch writes them, and as a pickle refers to
+// strings it has written before): it converts each item as it reads it, as
+// toEvent would, instead of collecting the items and converting them after.
+// It returns false, leaving flatDict to decode the dict its own way, for
+// anything else, and for any entry toEvent would not convert to an event
+// without an error, or would convert otherwise than simply (an unknown
+// action, an oom, a pool id, a second frames): it changes nothing before
+// then that flatDict would not change as well (strings interned, frames
+// lists created).
+func (u *unpickler) flatEvent() bool {
+	b := u.b
+	buf := u.buf[u.pos+3 : u.end] // past EMPTY_DICT MEMOIZE MARK
+	memoized := &u.flatMemo
+	// The memo's first chunk, where the keys are: nothing below stores into
+	// the memo, so it stays valid.
+	k0, v0 := b.memo.k0, b.memo.v0
+	ev := cev{Stack: trace.NoStack}
+	frames := value{k: vMark} // none yet
+	nm, i := 0, 0
+	for pairs := 0; ; pairs++ {
+		if i+9 >= len(buf) || pairs == maxFlatItems/2 {
+			return false
+		}
+		// The key: a reference to a string of the memo's first chunk.
+		var idx uint64
+		switch p := (*[5]byte)(buf[i : i+5]); p[0] {
+		case opSetItems:
+			if pairs == 0 || !completes(buf[i+1]) {
+				return false
+			}
+			goto done
+		case opBinGet:
+			idx, i = uint64(p[1]), i+2
+		case opLongBinGet:
+			idx, i = uint64(binary.LittleEndian.Uint32(p[1:5])), i+5
+		default:
+			return false
+		}
+		if idx >= uint64(len(k0)) || idx >= uint64(len(v0)) || k0[idx] != vStr {
+			return false
+		}
+		key := v0[idx]
+		if pairs == 0 && key != kAction {
+			return false
+		}
+		// The value: scalars here, the rest through flatItem.
+		if i+9 >= len(buf) {
+			return false
+		}
+		var v value
+		switch p := (*[10]byte)(buf[i : i+10]); p[0] {
+		case opBinGet, opLongBinGet:
+			var idx uint64
+			if p[0] == opBinGet {
+				idx, i = uint64(p[1]), i+2
+			} else {
+				idx, i = uint64(binary.LittleEndian.Uint32(p[1:5])), i+5
+			}
+			if idx < uint64(len(k0)) && idx < uint64(len(v0)) {
+				v = value{k0[idx], v0[idx]}
+			} else {
+				var ok bool
+				if v, ok = b.memo.getDense(idx); !ok {
+					return false
+				}
+			}
+			if v.k == vDict {
+				return false
+			}
+		case opBinInt1:
+			v = intValue(int64(p[1]))
+			i += 2
+		case opBinInt2:
+			v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+			i += 3
+		case opBinInt:
+			v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+			i += 5
+		case opLong1:
+			c := int(p[1])
+			if c > 8 {
+				return false
+			}
+			v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
+			i += 2 + c
+		case opNone:
+			i++
+		default:
+			var ok bool
+			if v, i, ok = u.flatItem(buf, i, memoized, &nm); !ok {
+				return false
+			}
+		}
+		// As toEvent: the keys it reads, and any error or unusual entry
+		// left to it. Integers convert as asInt and asUint do, without
+		// their errors.
+		isInt := v.k == vInt || v.k == vBool
+		switch key {
+		case kAction:
+			if v.k != vStr {
+				return false
+			}
+			var ok bool
+			if ev.Kind, ok = b.kindOf(v.i); !ok || ev.Kind == trace.KindOOM {
+				return false // skipped, or device_free may follow
+			}
+		case kAddr, kDeviceFree:
+			if !isInt && v.k != vUint {
+				return false
+			}
+			ev.Addr = uint64(v.i)
+		case kSize:
+			if !isInt {
+				return false
+			}
+			ev.Size = v.i
+		case kStream:
+			if !isInt && v.k != vUint {
+				return false
+			}
+			ev.Stream = uint64(v.i)
+		case kTimeUs:
+			if v.k != vNone {
+				if !isInt {
+					return false
+				}
+				ev.TimeUs = v.i
+			}
+		case kFrames:
+			if frames.k != vMark {
+				return false
+			}
+			frames = v
+		case kPoolID:
+			if v.k != vNone {
+				return false
+			}
+		}
+	}
+done:
+	if frames.k != vMark {
+		// Last, where toEvent converts it in key order: every other field
+		// converted, so that a failure leaves nothing flatDict would not.
+		var err error
+		if ev.Stack, err = b.stackOf(frames); err != nil {
+			return false
+		}
+	}
+	u.pos += 3 + i + 1
+	// What flatDict leaves for a converted dict.
+	conv := value{vEvent, b.events.add(ev)}
+	b.memo.put(b.memo.n, conv)
 	for _, v := range memoized[:nm] {
 		b.memo.put(b.memo.n, v)
 	}

@@ -125,12 +125,14 @@ func (s *segRange) end() uint64 { return s.addr + uint64(s.size) }
 
 // liveBlock is a block holding user memory. size is 0 while unknown (the
 // block was re-created from a free event, which carries requested bytes).
+// freed is set, during undo, on a block that a free after that point
+// released: an alloc of it must come before, or the trace lost it.
 type liveBlock struct {
-	addr, stream uint64
-	pool         trace.PoolID
-	req, size    int64
-	stack        trace.StackID
-	pending      bool
+	addr, stream   uint64
+	pool           trace.PoolID
+	req, size      int64
+	stack          trace.StackID
+	pending, freed bool
 }
 
 type startState struct {
@@ -156,16 +158,12 @@ func newStartState(d *Device) *startState {
 }
 
 // undo walks evs backwards, turning the end state into the start state. It
-// reports whether a free had no alloc in the window (a lost alloc), found by
-// a forward walk beside the backward one for a long trace.
+// reports whether a free in evs had no alloc of its block before it (since
+// the block's previous free_completed, if any): an alloc the window lost.
+// The walk finds that out as it goes (freed): a free_completed undone on
+// a block that a later free released, or a block live at the start that a
+// free released.
 func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
-	if len(evs) < 1<<16 {
-		defer func() { unseenFree = lostAlloc(evs) }()
-	} else {
-		lost := make(chan bool, 1)
-		go func() { lost <- lostAlloc(evs) }()
-		defer func() { unseenFree = <-lost }()
-	}
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := &evs[i]
 		switch e.Kind {
@@ -173,13 +171,22 @@ func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
 			st.blocks.Delete(e.Addr)
 		case trace.KindFreeRequested:
 			if b := st.blocks.Ref(e.Addr); b != nil {
-				b.pending = false
+				b.pending, b.freed = false, true
 			} else {
 				// free_completed was skipped or lost to a race: the block was allocated.
-				st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack})
+				st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, freed: true})
 			}
 		case trace.KindFreeCompleted:
-			st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true})
+			b := liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true, freed: true}
+			if old := st.blocks.Ref(e.Addr); old != nil {
+				// Live right after its free_completed: a later free found
+				// no alloc after this one, or the end state holds a block
+				// never allocated since.
+				unseenFree = unseenFree || old.freed
+				*old = b
+			} else {
+				st.blocks.Put(e.Addr, b)
+			}
 		case trace.KindSegmentFree:
 			st.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
 				large: e.Size != smallBuffer, stack: trace.NoStack})
@@ -193,28 +200,10 @@ func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
 			st.cut(e.Addr, e.Size)
 		}
 	}
-	return false // set by the deferred walk
-}
-
-// lostAlloc reports whether a free in evs comes before any alloc at its
-// address: that alloc was lost.
-func lostAlloc(evs []trace.Event) bool {
-	var seen addrmap.Map[struct{}]
-	for i := range evs {
-		e := &evs[i]
-		switch e.Kind {
-		case trace.KindAlloc:
-			seen.Put(e.Addr, struct{}{})
-		case trace.KindFreeRequested, trace.KindFreeCompleted:
-			if seen.Ref(e.Addr) == nil {
-				return true
-			}
-			if e.Kind == trace.KindFreeCompleted {
-				seen.Delete(e.Addr)
-			}
-		}
+	if !unseenFree {
+		st.blocks.All(func(_ uint64, b *liveBlock) { unseenFree = unseenFree || b.freed })
 	}
-	return false
+	return unseenFree
 }
 
 // find returns the index of the range containing addr.

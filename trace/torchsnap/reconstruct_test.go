@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"fmt"
+	"math/rand"
 	"sort"
 	"strings"
 	"testing"
@@ -117,7 +118,84 @@ func (f *forwardSim) merge() {
 	f.segs = out
 }
 
+// lostAllocRef is what undo reports about lost allocs, as a forward walk
+// finds it: whether a free comes before any alloc of its address since that
+// address's last free_completed.
+func lostAllocRef(evs []trace.Event) bool {
+	seen := map[uint64]bool{}
+	for _, e := range evs {
+		switch e.Kind {
+		case trace.KindAlloc:
+			seen[e.Addr] = true
+		case trace.KindFreeRequested, trace.KindFreeCompleted:
+			if !seen[e.Addr] {
+				return true
+			}
+			if e.Kind == trace.KindFreeCompleted {
+				delete(seen, e.Addr)
+			}
+		}
+	}
+	return false
+}
+
+// TestUndo_lostAlloc compares undo's report of a lost alloc, found walking
+// backwards, with the forward walk's, on random histories of a few
+// addresses: whole lives of blocks (alloc, free_requested, free_completed),
+// cut at a random point as a ring buffer cuts them, some with an event
+// dropped or changed, and end states as they follow or random.
+func TestUndo_lostAlloc(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	kinds := []trace.Kind{trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted}
+	lost := 0
+	const histories = 20000
+	for n := range histories {
+		var evs []trace.Event
+		var state [4]int // per address: 0 free, 1 allocated, 2 free requested
+		for range rng.Intn(16) {
+			a := rng.Intn(4)
+			k := kinds[state[a]]
+			state[a] = (state[a] + 1) % 3
+			evs = append(evs, trace.Event{Kind: k, Addr: uint64(a) * 512, Size: 100})
+		}
+		if len(evs) > 0 && rng.Intn(2) == 0 {
+			evs = evs[rng.Intn(len(evs)):]
+		}
+		if len(evs) > 0 && rng.Intn(4) == 0 {
+			i := rng.Intn(len(evs))
+			if rng.Intn(2) == 0 {
+				evs = append(evs[:i], evs[i+1:]...)
+			} else {
+				evs[i].Kind = kinds[rng.Intn(len(kinds))]
+			}
+		}
+		d := &Device{Segments: []Segment{{Addr: 0, TotalSize: 1 << 20}}}
+		for a, st := range state {
+			if rng.Intn(4) == 0 {
+				st = rng.Intn(3)
+			}
+			if st != 0 {
+				d.Segments[0].Blocks = append(d.Segments[0].Blocks, Block{Addr: uint64(a) * 512, Size: 512,
+					State: []BlockState{ActiveAllocated, ActivePendingFree}[st-1]})
+			}
+		}
+		d.Events = evs
+		got, want := newStartState(d).undo(d.Events), lostAllocRef(d.Events)
+		if got != want {
+			t.Fatalf("history %d: undo reports a lost alloc %v, the forward walk %v\nend state %+v\nevents %+v",
+				n, got, want, d.Segments[0].Blocks, d.Events)
+		}
+		if got {
+			lost++
+		}
+	}
+	t.Logf("%d of %d histories lost an alloc", lost, histories)
+}
+
 func checkReconstruction(t *testing.T, d *Device) []trace.Event {
+	if got, want := newStartState(d).undo(d.Events), lostAllocRef(d.Events); got != want {
+		t.Errorf("undo reports a lost alloc %v, the forward walk %v", got, want)
+	}
 	initial, err := d.Reconstruct(roundSize)
 	if err != nil {
 		t.Fatal(err)

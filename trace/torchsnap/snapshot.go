@@ -359,18 +359,22 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 	}
 	if evs, ok := b.events.inBase(o.evLo, o.evN); ok {
 		// The events are already in place: set what decoding could not
-		// know, and claim them (a second use is then an error, as below).
+		// know (nothing for the usual first run of device 0: see cev), and
+		// claim them (a second use is then an error, as below).
 		number := func(lo, hi int64) {
 			for j := lo; j < hi; j++ {
 				evs[j].Seq, evs[j].Device = j, d.Index
 			}
 		}
-		if n := int64(len(evs)); n >= 1<<20 {
+		switch n := int64(len(evs)); {
+		case o.evLo == 0 && d.Index == 0:
+			// Seq and Device are already right.
+		case n >= 1<<20:
 			done := make(chan struct{})
 			go func() { number(0, n/2); close(done) }()
 			number(n/2, n)
 			<-done
-		} else {
+		default:
 			number(0, n)
 		}
 		b.events.releaseBelow(o.evLo + o.evN)

@@ -13,10 +13,13 @@ import (
 
 const chunkBits = 15
 
-// cev is a decoded trace entry, stored as the trace.Event it becomes: Device
-// and Seq are set once the trace list it belongs to is known (gatherRun).
-// Storing the final form lets a device's events be a view of the store when
-// its run lies in the store's base (see sizeFor), with no copy.
+// cev is a decoded trace entry, stored as the trace.Event it becomes. Its
+// Seq is its index in the store, and Device is 0: that is already their
+// final value for the events of device 0's trace list when that list is the
+// store's first run (nearly every snapshot: one device), so that gatherRun
+// has nothing to set; others are set once the trace list they belong to is
+// known. Storing the final form lets a device's events be a view of the
+// store when its run lies in the store's base (see sizeFor), with no copy.
 type cev = trace.Event
 
 type eventStore struct {
@@ -85,6 +88,7 @@ func (s *eventStore) add(e cev) int64 {
 	if int(c) == len(s.chunks) {
 		s.grow(c)
 	}
+	e.Seq = s.n
 	s.chunks[c] = append(s.chunks[c], e)
 	s.n++
 	return s.n - 1
@@ -186,6 +190,28 @@ func (m *memo) put(idx uint64, v value) {
 	}
 }
 
+// appendSlots stores the values of kinds ks and ints vs (as value's
+// fields) in the next slots, as put(m.n, v) for each in turn would, a run
+// at a time (a region commits a slot or more per trace entry).
+func (m *memo) appendSlots(ks []vkind, vs []int64) {
+	for len(ks) > 0 && len(vs) > 0 {
+		if m.n%memoChunk == 0 {
+			m.put(m.n, value{ks[0], vs[0]}) // starts a chunk
+			ks, vs = ks[1:], vs[1:]
+			continue
+		}
+		c := m.n / memoChunk
+		k := min(len(ks), len(vs), int(memoChunk-m.n%memoChunk))
+		m.k[c] = append(m.k[c], ks[:k]...)
+		m.v[c] = append(m.v[c], vs[:k]...)
+		if c == 0 {
+			m.k0, m.v0 = m.k[0], m.v[0]
+		}
+		m.n += uint64(k)
+		ks, vs = ks[k:], vs[k:]
+	}
+}
+
 func (m *memo) get(idx uint64) (value, bool) {
 	if idx < uint64(len(m.k0)) && idx < uint64(len(m.v0)) {
 		return value{m.k0[idx], m.v0[idx]}, true
@@ -223,7 +249,8 @@ func (s *eventStore) fix() {
 }
 
 // reserve adds n events, to be written through the returned slices (in
-// order, each within one chunk).
+// order, each within one chunk); each is written with its index in Seq, as
+// add sets it.
 func (s *eventStore) reserve(n int64) [][]cev {
 	const size = 1 << chunkBits
 	var segs [][]cev

@@ -100,18 +100,20 @@ func (d *Device) Validate() []Problem {
 			}
 			if r != nil {
 				untrack(r)
-			} else {
-				live.Put(e.Addr, liveRec{})
-				r = live.Ref(e.Addr)
 			}
-			r.pending = false
+			var rec liveRec // not pending
 			if ok {
-				r.inSeg, r.base = true, fw.segs[j].addr
-				if c := perSeg.Ref(r.base); c != nil {
+				rec.inSeg, rec.base = true, fw.segs[j].addr
+				if c := perSeg.Ref(rec.base); c != nil {
 					*c++
 				} else {
-					perSeg.Put(r.base, 1)
+					perSeg.Put(rec.base, 1)
 				}
+			}
+			if r != nil {
+				*r = rec
+			} else {
+				live.Put(e.Addr, rec)
 			}
 		case trace.KindFreeRequested:
 			r := live.Ref(e.Addr)
@@ -125,16 +127,16 @@ func (d *Device) Validate() []Problem {
 				r.pending = true
 			}
 		case trace.KindFreeCompleted:
-			r := live.Ref(e.Addr)
+			k := live.Find(e.Addr) // one probe for the lookup and the delete
 			switch {
-			case r == nil:
+			case k < 0:
 				v.add("free of an address that is not allocated", i, e.Addr)
-			case !r.pending:
+			case !live.At(k).pending:
 				v.add("free_completed without free_requested", i, e.Addr)
 			}
-			if r != nil {
-				untrack(r)
-				live.Delete(e.Addr)
+			if k >= 0 {
+				untrack(live.At(k))
+				live.DeleteAt(e.Addr, k)
 			}
 		case trace.KindSegmentAlloc:
 			if j, ok := fw.find(e.Addr); ok || (j < len(fw.segs) && fw.segs[j].addr < e.Addr+uint64(e.Size)) {
