@@ -351,5 +351,6 @@ func (r *recorder) finish() {
 	r.enc.full <- c
 	r.cur, r.ev = nil, nil
 	close(r.enc.full)
+	r.enc.kick() // a polling encoder sees the close now
 	r.enc.wait()
 }

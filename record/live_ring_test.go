@@ -46,11 +46,10 @@ func BenchmarkObserverHotPath(b *testing.B) {
 	})
 	b.Run("store", func(b *testing.B) {
 		r := &recorder{stack: trace.NoStack, t0: time.Now()}
-		e := &encoder{full: make(chan *chunk, ringChunks), free: make(chan *chunk, ringChunks), flushReq: &r.flushReq}
+		e := &encoder{full: make(chan *chunk, ringChunks), freed: make(chan struct{}, 1), flushReq: &r.flushReq}
 		go func() {
 			for c := range e.full {
-				c.reset()
-				e.free <- c
+				e.put(c)
 			}
 		}()
 		r.enc = e
@@ -179,5 +178,42 @@ func TestRecorderPace(t *testing.T) {
 	r.finish()
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Chunks come back last-returned first, and a recorder that waits for one
+// (every chunk made and in the encoder's hands) gets the next one returned.
+func TestChunkReuse(t *testing.T) {
+	e := &encoder{wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+	a, b := e.chunk(), e.chunk()
+	a.n, b.n = 1, 2
+	e.put(a)
+	e.put(b)
+	if c := e.chunk(); c != b || c.n != 0 {
+		t.Fatalf("got chunk %p (n = %d), want the one returned last, %p, reset", c, c.n, b)
+	}
+	if c := e.chunk(); c != a {
+		t.Fatalf("got chunk %p, want %p", c, a)
+	}
+	e.nmade = ringChunks
+	got := make(chan *chunk)
+	go func() { got <- e.chunk() }()
+	for {
+		e.freeMu.Lock()
+		waiting := e.waiting
+		e.freeMu.Unlock()
+		if waiting {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-e.wake: // the waiting recorder kicks the encoder
+	default:
+		t.Error("a recorder waiting for a chunk did not kick the encoder")
+	}
+	e.put(a)
+	if c := <-got; c != a {
+		t.Fatalf("the waiting recorder got %p, want %p", c, a)
 	}
 }

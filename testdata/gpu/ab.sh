@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Side-by-side figures of two builds on the GPU machine's host: an old one
+# (OLD, say the session's first commit) and a new one (NEW), run alternately
+# in one go, so the host's drift (20–40% between runs) falls on both alike.
+# Build both here, each with testdata/gpu/build.sh, into two folders under
+# .dev (for the old one, from a `git worktree add` of its commit:
+# `go build -o DIR/tracer ./cmd/tracer; go test -c -o DIR/replay.test ./replay`
+# and so on for record and trace/torchsnap), carry them, then, from the repo
+# root there:
+#
+#   testdata/gpu/ab.sh OLD NEW [SECTION...]
+#
+# sections: model (replays on one core), import (tracer import against
+# python's pickle.load on a generated 200 MB snapshot and a 9 MB one),
+# record (what recording adds to the allocator, sim and cuda devices); all
+# when none is named. A section runs only where both folders hold its
+# binaries.
+set -u
+old=$1 new=$2
+shift 2
+root=$(pwd)
+log() { echo; echo "######## $*"; }
+one=""
+if command -v taskset >/dev/null; then one="taskset -c 3"; fi
+sections="$*"
+on() { [ -z "$sections" ] && return 0; for w in $sections; do [ "$w" = "$1" ] && return 0; done; return 1; }
+have() { [ -x "$old/$1" ] && [ -x "$new/$1" ]; }
+tm() { python3 testdata/bench/run_measured.py "$@"; }
+
+log "machine"
+grep -m1 'model name' /proc/cpuinfo; nproc
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+date -u
+
+on model && have replay.test && {
+	log "allocator model on one core: old, new, old, new"
+	for b in "$old" "$new" "$old" "$new"; do
+		echo "== $b"
+		(cd replay && $one "$root/$b/replay.test" -test.run XXX -test.bench 'Replay/(training|generated)' -test.benchtime 3x -test.cpu 1 | grep Benchmark)
+		(cd replay && $one "$root/$b/replay.test" -test.run XXX -test.bench 'Replay/snapshot' -test.benchtime 300x -test.cpu 1 | grep Benchmark)
+	done
+}
+
+on import && have tracer && {
+	log "tracer import (old, new) vs python's pickle.load"
+	if [ -x "$new/torchsnap.test" ] && [ ! -s /tmp/big.pickle ]; then
+		(cd trace/torchsnap && TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 "$root/$new/torchsnap.test" \
+			-test.run TestSyntheticSnapshot -test.count 1 >/dev/null)
+	fi
+	[ -s /tmp/ms10.pickle ] || python3 trace/torchsnap/testdata/scale_snapshot.py \
+		testdata/snapshots/multistream__default__seed1.pickle /tmp/ms10.pickle 10 >/dev/null
+	ls -l /tmp/big.pickle /tmp/ms10.pickle
+	for f in /tmp/ms10.pickle /tmp/big.pickle; do
+		[ -s "$f" ] || continue
+		"$new/tracer" import "$f" -o /tmp/ab-warm.arrows >/dev/null 2>&1 # page cache
+		for i in 1 2 3 4 5; do
+			tm "old tracer import $f" "$old/tracer" import "$f" -o /tmp/ab-old.arrows
+			tm "new tracer import $f" "$new/tracer" import "$f" -o /tmp/ab-new.arrows
+			tm "python3 pickle.load $f" python3 -c "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))" "$f"
+		done
+		cmp /tmp/ab-old.arrows /tmp/ab-new.arrows && echo "old and new traces of $f are identical"
+	done
+}
+
+on record && have record.test && {
+	log "recording cost, sim device: old, new, old, new"
+	for b in "$old" "$new" "$old" "$new"; do
+		echo "== $b"
+		(cd record && "$root/$b/record.test" -test.run XXX -test.bench 'RecordDrive' -test.benchtime 2000x -test.count 2 | grep Benchmark)
+	done
+	if nvidia-smi >/dev/null 2>&1; then
+		log "recording cost, our allocator on the GPU: old, new, old, new"
+		for b in "$old" "$new" "$old" "$new"; do
+			echo "== $b"
+			(cd record && TRACER_GPU=1 "$root/$b/record.test" -test.run XXX -test.bench 'RecordDrive' -test.benchtime 2000x -test.count 2 | grep Benchmark)
+		done
+	fi
+}
+log "done"; date -u
