@@ -33,7 +33,7 @@ type sizeSet struct {
 	lastSt uint64
 	lastB  *streamBins
 	n      int
-	slab   *pageSlab // shared by the allocator's sets (see newPage)
+	slab   *pageSlab // shared by the allocator's sets (see newPage); never nil
 }
 
 // sEntry is one free block of a stream.
@@ -270,7 +270,7 @@ func (b *streamBins) bin(c int) *bin {
 
 // binFor returns class c of b for update, making its page if needed.
 func (s *sizeSet) binFor(b *streamBins, c int) *bin {
-	if p := b.page(c); p != nil {
+	if p := b.pages[c>>pageBits]; p != nil {
 		return &p[c&(pageLen-1)]
 	}
 	return s.newPage(b, c)
@@ -286,20 +286,15 @@ type pageSlab struct {
 
 const slabSize = 8
 
-func (ps *pageSlab) take() *binPage {
+// newPage is binFor's slow path. It stays small enough that binFor, on
+// every free-set insertion, inlines.
+func (s *sizeSet) newPage(b *streamBins, c int) *bin {
+	ps := s.slab
 	if len(ps.free) == 0 {
 		ps.free = make([]binPage, slabSize)
 	}
 	p := &ps.free[0]
 	ps.free = ps.free[1:]
-	return p
-}
-
-func (s *sizeSet) newPage(b *streamBins, c int) *bin {
-	if s.slab == nil { // a set made outside an allocator (tests)
-		s.slab = new(pageSlab)
-	}
-	p := s.slab.take()
 	b.pages[c>>pageBits] = p
 	return &p[c&(pageLen-1)]
 }

@@ -10,7 +10,7 @@ import (
 // with sizes spread over many size classes.
 func TestSizeSet(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
-	var s sizeSet
+	s := sizeSet{slab: new(pageSlab)}
 	var ref []freeKey
 	sizes := func() int64 {
 		switch rng.Intn(4) {
