@@ -254,15 +254,22 @@ func (e *encoder) run() {
 			e.flushReq.Store(true)
 		}
 	}
-	for idle := idlePolls; ; {
+	idle := idlePolls
+	// take encodes a chunk received from full; false once full is closed.
+	take := func(c *chunk, ok bool) bool {
+		if ok {
+			e.encode(c)
+			idle = 0
+		}
+		return ok
+	}
+	for {
 		if idle >= idlePolls {
 			select {
 			case c, ok := <-e.full:
-				if !ok {
+				if !take(c, ok) {
 					return
 				}
-				e.encode(c)
-				idle = 0
 			case <-tick.C:
 				checkFlush()
 			}
@@ -276,18 +283,16 @@ func (e *encoder) run() {
 			checkFlush()
 		}
 		idle++
+	drain:
 		for {
 			select {
 			case c, ok := <-e.full:
-				if !ok {
+				if !take(c, ok) {
 					return
 				}
-				e.encode(c)
-				idle = 0
-				continue
 			default:
+				break drain
 			}
-			break
 		}
 	}
 }
