@@ -119,6 +119,9 @@ func (o *asyncFile) writeLoop() {
 				}
 				_, err := o.f.Write(b)
 				fail(err)
+				if o.syncEvery > 0 && err == nil {
+					startWriteback(o.f, written, int64(len(b)))
+				}
 				written += int64(len(b))
 			}
 			o.free <- b[:0]
