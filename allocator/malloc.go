@@ -91,7 +91,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	// entry of the request's class fits, or the class is empty and the
 	// answer is the smallest entry of the next non-empty class.
 	ci, ii, ok := sizeClass(r.size), 0, true
-	if pg := sb.page(ci); pg != nil && pg[ci&(pageLen-1)].id != 0 {
+	if pg := sb.pages[ci>>pageBits]; pg != nil && pg[ci&(pageLen-1)].id != 0 {
 		if pg[ci&(pageLen-1)].size < r.size {
 			ci, ii, ok = sb.lowerBound(r.size, 0)
 		}

@@ -199,7 +199,7 @@ func (b *streamBins) prev(c int) int {
 func (b *streamBins) lowerBound(size int64, addr uint64) (c, i int, ok bool) {
 	c = sizeClass(size)
 	if c < maxClasses {
-		if p := b.page(c); p != nil {
+		if p := b.pages[c>>pageBits]; p != nil {
 			if i = p[c&(pageLen-1)].search(size, addr); i >= 0 {
 				return c, i, true
 			}
@@ -257,12 +257,9 @@ const (
 	pageLen  = 1 << pageBits
 )
 
-// page returns the page of class c, nil if it was never made.
-func (b *streamBins) page(c int) *binPage { return b.pages[c>>pageBits] }
-
 // bin returns class c, nil if its page was never made (then it is empty).
 func (b *streamBins) bin(c int) *bin {
-	if p := b.page(c); p != nil {
+	if p := b.pages[c>>pageBits]; p != nil {
 		return &p[c&(pageLen-1)]
 	}
 	return nil
