@@ -1306,7 +1306,9 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		if pairs == 0 && key != kAction || j+10 > len(buf) {
 			goto fail
 		}
-		// The value, as entry's fast path reads it.
+		// The value, as itemsEntry's fast path reads it, written out again
+		// for the same reason as in flatEvent: a call per value costs more
+		// than the lines it saves.
 		var v value
 		switch p := (*[10]byte)(buf[j : j+10]); p[0] {
 		case opBinGet, opLongBinGet:

@@ -961,7 +961,9 @@ func (u *unpickler) flatEvent() bool {
 		if pairs == 0 && key != kAction {
 			return false
 		}
-		// The value: scalars here, the rest through flatItem.
+		// The value: scalars here, the rest through flatItem. The scalar
+		// cases repeat flatItem's written out: calling flatItem for every
+		// value costs sequential decoding 7.6% more instructions.
 		if i+9 >= len(buf) {
 			return false
 		}
