@@ -112,7 +112,7 @@ type Allocator struct {
 	captures []capture
 	exps     []*expSegment
 	pools    []*blockPool  // every pool, by poolIdx
-	expTab   []*expSegment // every expandable segment ever made, by expIdx; [0] is nil
+	expTab   []*expSegment // every expandable segment ever made, by expIdx; [0] is nil (empty before the first)
 	uses     map[blockID][]uint64
 	pages    pageSlab // the size-class pages of every pool's free set
 
@@ -120,6 +120,9 @@ type Allocator struct {
 	// event queues of §8, flattened).
 	pending []blockID
 	done    int // pending blocks whose events completed (events < 0)
+	// activeApart says Active and ActiveBytes are kept on their own (see
+	// activeStats): a block has been pending, or Restore installed them.
+	activeApart bool
 
 	// roundMask is the quantum minus 1 when no roundup_power2_divisions
 	// apply (round_size is then a round-up to the quantum), else -1.
@@ -130,6 +133,8 @@ type Allocator struct {
 	stats    Stats
 	obs      Observer
 	ev       Event
+	sink     sinkState // an EventSink's, when set (sink.go)
+	observed bool      // obs or sink.to is set: events are reported
 }
 
 // ErrOOM is wrapped by the error Malloc returns when PyTorch would raise
@@ -177,11 +182,9 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{
-		conf:    conf,
-		dev:     dev,
-		blocks:  make([]block, 1, 16),
-		private: make(map[PoolID]*privatePool),
-		expTab:  []*expSegment{nil},
+		conf:   conf,
+		dev:    dev,
+		blocks: make([]block, 1, 16),
 	}
 	a.roundMask = conf.MinBlockSize - 1
 	for _, d := range conf.RoundupDivisions {
@@ -189,8 +192,7 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 			a.roundMask = -1
 		}
 	}
-	a.small = a.newBlockPool(true, nil)
-	a.large = a.newBlockPool(false, nil)
+	a.small, a.large = a.newPools(nil)
 	a.stats.MaxSplitSize = conf.MaxSplitSize
 	if conf.MemoryFraction < 1 {
 		_, total, err := dev.MemInfo()
@@ -205,8 +207,14 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 // Conf returns the allocator's configuration.
 func (a *Allocator) Conf() Conf { return a.conf }
 
-// SetObserver makes o receive every later event; nil stops reporting.
-func (a *Allocator) SetObserver(o Observer) { a.obs = o }
+// SetObserver makes o receive every later event; nil stops reporting. An
+// allocator reports to an Observer or to an EventSink (SetEventSink), not
+// both: setting one removes the other, after handing the sink its events.
+func (a *Allocator) SetObserver(o Observer) {
+	a.SetEventSink(nil, nil)
+	a.obs = o
+	a.observed = o != nil
+}
 
 // SetMemoryLimit sets the per-process limit in bytes
 // (set_per_process_memory_fraction: pass floor(fraction × total)); 0 removes it.
@@ -217,16 +225,20 @@ func (a *Allocator) MemoryLimit() int64 { return a.limit }
 
 func (a *Allocator) gcEnabled() bool { return a.limit > 0 && a.conf.GCThreshold > 0 }
 
-// emit reports an event to the observer, if any. It is small enough to be
-// inlined, so an unobserved allocator (a replay nobody watches) pays one
-// comparison per event instead of a call that builds the event.
+// emit reports an event to the observer or the sink, if any. It is small
+// enough to be inlined, so an unobserved allocator (a replay nobody watches)
+// pays one comparison per event instead of a call that builds the event.
 func (a *Allocator) emit(act Action, addr uint64, size int64, stream uint64, pool *blockPool, bsize int64) {
-	if a.obs != nil {
+	if a.observed {
 		a.emitSlow(act, addr, size, stream, pool, bsize)
 	}
 }
 
 func (a *Allocator) emitSlow(act Action, addr uint64, size int64, stream uint64, pool *blockPool, bsize int64) {
+	if a.sink.to != nil {
+		a.sinkEvent(act, addr, size, stream, pool, bsize)
+		return
+	}
 	a.ev = Event{Action: act, Addr: addr, Size: size, Stream: stream, BlockSize: bsize}
 	if pool != nil {
 		a.ev.Pool = pool.id()

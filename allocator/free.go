@@ -43,9 +43,19 @@ func (a *Allocator) free(id blockID, slot int) {
 	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
 	b.allocated = false
+	if b.used && !a.activeApart {
+		// This block will be pending: active but not allocated.
+		a.separateActive()
+	}
 	a.stats.Allocation.dec(st, 1)
 	a.stats.AllocatedBytes.dec(st, b.size)
-	a.emit(ActFreeRequested, b.addr, b.requested, b.stream, pool, b.size)
+	if a.observed { // emit, inline for a sink (sinkFits)
+		if a.sinkFits(pool) {
+			a.sinkPut(ActFreeRequested, b, b.requested)
+		} else {
+			a.emitSlow(ActFreeRequested, b.addr, b.requested, b.stream, pool, b.size)
+		}
+	}
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.dec(1)
 	}
@@ -58,7 +68,7 @@ func (a *Allocator) free(id blockID, slot int) {
 		a.pending = append(a.pending, id)
 		return
 	}
-	a.freeBlockAt(id, slot)
+	a.freeBlockIn(id, slot, pool, st)
 }
 
 // RecordStream is recordStream (§8): the block at addr is also used by
@@ -197,15 +207,23 @@ func (a *Allocator) syncAndFreeEvents() {
 
 // freeBlock is free_block (§8): merge with free neighbours and return the
 // block to its pool.
-func (a *Allocator) freeBlock(id blockID) { a.freeBlockAt(id, -1) }
+func (a *Allocator) freeBlock(id blockID) {
+	pool := a.pools[a.blocks[id].pool]
+	a.freeBlockIn(id, -1, pool, a.statTypes(pool))
+}
 
-// freeBlockAt is freeBlock for a block whose address lookup found it at slot
-// of the active map (-1: unknown).
-func (a *Allocator) freeBlockAt(id blockID, slot int) {
+// freeBlockIn is freeBlock for a block of pool (whose stat types are st)
+// that an address lookup found at slot of the active map (-1: unknown).
+// free passes the pool and types it has looked up already.
+func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTypes) {
 	b := &a.blocks[id]
-	pool := a.pools[b.pool]
-	st := a.statTypes(pool)
-	a.emit(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
+	if a.observed { // emit, inline for a sink (sinkFits)
+		if a.sinkFits(pool) {
+			a.sinkPut(ActFreeCompleted, b, b.requested)
+		} else {
+			a.emitSlow(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
+		}
+	}
 	origSize, req := b.size, b.requested
 	if a.indexed {
 		a.active.DeleteAt(b.addr, slot)
@@ -237,8 +255,10 @@ func (a *Allocator) freeBlockAt(id blockID, slot int) {
 			a.stats.InactiveSplitBytes.dec(st, -netBytes)
 		}
 	}
-	a.stats.Active.dec(st, 1)
-	a.stats.ActiveBytes.dec(st, origSize)
+	if a.activeApart {
+		a.stats.Active.dec(st, 1)
+		a.stats.ActiveBytes.dec(st, origSize)
+	}
 	a.stats.RequestedBytes.dec(st, req)
 }
 

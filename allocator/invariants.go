@@ -82,7 +82,7 @@ func (a *Allocator) CheckInvariants() error {
 		}
 	})
 	want := a.recompute()
-	got := a.stats
+	got := a.activeStats()
 	cmpArr := func(name string, g, w StatArray) {
 		for i := range g {
 			if g[i].Current != w[i].Current {

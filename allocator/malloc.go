@@ -227,13 +227,21 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) blockID {
 	}
 	a.stats.Allocation.inc(st, 1)
 	a.stats.AllocatedBytes.inc(st, b.size)
-	a.stats.Active.inc(st, 1)
-	a.stats.ActiveBytes.inc(st, b.size)
+	if a.activeApart {
+		a.stats.Active.inc(st, 1)
+		a.stats.ActiveBytes.inc(st, b.size)
+	}
 	a.stats.RequestedBytes.inc(st, r.orig)
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.inc(1)
 	}
-	a.emit(ActAlloc, b.addr, r.orig, b.stream, pool, b.size)
+	if a.observed { // emit, inline for a sink (sinkFits)
+		if a.sinkFits(pool) {
+			a.sinkPut(ActAlloc, b, r.orig)
+		} else {
+			a.emitSlow(ActAlloc, b.addr, r.orig, b.stream, pool, b.size)
+		}
+	}
 	return id
 }
 

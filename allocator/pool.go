@@ -1,5 +1,7 @@
 package allocator
 
+import "slices"
+
 // PoolID names a memory pool as PyTorch does: (0, 0) is the default pools;
 // anything else is a private pool (CUDA graph or torch.cuda.MemPool, §15).
 type PoolID struct{ A, B uint64 }
@@ -24,21 +26,24 @@ type blockPool struct {
 	idx      poolIdx
 	owner    *privatePool // nil for the default pools
 	blocks   sizeSet      // by value: one pointer less to chase per free-set operation
-	unmapped *freeSet
+	unmapped freeSet      // by value too: a fresh allocator makes fewer objects
 	// gcClock is get_free_blocks_call_count (§10).
 	gcClock uint64
 }
 
-func (a *Allocator) newBlockPool(small bool, owner *privatePool) *blockPool {
-	p := &blockPool{
-		small:    small,
-		idx:      poolIdx(len(a.pools)),
-		owner:    owner,
-		unmapped: &freeSet{},
+// newPools makes the small and the large pool of owner (nil for the
+// default pools), in one allocation: making an allocator is most of what a
+// replay of a small snapshot costs.
+func (a *Allocator) newPools(owner *privatePool) (small, large *blockPool) {
+	ps := new([2]blockPool)
+	a.pools = slices.Grow(a.pools, 2)
+	for i := range ps {
+		p := &ps[i]
+		p.small, p.idx, p.owner = i == 0, poolIdx(len(a.pools)), owner
+		p.blocks.slab = &a.pages
+		a.pools = append(a.pools, p)
 	}
-	p.blocks.slab = &a.pages
-	a.pools = append(a.pools, p)
-	return p
+	return &ps[0], &ps[1]
 }
 
 func (p *blockPool) id() PoolID {
@@ -99,8 +104,10 @@ func (a *Allocator) BeginAllocateToPool(id PoolID, filter func(stream uint64) bo
 	pp := a.private[id]
 	if pp == nil {
 		pp = &privatePool{id: id}
-		pp.small = a.newBlockPool(true, pp)
-		pp.large = a.newBlockPool(false, pp)
+		pp.small, pp.large = a.newPools(pp)
+		if a.private == nil {
+			a.private = make(map[PoolID]*privatePool)
+		}
 		a.private[id] = pp
 	}
 	pp.useCount++

@@ -1,6 +1,10 @@
 package allocator
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tracer-dev/tracer/internal/addrmap"
+)
 
 // SimDevice is a simulated GPU: a capacity budget, the driver's allocation
 // granularity, and deterministic addresses (§19). The budget is
@@ -20,8 +24,8 @@ type SimDevice struct {
 
 	used    int64
 	next    uint64
-	mallocs map[uint64]int64
-	resv    map[uint64]int64
+	mallocs addrmap.Map[int64] // segment sizes by address: cheaper to fill than a Go map
+	resv    map[uint64]int64   // made by the first Reserve: only expandable segments reserve
 	plan    []planned
 }
 
@@ -35,11 +39,9 @@ type planned struct {
 // overhead.
 func NewSimDevice(total int64) *SimDevice {
 	return &SimDevice{
-		Total:   total,
-		gran:    2 << 20,
-		next:    1 << 48,
-		mallocs: make(map[uint64]int64),
-		resv:    make(map[uint64]int64),
+		Total: total,
+		gran:  2 << 20,
+		next:  1 << 48,
 	}
 }
 
@@ -92,17 +94,16 @@ func (d *SimDevice) Malloc(size int64) (uint64, error) {
 	if !ok {
 		addr = d.invent(size)
 	}
-	d.mallocs[addr] = size
+	d.mallocs.Put(addr, size)
 	return addr, nil
 }
 
 // Free is cudaFree.
 func (d *SimDevice) Free(addr uint64) error {
-	size, ok := d.mallocs[addr]
+	size, ok := d.mallocs.Take(addr)
 	if !ok {
 		return fmt.Errorf("sim: cudaFree(%#x): not allocated", addr)
 	}
-	delete(d.mallocs, addr)
 	d.refund(size)
 	return nil
 }
@@ -112,6 +113,9 @@ func (d *SimDevice) Reserve(size int64) (uint64, error) {
 	addr, ok := d.take(true, 0)
 	if !ok {
 		addr = d.invent(size)
+	}
+	if d.resv == nil {
+		d.resv = make(map[uint64]int64)
 	}
 	d.resv[addr] = size
 	return addr, nil

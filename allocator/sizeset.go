@@ -25,8 +25,7 @@ import (
 // Positions in a class count in ascending order: 0 is the header's entry,
 // k ≥ 1 is rest[len(rest)-k].
 type sizeSet struct {
-	streams []uint64 // sorted
-	sets    []*streamBins
+	streams []streamRef // sorted by stream
 	// lastB is the bins of stream lastSt, the stream found last, checked
 	// first (nearly every request is on the same stream as the previous
 	// one). Streams are never removed, so the pointer stays valid.
@@ -34,6 +33,13 @@ type sizeSet struct {
 	lastB  *streamBins
 	n      int
 	slab   *pageSlab // shared by the allocator's sets (see newPage); never nil
+}
+
+// streamRef is a stream and its bins. One slice of them, rather than a
+// slice of streams and one of bins, is one allocation less per pool.
+type streamRef struct {
+	st uint64
+	b  *streamBins
 }
 
 // sEntry is one free block of a stream.
@@ -315,10 +321,10 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	if s.lastB != nil && s.lastSt == st {
 		return s.lastB
 	}
-	for i, x := range s.streams {
-		if x == st {
-			s.lastSt, s.lastB = st, s.sets[i]
-			return s.lastB
+	for _, x := range s.streams {
+		if x.st == st {
+			s.lastSt, s.lastB = st, x.b
+			return x.b
 		}
 	}
 	return nil
@@ -327,7 +333,7 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 // streamIndex is the index of the first stream ≥ st.
 func (s *sizeSet) streamIndex(st uint64) int {
 	i := 0
-	for i < len(s.streams) && s.streams[i] < st {
+	for i < len(s.streams) && s.streams[i].st < st {
 		i++
 	}
 	return i
@@ -365,9 +371,19 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 // newStream adds the empty bins of stream st.
 func (s *sizeSet) newStream(st uint64) *streamBins {
 	i := s.streamIndex(st)
-	b := &streamBins{}
-	s.streams = slices.Insert(s.streams, i, st)
-	s.sets = slices.Insert(s.sets, i, b)
+	var b *streamBins
+	if s.streams == nil {
+		// The first stream's bins and room for two streams, in one
+		// allocation (most pools see one or two streams).
+		f := new(struct {
+			refs [2]streamRef
+			b    streamBins
+		})
+		b, s.streams = &f.b, f.refs[:0]
+	} else {
+		b = new(streamBins)
+	}
+	s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
 	s.lastSt, s.lastB = st, b
 	return b
 }
@@ -481,9 +497,9 @@ func (s *sizeSet) first(k freeKey) (freeKey, bool) {
 		}
 	}
 	for si := s.streamIndex(k.stream); si < len(s.streams); si++ {
-		if st := s.streams[si]; st != k.stream {
-			if c, i := s.sets[si].first(); c >= 0 {
-				return s.sets[si].key(st, c, i), true
+		if x := s.streams[si]; x.st != k.stream {
+			if c, i := x.b.first(); c >= 0 {
+				return x.b.key(x.st, c, i), true
 			}
 		}
 	}
@@ -493,7 +509,7 @@ func (s *sizeSet) first(k freeKey) (freeKey, bool) {
 // ascendFrom calls fn on the keys of stream si from class c, position i
 // on, in order; it reports whether fn asked to go on.
 func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
-	b, st := s.sets[si], s.streams[si]
+	b, st := s.streams[si].b, s.streams[si].st
 	for c >= 0 {
 		h := b.bin(c)
 		for n := h.len(); i < n; i++ {
@@ -511,12 +527,12 @@ func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
 // until fn returns false. fn must not modify the set.
 func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	si := s.streamIndex(pivot.stream)
-	if si < len(s.streams) && s.streams[si] == pivot.stream {
+	if si < len(s.streams) && s.streams[si].st == pivot.stream {
 		size, addr := pivot.size, pivot.addr
 		if size < 0 {
 			size, addr = 0, 0
 		}
-		if c, i, ok := s.sets[si].lowerBound(size, addr); ok {
+		if c, i, ok := s.streams[si].b.lowerBound(size, addr); ok {
 			if !s.ascendFrom(si, c, i, fn) {
 				return
 			}
@@ -524,7 +540,7 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 		si++
 	}
 	for ; si < len(s.streams); si++ {
-		if c, i := s.sets[si].first(); !s.ascendFrom(si, c, i, fn) {
+		if c, i := s.streams[si].b.first(); !s.ascendFrom(si, c, i, fn) {
 			return
 		}
 	}
@@ -534,7 +550,7 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
 	for si := range s.streams {
-		if c, i := s.sets[si].first(); !s.ascendFrom(si, c, i, fn) {
+		if c, i := s.streams[si].b.first(); !s.ascendFrom(si, c, i, fn) {
 			return
 		}
 	}
@@ -543,7 +559,7 @@ func (s *sizeSet) Ascend(fn func(freeKey) bool) {
 // descendFrom calls fn on the keys of stream si from class c, position i
 // down, in descending order.
 func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
-	b, st := s.sets[si], s.streams[si]
+	b, st := s.streams[si].b, s.streams[si].st
 	for c >= 0 {
 		h := b.bin(c)
 		for ; i >= 0; i-- {
@@ -563,15 +579,15 @@ func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
 // descending order, until fn returns false. fn must not modify the set.
 func (s *sizeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	si := s.streamIndex(pivot.stream)
-	if si < len(s.streams) && s.streams[si] == pivot.stream {
-		if c, i, ok := s.sets[si].lastLE(pivot.size, pivot.addr); ok {
+	if si < len(s.streams) && s.streams[si].st == pivot.stream {
+		if c, i, ok := s.streams[si].b.lastLE(pivot.size, pivot.addr); ok {
 			if !s.descendFrom(si, c, i, fn) {
 				return
 			}
 		}
 	}
 	for si--; si >= 0; si-- {
-		b := s.sets[si]
+		b := s.streams[si].b
 		if c := b.prev(maxClasses - 1); c >= 0 {
 			if !s.descendFrom(si, c, b.bin(c).len()-1, fn) {
 				return

@@ -71,9 +71,35 @@ type Stats struct {
 	MaxSplitSize int64
 }
 
+// activeStats returns the statistics with Active and ActiveBytes filled in.
+//
+// A block is active while it is allocated or pending (freed, awaiting
+// cross-stream events), so until some block is pending Active and
+// ActiveBytes move exactly as Allocation and AllocatedBytes do: the same
+// increments and decrements, in the same calls, hence the same current,
+// peak and freed values. Until then only Allocation and AllocatedBytes are
+// updated and the others are copied from them here. The first free that
+// leaves a block pending (or a Restore) separates them for good
+// (activeApart). That spares every malloc and free two of its five
+// statistic updates: 14 instructions an event on the generated stream.
+func (a *Allocator) activeStats() Stats {
+	s := a.stats
+	if !a.activeApart {
+		s.Active, s.ActiveBytes = s.Allocation, s.AllocatedBytes
+	}
+	return s
+}
+
+// separateActive starts keeping Active and ActiveBytes on their own, from
+// the values they have shared with Allocation and AllocatedBytes so far.
+func (a *Allocator) separateActive() {
+	a.stats.Active, a.stats.ActiveBytes = a.stats.Allocation, a.stats.AllocatedBytes
+	a.activeApart = true
+}
+
 // Stats returns a copy of the allocator's statistics.
 func (a *Allocator) Stats() Stats {
-	s := a.stats
+	s := a.activeStats()
 	for _, arr := range s.arrays() {
 		for i := range arr.s {
 			arr.s[i].fill()

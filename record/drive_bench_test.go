@@ -22,9 +22,9 @@ var recordDriveTraces = []string{"mlp_train__default", "attention_infer__default
 
 // BenchmarkRecordDrive measures what recording adds to the allocator serving
 // a real request stream, warm, as the cuda issue states its target: the same
-// allocator serves each stream once with nothing recorded (an observer that
-// counts the events) and once recorded to a crash-safe trace file (the live
-// recorder of `tracer record`), alternately, b.N times each. The recorded
+// allocator serves each stream once with nothing recorded (no observer, no
+// sink: the allocator alone) and once recorded to a crash-safe trace file
+// (the live recorder of `tracer record`), alternately, b.N times each. The recorded
 // time includes the recording's tail (handing over the last chunk, writing
 // and syncing it, closing the file), spread over the passes; tail-ms reports
 // it, overhead-p50-% compares the median passes, and waits counts the times
@@ -50,13 +50,15 @@ func BenchmarkRecordDrive(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer a.EmptyCache()
-			var events int64
-			count := allocator.ObserverFunc(func(*allocator.Event) { events++ })
-			a.SetObserver(count)
 			if _, err := replay.Drive(a, reqs, slots); err != nil { // warm the cache
 				b.Fatal(err)
 			}
-			events = 0
+			var perPass int64 // a warm pass's events: every pass makes the same
+			a.SetObserver(allocator.ObserverFunc(func(*allocator.Event) { perPass++ }))
+			if _, err := replay.Drive(a, reqs, slots); err != nil {
+				b.Fatal(err)
+			}
+			a.SetObserver(nil)
 
 			out := filepath.Join(b.TempDir(), "drive.arrows")
 			tw, err := trace.Create(out, trace.Meta{Producer: "BenchmarkRecordDrive"}, trace.WriterOptions{InPlace: true})
@@ -66,26 +68,33 @@ func BenchmarkRecordDrive(b *testing.B) {
 			r := newRecorder(tw, a, 0, 0, 0)
 			var bare, recorded time.Duration
 			bareP, recP := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N) // each pass
-			pass := func(obs allocator.Observer, sum *time.Duration, each *[]time.Duration) {
-				a.SetObserver(obs)
+			pass := func(record bool, sum *time.Duration, each *[]time.Duration) {
+				if record {
+					a.SetEventSink(r, r.buffer())
+				}
 				d, err := replay.Drive(a, reqs, slots)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if record { // handing r the pass's last events is part of it
+					t0 := time.Now()
+					a.SetEventSink(nil, nil)
+					d += time.Since(t0)
 				}
 				*sum += d
 				*each = append(*each, d)
 			}
 			for i := 0; i < b.N; i++ {
 				if i%2 == 0 {
-					pass(count, &bare, &bareP)
-					pass(r, &recorded, &recP)
+					pass(false, &bare, &bareP)
+					pass(true, &recorded, &recP)
 				} else {
-					pass(r, &recorded, &recP)
-					pass(count, &bare, &bareP)
+					pass(true, &recorded, &recP)
+					pass(false, &bare, &bareP)
 				}
 			}
-			a.SetObserver(nil)
 			got := r.events()
+			events := perPass * int64(b.N)
 			t0 := time.Now()
 			r.finish()
 			if err := tw.Close(); err != nil {
@@ -94,7 +103,7 @@ func BenchmarkRecordDrive(b *testing.B) {
 			tail := time.Since(t0)
 			recorded += tail
 			if got != events {
-				b.Fatalf("recorded %d events, the bare passes emitted %d", got, events)
+				b.Fatalf("recorded %d events in %d passes of %d", got, b.N, perPass)
 			}
 
 			n := float64(b.N) * float64(len(reqs))
@@ -134,4 +143,75 @@ func driveRequests(b *testing.B, name string) ([]replay.Request, int) {
 		b.Fatal(err)
 	}
 	return reqs, slots
+}
+
+// BenchmarkSinkFloor splits what recording costs the allocator's thread in
+// BenchmarkRecordDrive, on the same streams, on the simulated device, each
+// sink pass beside a bare one: "l1" hands the events to a sink that gives
+// the same 256-event buffer back every time (the stores stay in L1 and
+// nothing else happens: the cost of the allocator's side of the sink
+// alone), "ring" to one that cycles through 16 chunks of memory, 4096
+// events each, as the recorder's chunks are when the encoder returns them
+// in turn (adds the memory traffic of the stores, but no clock reads, no
+// encoder).
+func BenchmarkSinkFloor(b *testing.B) {
+	for _, name := range recordDriveTraces {
+		for _, mode := range []struct {
+			name         string
+			chunks, size int
+		}{{"l1", 1, maxClockEvery}, {"ring", 16, chunkEvents}} {
+			b.Run(mode.name+"/"+name, func(b *testing.B) {
+				reqs, slots := driveRequests(b, name)
+				a, err := allocator.New(allocator.DefaultConf(), allocator.NewSimDevice(80<<30))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := replay.Drive(a, reqs, slots); err != nil { // warm the cache
+					b.Fatal(err)
+				}
+				s := &floorSink{mem: make([]allocator.RawEvent, mode.chunks*mode.size), size: mode.size}
+				var bare, sunk time.Duration
+				for i := 0; i < b.N; i++ {
+					d, err := replay.Drive(a, reqs, slots)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bare += d
+					a.SetEventSink(s, s.next())
+					d, err = replay.Drive(a, reqs, slots)
+					if err != nil {
+						b.Fatal(err)
+					}
+					a.SetEventSink(nil, nil)
+					sunk += d
+				}
+				if s.events == 0 {
+					b.Fatal("the sink got no events")
+				}
+				n := float64(b.N) * float64(len(reqs))
+				b.ReportMetric(float64(bare.Nanoseconds())/n, "bare-ns/req")
+				b.ReportMetric(float64(sunk.Nanoseconds())/n, "sink-ns/req")
+				b.ReportMetric(100*(float64(sunk)/float64(bare)-1), "overhead-%")
+			})
+		}
+	}
+}
+
+// floorSink counts the events and gives out its memory in turn, size
+// events at a time, as chunks of the recorder's would be.
+type floorSink struct {
+	mem    []allocator.RawEvent
+	size   int
+	at     int // the start of the buffer given last
+	events int
+}
+
+func (s *floorSink) next() []allocator.RawEvent { return s.mem[s.at : s.at+s.size] }
+
+func (s *floorSink) EventsWritten(n int, _ allocator.PoolID) []allocator.RawEvent {
+	s.events += n
+	if s.at += s.size; s.at == len(s.mem) {
+		s.at = 0
+	}
+	return s.next()
 }

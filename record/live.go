@@ -128,10 +128,10 @@ func recordTo(ctx context.Context, opts *Options, a *allocator.Allocator, tw *tr
 		prog.update(s.pos(w), r.events(), a)
 		return nil
 	}
-	a.SetObserver(r)
+	a.SetEventSink(r, r.buffer())
 	start := time.Now()
 	runErr := x.run()
-	a.SetObserver(nil)
+	a.SetEventSink(nil, nil) // hands r the last events
 	if benchPhase != nil {
 		benchPhase("run", r)
 	}
@@ -200,7 +200,7 @@ type recorder struct {
 	// The hot path's: the current chunk's events, the index of the next
 	// event, the index past the next one to stamp (read the clock at), the
 	// pool last noted and the encoder's request to hand the chunk over now.
-	ev       []liveEvent
+	ev       []allocator.RawEvent
 	i        int
 	stop     int
 	pool     allocator.PoolID
@@ -247,52 +247,52 @@ func (r *recorder) setStmt(s *stmt) {
 	if id := r.stacks[s.id]; id != r.stack {
 		r.stack = id
 		c := r.cur
-		c.stacks = append(c.stacks, mark{r.i, int64(id)})
+		c.stacks = append(c.stacks, mark{r.i + r.a.PendingEvents(), int64(id)})
 	}
 }
 
 // events reports how many events were recorded so far.
-func (r *recorder) events() int64 { return r.previous + int64(r.i) }
+func (r *recorder) events() int64 { return r.previous + int64(r.i+r.a.PendingEvents()) }
 
-// AllocatorEvent implements allocator.Observer. It is the hot path: five
-// stores, and a clock read every so many events (clockPeriod); the rest is
-// out of line.
-func (r *recorder) AllocatorEvent(e *allocator.Event) {
-	i := r.i
-	p := &r.ev[i]
-	p.addr, p.size, p.stream, p.block, p.act = e.Addr, e.Size, e.Stream, e.BlockSize, e.Action
-	r.i = i + 1
-	// Segment and oom events follow device calls, which take microseconds
-	// on a GPU: their own clock read keeps the events before them early.
-	if i+1 == r.stop || e.Action >= allocator.ActSegmentAlloc || e.Pool != r.pool || r.flushReq.Load() {
-		r.stamp(i, e.Pool)
+// EventsWritten implements allocator.EventSink, and is the recorder's part
+// of the hot path: the allocator wrote n events into the chunk from r.i on,
+// all in pool, because the buffer it was given (up to the next clock read)
+// is full, or a segment or oom event came (they follow device calls, which
+// take microseconds: their own clock read keeps the events before them
+// early), or the pool changed. It reads the clock and returns the buffer
+// up to the next read.
+func (r *recorder) EventsWritten(n int, pool allocator.PoolID) []allocator.RawEvent {
+	first := r.i
+	r.i += n
+	if n > 0 {
+		r.stamp(first, r.i-1, pool)
 	}
+	return r.ev[r.i:r.stop]
 }
 
-// stamp reads the clock for event i, the last of the chunk, notes its pool
-// if it changed, and NVML's latest reading (which holds from event i on: it
-// is taken every few milliseconds, so noting it up to maxClockEvery events
-// late, within about clockPeriod, loses nothing), and hands the chunk to
-// the encoder when it is full or a flush is due.
-//
-//go:noinline
-func (r *recorder) stamp(i int, pool allocator.PoolID) {
+// stamp reads the clock for event last, the last of the chunk so far, notes
+// the pool of the events from first on if it changed, and NVML's latest
+// reading (which holds from event last on: it is taken every few
+// milliseconds, so noting it up to maxClockEvery events late, within about
+// clockPeriod, loses nothing), and hands the chunk to the encoder when it is
+// full or a flush is due.
+func (r *recorder) stamp(first, last int, pool allocator.PoolID) {
 	c := r.cur
 	now := int64(time.Since(r.t0))
-	c.times = append(c.times, mark{i, now})
-	r.pace(r.previous+int64(i), now)
+	c.times = append(c.times, mark{last, now})
+	r.pace(r.previous+int64(last), now)
 	if pool != r.pool {
 		r.pool = pool
-		c.pools = append(c.pools, mark{i, int64(len(c.poolIDs))})
+		c.pools = append(c.pools, mark{first, int64(len(c.poolIDs))})
 		c.poolIDs = append(c.poolIDs, pool)
 	}
 	if r.used != nil {
 		if v := r.used.Latest(); v != r.lastUsed {
 			r.lastUsed = v
-			c.used = append(c.used, mark{i, v})
+			c.used = append(c.used, mark{last, v})
 		}
 	}
-	n := i + 1
+	n := last + 1
 	flush := r.flushReq.Load()
 	if n < len(r.ev) && !flush {
 		r.stop = min(n+r.every, len(r.ev))
@@ -331,17 +331,25 @@ func (r *recorder) handOver(n int) {
 }
 
 // snapshot records a snapshot marker, as torch.cuda.memory_snapshot() leaves
-// in PyTorch's history: Size is the bytes of active blocks.
+// in PyTorch's history: Size is the bytes of active blocks. The allocator's
+// events before it are taken first, and its next ones go after it.
 func (r *recorder) snapshot() error {
+	r.a.FlushEvents()
 	i := r.i
-	r.ev[i] = liveEvent{act: actSnapshot, size: r.a.Stats().ActiveBytes[0].Current}
+	r.ev[i] = allocator.RawEvent{Action: actSnapshot, Size: r.a.Stats().ActiveBytes[0].Current}
 	r.i = i + 1
-	r.stamp(i, allocator.PoolID{})
+	r.stamp(i, i, allocator.PoolID{})
+	r.a.SetEventBuffer(r.buffer())
 	return r.enc.failed()
 }
 
+// buffer is where the allocator writes its next events: the chunk up to the
+// next clock read.
+func (r *recorder) buffer() []allocator.RawEvent { return r.ev[r.i:r.stop] }
+
 // finish hands the last events to the encoder and waits until it has
-// written them all; the writer is then the caller's again.
+// written them all; the writer is then the caller's again. The allocator
+// must have handed over its events (SetEventSink(nil, nil)).
 func (r *recorder) finish() {
 	c := r.cur
 	c.n = r.i

@@ -12,11 +12,12 @@ import (
 )
 
 // The live recorder splits the work as Go's execution tracer does. On the
-// allocator's path (recorder.AllocatorEvent) an event is five stores into a
-// preallocated chunk: no allocation, no call into the trace writer, and a
-// clock read only every so many events (clockPeriod). What changes rarely (the
-// statement's stack, NVML's reading, the pool) and the clock reads are kept
-// beside the events as (index, value) marks. Full chunks go to an encoder
+// allocator's path an event is five stores into a preallocated chunk, made
+// by the allocator itself (allocator.EventSink: no call), and every so many
+// events (clockPeriod) the recorder reads the clock
+// (recorder.EventsWritten): no allocation, no call into the trace writer. What changes rarely (the statement's stack, NVML's reading,
+// the pool) and the clock reads are kept beside the events as (index, value)
+// marks. Full chunks go to an encoder
 // goroutine that places every event in time, lays the events out as the
 // trace's columns and encodes them in batches (trace.Writer.WriteColumns),
 // then hands the chunk back; the trace writer's own goroutine makes the
@@ -84,16 +85,6 @@ const (
 	actSnapshot allocator.Action = 255
 )
 
-// liveEvent is an allocator event as the hot path keeps it: 40 bytes. The
-// pool, almost always the default one, is noted in the chunk's marks.
-type liveEvent struct {
-	addr   uint64
-	size   int64
-	stream uint64
-	block  int64
-	act    allocator.Action
-}
-
 // mark is a value that holds from event i of a chunk on: a clock read (ns
 // since the start), a stack id, an NVML reading, a pool.
 type mark struct {
@@ -104,7 +95,7 @@ type mark struct {
 // chunk is a run of consecutive events. Its last event is timed, except in
 // the last chunk of a recording, whose end time bounds the rest.
 type chunk struct {
-	ev      []liveEvent
+	ev      []allocator.RawEvent // as the allocator writes them; the pool is in the marks
 	n       int
 	times   []mark // clock reads, in event order
 	stacks  []mark // stack changes
@@ -179,8 +170,8 @@ func newEncoder(w *trace.Writer, t0 time.Time, ordinal int32, batch int, flushEv
 	e.cols.Device = ordinal
 	for range firstChunks {
 		c := newChunk()
-		for i := 0; i < len(c.ev); i += 4096 / int(unsafe.Sizeof(liveEvent{})) {
-			c.ev[i].act = 0 // fault its pages in now
+		for i := 0; i < len(c.ev); i += 4096 / int(unsafe.Sizeof(allocator.RawEvent{})) {
+			c.ev[i].Action = 0 // fault its pages in now
 		}
 		e.free = append(e.free, c)
 	}
@@ -189,7 +180,7 @@ func newEncoder(w *trace.Writer, t0 time.Time, ordinal int32, batch int, flushEv
 	return e
 }
 
-func newChunk() *chunk { return &chunk{ev: make([]liveEvent, chunkEvents)} }
+func newChunk() *chunk { return &chunk{ev: make([]allocator.RawEvent, chunkEvents)} }
 
 // chunk returns an empty chunk for the recorder: the one returned last, or
 // a new one while fewer than ringChunks exist, or else the next one
@@ -375,11 +366,11 @@ func (e *encoder) add(c *chunk) {
 		for j := range evs {
 			ev := &evs[j]
 			tus[j] = e.baseUs + ts[j]/1000
-			kind[j] = liveKinds[ev.act]
-			addr[j] = ev.addr
-			size[j] = ev.size
-			stream[j] = ev.stream
-			block[j] = ev.block
+			kind[j] = liveKinds[ev.Action]
+			addr[j] = ev.Addr
+			size[j] = ev.Size
+			stream[j] = ev.Stream
+			block[j] = ev.BlockSize
 		}
 		fill(cols.Stack[b:b+n], e.stack)
 		// The pool and NVML columns are zero but where a batch had other

@@ -12,14 +12,46 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// BenchmarkObserverHotPath measures the recorder's hot path: one allocator
-// event handed to the observer, against an observer that only counts (the
-// "bare" mode of BenchmarkRecord). In "record" the encoder lays the events
-// out and writes them to a sink, on a goroutine of its own (on a busy
-// machine, it may set the pace); in "store" the chunks come straight back
-// unencoded, which leaves what the allocator's thread pays.
+// feeder hands events to a recorder as the allocator does
+// (allocator.EventSink): written into the buffer the recorder gave, a run
+// handed over when the buffer is full, after a segment or oom event, before
+// an event in another pool, and when flushed.
+type feeder struct {
+	r    *recorder
+	buf  []allocator.RawEvent
+	n    int
+	pool allocator.PoolID
+}
 
-func BenchmarkObserverHotPath(b *testing.B) {
+func newFeeder(r *recorder) *feeder { return &feeder{r: r, buf: r.buffer()} }
+
+func (f *feeder) event(e *allocator.Event) {
+	if e.Pool != f.pool {
+		f.flush()
+		f.pool = e.Pool
+	}
+	f.buf[f.n] = allocator.RawEvent{Addr: e.Addr, Size: e.Size, Stream: e.Stream, BlockSize: e.BlockSize, Action: e.Action}
+	f.n++
+	if f.n == len(f.buf) || e.Action >= allocator.ActSegmentAlloc {
+		f.flush()
+	}
+}
+
+func (f *feeder) flush() {
+	if f.n > 0 {
+		n := f.n
+		f.n = 0
+		f.buf = f.r.EventsWritten(n, f.pool)
+	}
+}
+
+// BenchmarkSinkHotPath measures the recorder's part of the hot path: events
+// written into its chunks as the allocator writes them (by the feeder, whose
+// own cost is included), against an Observer that only counts. In "record" the encoder lays the events out and writes
+// them to a sink, on a goroutine of its own (on a busy machine, it may set
+// the pace); in "store" the chunks come straight back unencoded, which
+// leaves what the allocator's thread pays.
+func BenchmarkSinkHotPath(b *testing.B) {
 	evs := []allocator.Event{
 		{Action: allocator.ActAlloc, Addr: 1 << 40, Size: 516, BlockSize: 1024},
 		{Action: allocator.ActFreeRequested, Addr: 1 << 40, Size: 516, BlockSize: 1024},
@@ -34,18 +66,19 @@ func BenchmarkObserverHotPath(b *testing.B) {
 	})
 	b.Run("record", func(b *testing.B) {
 		w := trace.NewWriter(&copySink{}, trace.Meta{}, trace.WriterOptions{})
-		r := newRecorder(w, nil, 0, 0, 0)
-		var o allocator.Observer = r
+		r := newRecorder(w, newTestAllocator(b), 0, 0, 0)
+		f := newFeeder(r)
 		for i := 0; i < b.N; i++ {
-			o.AllocatorEvent(&evs[i%3])
+			f.event(&evs[i%3])
 		}
+		f.flush()
 		r.finish()
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}
 	})
 	b.Run("store", func(b *testing.B) {
-		r := &recorder{stack: trace.NoStack, t0: time.Now()}
+		r := &recorder{a: newTestAllocator(b), stack: trace.NoStack, t0: time.Now()}
 		e := &encoder{full: make(chan *chunk, ringChunks), freed: make(chan struct{}, 1), flushReq: &r.flushReq}
 		go func() {
 			for c := range e.full {
@@ -55,12 +88,22 @@ func BenchmarkObserverHotPath(b *testing.B) {
 		r.enc = e
 		r.cur = e.chunk()
 		r.ev, r.stop = r.cur.ev, 1
-		var o allocator.Observer = r
+		f := newFeeder(r)
 		for i := 0; i < b.N; i++ {
-			o.AllocatorEvent(&evs[i%3])
+			f.event(&evs[i%3])
 		}
 		close(e.full)
 	})
+}
+
+// newTestAllocator is an allocator for a recorder fed by a feeder: it
+// writes no event itself, so it has none pending.
+func newTestAllocator(tb testing.TB) *allocator.Allocator {
+	a, err := allocator.New(allocator.DefaultConf(), allocator.NewSimDevice(1<<30))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
 }
 
 // Events between clock reads get times between them: spread at the pace of
@@ -97,14 +140,16 @@ func TestRecorderMarks(t *testing.T) {
 	s1 := w.AddStack(trace.Stack{{Name: "one"}})
 	s2 := w.AddStack(trace.Stack{{Name: "two"}})
 	before := time.Now().UnixMicro()
-	r := newRecorder(w, nil, 2, 1000, 0)
+	r := newRecorder(w, newTestAllocator(t), 2, 1000, 0)
 	r.stacks = []trace.StackID{s1, s2}
+	f := newFeeder(r)
 	var used fakeReading
 	r.used = &used
 	const n = 3*chunkEvents + 5
 	want := make([]trace.Event, n)
 	for i := 0; i < n; i++ {
 		if i%700 == 0 {
+			f.flush() // as the allocator's events are, by PendingEvents, when the statement changes
 			r.setStmt(&stmt{id: (i / 700) % 2})
 		}
 		if i%900 == 0 {
@@ -114,10 +159,11 @@ func TestRecorderMarks(t *testing.T) {
 		if i%1100 >= 1000 {
 			ev.Pool = allocator.PoolID{A: uint64(i / 1100), B: 7}
 		}
-		r.AllocatorEvent(&ev)
+		f.event(&ev)
 		want[i] = trace.Event{Seq: int64(i), Device: 2, Kind: replay.KindOf(ev.Action), Addr: ev.Addr, Size: ev.Size, Stream: ev.Stream,
 			Pool: trace.PoolID(ev.Pool), Stack: r.stacks[(i/700)%2], BlockSize: ev.BlockSize, DeviceUsed: int64(i / 900 * 900)}
 	}
+	f.flush()
 	r.finish()
 	after := time.Now().UnixMicro()
 	if err := w.Close(); err != nil {
@@ -160,21 +206,23 @@ func (f *fakeReading) Latest() int64 { return f.Load() }
 // sparse (so their times are exact), rarely when they come fast.
 func TestRecorderPace(t *testing.T) {
 	w := trace.NewWriter(&copySink{}, trace.Meta{}, trace.WriterOptions{})
-	r := newRecorder(w, nil, 0, 0, 0)
+	r := newRecorder(w, newTestAllocator(t), 0, 0, 0)
+	f := newFeeder(r)
 	ev := allocator.Event{Action: allocator.ActAlloc, Addr: 1 << 40, Size: 512, BlockSize: 512}
 	for range 20 {
-		r.AllocatorEvent(&ev)
+		f.event(&ev)
 		time.Sleep(3 * clockPeriod)
 	}
 	if r.every != 1 {
 		t.Errorf("events %v apart: a clock read every %d events, want every event", 3*clockPeriod, r.every)
 	}
 	for range 100_000 {
-		r.AllocatorEvent(&ev)
+		f.event(&ev)
 	}
 	if r.every < 8 {
 		t.Errorf("back-to-back events: a clock read every %d events, want at least 8", r.every)
 	}
+	f.flush()
 	r.finish()
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

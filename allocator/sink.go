@@ -1,0 +1,154 @@
+package allocator
+
+// RawEvent is an event as an EventSink receives it: Event without its pool,
+// which the sink is told once for each run of events in one pool. 40 bytes.
+type RawEvent struct {
+	Addr      uint64
+	Size      int64
+	Stream    uint64
+	BlockSize int64
+	Action    Action
+}
+
+// EventSink receives the allocator's events in runs, written by the
+// allocator straight into memory the sink provides, for a recorder that
+// must cost the allocator as little as possible. Most events take no call
+// at all: the allocator stores their five fields inline, two dozen
+// instructions. An Observer costs a call per event and a copy of the event
+// from the allocator's staging Event into the observer's memory: on warm
+// request streams on the H200 host (record's BenchmarkRecordDrive), an
+// Observer that only counted the events made the allocator 40-60% slower;
+// a sink's stores alone (BenchmarkSinkFloor), 5-10%.
+//
+// Writing into the sink's memory, rather than into a small buffer of the
+// allocator's that the sink copies out, lets the stores' cache misses
+// overlap the allocator's work: copied out in bulk, runs of 256 events cost
+// the allocator 2-6% more of its time (BenchmarkSinkFloor, H200 host).
+type EventSink interface {
+	// EventsWritten says that the first n events of the buffer last given
+	// to the allocator are written, all of them in pool, and returns the
+	// buffer for the next events, at least one event long. The allocator
+	// calls it when the buffer is full, right after each segment_* and oom
+	// event (they follow device calls, which take microseconds: a sink that
+	// reads the clock here times them, and the events before them, well),
+	// before an event in another pool than the run's, and from FlushEvents
+	// and SetEventSink.
+	EventsWritten(n int, pool PoolID) []RawEvent
+}
+
+// sinkState is the allocator's side of an EventSink.
+type sinkState struct {
+	to  EventSink
+	buf []RawEvent
+	// n is the number of events written into buf. emit writes inline while
+	// n < room: room is one less than len(buf), so that the event filling
+	// it takes sinkEvent, which hands the buffer over; it is 0 when no sink
+	// is set, so that emit calls emitSlow.
+	n, room int
+	// owner is the pool of the run's events, by its owner (nil for the
+	// default pool): the small and large block pools of one PoolID are one
+	// pool to the sink, and they alternate all the time.
+	owner *privatePool
+}
+
+// SetEventSink makes s receive every later event, written into buf (at least
+// one event long) and the buffers s returns; nil stops reporting. The events
+// written for the sink set before are handed to it first. Setting a sink
+// removes the Observer, if any.
+func (a *Allocator) SetEventSink(s EventSink, buf []RawEvent) {
+	a.FlushEvents()
+	a.sink = sinkState{to: s}
+	if s != nil {
+		a.SetEventBuffer(buf)
+		a.obs = nil
+	}
+	a.observed = s != nil || a.obs != nil
+}
+
+// SetEventBuffer makes later events go into buf (at least one event long).
+// It is for a sink that adds events of its own between the allocator's
+// (markers): it calls FlushEvents (events written and not handed over
+// would be lost), adds its events, then gives the allocator the rest of its
+// memory.
+func (a *Allocator) SetEventBuffer(buf []RawEvent) {
+	if len(buf) == 0 {
+		panic("allocator: an empty event buffer")
+	}
+	a.sink.buf, a.sink.n, a.sink.room = buf, 0, len(buf)-1
+}
+
+// FlushEvents hands the sink the events written since its last call, if
+// any.
+func (a *Allocator) FlushEvents() {
+	if a.sink.to != nil && a.sink.n > 0 {
+		a.flushSink()
+	}
+}
+
+// PendingEvents returns the number of events written and not yet handed to
+// the sink: the sink's own count plus this is the number of events so far.
+func (a *Allocator) PendingEvents() int { return a.sink.n }
+
+// sinkFits reports whether an event in pool goes into the sink's buffer
+// inline: a sink is set, the event does not fill the buffer, and the run's
+// events are in the same pool. Inlined, with sinkPut, at the call sites of
+// the events of blocks (alloc, free_requested, free_completed: nearly all
+// events), which read
+//
+//	if a.observed {
+//		if a.sinkFits(pool) {
+//			a.sinkPut(act, b, size)
+//		} else {
+//			a.emitSlow(act, b.addr, size, b.stream, pool, b.size)
+//		}
+//	}
+//
+// rather than call emit: emit doing this itself would be too big for the
+// inliner, for which a call costs most of its budget.
+func (a *Allocator) sinkFits(pool *blockPool) bool {
+	return a.sink.n < a.sink.room && pool.owner == a.sink.owner
+}
+
+// sinkPut writes the event of block b, with size the request, into the
+// sink's buffer; sinkFits said it fits. Field by field: a composite literal
+// is built on the stack and copied, twice the instructions.
+func (a *Allocator) sinkPut(act Action, b *block, size int64) {
+	s := &a.sink
+	e := &s.buf[s.n]
+	e.Addr, e.Size, e.Stream, e.BlockSize, e.Action = b.addr, size, b.stream, b.size, act
+	s.n++
+}
+
+// sinkEvent writes an event into the sink's buffer, handing the run over
+// as EventsWritten says.
+func (a *Allocator) sinkEvent(act Action, addr uint64, size int64, stream uint64, pool *blockPool, bsize int64) {
+	s := &a.sink
+	var owner *privatePool
+	if pool != nil {
+		owner = pool.owner
+	}
+	if owner != s.owner {
+		if s.n > 0 {
+			a.flushSink()
+		}
+		s.owner = owner
+	}
+	e := &s.buf[s.n]
+	e.Addr, e.Size, e.Stream, e.BlockSize, e.Action = addr, size, stream, bsize, act
+	s.n++
+	if s.n == len(s.buf) || act >= ActSegmentAlloc {
+		a.flushSink()
+	}
+}
+
+// flushSink hands the sink the events written.
+func (a *Allocator) flushSink() {
+	s := &a.sink
+	var id PoolID
+	if s.owner != nil {
+		id = s.owner.id
+	}
+	n := s.n
+	s.n = 0
+	a.SetEventBuffer(s.to.EventsWritten(n, id))
+}
