@@ -50,7 +50,7 @@ func (a *Allocator) free(id blockID, slot int) {
 	a.stats.Allocation.dec(st, 1)
 	a.stats.AllocatedBytes.dec(st, b.size)
 	if a.observed { // emit, inline for a sink (sinkFits)
-		if a.sinkFits(pool) {
+		if a.sinkFits() {
 			a.sinkPut(ActFreeRequested, b, b.requested)
 		} else {
 			a.emitSlow(ActFreeRequested, b.addr, b.requested, b.stream, pool, b.size)
@@ -218,7 +218,7 @@ func (a *Allocator) freeBlock(id blockID) {
 func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTypes) {
 	b := &a.blocks[id]
 	if a.observed { // emit, inline for a sink (sinkFits)
-		if a.sinkFits(pool) {
+		if a.sinkFits() {
 			a.sinkPut(ActFreeCompleted, b, b.requested)
 		} else {
 			a.emitSlow(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)

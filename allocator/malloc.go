@@ -236,7 +236,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) blockID {
 		a.stats.OversizeAllocations.inc(1)
 	}
 	if a.observed { // emit, inline for a sink (sinkFits)
-		if a.sinkFits(pool) {
+		if a.sinkFits() {
 			a.sinkPut(ActAlloc, b, r.orig)
 		} else {
 			a.emitSlow(ActAlloc, b.addr, r.orig, b.stream, pool, b.size)

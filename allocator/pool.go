@@ -112,6 +112,7 @@ func (a *Allocator) BeginAllocateToPool(id PoolID, filter func(stream uint64) bo
 	}
 	pp.useCount++
 	a.captures = append(a.captures, capture{id: id, filter: filter})
+	a.sink.room = 0 // a private pool exists: events take sinkEvent, which checks pools
 }
 
 // EndAllocateToPool stops routing mallocs to private pool id.

@@ -40,10 +40,12 @@ type EventSink interface {
 type sinkState struct {
 	to  EventSink
 	buf []RawEvent
-	// n is the number of events written into buf. emit writes inline while
-	// n < room: room is one less than len(buf), so that the event filling
-	// it takes sinkEvent, which hands the buffer over; it is 0 when no sink
-	// is set, so that emit calls emitSlow.
+	// n is the number of events written into buf. The block sites write
+	// inline while n < room (sinkFits): room is one less than len(buf), so
+	// that the event filling it takes sinkEvent, which hands the buffer
+	// over. It is 0, so that every event takes emitSlow, when no sink is
+	// set, and while a private pool exists or the run is not in the default
+	// pool: the inline path does not look at pools (sinkRoom).
 	n, room int
 	// owner is the pool of the run's events, by its owner (nil for the
 	// default pool): the small and large block pools of one PoolID are one
@@ -74,7 +76,21 @@ func (a *Allocator) SetEventBuffer(buf []RawEvent) {
 	if len(buf) == 0 {
 		panic("allocator: an empty event buffer")
 	}
-	a.sink.buf, a.sink.n, a.sink.room = buf, 0, len(buf)-1
+	a.sink.buf, a.sink.n = buf, 0
+	a.sink.room = a.sinkRoom()
+}
+
+// sinkRoom is the room for the events of blocks to be written inline: none
+// while a private pool exists or the run's events are not in the default
+// pool, so that the inline path need not check an event's pool (four
+// instructions of the two dozen an event costs). Private pools come with
+// CUDA graphs and MemPools, rare in a recording; while they exist every
+// event takes sinkEvent, which checks.
+func (a *Allocator) sinkRoom() int {
+	if a.sink.to == nil || len(a.private) > 0 || a.sink.owner != nil {
+		return 0
+	}
+	return len(a.sink.buf) - 1
 }
 
 // FlushEvents hands the sink the events written since its last call, if
@@ -89,14 +105,14 @@ func (a *Allocator) FlushEvents() {
 // the sink: the sink's own count plus this is the number of events so far.
 func (a *Allocator) PendingEvents() int { return a.sink.n }
 
-// sinkFits reports whether an event in pool goes into the sink's buffer
-// inline: a sink is set, the event does not fill the buffer, and the run's
-// events are in the same pool. Inlined, with sinkPut, at the call sites of
-// the events of blocks (alloc, free_requested, free_completed: nearly all
-// events), which read
+// sinkFits reports whether an event of a block goes into the sink's buffer
+// inline: a sink is set, the event does not fill the buffer, and no pool
+// but the default one exists (sinkRoom). Inlined, with sinkPut, at the call
+// sites of the events of blocks (alloc, free_requested, free_completed:
+// nearly all events), which read
 //
 //	if a.observed {
-//		if a.sinkFits(pool) {
+//		if a.sinkFits() {
 //			a.sinkPut(act, b, size)
 //		} else {
 //			a.emitSlow(act, b.addr, size, b.stream, pool, b.size)
@@ -105,9 +121,7 @@ func (a *Allocator) PendingEvents() int { return a.sink.n }
 //
 // rather than call emit: emit doing this itself would be too big for the
 // inliner, for which a call costs most of its budget.
-func (a *Allocator) sinkFits(pool *blockPool) bool {
-	return a.sink.n < a.sink.room && pool.owner == a.sink.owner
-}
+func (a *Allocator) sinkFits() bool { return a.sink.n < a.sink.room }
 
 // sinkPut writes the event of block b, with size the request, into the
 // sink's buffer; sinkFits said it fits. Field by field: a composite literal
@@ -138,6 +152,8 @@ func (a *Allocator) sinkEvent(act Action, addr uint64, size int64, stream uint64
 	s.n++
 	if s.n == len(s.buf) || act >= ActSegmentAlloc {
 		a.flushSink()
+	} else {
+		s.room = a.sinkRoom() // the pool may have changed either way
 	}
 }
 

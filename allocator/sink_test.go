@@ -207,3 +207,51 @@ func TestEventSinkRuns(t *testing.T) {
 		t.Fatalf("150 events (alloc, free_requested, free_completed) in the default pool's small and large pools: %d runs handed over, %d pending; want 0 and 150", s.calls, a.PendingEvents())
 	}
 }
+
+// Events of blocks in a private pool carry its id even when no event of the
+// pool came before: here the pool arrives by Restore, with the sink already
+// set, and the first event in it is a free.
+func TestEventSinkRestoredPool(t *testing.T) {
+	private := PoolID{A: 3, B: 4}
+	src, err := New(DefaultConf(), NewSimDevice(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := src.Malloc(1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.BeginAllocateToPool(private, nil)
+	addr, err := src.Malloc(1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.EndAllocateToPool(private)
+
+	a, err := New(DefaultConf(), NewSimDevice(gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newRunSink(t, 64)
+	a.SetEventSink(s, s.buf)
+	if err := a.Restore(src.Segments()); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []uint64{addr, other} {
+		if err := a.Free(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.FlushEvents()
+	var got []string
+	for _, e := range s.events {
+		got = append(got, fmt.Sprintf("%v@%#x:%v", e.Action, e.Addr, e.Pool))
+	}
+	want := []string{
+		fmt.Sprintf("free_requested@%#x:%v", addr, private), fmt.Sprintf("free_completed@%#x:%v", addr, private),
+		fmt.Sprintf("free_requested@%#x:{0 0}", other), fmt.Sprintf("free_completed@%#x:{0 0}", other),
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events:\n%v\nwant\n%v", got, want)
+	}
+}
