@@ -23,6 +23,9 @@ var fuzzFamilies = []struct {
 	{conf: "roundup_power2_divisions:4,max_non_split_rounding_mb:64,max_split_size_mb:24"},
 }
 
+// fuzzPool is the private pool of the captures runOps makes.
+var fuzzPool = PoolID{A: 1, B: 1}
+
 // runOps interprets data as allocator operations (4 bytes each) under the
 // family chosen by data[0], checking every invariant after each step.
 func runOps(t *testing.T, data []byte) {
@@ -63,6 +66,7 @@ func runOps(t *testing.T, data []byte) {
 	sink.pending = ha.PendingEvents
 	ha.SetEventSink(sink, sink.buf)
 	var live, pending []uint64
+	capturing := false
 	var liveH, pendingH []Handle
 	data = data[1:]
 	// Bounded: CheckInvariants is linear in the blocks, so long inputs would
@@ -165,6 +169,22 @@ func runOps(t *testing.T, data []byte) {
 			}
 			pending = append(pending[:i], pending[i+1:]...)
 			pendingH = append(pendingH[:i], pendingH[i+1:]...)
+		case n%4 == 1:
+			// A CUDA-graph capture into a private pool, begun or ended (and
+			// the pool released: its segments go at the next empty_cache).
+			if capturing {
+				desc = "end capture"
+				for _, x := range []*Allocator{a, ha} {
+					x.EndAllocateToPool(fuzzPool)
+					x.ReleasePool(fuzzPool)
+				}
+			} else {
+				desc = "begin capture"
+				for _, x := range []*Allocator{a, ha} {
+					x.BeginAllocateToPool(fuzzPool, func(stream uint64) bool { return stream == 0 })
+				}
+			}
+			capturing = !capturing
 		default:
 			desc = "empty_cache"
 			if err := a.EmptyCache(); err != nil {
@@ -188,6 +208,10 @@ func runOps(t *testing.T, data []byte) {
 		}
 		evA, sink.events = evA[:0], sink.events[:0]
 	}
+	if capturing { // a capture defers cross-stream frees (§8, §15): end it first
+		a.EndAllocateToPool(fuzzPool)
+		a.ReleasePool(fuzzPool)
+	}
 	for _, addr := range live {
 		if err := a.Free(addr); err != nil {
 			t.Fatal(err)
@@ -201,7 +225,7 @@ func runOps(t *testing.T, data []byte) {
 	}
 	st := a.Stats()
 	if st.AllocatedBytes[0].Current != 0 || st.ActiveBytes[0].Current != 0 {
-		t.Fatalf("memory left after freeing everything: %+v", st.AllocatedBytes[0])
+		t.Fatalf("memory left after freeing everything: allocated %+v, active %+v (capturing %v, pending %d)", st.AllocatedBytes[0], st.ActiveBytes[0], capturing, len(pending))
 	}
 	if !conf.ExpandableSegments && st.ReservedBytes[0].Current != 0 {
 		t.Fatalf("reserved %d after freeing everything and flushing", st.ReservedBytes[0].Current)
