@@ -21,9 +21,11 @@
 //
 // Every statistic of torch.cuda.memory_stats() is kept with PyTorch's update
 // rules (§11); Stats().Map() flattens them under the same names. The
-// allocator emits PyTorch's trace entries (§13) to an Observer, in PyTorch's
-// order, with the block size added; it depends on nothing in this module so
-// any package can use it. Segments reports the layout as a snapshot's
+// allocator emits PyTorch's trace entries (§13) in PyTorch's order, with the
+// block size added, to an Observer (a call per event) or to an EventSink (the
+// live recorder: the allocator writes most events straight into the sink's
+// memory, inline, with no call); it depends on nothing in this module but
+// internal/addrmap, so any package can use it. Segments reports the layout as a snapshot's
 // `segments` list, Restore installs a starting state (for traces whose history
 // wrapped), and CheckInvariants verifies the whole state, which the tests and
 // FuzzAllocator do after every step.
