@@ -19,7 +19,7 @@ type RawEvent struct {
 // request streams (record's BenchmarkRecordDrive), an Observer that only
 // counts the events adds 70 instructions an event (14% more than the
 // allocator's own) and, on the H200 host, 30-60% to the time; a sink's
-// stores alone (BenchmarkSinkFloor), two dozen instructions and 4-10%.
+// stores alone (BenchmarkSinkFloor), two dozen instructions and 3-10%.
 //
 // Writing into the sink's memory, rather than into a small buffer of the
 // allocator's that the sink copies out, lets the stores' cache misses
