@@ -182,14 +182,7 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(served.Nanoseconds())/n, "ns/request")
 		})
 	}
-	gens := []struct {
-		name string
-		src  func(n int64) Source
-	}{
-		{"generated10M", func(n int64) Source { return newGenSource(n) }},  // stress case
-		{"training10M", func(n int64) Source { return newTrainSource(n) }}, // realistic
-	}
-	for _, gen := range gens {
+	for _, gen := range benchGens {
 		for _, cs := range []string{"", "expandable_segments:True"} {
 			conf, _ := allocator.ParseConf(cs)
 			name := gen.name + "/default"
@@ -197,7 +190,7 @@ func BenchmarkReplay(b *testing.B) {
 				name = gen.name + "/expandable"
 			}
 			b.Run(name, func(b *testing.B) {
-				const n = 10_000_000
+				n := gen.n
 				b.ReportAllocs()
 				var res *Result
 				cpu0 := cpuTime()
@@ -206,6 +199,9 @@ func BenchmarkReplay(b *testing.B) {
 					res, err = Run(context.Background(), gen.src(n), Options{Conf: conf, TotalMemory: 1 << 40}, nil)
 					if err != nil {
 						b.Fatal(err)
+					}
+					if res.Devices[0].Events != n {
+						b.Fatalf("replayed %d events, want %d", res.Devices[0].Events, n)
 					}
 				}
 				b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
@@ -216,18 +212,30 @@ func BenchmarkReplay(b *testing.B) {
 	}
 }
 
+// benchGens are the generated streams BenchmarkReplay replays and
+// BenchmarkGenerators measures alone: the stress case and the realistic one,
+// at 10M events (the target's size) and at 1M, short enough to run under
+// cachegrind in seconds while comparing builds.
+var benchGens = []struct {
+	name string
+	n    int64
+	src  func(n int64) Source
+}{
+	{"generated10M", 10_000_000, newGen},
+	{"training10M", 10_000_000, newTrain},
+	{"generated1M", 1_000_000, newGen},
+	{"training1M", 1_000_000, newTrain},
+}
+
+func newGen(n int64) Source   { return newGenSource(n) }
+func newTrain(n int64) Source { return newTrainSource(n) }
+
 // BenchmarkGenerators measures the generated sources alone, the part of
 // BenchmarkReplay's generated figures that is not replay.
 func BenchmarkGenerators(b *testing.B) {
-	for _, gen := range []struct {
-		name string
-		src  func(n int64) Source
-	}{
-		{"generated10M", func(n int64) Source { return newGenSource(n) }},
-		{"training10M", func(n int64) Source { return newTrainSource(n) }},
-	} {
+	for _, gen := range benchGens {
 		b.Run(gen.name, func(b *testing.B) {
-			const n = 10_000_000
+			n := gen.n
 			cpu0 := cpuTime()
 			var sum uint64
 			for b.Loop() {
