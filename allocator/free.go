@@ -49,8 +49,14 @@ func (a *Allocator) free(id blockID, slot int) {
 	}
 	a.stats.Allocation.dec(st, 1)
 	a.stats.AllocatedBytes.dec(st, b.size)
+	// done is what freeBlockIn reports, below.
+	done := ActFreeCompleted
 	if a.observed { // emit, inline for a sink (sinkFits)
-		if a.sinkFits() {
+		if !b.used && a.obs == nil {
+			// A sink takes a synchronous free as one event, which
+			// freeBlockIn writes (ActFreeSync).
+			done = ActFreeSync
+		} else if a.sinkFits() {
 			a.sinkPut(ActFreeRequested, b, b.requested)
 		} else {
 			a.emitSlow(ActFreeRequested, b.addr, b.requested, b.stream, pool, b.size)
@@ -68,7 +74,7 @@ func (a *Allocator) free(id blockID, slot int) {
 		a.pending = append(a.pending, id)
 		return
 	}
-	a.freeBlockIn(id, slot, pool, st)
+	a.freeBlockIn(id, slot, pool, st, done)
 }
 
 // RecordStream is recordStream (§8): the block at addr is also used by
@@ -209,19 +215,21 @@ func (a *Allocator) syncAndFreeEvents() {
 // block to its pool.
 func (a *Allocator) freeBlock(id blockID) {
 	pool := a.pools[a.blocks[id].pool]
-	a.freeBlockIn(id, -1, pool, a.statTypes(pool))
+	a.freeBlockIn(id, -1, pool, a.statTypes(pool), ActFreeCompleted)
 }
 
 // freeBlockIn is freeBlock for a block of pool (whose stat types are st)
-// that an address lookup found at slot of the active map (-1: unknown).
-// free passes the pool and types it has looked up already.
-func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTypes) {
+// that an address lookup found at slot of the active map (-1: unknown),
+// reporting act: ActFreeCompleted, or ActFreeSync to a sink for a
+// synchronous free (free). free passes the pool and types it has looked up
+// already.
+func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTypes, act Action) {
 	b := &a.blocks[id]
 	if a.observed { // emit, inline for a sink (sinkFits)
 		if a.sinkFits() {
-			a.sinkPut(ActFreeCompleted, b, b.requested)
+			a.sinkPut(act, b, b.requested)
 		} else {
-			a.emitSlow(ActFreeCompleted, b.addr, b.requested, b.stream, pool, b.size)
+			a.emitSlow(act, b.addr, b.requested, b.stream, pool, b.size)
 		}
 	}
 	origSize, req := b.size, b.requested

@@ -43,6 +43,10 @@ type Target struct {
 	close     func() error
 }
 
+// MaxSimMemory is the largest simulated device a recording takes: 64 PiB,
+// the largest block size an allocator.RawEvent holds.
+const MaxSimMemory = 1<<56 - 1
+
 // OpenTarget opens the device of kind (DeviceAuto, DeviceCUDA or DeviceSim).
 // ordinal is the CUDA device; simTotal the simulated device's bytes
 // (DefaultSimMemory when 0). With DeviceCUDA on a machine without a driver
@@ -50,6 +54,10 @@ type Target struct {
 func OpenTarget(kind string, ordinal int, simTotal int64) (*Target, error) {
 	if simTotal <= 0 {
 		simTotal = DefaultSimMemory
+	}
+	if simTotal > MaxSimMemory {
+		return nil, fmt.Errorf("record: a simulated device of %s is larger than a recording holds (at most %s)",
+			allocator.FormatSize(simTotal), allocator.FormatSize(MaxSimMemory))
 	}
 	switch kind {
 	case DeviceSim:

@@ -94,7 +94,6 @@ func BenchmarkRecordDrive(b *testing.B) {
 					pass(false, &bare, &bareP)
 				}
 			}
-			got := r.events()
 			events := perPass * int64(b.N)
 			t0 := time.Now()
 			r.finish()
@@ -103,6 +102,7 @@ func BenchmarkRecordDrive(b *testing.B) {
 			}
 			tail := time.Since(t0)
 			recorded += tail
+			got := r.events() // exact once finished
 			if got != events {
 				b.Fatalf("recorded %d events in %d passes of %d", got, b.N, perPass)
 			}

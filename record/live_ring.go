@@ -12,12 +12,13 @@ import (
 )
 
 // The live recorder splits the work as Go's execution tracer does. On the
-// allocator's path an event is five stores into a preallocated chunk, made
-// by the allocator itself (allocator.EventSink: no call), and every so many
-// events (clockPeriod) the recorder reads the clock
-// (recorder.EventsWritten): no allocation, no call into the trace writer. What changes rarely (the statement's stack, NVML's reading,
-// the pool) and the clock reads are kept beside the events as (index, value)
-// marks. Full chunks go to an encoder
+// allocator's path an event is four stores into a preallocated chunk (a
+// synchronous free's two events are one: allocator.ActFreeSync), made by the
+// allocator itself (allocator.EventSink: no call), and every so many events
+// (clockPeriod) the recorder reads the clock (recorder.EventsWritten): no
+// allocation, no call into the trace writer. What changes rarely (the
+// statement's stack, NVML's reading, the pool) and the clock reads are kept
+// beside the events as (index, value) marks. Full chunks go to an encoder
 // goroutine that places every event in time, lays the events out as the
 // trace's columns and encodes them in batches (trace.Writer.WriteColumns),
 // then hands the chunk back; the trace writer's own goroutine makes the
@@ -27,12 +28,13 @@ import (
 // bounded: ringChunks chunks, the one batch being filled and the writer's
 // blocks. When the encoder falls behind, the allocator waits for a chunk.
 //
-// What the allocator's thread pays beyond the five stores is mostly memory
+// What the allocator's thread pays beyond the stores is mostly memory
 // traffic and the hand-over of chunks, and both are kept small:
 //
 //   - Chunks are reused last-returned first (encoder.free is a stack), so
 //     that the few in use stay in the allocator core's L2 cache. Reused in
-//     turn (a FIFO ring), 16 chunks, 2.5 MiB, stream through a 2 MiB L2:
+//     turn (a FIFO ring), 16 chunks of 40-byte events, 2.5 MiB, streamed
+//     through a 2 MiB L2:
 //     on one thread (BenchmarkRecordDrive's streams, sim device, chunks
 //     recycled with no encoder) that cost the median pass 3-20% of the
 //     allocator's time, against 0-3% for one chunk reused.
@@ -46,8 +48,8 @@ import (
 //     workload starts (firstChunks).
 
 const (
-	// chunkEvents is the number of events per chunk (40 bytes each, 160 KiB
-	// a chunk), and ringChunks the most chunks in circulation (10 MiB):
+	// chunkEvents is the number of events per chunk (32 bytes each, 128 KiB
+	// a chunk), and ringChunks the most chunks in circulation (8 MiB):
 	// 256K events of lead, more than the allocator makes in a poll period
 	// and the time the encoder takes to write a batch, so that the
 	// allocator does not wait for it on a machine with a spare core. In use
@@ -60,9 +62,9 @@ const (
 	ringChunks  = 64
 	// firstChunks are made, and their memory touched, when the recording
 	// starts, more than are in use at full speed, so that the allocator's
-	// thread seldom makes one: a chunk made during the run costs it 40 page
-	// faults, 0.1-0.5 ms on a virtual machine. Made at the start, the 2.5
-	// MiB take 1-2 ms there, before the workload's first event.
+	// thread seldom makes one: a chunk made during the run costs it 32 page
+	// faults, 0.1-0.5 ms on a virtual machine. Made at the start, the 2 MiB
+	// take 1-2 ms there, before the workload's first event.
 	firstChunks = 16
 	// pollEvery is how often a busy encoder takes the chunks handed over
 	// (a shorter timer would not fire sooner: an idle Go thread waits for
@@ -144,6 +146,10 @@ type encoder struct {
 	flushEvery time.Duration
 	lastWrite  time.Duration // since the start
 
+	// extra counts the rows beyond one per chunk event: the second of each
+	// synchronous free's (ActFreeSync) encoded so far.
+	extra atomic.Int64
+
 	cols trace.Columns // the batch being filled
 	// clearPools and clearUsed say that the batch's pool or NVML columns
 	// hold values other than 0.
@@ -174,7 +180,7 @@ func newEncoder(w *trace.Writer, t0 time.Time, ordinal int32, batch int, flushEv
 	for range firstChunks {
 		c := newChunk()
 		for i := 0; i < len(c.ev); i += 4096 / int(unsafe.Sizeof(allocator.RawEvent{})) {
-			c.ev[i].Action = 0 // fault its pages in now
+			c.ev[i].Addr = 0 // fault its pages in now
 		}
 		e.free = append(e.free, c)
 	}
@@ -355,43 +361,68 @@ func (e *encoder) add(c *chunk) {
 				end = m[0].i
 			}
 		}
-		b := e.cols.N
-		if room := e.batch - b; end-k > room {
-			end = k + room
-		}
-		e.grow(b + end - k)
+		// Each event is a row, but for a synchronous free (ActFreeSync),
+		// which is two: free_requested and free_completed, at one time. A
+		// free that meets the end of the batch ends it with its
+		// free_requested, and its free_completed starts the next (carry).
+		b, k0 := e.cols.N, k
+		e.grow(b + min(2*(end-k), e.batch-b))
 		cols := &e.cols
-		evs := c.ev[k:end]
-		n := len(evs)
-		ts := times[k:end]
-		tus, kind, addr, size := cols.TimeUs[b:b+n], cols.Kind[b:b+n], cols.Addr[b:b+n], cols.Size[b:b+n]
-		stream, block := cols.Stream[b:b+n], cols.BlockSize[b:b+n]
-		for j := range evs {
-			ev := &evs[j]
-			tus[j] = e.baseUs + ts[j]/1000
-			kind[j] = liveKinds[ev.Action]
-			addr[j] = ev.Addr
-			size[j] = ev.Size
-			stream[j] = ev.Stream
-			block[j] = ev.BlockSize
+		tus, kind, addr, size := cols.TimeUs, cols.Kind, cols.Addr, cols.Size
+		stream, block := cols.Stream, cols.BlockSize
+		j, carry := b, false
+		for ; k < end && j < e.batch; k++ {
+			ev := &c.ev[k]
+			t := e.baseUs + times[k]/1000
+			act := ev.Action()
+			kd := liveKinds[act]
+			if act == allocator.ActFreeSync {
+				tus[j], kind[j], addr[j], size[j], stream[j], block[j] = t, trace.KindFreeRequested, ev.Addr, ev.Size, ev.Stream, ev.BlockSize()
+				j++
+				kd = trace.KindFreeCompleted
+				if j == e.batch {
+					carry = true
+					break
+				}
+			}
+			tus[j], kind[j], addr[j], size[j], stream[j], block[j] = t, kd, ev.Addr, ev.Size, ev.Stream, ev.BlockSize()
+			j++
 		}
-		fill(cols.Stack[b:b+n], e.stack)
-		// The pool and NVML columns are zero but where a batch had other
-		// values (clear says which, and writeBatch zeroes them again).
-		if e.pool != (allocator.PoolID{}) {
-			fill(cols.PoolA[b:b+n], e.pool.A)
-			fill(cols.PoolB[b:b+n], e.pool.B)
-			e.clearPools = true
+		e.fillMarks(b, j)
+		cols.N = j
+		e.extra.Add(int64(j - b - (k - k0)))
+		if cols.N < e.batch {
+			continue
 		}
-		if e.used != 0 {
-			fill(cols.DeviceUsed[b:b+n], e.used)
-			e.clearUsed = true
-		}
-		cols.N = b + len(evs)
-		k = end
-		if cols.N == e.batch && !e.writeBatch() {
+		if !e.writeBatch() {
 			return
 		}
+		if carry { // event k's free_completed, under event k's marks
+			ev := &c.ev[k]
+			cols.TimeUs[0], cols.Kind[0], cols.Addr[0], cols.Size[0], cols.Stream[0], cols.BlockSize[0] =
+				e.baseUs+times[k]/1000, trace.KindFreeCompleted, ev.Addr, ev.Size, ev.Stream, ev.BlockSize()
+			e.fillMarks(0, 1)
+			cols.N = 1
+			k++ // its first row counted as the extra one
+		}
+	}
+}
+
+// fillMarks sets the stack, pool and NVML columns of the batch's rows
+// [from, to) to the values in force. The pool and NVML columns are zero but
+// where a batch had other values (clear says which, and writeBatch zeroes
+// them again).
+func (e *encoder) fillMarks(from, to int) {
+	cols := &e.cols
+	fill(cols.Stack[from:to], e.stack)
+	if e.pool != (allocator.PoolID{}) {
+		fill(cols.PoolA[from:to], e.pool.A)
+		fill(cols.PoolB[from:to], e.pool.B)
+		e.clearPools = true
+	}
+	if e.used != 0 {
+		fill(cols.DeviceUsed[from:to], e.used)
+		e.clearUsed = true
 	}
 }
 

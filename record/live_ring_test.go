@@ -13,31 +13,63 @@ import (
 )
 
 // feeder hands events to a recorder as the allocator does
-// (allocator.EventSink): written into the buffer the recorder gave, a run
-// handed over when the buffer is full, after a segment or oom event, before
-// an event in another pool, and when flushed.
+// (allocator.EventSink): written into the buffer the recorder gave, a
+// free_requested followed at once by its free_completed as one event
+// (ActFreeSync), a run handed over when the buffer is full, after a segment
+// or oom event, before an event in another pool, and when flushed.
 type feeder struct {
 	r    *recorder
 	buf  []allocator.RawEvent
 	n    int
 	pool allocator.PoolID
+	// held is a free_requested not yet written: the next event may be its
+	// free_completed.
+	held    allocator.Event
+	holding bool
 }
 
 func newFeeder(r *recorder) *feeder { return &feeder{r: r, buf: r.buffer()} }
 
 func (f *feeder) event(e *allocator.Event) {
+	if f.holding {
+		f.holding = false
+		h := f.held
+		if e.Action == allocator.ActFreeCompleted && e.Addr == h.Addr && e.Pool == h.Pool {
+			h.Action = allocator.ActFreeSync
+			f.put(&h)
+			return
+		}
+		f.put(&h)
+	}
+	if e.Action == allocator.ActFreeRequested {
+		f.held, f.holding = *e, true
+		return
+	}
+	f.put(e)
+}
+
+func (f *feeder) put(e *allocator.Event) {
 	if e.Pool != f.pool {
-		f.flush()
+		f.flushWritten()
 		f.pool = e.Pool
 	}
-	f.buf[f.n] = allocator.RawEvent{Addr: e.Addr, Size: e.Size, Stream: e.Stream, BlockSize: e.BlockSize, Action: e.Action}
+	f.buf[f.n] = allocator.RawEvent{Addr: e.Addr, Size: e.Size, Stream: e.Stream, BlockAction: allocator.PackBlockAction(e.BlockSize, e.Action)}
 	f.n++
-	if f.n == len(f.buf) || e.Action >= allocator.ActSegmentAlloc {
-		f.flush()
+	if f.n == len(f.buf) || e.Action >= allocator.ActSegmentAlloc && e.Action <= allocator.ActOOM {
+		f.flushWritten()
 	}
 }
 
+// flush hands over every event so far, a held one included.
 func (f *feeder) flush() {
+	if f.holding {
+		f.holding = false
+		f.put(&f.held)
+	}
+	f.flushWritten()
+}
+
+func (f *feeder) flushWritten() {
 	if f.n > 0 {
 		n := f.n
 		f.n = 0
@@ -134,13 +166,22 @@ func TestStampTimes(t *testing.T) {
 // event, across chunks and batches; NVML readings reach events at most
 // maxClockEvery events late (they are read at clock reads); times are real and
 // never run backwards.
+//
+// Batches of 1 and 999 rows split synchronous frees (two rows from one
+// chunk event) between batches.
 func TestRecorderMarks(t *testing.T) {
+	for _, batch := range []int{1000, 999, 1} {
+		t.Run(fmt.Sprint("batch=", batch), func(t *testing.T) { testRecorderMarks(t, batch) })
+	}
+}
+
+func testRecorderMarks(t *testing.T, batch int) {
 	var buf bytes.Buffer
 	w := trace.NewWriter(&buf, trace.Meta{}, trace.WriterOptions{})
 	s1 := w.AddStack(trace.Stack{{Name: "one"}})
 	s2 := w.AddStack(trace.Stack{{Name: "two"}})
 	before := time.Now().UnixMicro()
-	r := newRecorder(w, newTestAllocator(t), 2, 1000, 0)
+	r := newRecorder(w, newTestAllocator(t), 2, batch, 0)
 	r.stacks = []trace.StackID{s1, s2}
 	f := newFeeder(r)
 	var used fakeReading
@@ -155,7 +196,14 @@ func TestRecorderMarks(t *testing.T) {
 		if i%900 == 0 {
 			used.Store(int64(i))
 		}
-		ev := allocator.Event{Action: allocator.Action(1 + i%8), Addr: uint64(i), Size: int64(2 * i), Stream: uint64(i % 3), BlockSize: int64(3 * i)}
+		// A free_completed is of the block the free_requested before it
+		// named: the feeder writes the pair as one event (ActFreeSync),
+		// which the encoder makes two rows again.
+		act, j := allocator.Action(1+i%8), i
+		if act == allocator.ActFreeCompleted {
+			j = i - 1
+		}
+		ev := allocator.Event{Action: act, Addr: uint64(j), Size: int64(2 * j), Stream: uint64(j % 3), BlockSize: int64(3 * j)}
 		if i%1100 >= 1000 {
 			ev.Pool = allocator.PoolID{A: uint64(i / 1100), B: 7}
 		}
@@ -166,6 +214,9 @@ func TestRecorderMarks(t *testing.T) {
 	f.flush()
 	r.finish()
 	after := time.Now().UnixMicro()
+	if got := r.events(); got != n {
+		t.Errorf("the recorder counts %d events, want %d", got, n)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

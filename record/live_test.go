@@ -333,3 +333,15 @@ func TestRecordFlushesByAge(t *testing.T) {
 	}
 	t.Fatal("no batch reached the file although FlushEvery passed")
 }
+
+// A simulated device too large for a recording's events is refused when
+// opened, not when its first huge segment would be recorded.
+func TestOpenTargetTooLarge(t *testing.T) {
+	if _, err := record.OpenTarget(record.DeviceSim, 0, record.MaxSimMemory); err != nil {
+		t.Fatalf("the largest simulated device: %v", err)
+	}
+	_, err := record.OpenTarget(record.DeviceSim, 0, record.MaxSimMemory+1)
+	if err == nil || !strings.Contains(err.Error(), "larger than a recording holds") {
+		t.Fatalf("a device of 64 PiB: err = %v", err)
+	}
+}
