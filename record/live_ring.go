@@ -75,16 +75,20 @@ const (
 	idlePolls = 16
 	// The clock is read every `every` events, about clockPeriod apart: the
 	// recorder sets every after each read from the pace of the events
-	// before it, between 1 and maxClockEvery. A read costs 30-80 ns, as
-	// much as an event, and the call around it more; events between reads
-	// are placed in time by the encoder (stampTimes), within the reads
-	// around them. On a warm allocator (40-60 ns an event) that is a read
-	// every 160-250 events, a few ns an event less than reading every 16
-	// (measured: BenchmarkRecordDrive), and times within clockPeriod of the
-	// truth; where events are sparse (a program computing between its
-	// allocations) every event reads the clock and its time is exact.
-	clockPeriod   = 10 * time.Microsecond
-	maxClockEvery = 256
+	// before it, between 1 and maxClockEvery. A read, with the hand-over of
+	// the run around it (the allocator's slow path, EventsWritten, the
+	// pace), costs the allocator's thread about 200 ns, four events' worth;
+	// events between reads are placed in time by the encoder (stampTimes),
+	// within the reads around them. On a warm allocator (40-90 ns an event)
+	// that is a read every 550-1024 events, and times within clockPeriod of
+	// the truth, far finer than a memory timeline needs. Reading every
+	// 10 µs (at most every 256 events) cost 1.5-3 points more of the
+	// allocator's time; every 1 µs, 15-30 points (BenchmarkRecordDrive,
+	// H100 host, 2026-11-22). Where events are sparse (a program computing
+	// between its allocations) every event reads the clock and its time is
+	// exact.
+	clockPeriod   = 50 * time.Microsecond
+	maxClockEvery = 1024
 	// actSnapshot is the Action of a snapshot marker in a chunk; the
 	// allocator's own actions are 1 to 8.
 	actSnapshot allocator.Action = 255
