@@ -27,9 +27,10 @@ var recordDriveTraces = []string{"mlp_train__default", "attention_infer__default
 // (the live recorder of `tracer record`), alternately, b.N times each. The
 // recorded time (overhead-%) includes the recording's tail (handing over the
 // last chunk, writing and syncing it, closing the file), once per recording;
-// tail-ms reports it, overhead-passes-% leaves it out (the cost per event),
-// overhead-p50-% compares the median passes, and waits counts the times the
-// allocator waited for the encoder.
+// tail-ms reports it (finish-ms the part before Close),
+// overhead-passes-% leaves it out (the cost per event), overhead-p50-%
+// compares the median passes, and waits counts the times the allocator
+// waited for the encoder.
 //
 // On the simulated device by default; TRACER_GPU=1 serves the streams from a
 // real GPU through cuda/, where device calls are part of both sides.
@@ -97,6 +98,7 @@ func BenchmarkRecordDrive(b *testing.B) {
 			events := perPass * int64(b.N)
 			t0 := time.Now()
 			r.finish()
+			finish := time.Since(t0)
 			if err := tw.Close(); err != nil {
 				b.Fatal(err)
 			}
@@ -123,6 +125,9 @@ func BenchmarkRecordDrive(b *testing.B) {
 			// and every pass without the tail: the cost per event.
 			b.ReportMetric(100*(float64(recorded-tail)/float64(bare)-1), "overhead-passes-%")
 			b.ReportMetric(float64(tail.Microseconds())/1000, "tail-ms")
+			// of which Close (the file's last writes and its fsync) takes
+			// the rest after the encoder's last batch (finish-ms).
+			b.ReportMetric(float64(finish.Microseconds())/1000, "finish-ms")
 			b.ReportMetric(float64(r.enc.waits), "waits")
 		})
 	}
