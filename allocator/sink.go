@@ -45,7 +45,8 @@ func (e *RawEvent) BlockSize() int64 { return int64(e.BlockAction & (maxSinkBloc
 // request streams (record's BenchmarkRecordDrive), an Observer that only
 // counts the events adds 70 instructions an event (14% more than the
 // allocator's own) and, on the H200 host, 30-60% to the time; a sink's
-// stores alone (BenchmarkSinkFloor), two dozen instructions and 3-10%.
+// stores alone (BenchmarkSinkFloor), two dozen instructions and 2.5-6% (H100
+// host, 32-byte events; 3-10% at 40 bytes with a free as two events).
 //
 // Writing into the sink's memory, rather than into a small buffer of the
 // allocator's that the sink copies out, lets the stores' cache misses
