@@ -30,8 +30,8 @@ other producers.
 	seq                int64                     -       0-based position in the trace; dense, increasing
 	time_us            int64                     µs      time as recorded: µs since the Unix epoch for PyTorch
 	                                                     snapshots and live recordings; 0 = unknown (optional).
-	                                                     Live recordings read the clock about every 10 µs (every
-	                                                     event when events are sparser, at most every 256) and
+	                                                     Live recordings read the clock about every 50 µs (every
+	                                                     event when events are sparser, at most every 1024) and
 	                                                     at every segment or oom event; events between two
 	                                                     reads are spread between them (never backwards)
 	device             int32                     -       CUDA device ordinal (optional, default 0)
@@ -68,7 +68,7 @@ other producers.
 	                                                     GPU recordings; includes the CUDA context and other
 	                                                     processes; sampled every 50 ms by default, and a
 	                                                     new reading is stamped on events from at most
-	                                                     about 10 µs after it arrived); 0 = not sampled
+	                                                     about 50 µs after it arrived); 0 = not sampled
 	                                                     (optional)
 
 # Invariants
