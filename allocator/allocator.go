@@ -181,18 +181,23 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 	if err := conf.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Allocator{
-		conf:   conf,
-		dev:    dev,
-		blocks: make([]block, 1, 16),
-	}
+	// The allocator, its default pools and room for their pointers, in one
+	// allocation (see newPools).
+	f := new(struct {
+		a     Allocator
+		pools [2]blockPool
+		refs  [2]*blockPool
+	})
+	a := &f.a
+	a.conf, a.dev, a.blocks = conf, dev, make([]block, 1, 16)
 	a.roundMask = conf.MinBlockSize - 1
 	for _, d := range conf.RoundupDivisions {
 		if d > 1 {
 			a.roundMask = -1
 		}
 	}
-	a.small, a.large = a.newPools(nil)
+	a.pools = f.refs[:0]
+	a.small, a.large = a.addPools(&f.pools, nil)
 	a.stats.MaxSplitSize = conf.MaxSplitSize
 	if conf.MemoryFraction < 1 {
 		_, total, err := dev.MemInfo()

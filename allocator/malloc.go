@@ -90,18 +90,24 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	// lowerBound(r.size, 0), its common cases written out: the smallest
 	// entry of the request's class fits, or the class is empty and the
 	// answer is the smallest entry of the next non-empty class.
-	ci, ii, ok := sizeClass(r.size), 0, true
-	if pg := sb.pages[ci>>pageBits]; pg != nil && pg[ci&(pageLen-1)].id != 0 {
-		if pg[ci&(pageLen-1)].size < r.size {
-			ci, ii, ok = sb.lowerBound(r.size, 0)
+	// The class found (h) serves the key and the removal.
+	ci, ii := sizeClass(r.size), 0
+	h := sb.look(ci)
+	switch {
+	case h.id != 0 && h.size >= r.size:
+	case h.id != 0:
+		var ok bool
+		if ci, ii, ok = sb.lowerBound(r.size, 0); !ok {
+			return 0
 		}
-	} else if ci = sb.next(ci + 1); ci < 0 {
-		ok = false
+		h = sb.binAt(ci)
+	default:
+		if ci = sb.next(ci + 1); ci < 0 {
+			return 0
+		}
+		h = sb.binAt(ci)
 	}
-	if !ok {
-		return 0
-	}
-	it := sb.key(r.stream, ci, ii)
+	it := h.key(r.stream, ii)
 	moved := false
 	if a.blocks[it.id].exp != 0 {
 		if r.expActive {
@@ -141,7 +147,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if moved {
 		p.blocks.Delete(it)
 	} else {
-		p.blocks.deleteAt(sb, ci, ii)
+		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	return it.id
 }

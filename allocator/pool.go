@@ -31,11 +31,16 @@ type blockPool struct {
 	gcClock uint64
 }
 
-// newPools makes the small and the large pool of owner (nil for the
-// default pools), in one allocation: making an allocator is most of what a
-// replay of a small snapshot costs.
+// newPools makes the small and the large pool of owner (a private pool),
+// in one allocation: making an allocator is most of what a replay of a
+// small snapshot costs.
 func (a *Allocator) newPools(owner *privatePool) (small, large *blockPool) {
-	ps := new([2]blockPool)
+	return a.addPools(new([2]blockPool), owner)
+}
+
+// addPools makes ps the small and the large pool of owner (nil for the
+// default pools, which New makes with the allocator).
+func (a *Allocator) addPools(ps *[2]blockPool, owner *privatePool) (small, large *blockPool) {
 	a.pools = slices.Grow(a.pools, 2)
 	for i := range ps {
 		p := &ps[i]

@@ -32,7 +32,12 @@ type sizeSet struct {
 	lastSt uint64
 	lastB  *streamBins
 	n      int
-	slab   *pageSlab // shared by the allocator's sets (see newPage); never nil
+	slab   *pageSlab // shared by the allocator's sets (see take); never nil
+	// own is the first stream's bins and ownRefs room for two streams,
+	// made with the set: most pools see one or two streams, and a fresh
+	// allocator then makes no objects of its own for its free sets.
+	own     streamBins
+	ownRefs [2]streamRef
 }
 
 // streamRef is a stream and its bins. One slice of them, rather than a
@@ -70,10 +75,22 @@ func (h *bin) below(size int64, addr uint64) bool {
 func (h *bin) is(size int64, addr uint64) bool { return h.size == size && h.addr == addr }
 
 // streamBins holds the free blocks of one stream by size class.
+//
+// Its page table covers only the pages from base to base+len(pages), the
+// range of sizes the stream has held (widened as needed), rather than all
+// maxPages: a stream spans few powers of two, and a table of every page
+// (1568 bytes at 16 classes a page, 3136 at 8) was most of what a fresh
+// allocator cleared. Replaying graphs__default allocated 36 KB a Run with
+// whole tables, 21 KB without; at that size the garbage collector, which
+// runs once per few MB allocated, costs more than the replay itself.
 type streamBins struct {
-	pages [(maxClasses + pageLen - 1) / pageLen]*binPage // class c is pages[c>>pageBits][c&(pageLen-1)]; nil pages are empty
-	words [(maxClasses + 63) / 64]uint64                 // bit c is set iff class c is non-empty
-	sum   uint64                                         // bit w is set iff words[w] != 0
+	words [(maxClasses + 63) / 64]uint64 // bit c is set iff class c is non-empty
+	sum   uint64                         // bit w is set iff words[w] != 0
+	// pages[i] is page base+i (classes (base+i)<<pageBits on); nil pages,
+	// and those outside the table, are empty.
+	base  int
+	pages []*binPage
+	table [8]*binPage // pages' first backing
 }
 
 // Size classes: exact in 512-byte units below 64 KiB, then 64 classes per
@@ -204,12 +221,8 @@ func (b *streamBins) prev(c int) int {
 // lowerBound finds the first entry not less than (size, addr), size ≥ 0.
 func (b *streamBins) lowerBound(size int64, addr uint64) (c, i int, ok bool) {
 	c = sizeClass(size)
-	if c < maxClasses {
-		if p := b.pages[c>>pageBits]; p != nil {
-			if i = p[c&(pageLen-1)].search(size, addr); i >= 0 {
-				return c, i, true
-			}
-		}
+	if i = b.look(c).search(size, addr); i >= 0 {
+		return c, i, true
 	}
 	if c = b.next(c + 1); c < 0 {
 		return 0, 0, false
@@ -253,53 +266,114 @@ func (b *streamBins) first() (c, i int) {
 	return b.next(0), 0
 }
 
-// binPage holds pageLen consecutive classes, a quarter of a bitmap word's:
+// binPage holds pageLen consecutive classes, an eighth of a bitmap word's:
 // a stream's free blocks touch few classes of each power of two, so small
 // pages spare most of the memory a fresh allocator would otherwise clear.
 type binPage [pageLen]bin
 
 const (
-	pageBits = 4
+	pageBits = 3
 	pageLen  = 1 << pageBits
+	maxPages = (maxClasses + pageLen - 1) / pageLen
 )
 
-// bin returns class c, nil if its page was never made (then it is empty).
+// bin returns class c ≥ 0, nil if its page was never made (then it is
+// empty).
 func (b *streamBins) bin(c int) *bin {
-	if p := b.pages[c>>pageBits]; p != nil {
-		return &p[c&(pageLen-1)]
+	if i := uint(c>>pageBits - b.base); i < uint(len(b.pages)) {
+		if p := b.pages[i]; p != nil {
+			return &p[c&(pageLen-1)]
+		}
 	}
 	return nil
 }
 
-// binFor returns class c of b for update, making its page if needed.
-func (s *sizeSet) binFor(b *streamBins, c int) *bin {
-	if p := b.pages[c>>pageBits]; p != nil {
-		return &p[c&(pageLen-1)]
+// noBin is the class look returns for a class whose page was never made:
+// empty, and never written.
+var noBin bin
+
+// look is bin for reading: an empty class comes back as noBin rather than
+// nil, which spares the callers on the malloc and free paths a test.
+func (b *streamBins) look(c int) *bin {
+	if i := uint(c>>pageBits - b.base); i < uint(len(b.pages)) {
+		if p := b.pages[i]; p != nil {
+			return &p[c&(pageLen-1)]
+		}
 	}
-	return s.newPage(b, c)
+	return &noBin
 }
 
-// pageSlab hands out pages to every free set of one allocator, slabSize
-// at a time: fewer allocations than a page each, and less made and cleared
+// binAt returns class c, whose page exists (the class is non-empty or was
+// found by bin).
+func (b *streamBins) binAt(c int) *bin {
+	return &b.pages[c>>pageBits-b.base][c&(pageLen-1)]
+}
+
+// binFor returns class c of b for update, making its page if needed. The
+// page must lie in b's table (newBin widens it first).
+func (s *sizeSet) binFor(b *streamBins, c int) *bin {
+	i := c>>pageBits - b.base
+	p := b.pages[i]
+	if p == nil {
+		p = s.slab.take()
+		b.pages[i] = p
+	}
+	return &p[c&(pageLen-1)]
+}
+
+// pageSlab hands out pages to every free set of one allocator, a slab at
+// a time: fewer allocations than a page each, and less made and cleared
 // in vain than a slab per set (a replay of a small snapshot touches a few
 // dozen pages over all its pools and streams).
 type pageSlab struct {
 	free []binPage // made and not yet used
 }
 
-const slabSize = 8
+// slabSize is 7 pages: with the 8-byte header that the runtime puts on an
+// object with pointers above 512 bytes, they fill the 2 KiB size class,
+// where 8 would take 2304 bytes.
+const slabSize = 7
 
-// newPage is binFor's slow path. It stays small enough that binFor, on
-// every free-set insertion, inlines.
-func (s *sizeSet) newPage(b *streamBins, c int) *bin {
-	ps := s.slab
+// take returns a new empty page. It stays small enough that binFor
+// inlines it.
+func (ps *pageSlab) take() *binPage {
 	if len(ps.free) == 0 {
 		ps.free = make([]binPage, slabSize)
 	}
 	p := &ps.free[0]
 	ps.free = ps.free[1:]
-	b.pages[c>>pageBits] = p
-	return &p[c&(pageLen-1)]
+	return p
+}
+
+// newBin is binFor of a class whose page does not exist yet, widening the
+// page table first if it does not reach the page. It is the slow path of
+// an insertion, out of line: the common path only looks the class up
+// (bin), and spills no registers for the calls made here.
+func (s *sizeSet) newBin(b *streamBins, c int) *bin {
+	if pi := c >> pageBits; uint(pi-b.base) >= uint(len(b.pages)) {
+		b.growPages(pi)
+	}
+	return s.binFor(b, c)
+}
+
+// growPages widens b's page table to cover page pi: at least doubled, so
+// that a stream spreading over many pages grows it a few times only.
+func (b *streamBins) growPages(pi int) {
+	if len(b.pages) == 0 {
+		n := len(b.table)
+		b.base, b.pages = min(max(pi-n/2, 0), maxPages-n), b.table[:]
+		return
+	}
+	end := b.base + len(b.pages)
+	lo, hi := min(b.base, pi), max(end, pi+1)
+	n := min(max(2*len(b.pages), hi-lo), maxPages)
+	base := min(lo, maxPages-n) // growing up: keep the low end
+	if pi < b.base {
+		base = max(hi-n, 0) // growing down: keep the high end
+	}
+	ps := make([]*binPage, n)
+	copy(ps[b.base-base:], b.pages)
+	b.base, b.pages = base, ps
 }
 
 func (b *streamBins) setBit(c int) {
@@ -349,7 +423,10 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 		b = s.newStream(k.stream)
 	}
 	c := sizeClass(k.size)
-	h := s.binFor(b, c)
+	h := b.bin(c)
+	if h == nil {
+		h = s.newBin(b, c)
+	}
 	e := sEntry{size: k.size, addr: k.addr, id: k.id}
 	switch {
 	case h.id == 0:
@@ -373,13 +450,7 @@ func (s *sizeSet) newStream(st uint64) *streamBins {
 	i := s.streamIndex(st)
 	var b *streamBins
 	if s.streams == nil {
-		// The first stream's bins and room for two streams, in one
-		// allocation (most pools see one or two streams).
-		f := new(struct {
-			refs [2]streamRef
-			b    streamBins
-		})
-		b, s.streams = &f.b, f.refs[:0]
+		b, s.streams = &s.own, s.ownRefs[:0]
 	} else {
 		b = new(streamBins)
 	}
@@ -438,8 +509,8 @@ func (s *sizeSet) Delete(k freeKey) {
 		return
 	}
 	c := sizeClass(k.size)
-	h := b.bin(c)
-	if h == nil || h.id == 0 {
+	h := b.look(c)
+	if h.id == 0 {
 		return
 	}
 	i := 0
@@ -451,12 +522,12 @@ func (s *sizeSet) Delete(k freeKey) {
 			return
 		}
 	}
-	s.deleteAt(b, c, i)
+	s.deleteAt(b, c, h, i)
 }
 
-// deleteAt removes the entry at position i of class c of b.
-func (s *sizeSet) deleteAt(b *streamBins, c, i int) {
-	h := &b.pages[c>>pageBits][c&(pageLen-1)]
+// deleteAt removes the entry at position i of class c of b, which is h:
+// the callers have looked the class up already.
+func (s *sizeSet) deleteAt(b *streamBins, c int, h *bin, i int) {
 	s.n--
 	if i == 0 && h.nrest == 0 {
 		h.setHead(sEntry{})
@@ -479,7 +550,12 @@ func (h *bin) deleteRest(i int) {
 }
 
 func (b *streamBins) key(st uint64, c, i int) freeKey {
-	e := b.pages[c>>pageBits][c&(pageLen-1)].at(i)
+	return b.binAt(c).key(st, i)
+}
+
+// key is the key of the entry at position i, on stream st.
+func (h *bin) key(st uint64, i int) freeKey {
+	e := h.at(i)
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 

@@ -110,6 +110,13 @@ func (a *Allocator) Stats() Stats {
 	return s
 }
 
+// FreeCached returns the bytes reserved but not allocated, over all pools:
+// Stats' ReservedBytes less its AllocatedBytes (the aggregate figures),
+// without making the whole Stats, which a replay asks for at every OOM.
+func (a *Allocator) FreeCached() int64 {
+	return a.stats.ReservedBytes[0].Current - a.stats.AllocatedBytes[0].Current
+}
+
 // fill sets Allocated, which inc does not keep (see inc).
 func (s *Stat) fill() { s.Allocated = s.Current + s.Freed }
 

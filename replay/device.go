@@ -71,12 +71,18 @@ type expected struct {
 	kind   trace.Kind
 }
 
-func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error) {
-	r := &deviceReplay{device: d, opts: opts, recorded: opts.Recorded, obs: obs, curStack: trace.NoStack}
+// init makes r, zero, the replay of device d. sim, if not nil, is where to
+// make the device's SimDevice (when opts.NewDevice does not build it).
+func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
+	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded, obs, trace.NoStack
 	var dev allocator.Device
-	if opts.NewDevice != nil {
+	switch {
+	case opts.NewDevice != nil:
 		dev = opts.NewDevice(d)
-	} else {
+	case sim != nil:
+		*sim = *allocator.NewSimDevice(opts.TotalMemory)
+		dev = sim
+	default:
 		dev = allocator.NewSimDevice(opts.TotalMemory)
 	}
 	r.sim, _ = dev.(*allocator.SimDevice)
@@ -91,7 +97,7 @@ func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error
 	}
 	a, err := allocator.New(conf, dev)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if opts.MemoryLimit > 0 {
 		a.SetMemoryLimit(opts.MemoryLimit)
@@ -103,7 +109,7 @@ func newDeviceReplay(d int32, opts *Options, obs Observer) (*deviceReplay, error
 	r.a = a
 	r.res.Device = d
 	r.res.Allocator = a
-	return r, nil
+	return nil
 }
 
 // kinds maps the allocator's actions to the trace kinds of the same names.
@@ -428,9 +434,8 @@ func (r *deviceReplay) clearPlan() {
 }
 
 func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
-	st := r.a.Stats()
 	r.res.OOMs = append(r.res.OOMs, OOM{Seq: ev.Seq, Size: ev.Size, Stream: ev.Stream, Stack: ev.Stack,
-		FreeCached: st.ReservedBytes[0].Current - st.AllocatedBytes[0].Current, Recorded: recorded})
+		FreeCached: r.a.FreeCached(), Recorded: recorded})
 }
 
 // settleReclaim attributes buffered recorded segment_free/segment_unmap

@@ -162,7 +162,7 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 	if opts.MaxMismatches == 0 {
 		opts.MaxMismatches = 10
 	}
-	x := &runner{opts: opts, obs: obs}
+	x := &runner{opts: opts, obs: obs, out: new(runResult)}
 	x.list = x.first[:0]
 	var r *deviceReplay // the device of the previous event, nearly always the next one's
 	if bs, ok := src.(BatchSource); ok {
@@ -209,7 +209,11 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 		return nil, fmt.Errorf("replay: reading trace: %w", err)
 	}
 	slices.SortFunc(x.list, func(a, b *deviceReplay) int { return cmp.Compare(a.device, b.device) })
-	res := &Result{Devices: make([]DeviceResult, 0, len(x.list))}
+	res := &x.out.res
+	res.Devices = x.out.devs[:0]
+	if len(x.list) > len(x.out.devs) {
+		res.Devices = make([]DeviceResult, 0, len(x.list))
+	}
 	for _, r := range x.list {
 		if err := r.finish(); err != nil {
 			return nil, fmt.Errorf("replay: device %d: end of trace: %w", r.device, err)
@@ -222,14 +226,27 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 
 // runner is Run's state besides the event loop's.
 //
-// It holds the options by value and has room for the first device, so
-// that they cost no allocations of their own: a replay of a small snapshot
-// spends as much on making its objects as on its events.
+// It holds the options by value and the first device's replay, and out
+// holds the result with the first device's SimDevice, so that they cost
+// no allocations of their own: a replay of a small snapshot spends as much
+// on making its objects (and collecting them) as on its events.
 type runner struct {
 	list  []*deviceReplay // the devices seen, in order of first event (few)
 	first [1]*deviceReplay
 	opts  Options
 	obs   Observer
+	dev0  deviceReplay // first[0]
+	out   *runResult
+}
+
+// runResult is what Run returns, with room for one device. The first
+// device's SimDevice lies here rather than in the runner: its allocator,
+// which the result holds, keeps it alive, and should not keep the replay's
+// state alive with it.
+type runResult struct {
+	res  Result
+	devs [1]DeviceResult
+	sim  allocator.SimDevice
 }
 
 // get returns the replay of device d, made on its first event.
@@ -239,8 +256,11 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 			return r, nil
 		}
 	}
-	r, err := newDeviceReplay(d, &x.opts, x.obs)
-	if err != nil {
+	r, sim := &x.dev0, &x.out.sim
+	if len(x.list) > 0 {
+		r, sim = new(deviceReplay), nil
+	}
+	if err := r.init(d, &x.opts, x.obs, sim); err != nil {
 		return nil, err
 	}
 	x.list = append(x.list, r)
