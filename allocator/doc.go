@@ -24,7 +24,8 @@
 // allocator emits PyTorch's trace entries (§13) in PyTorch's order, with the
 // block size added, to an Observer (a call per event) or to an EventSink (the
 // live recorder: the allocator writes most events straight into the sink's
-// memory, inline, with no call); it depends on nothing in this module but
+// memory, inline, with no call, 32 bytes each, and a synchronous free's two
+// entries as one, ActFreeSync); it depends on nothing in this module but
 // internal/addrmap, so any package can use it. Segments reports the layout as a snapshot's
 // `segments` list, Restore installs a starting state (for traces whose history
 // wrapped), and CheckInvariants verifies the whole state, which the tests and
