@@ -191,11 +191,12 @@ func recordMeta(opts *Options, a *allocator.Allocator) trace.Meta {
 // (cuda.MemorySampler): its latest reading, cheap enough for every event.
 type latestReading interface{ Latest() int64 }
 
-// recorder is the allocator's Observer during a live recording. Its hot
-// path copies each event into the current chunk and, every so many events
-// (and at every segment and oom event, and pool change), reads the clock and
-// NVML's latest reading; the statement's stack and the pool are noted when
-// they change. The encoder goroutine does the rest (live_ring.go).
+// recorder is the allocator's EventSink during a live recording: the
+// allocator writes each event into the current chunk itself, and every so
+// many events (and at every segment and oom event, and pool change) hands
+// the run to the recorder, which reads the clock and NVML's latest reading;
+// the statement's stack and the pool are noted when they change. The
+// encoder goroutine does the rest (live_ring.go).
 type recorder struct {
 	// The hot path's: the current chunk's events, the index of the next
 	// event, the index past the next one to stamp (read the clock at), the
