@@ -82,7 +82,7 @@ const (
 	// within the reads around them. On a warm allocator (40-90 ns an event)
 	// that is a read every 550-1024 events, and times within clockPeriod of
 	// the truth, far finer than a memory timeline needs. Reading every
-	// 10 µs (at most every 256 events) cost 1.5-3 points more of the
+	// 10 µs (at most every 256 events) cost 1.5-3.5 points more of the
 	// allocator's time; every 1 µs, 15-30 points (BenchmarkRecordDrive,
 	// H100 host, 2026-11-22). Where events are sparse (a program computing
 	// between its allocations) every event reads the clock and its time is
