@@ -249,6 +249,13 @@ func (r *deviceReplay) plain(ev *trace.Event) bool {
 	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0
 }
 
+// completes reports whether next is the free_completed of the
+// free_requested req, right behind it, so that the two replay as one
+// synchronous free (freePair).
+func (r *deviceReplay) completes(req, next *trace.Event) bool {
+	return next.Kind == trace.KindFreeCompleted && next.Addr == req.Addr && next.Device == req.Device && r.plain(req)
+}
+
 // alloc is step for a plain alloc in the default pools.
 func (r *deviceReplay) alloc(ev *trace.Event) error {
 	r.res.Events++

@@ -284,7 +284,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				err = r.push(ev)
 			}
 		case r.hasHold:
-			if ev.Kind == trace.KindFreeCompleted && ev.Addr == r.held.Addr && r.plain(r.held) {
+			if r.completes(r.held, ev) {
 				r.hasHold = false
 				err = r.freePair(r.held, ev)
 			} else {
@@ -296,8 +296,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 			// would (7 instructions an event fewer on the generated
 			// stream); otherwise it is held.
 			if i+1 < len(evs) {
-				if next := &evs[i+1]; next.Kind == trace.KindFreeCompleted && next.Addr == ev.Addr &&
-					next.Device == ev.Device && r.plain(ev) {
+				if next := &evs[i+1]; r.completes(ev, next) {
 					i++
 					if err = r.freePair(ev, next); err != nil {
 						return r, eventError(next, err)
