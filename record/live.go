@@ -274,7 +274,7 @@ func (r *recorder) EventsWritten(n int, pool allocator.PoolID) []allocator.RawEv
 	if n > 0 {
 		r.stamp(first, r.i-1, pool)
 	}
-	return r.ev[r.i:r.stop]
+	return r.buffer()
 }
 
 // stamp reads the clock for event last, the last of the chunk so far, notes
