@@ -197,7 +197,7 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 		}
 	}
 	a.pools = f.refs[:0]
-	a.small, a.large = a.addPools(&f.pools, nil)
+	a.small, a.large = a.addPools([2]*blockPool{&f.pools[0], &f.pools[1]}, nil)
 	a.stats.MaxSplitSize = conf.MaxSplitSize
 	if conf.MemoryFraction < 1 {
 		_, total, err := dev.MemInfo()

@@ -93,7 +93,7 @@ func (a *Allocator) findExpandable(r *request) (blockID, error) {
 	if len(a.expTab) == 0 {
 		a.expTab = append(a.expTab, nil) // expIdx 0 is none; made here, as few allocators need it
 	}
-	e := &expSegment{base: base, size: size, page: page, stream: r.stream, pool: p, idx: expIdx(len(a.expTab))}
+	e := a.newExp(expSegment{base: base, size: size, page: page, stream: r.stream, pool: p, idx: expIdx(len(a.expTab))})
 	a.expTab = append(a.expTab, e)
 	a.exps = append(a.exps, e)
 	id := a.newBlock(base, size, r.stream, p)

@@ -35,20 +35,21 @@ type blockPool struct {
 // in one allocation: making an allocator is most of what a replay of a
 // small snapshot costs.
 func (a *Allocator) newPools(owner *privatePool) (small, large *blockPool) {
-	return a.addPools(new([2]blockPool), owner)
+	ps := new([2]blockPool)
+	return a.addPools([2]*blockPool{&ps[0], &ps[1]}, owner)
 }
 
 // addPools makes ps the small and the large pool of owner (nil for the
-// default pools, which New makes with the allocator).
-func (a *Allocator) addPools(ps *[2]blockPool, owner *privatePool) (small, large *blockPool) {
+// default pools, which New makes with the allocator). The pools are empty:
+// new, or emptied by Reset (reset.go), which reuses them.
+func (a *Allocator) addPools(ps [2]*blockPool, owner *privatePool) (small, large *blockPool) {
 	a.pools = slices.Grow(a.pools, 2)
-	for i := range ps {
-		p := &ps[i]
+	for i, p := range ps {
 		p.small, p.idx, p.owner = i == 0, poolIdx(len(a.pools)), owner
 		p.blocks.slab = &a.pages
 		a.pools = append(a.pools, p)
 	}
-	return &ps[0], &ps[1]
+	return ps[0], ps[1]
 }
 
 func (p *blockPool) id() PoolID {
@@ -108,8 +109,7 @@ func (a *Allocator) capturePool(size int64, stream uint64) *blockPool {
 func (a *Allocator) BeginAllocateToPool(id PoolID, filter func(stream uint64) bool) {
 	pp := a.private[id]
 	if pp == nil {
-		pp = &privatePool{id: id}
-		pp.small, pp.large = a.newPools(pp)
+		pp = a.newPrivate(id)
 		if a.private == nil {
 			a.private = make(map[PoolID]*privatePool)
 		}

@@ -141,7 +141,7 @@ func (a *Allocator) hasExpandable(pp *privatePool) bool {
 // releaseBlocks is release_blocks: cudaFree every unsplit free segment of the
 // pool in (stream, size, address) order, then unmap the free expandable blocks.
 func (a *Allocator) releaseBlocks(p *blockPool) error {
-	var whole, exp []blockID
+	whole, exp := a.releaseLists()
 	p.blocks.Ascend(func(k freeKey) bool {
 		b := &a.blocks[k.id]
 		if b.exp != 0 {
@@ -151,6 +151,7 @@ func (a *Allocator) releaseBlocks(p *blockPool) error {
 		}
 		return true
 	})
+	a.keepReleaseLists(whole, exp) // nothing below calls releaseBlocks
 	for _, id := range whole {
 		a.releaseBlock(id)
 	}

@@ -38,11 +38,21 @@ type planned struct {
 // NewSimDevice returns a device of total bytes with a 2 MiB granularity and no
 // overhead.
 func NewSimDevice(total int64) *SimDevice {
-	return &SimDevice{
-		Total: total,
-		gran:  2 << 20,
-		next:  1 << 48,
-	}
+	d := new(SimDevice)
+	d.Reset(total)
+	return d
+}
+
+// Reset makes d the device NewSimDevice(total) returns, keeping the memory
+// of its tables: nothing is allocated or reserved, no address is planned,
+// and the overheads are 0. A replayer that replays many times in a row
+// resets one device (and its Allocator) rather than making new ones.
+func (d *SimDevice) Reset(total int64) {
+	d.Total, d.ContextOverhead, d.OtherProcesses = total, 0, 0
+	d.gran, d.used, d.next = 2<<20, 0, 1<<48
+	d.mallocs.Clear()
+	clear(d.resv)
+	d.plan = d.plan[:0]
 }
 
 // PlanMalloc makes the next Malloc of size bytes return addr.

@@ -327,6 +327,9 @@ func (s *sizeSet) binFor(b *streamBins, c int) *bin {
 // dozen pages over all its pools and streams).
 type pageSlab struct {
 	free []binPage // made and not yet used
+	// spare is the allocator's memory for reuse, which its first Reset
+	// makes (reset.go); nil until then.
+	spare *spareMem
 }
 
 // slabSize is 7 pages: with the 8-byte header that the runtime puts on an
@@ -351,14 +354,14 @@ func (ps *pageSlab) take() *binPage {
 // (bin), and spills no registers for the calls made here.
 func (s *sizeSet) newBin(b *streamBins, c int) *bin {
 	if pi := c >> pageBits; uint(pi-b.base) >= uint(len(b.pages)) {
-		b.growPages(pi)
+		b.growPages(pi, s.slab)
 	}
 	return s.binFor(b, c)
 }
 
 // growPages widens b's page table to cover page pi: at least doubled, so
 // that a stream spreading over many pages grows it a few times only.
-func (b *streamBins) growPages(pi int) {
+func (b *streamBins) growPages(pi int, slab *pageSlab) {
 	if len(b.pages) == 0 {
 		n := len(b.table)
 		b.base, b.pages = min(max(pi-n/2, 0), maxPages-n), b.table[:]
@@ -371,7 +374,7 @@ func (b *streamBins) growPages(pi int) {
 	if pi < b.base {
 		base = max(hi-n, 0) // growing down: keep the high end
 	}
-	ps := make([]*binPage, n)
+	ps := slab.table(b, n)
 	copy(ps[b.base-base:], b.pages)
 	b.base, b.pages = base, ps
 }
@@ -452,7 +455,7 @@ func (s *sizeSet) newStream(st uint64) *streamBins {
 	if s.streams == nil {
 		b, s.streams = &s.own, s.ownRefs[:0]
 	} else {
-		b = new(streamBins)
+		b = s.slab.streamBins()
 	}
 	s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
 	s.lastSt, s.lastB = st, b

@@ -222,3 +222,16 @@ func (m *Map[V]) All(fn func(k uint64, v *V)) {
 		}
 	}
 }
+
+// Clear removes every entry and keeps the table, so that a map refilled to
+// its former size (the next replay of a Replayer) allocates nothing. It
+// costs a pass over the table unless the map is empty already: deletion
+// leaves no tombstones, so an empty map's table is all zero.
+func (m *Map[V]) Clear() {
+	if m.n != 0 {
+		clear(m.slots)
+		m.n = 0
+	}
+	var zero V
+	m.zero, m.hasZ = zero, false
+}

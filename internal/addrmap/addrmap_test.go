@@ -131,3 +131,32 @@ func FuzzMap(f *testing.F) {
 		all(t, &m, ref)
 	})
 }
+
+// TestClear checks that a cleared map is empty, keeps its table, and then
+// behaves as a new one.
+func TestClear(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	var m Map[uint32]
+	for round := range 4 {
+		ref := map[uint64]uint32{}
+		for step := range 5000 * (round + 1) {
+			k := uint64(rng.Intn(4000)) << 9
+			if rng.Intn(50) == 0 {
+				k = 0
+			}
+			check(t, step, &m, ref, byte(rng.Intn(5)), k, uint32(rng.Intn(1000)))
+		}
+		all(t, &m, ref)
+		n := len(m.slots)
+		m.Clear()
+		if m.Len() != 0 || len(m.slots) != n {
+			t.Fatalf("round %d: after Clear: %d entries, %d slots (had %d)", round, m.Len(), len(m.slots), n)
+		}
+		all(t, &m, map[uint64]uint32{})
+		for i := range m.slots {
+			if m.slots[i] != (slot[uint32]{}) {
+				t.Fatalf("round %d: slot %d not cleared", round, i)
+			}
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package allocator
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Reset makes a the allocator New(conf, dev) would return, reusing the
+// memory a holds: its block arena, free block IDs, address index, pools
+// (private ones included), size-class pages and pending list. A replay of
+// a small snapshot costs as much in making a fresh allocator and in the
+// garbage collection that this memory causes as in its events; a caller
+// that replays many times in a row (replay.Replayer) resets one allocator
+// instead.
+//
+// Afterwards every call behaves, and every event, statistic, segment and
+// error comes out, exactly as on a fresh allocator (TestResetFields and
+// FuzzReset check it). Whatever a held before is gone: its observer or
+// event sink (to which the events written and not yet handed over are
+// handed first, as SetEventSink(nil, nil) does), its memory limit, private
+// pools and captures. The blocks of the old state are forgotten, not
+// freed: dev must not be the device of the old state unless it was reset
+// too (SimDevice.Reset). The zero Allocator may be Reset.
+//
+// If conf is not valid, or dev's MemInfo fails when conf.MemoryFraction
+// needs it, Reset returns the error New would and leaves a unchanged.
+func (a *Allocator) Reset(conf Conf, dev Device) error {
+	if err := conf.Validate(); err != nil {
+		return err
+	}
+	var limit int64
+	if conf.MemoryFraction < 1 {
+		_, total, err := dev.MemInfo()
+		if err != nil {
+			return fmt.Errorf("allocator: memory info: %w", err)
+		}
+		limit = int64(conf.MemoryFraction * float64(total))
+	}
+	a.FlushEvents()
+	sp := a.pages.spare
+	if sp == nil {
+		sp = new(spareMem)
+		a.pages.spare = sp
+	}
+	sp.pages = 0
+
+	if cap(a.blocks) == 0 {
+		a.blocks = make([]block, 1, 16)
+	} else {
+		// newBlock appends zero blocks: the slots past 1 need no clearing.
+		a.blocks = a.blocks[:1]
+		a.blocks[0] = block{}
+	}
+	a.freeIDs = a.freeIDs[:0]
+	a.active.Clear()
+	a.indexed = false
+
+	if a.small == nil {
+		ps := new([2]blockPool)
+		a.small, a.large = a.addPools([2]*blockPool{&ps[0], &ps[1]}, nil)
+	} else {
+		a.small.reset()
+		a.large.reset()
+		// Every private pool ever made, the ones EmptyCache deleted
+		// included, is in pools, small then large (newPools): keep them
+		// for newPrivate.
+		for i := 2; i+1 < len(a.pools); i += 2 {
+			s, l := a.pools[i], a.pools[i+1]
+			s.reset()
+			l.reset()
+			sp.privates = append(sp.privates, sparePrivate{pp: s.owner, small: s, large: l})
+		}
+		clear(a.pools[2:])
+		a.pools = a.pools[:2]
+	}
+	clear(a.private)
+	clear(a.captures) // drops the filters
+	a.captures = a.captures[:0]
+	clear(a.exps)
+	a.exps = a.exps[:0]
+	// Every expandable segment made, released ones included, is in expTab.
+	for _, e := range a.expTab {
+		if e != nil {
+			*e = expSegment{}
+			sp.exps = append(sp.exps, e)
+		}
+	}
+	clear(a.expTab)
+	a.expTab = a.expTab[:0]
+	clear(a.uses)
+	a.pages.reset() // after the pools' sets, which count the pages
+
+	a.pending = a.pending[:0]
+	a.done = 0
+	a.activeApart = false
+
+	a.conf, a.dev = conf, dev
+	a.roundMask = conf.MinBlockSize - 1
+	for _, d := range conf.RoundupDivisions {
+		if d > 1 {
+			a.roundMask = -1
+		}
+	}
+	a.limit = limit
+	a.totalMem = 0
+	a.stats = Stats{MaxSplitSize: conf.MaxSplitSize}
+	a.obs, a.ev, a.sink, a.observed = nil, Event{}, sinkState{}, false
+	return nil
+}
+
+// spareMem is memory an allocator uses again rather than allocate anew:
+// what a Reset kept, and scratch buffers. It holds no state. The first
+// Reset makes it (pageSlab.spare): a new allocator, which no Reset
+// has made, has none, and is no larger for it.
+type spareMem struct {
+	// privates are emptied private pools, for newPrivate.
+	privates []sparePrivate
+	// exps are emptied expandable segments, for newExp.
+	exps []*expSegment
+	// bins are emptied bins of streams, for pageSlab.streamBins.
+	bins []*streamBins
+	// tables are page tables of streams (streamBins.pages) that outgrew
+	// their first, for pageSlab.table.
+	tables [][]*binPage
+	// whole and exp are releaseBlocks' lists of the blocks to release.
+	whole, exp []blockID
+	// slab holds the pages pageSlab hands out first after a Reset, all
+	// empty; pages counts the pages handed out before it.
+	slab  []binPage
+	pages int
+}
+
+// sparePrivate is a private pool and its two block pools, emptied.
+type sparePrivate struct {
+	pp           *privatePool
+	small, large *blockPool
+}
+
+// newPrivate makes private pool id and its small and large pools, from
+// the memory of one a Reset kept if there is any.
+func (a *Allocator) newPrivate(id PoolID) *privatePool {
+	sp := a.pages.spare
+	if sp == nil || len(sp.privates) == 0 {
+		pp := &privatePool{id: id}
+		pp.small, pp.large = a.newPools(pp)
+		return pp
+	}
+	n := len(sp.privates)
+	s := sp.privates[n-1]
+	sp.privates[n-1] = sparePrivate{}
+	sp.privates = sp.privates[:n-1]
+	*s.pp = privatePool{id: id}
+	s.pp.small, s.pp.large = a.addPools([2]*blockPool{s.small, s.large}, s.pp)
+	return s.pp
+}
+
+// newExp returns a new expandable segment holding e: a kept one, or a new
+// one.
+func (a *Allocator) newExp(e expSegment) *expSegment {
+	sp := a.pages.spare
+	if sp == nil || len(sp.exps) == 0 {
+		return &e
+	}
+	n := len(sp.exps)
+	p := sp.exps[n-1]
+	sp.exps[n-1] = nil
+	sp.exps = sp.exps[:n-1]
+	*p = e
+	return p
+}
+
+// releaseLists returns empty lists for releaseBlocks, with the room of the
+// ones it kept (keepReleaseLists) if the allocator has spare memory.
+func (a *Allocator) releaseLists() (whole, exp []blockID) {
+	if sp := a.pages.spare; sp != nil {
+		return sp.whole[:0], sp.exp[:0]
+	}
+	return nil, nil
+}
+
+// keepReleaseLists keeps releaseBlocks' lists for its next call.
+func (a *Allocator) keepReleaseLists(whole, exp []blockID) {
+	if sp := a.pages.spare; sp != nil {
+		sp.whole, sp.exp = whole, exp
+	}
+}
+
+// reset empties p's free sets, keeping their memory; addPools sets the
+// rest again when p is reused.
+func (p *blockPool) reset() {
+	p.blocks.reset()
+	p.unmapped.reset()
+	p.gcClock = 0
+}
+
+// reset empties s as a new set, keeping the bins of its streams but the
+// first (which s holds itself) for the allocator's next sets (streamBins),
+// and their page tables (table). It empties their pages and counts them
+// for pageSlab.reset.
+func (s *sizeSet) reset() {
+	if s.streams == nil {
+		return // as new: nothing writes a set but for the streams it has
+	}
+	sp := s.slab.spare
+	for _, x := range s.streams {
+		x.b.emptyClasses()
+		for _, p := range x.b.pages {
+			if p != nil {
+				sp.pages++
+			}
+		}
+		s.slab.keepTable(x.b)
+		*x.b = streamBins{}
+		if x.b != &s.own {
+			sp.bins = append(sp.bins, x.b)
+		}
+	}
+	s.streams, s.lastSt, s.lastB, s.n, s.ownRefs = nil, 0, nil, 0, [2]streamRef{}
+}
+
+// emptyClasses empties every non-empty class of b, keeping its rest
+// buffer. The classes that are empty are as new already (but for their
+// rest buffers, emptied with them), so that the pages of b, handed out
+// again after a Reset, are clean.
+func (b *streamBins) emptyClasses() {
+	for s := b.sum; s != 0; s &= s - 1 {
+		w := bits.TrailingZeros64(s)
+		for m := b.words[w]; m != 0; m &= m - 1 {
+			h := b.binAt(w<<6 + bits.TrailingZeros64(m))
+			if h.rest != nil {
+				*h.rest = (*h.rest)[:0]
+			}
+			*h = bin{rest: h.rest}
+		}
+	}
+}
+
+// reset empties s, keeping its chunks for newChunk.
+func (s *freeSet) reset() {
+	for _, c := range s.chunks {
+		s.spare = append(s.spare, c[:0])
+	}
+	clear(s.chunks)
+	s.chunks = s.chunks[:0]
+	s.tails = s.tails[:0]
+	s.n = 0
+}
+
+// reset makes the pages handed out since the last Reset (sizeSet.reset
+// emptied and counted them) the ones to hand out again: the slab of the
+// last Reset, if they were all from it, else a slab as long as they were,
+// which the next replay of the same size takes all of its pages from.
+// take, on the malloc path, stays as it is: it hands out the slab's pages,
+// then new ones.
+func (ps *pageSlab) reset() {
+	sp := ps.spare
+	if sp.pages > len(sp.slab) {
+		sp.slab = make([]binPage, sp.pages)
+	}
+	ps.free = sp.slab
+}
+
+// streamBins returns empty bins for a new stream of a set: ones a Reset
+// kept, else new ones.
+func (ps *pageSlab) streamBins() *streamBins {
+	if sp := ps.spare; sp != nil && len(sp.bins) > 0 {
+		n := len(sp.bins)
+		b := sp.bins[n-1]
+		sp.bins[n-1] = nil
+		sp.bins = sp.bins[:n-1]
+		return b
+	}
+	return new(streamBins)
+}
+
+// table returns a page table of n pages, all nil, for b, whose table grows
+// to that: a kept one if one is long enough (the shortest), else a new one.
+// It keeps b's table so far, which the caller copies before the next call,
+// unless that is b's own array.
+func (ps *pageSlab) table(b *streamBins, n int) []*binPage {
+	sp := ps.spare
+	if sp == nil {
+		return make([]*binPage, n) // a new allocator keeps nothing
+	}
+	best := -1
+	for i, t := range sp.tables {
+		if cap(t) >= n && (best < 0 || cap(t) < cap(sp.tables[best])) {
+			best = i
+		}
+	}
+	var t []*binPage
+	if best < 0 {
+		t = make([]*binPage, n)
+	} else {
+		t = sp.tables[best][:n]
+		clear(t)
+		last := len(sp.tables) - 1
+		sp.tables[best], sp.tables[last] = sp.tables[last], nil
+		sp.tables = sp.tables[:last]
+	}
+	ps.keepTable(b)
+	return t
+}
+
+// keepTable keeps b's page table for table, unless it is b's own array (or
+// the allocator keeps nothing).
+func (ps *pageSlab) keepTable(b *streamBins) {
+	if sp := ps.spare; sp != nil && len(b.pages) > 0 && &b.pages[0] != &b.table[0] {
+		sp.tables = append(sp.tables, b.pages)
+	}
+}
