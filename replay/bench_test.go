@@ -122,12 +122,14 @@ func (g *genSource) Err() error          { return nil }
 // under its recorded settings (with the event-by-event comparison on), and a
 // generated 10M-event stream under default and expandable settings.
 //
-// Two more figures per snapshot show what the comparison and the per-Run
+// Three more figures per snapshot show what the comparison and the per-Run
 // setup cost: snapshot-model replays it without the comparison (Recorded
 // off, so the comparison's bookkeeping and event conversion are skipped),
-// and snapshot-warm drives its request stream through one warm allocator
-// again and again, as BenchmarkDriveSim does (ns/request: a malloc or a
-// free; no setup, no trace reading).
+// snapshot-reuse does so on one Replayer, which reuses the memory of its
+// previous replay (the setup without its allocations), and snapshot-warm
+// drives its request stream through one warm allocator again and again, as
+// BenchmarkDriveSim does (ns/request: a malloc or a free; no setup, no
+// trace reading).
 func BenchmarkReplay(b *testing.B) {
 	for _, name := range snapshotNames(b) {
 		s := loadSnapshot(b, name)
@@ -153,6 +155,20 @@ func BenchmarkReplay(b *testing.B) {
 				b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
 			})
 		}
+		b.Run("snapshot-reuse/"+name, func(b *testing.B) {
+			var rp Replayer
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := rp.Run(context.Background(), NewSliceSource(s.events), Options{
+					Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit,
+				}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+		})
 		b.Run("snapshot-warm/"+name, func(b *testing.B) {
 			reqs, slots, err := Requests(NewSliceSource(s.events), 0)
 			if err != nil {

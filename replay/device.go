@@ -71,8 +71,9 @@ type expected struct {
 	kind   trace.Kind
 }
 
-// init makes r, zero, the replay of device d. sim, if not nil, is where to
-// make the device's SimDevice (when opts.NewDevice does not build it).
+// init makes r, zero or recycled (reuse.go), the replay of device d. sim,
+// if not nil, is where to make the device's SimDevice (when opts.NewDevice
+// does not build it).
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded, obs, trace.NoStack
 	var dev allocator.Device
@@ -80,7 +81,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	case opts.NewDevice != nil:
 		dev = opts.NewDevice(d)
 	case sim != nil:
-		*sim = *allocator.NewSimDevice(opts.TotalMemory)
+		sim.Reset(opts.TotalMemory) // as NewSimDevice makes it
 		dev = sim
 	default:
 		dev = allocator.NewSimDevice(opts.TotalMemory)
@@ -95,7 +96,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	if opts.MemoryLimit > 0 {
 		conf.MemoryFraction = 1 // the explicit byte limit wins
 	}
-	a, err := allocator.New(conf, dev)
+	a, err := r.allocator(conf, dev)
 	if err != nil {
 		return err
 	}

@@ -155,15 +155,26 @@ type Result struct {
 // free_completed → CompleteFree; oom → a Malloc of the rounded size expected
 // to fail; segment_free/segment_unmap runs no malloc explains → EmptyCache;
 // leading FlagReconstructed events → Restore.
+//
+// A Replayer replays as Run does, reusing its memory from one replay to the
+// next.
 func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, error) {
+	return (&runner{out: new(runResult)}).run(ctx, src, opts, obs)
+}
+
+// run is Run on x: a new runner, or one a Replayer recycled.
+func (x *runner) run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, error) {
 	if opts.TotalMemory == 0 {
 		opts.TotalMemory = 80 << 30
 	}
 	if opts.MaxMismatches == 0 {
 		opts.MaxMismatches = 10
 	}
-	x := &runner{opts: opts, obs: obs, out: new(runResult)}
-	x.list = x.first[:0]
+	x.opts, x.obs = opts, obs
+	x.list = x.list[:0] // a recycled runner's, which may have grown
+	if x.list == nil {
+		x.list = x.first[:0]
+	}
 	var r *deviceReplay // the device of the previous event, nearly always the next one's
 	if bs, ok := src.(BatchSource); ok {
 		// The batch path: no interface call and no copy per event; a held
@@ -210,8 +221,11 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 	}
 	slices.SortFunc(x.list, func(a, b *deviceReplay) int { return cmp.Compare(a.device, b.device) })
 	res := &x.out.res
-	res.Devices = x.out.devs[:0]
-	if len(x.list) > len(x.out.devs) {
+	res.Devices = res.Devices[:0] // a recycled result's, else nil
+	if res.Devices == nil {
+		res.Devices = x.out.devs[:0]
+	}
+	if len(x.list) > cap(res.Devices) {
 		res.Devices = make([]DeviceResult, 0, len(x.list))
 	}
 	for _, r := range x.list {
@@ -237,6 +251,11 @@ type runner struct {
 	obs   Observer
 	dev0  deviceReplay // first[0]
 	out   *runResult
+	// reuse says a Replayer owns x: the replays of the devices besides the
+	// first come from extra, with their SimDevices (reuse.go).
+	reuse  bool
+	extra  []*extraDevice
+	nextra int // extra's used by this Run
 }
 
 // runResult is what Run returns, with room for one device. The first
@@ -258,7 +277,7 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 	}
 	r, sim := &x.dev0, &x.out.sim
 	if len(x.list) > 0 {
-		r, sim = new(deviceReplay), nil
+		r, sim = x.another()
 	}
 	if err := r.init(d, &x.opts, x.obs, sim); err != nil {
 		return nil, err

@@ -1,0 +1,98 @@
+package replay
+
+import (
+	"context"
+
+	"github.com/tracer-dev/tracer/allocator"
+)
+
+// Replayer replays traces as Run does, one after another, reusing the
+// memory of its previous replay: the allocator of each device (its block
+// arena, free IDs, address index, pools and size-class pages; see
+// allocator.Allocator.Reset), the simulated device, the replay's hash maps
+// and buffers, and the Result. A replay of a small snapshot (a few hundred
+// events) spends more on making these, and on the garbage collection that
+// follows, than on its events: a Replayer's replays allocate nearly
+// nothing once it has replayed a trace of the size. It holds on to the
+// memory of its largest replay so far.
+//
+// The Result a Run returns, and everything it holds (DeviceResult.Allocator,
+// OOMs, Mismatches), is valid only until the next Run of the same Replayer,
+// which reuses it: copy what must outlive it. The zero Replayer is ready to
+// use. A Replayer is not safe for concurrent use; replays that run at once
+// need one Replayer each.
+type Replayer struct {
+	x   runner
+	out runResult
+}
+
+// Run replays src as Run(ctx, src, opts, obs) does, with the same results,
+// reusing the memory of rp's previous Run, whose Result it invalidates.
+func (rp *Replayer) Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, error) {
+	x := &rp.x
+	x.out, x.reuse = &rp.out, true
+	// Every device replay the previous Run may have touched, whether or
+	// not it got into the list (an error in init leaves it out).
+	x.dev0.recycle()
+	for _, e := range x.extra[:x.nextra] {
+		e.r.recycle()
+	}
+	x.nextra = 0
+	return x.run(ctx, src, opts, obs)
+}
+
+// extraDevice is the replay of a device besides the first, and its
+// SimDevice, kept by a Replayer.
+type extraDevice struct {
+	r   deviceReplay
+	sim allocator.SimDevice
+}
+
+// another returns the replay of a device besides the first, zero or
+// recycled, and where to make its SimDevice (nil: init makes a new one).
+func (x *runner) another() (*deviceReplay, *allocator.SimDevice) {
+	if !x.reuse {
+		return new(deviceReplay), nil
+	}
+	if x.nextra == len(x.extra) {
+		x.extra = append(x.extra, new(extraDevice))
+	}
+	e := x.extra[x.nextra]
+	x.nextra++
+	return &e.r, &e.sim
+}
+
+// recycle readies r, which an earlier Run used, for init: every field is
+// zero, as init expects, but for the allocator, which init resets, and
+// the maps and slices, emptied with their memory kept. Fields not named
+// here are zero, so a field added to deviceReplay is recycled as zero
+// unless it is named.
+func (r *deviceReplay) recycle() {
+	r.addrs.Clear()
+	clear(r.restoreSegs) // their blocks
+	clear(r.private)
+	clear(r.poolsSeen)
+	clear(r.res.Mismatches) // their messages
+	*r = deviceReplay{
+		a:           r.a,
+		addrs:       r.addrs,
+		restoreSegs: r.restoreSegs[:0],
+		reclaim:     r.reclaim[:0],
+		expect:      r.expect[:0],
+		poolsSeen:   r.poolsSeen,
+		private:     r.private[:0],
+		res:         DeviceResult{OOMs: r.res.OOMs[:0], Mismatches: r.res.Mismatches[:0]},
+	}
+}
+
+// allocator returns the allocator of r for conf on dev: a new one, or the
+// one of r's earlier replay, reset.
+func (r *deviceReplay) allocator(conf allocator.Conf, dev allocator.Device) (*allocator.Allocator, error) {
+	if r.a == nil {
+		return allocator.New(conf, dev)
+	}
+	if err := r.a.Reset(conf, dev); err != nil {
+		return nil, err
+	}
+	return r.a, nil
+}
