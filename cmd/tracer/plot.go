@@ -11,6 +11,7 @@ import (
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/plots"
+	"github.com/tracer-dev/tracer/replay"
 	"gonum.org/v1/plot"
 )
 
@@ -184,12 +185,15 @@ func comparePlot(ctx context.Context, opts *plotOptions, inputs []*pipeline.Inpu
 		}
 		settings = append(settings, s)
 	}
+	// The replays run one after another and only their summaries are kept:
+	// one Replayer serves them all, reusing its memory.
+	var rp replay.Replayer
 	for _, s := range settings {
 		r, err := inputs[0].Resolve(s)
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		run, err := pipeline.Replay(ctx, inputs[0], r, pipeline.Options{})
+		run, err := pipeline.Replay(ctx, inputs[0], r, pipeline.Options{Replayer: &rp})
 		if err != nil {
 			return nil, err
 		}

@@ -231,6 +231,11 @@ type Options struct {
 	Out *trace.Writer
 	// NewDevice builds a device per ordinal; nil uses simulated devices.
 	NewDevice func(device int32) allocator.Device
+	// Replayer, when set, replays, reusing the memory of its previous
+	// replay (replay.Replayer): for replays of one input one after another.
+	// The Run's Result is then valid until the Replayer's next replay, and
+	// replays that run at once must not share it.
+	Replayer *replay.Replayer
 }
 
 // Run is the outcome of one replay of an input.
@@ -257,7 +262,11 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	defer src.close()
 	obs := newFanout(opt)
 	behind := startAnalyzeBehind(obs, src)
-	res, err := replay.Run(ctx, src, replay.Options{
+	run1 := replay.Run
+	if opt.Replayer != nil {
+		run1 = opt.Replayer.Run
+	}
+	res, err := run1(ctx, src, replay.Options{
 		Conf:        s.Conf,
 		TotalMemory: s.Total,
 		MemoryLimit: s.Limit,

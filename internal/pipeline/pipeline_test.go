@@ -1,10 +1,13 @@
 package pipeline
 
 import (
+	"context"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
 )
 
 func TestParseConf_modelKeys(t *testing.T) {
@@ -54,5 +57,42 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := in.Resolve(Settings{Round: 3}); err == nil {
 		t.Error("a quantum of 3 bytes was accepted")
+	}
+}
+
+// TestReplayReuse replays the sample under several settings one after
+// another on one Replayer, as tracer plot compare does, and checks every
+// replay against one without: the same summaries and results.
+func TestReplayReuse(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rp replay.Replayer
+	for _, s := range []Settings{{}, {Conf: "expandable_segments:True"}, {Round: 4096}, {Limit: 1 << 30}, {}} {
+		r, err := in.Resolve(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Replay(context.Background(), in, r, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Replay(context.Background(), in, r, Options{Replayer: &rp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(want.Summaries, got.Summaries) {
+			t.Errorf("%s: the summaries differ on a Replayer", r.Label)
+		}
+		if len(want.Result.Devices) != len(got.Result.Devices) {
+			t.Fatalf("%s: %d devices, %d on a Replayer", r.Label, len(want.Result.Devices), len(got.Result.Devices))
+		}
+		for i := range want.Result.Devices {
+			w, g := want.Result.Devices[i], got.Result.Devices[i]
+			if w.Stats != g.Stats || w.Events != g.Events || w.NumMismatches != g.NumMismatches || len(w.OOMs) != len(g.OOMs) {
+				t.Errorf("%s: device %d: %+v, on a Replayer %+v", r.Label, w.Device, w, g)
+			}
+		}
 	}
 }
