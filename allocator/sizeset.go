@@ -107,13 +107,16 @@ const (
 const maxClasses = 3136
 
 // sizeClass is the class of a size ≥ 0; it is non-decreasing in size.
+//
+// With u the size in 512-byte units and e = max(bits.Len64(u)-7, 0), the
+// class is e<<6 + u>>e: u itself in the linear range (e = 0), and past it
+// 64 classes per power of two. Or-ing 64 into u makes the bit length at
+// least 7, which gives e without a branch (the function runs several times
+// per malloc and free).
 func sizeClass(size int64) int {
 	u := uint64(size) >> classShift
-	if u < classLinear {
-		return int(u)
-	}
-	k := bits.Len64(u) - 1 // ≥ classSub+1
-	return classLinear + (k-classSub-1)<<classSub + int(u>>(k-classSub)) - 1<<classSub
+	e := uint(bits.Len64(u|1<<classSub)) - (classSub + 1)
+	return int(e)<<classSub + int(u>>e)
 }
 
 // ge is the number of leading entries of the descending rest not less than
