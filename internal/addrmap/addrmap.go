@@ -134,7 +134,22 @@ func (m *Map[V]) Take(k uint64) (V, bool) {
 			s := &m.slots[i]
 			if s.key == k {
 				v := s.val
-				m.deleteIndex(i)
+				// deleteIndex, written out: a call less per free on the
+				// replay's path.
+				m.n--
+				hole := i
+				for j := hole; ; {
+					j = (j + 1) & mask
+					t := &m.slots[j]
+					if t.key == 0 {
+						break
+					}
+					if (j-m.home(t.key))&mask >= (j-hole)&mask {
+						m.slots[hole] = *t
+						hole = j
+					}
+				}
+				m.slots[hole] = slot[V]{}
 				return v, true
 			}
 			if s.key == 0 {
