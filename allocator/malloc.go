@@ -144,9 +144,15 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding {
 		return 0
 	}
-	if moved {
+	switch {
+	case moved:
 		p.blocks.Delete(it)
-	} else {
+	case ii == 0 && h.nrest == 0:
+		// deleteAt of a class's only entry, written out: the common case.
+		p.blocks.n--
+		h.setHead(sEntry{})
+		sb.clearBit(ci)
+	default:
 		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	return it.id
