@@ -235,18 +235,45 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 	origSize, req := b.size, b.requested
 	if a.indexed {
 		a.active.DeleteAt(b.addr, slot)
+		b = &a.blocks[id]
 	}
+	// Merge the free neighbours (mergeable, merge), keeping the keys they
+	// leave the free set with: the set's updates come last, after the
+	// statistics, so that little is live across their calls.
 	var netCount, netBytes int64
-	if p := a.blocks[id].prev; a.mergeable(id, p) {
+	var delPrev, delNext freeKey
+	if p := b.prev; a.mergeable(id, p) {
 		netCount--
-		netBytes -= a.merge(id, p)
+		if s := &a.blocks[p]; s.mapped && s.pool == b.pool {
+			delPrev = freeKey{stream: s.stream, size: s.size, addr: s.addr, id: p}
+			b.addr, b.prev = s.addr, s.prev
+			if s.prev != 0 {
+				a.blocks[s.prev].next = id
+			}
+			b.size += s.size
+			netBytes -= s.size
+			a.deleteBlock(p)
+		} else {
+			netBytes -= a.merge(id, p)
+		}
+		b = &a.blocks[id]
 	}
-	if n := a.blocks[id].next; a.mergeable(id, n) {
+	if n := b.next; a.mergeable(id, n) {
 		netCount--
-		netBytes -= a.merge(id, n)
+		if s := &a.blocks[n]; s.mapped && s.pool == b.pool {
+			delNext = freeKey{stream: s.stream, size: s.size, addr: s.addr, id: n}
+			b.next = s.next
+			if s.next != 0 {
+				a.blocks[s.next].prev = id
+			}
+			b.size += s.size
+			netBytes -= s.size
+			a.deleteBlock(n)
+		} else {
+			netBytes -= a.merge(id, n)
+		}
+		b = &a.blocks[id]
 	}
-	b = &a.blocks[id]
-	pool.insert(b, id)
 	if b.isSplit() {
 		netCount++
 		netBytes += b.size
@@ -268,6 +295,15 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 		a.stats.ActiveBytes.dec(st, origSize)
 	}
 	a.stats.RequestedBytes.dec(st, req)
+	b.gcBase = pool.gcClock
+	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
+	if delPrev.id != 0 {
+		pool.blocks.Delete(delPrev)
+	}
+	if delNext.id != 0 {
+		pool.blocks.Delete(delNext)
+	}
+	pool.blocks.ReplaceOrInsert(ins)
 }
 
 // tryMerge is try_merge_blocks: absorb src into dst if src is free, has no

@@ -71,8 +71,8 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if id == 0 {
 		return 0, 0, a.oom(&r)
 	}
-	id = a.allocFound(id, &r, a.shouldSplit(id, &r))
-	return a.blocks[id].addr, Handle(id), nil
+	addr, id := a.allocFound(id, &r, a.shouldSplit(id, &r))
+	return addr, Handle(id), nil
 }
 
 // getFreeBlock is get_free_block (§5): best fit on the request's stream with
@@ -144,9 +144,15 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding {
 		return 0
 	}
-	if moved {
+	switch {
+	case moved:
 		p.blocks.Delete(it)
-	} else {
+	case ii == 0 && h.nrest == 0:
+		// deleteAt of a class's only entry, written out: the common case.
+		p.blocks.n--
+		h.setHead(sEntry{})
+		sb.clearBit(ci)
+	default:
 		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	return it.id
@@ -193,8 +199,10 @@ func (a *Allocator) shouldSplit(id blockID, r *request) bool {
 }
 
 // allocFound is alloc_found_block (§6): split off the front if asked, mark the
-// block allocated and update the stats. It returns the allocated block.
-func (a *Allocator) allocFound(id blockID, r *request, split bool) blockID {
+// block allocated and update the stats. It returns the allocated block's
+// address and the block: MallocHandle would otherwise look the block up
+// again after the call.
+func (a *Allocator) allocFound(id blockID, r *request, split bool) (uint64, blockID) {
 	b := &a.blocks[id]
 	pool := a.pools[b.pool]
 	alreadySplit := b.isSplit()
@@ -248,7 +256,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) blockID {
 			a.emitSlow(ActAlloc, b.addr, r.orig, b.stream, pool, b.size)
 		}
 	}
-	return id
+	return b.addr, id
 }
 
 // garbageCollect is garbage_collect_cached_blocks (§10).

@@ -107,13 +107,16 @@ const (
 const maxClasses = 3136
 
 // sizeClass is the class of a size ≥ 0; it is non-decreasing in size.
+//
+// With u the size in 512-byte units and e = max(bits.Len64(u)-7, 0), the
+// class is e<<6 + u>>e: u itself in the linear range (e = 0), and past it
+// 64 classes per power of two. Or-ing 64 into u makes the bit length at
+// least 7, which gives e without a branch (the function runs several times
+// per malloc and free).
 func sizeClass(size int64) int {
 	u := uint64(size) >> classShift
-	if u < classLinear {
-		return int(u)
-	}
-	k := bits.Len64(u) - 1 // ≥ classSub+1
-	return classLinear + (k-classSub-1)<<classSub + int(u>>(k-classSub)) - 1<<classSub
+	e := uint(bits.Len64(u|1<<classSub)) - (classSub + 1)
+	return int(e)<<classSub + int(u>>e)
 }
 
 // ge is the number of leading entries of the descending rest not less than
@@ -420,7 +423,43 @@ func (s *sizeSet) streamIndex(st uint64) int {
 func (s *sizeSet) Len() int { return s.n }
 
 // ReplaceOrInsert adds k (replacing an equal key).
+//
+// Its common case, on the stream found last and in a class whose page
+// exists, is written out with every call in tail position: nothing is live
+// across a call, so the common path spills no registers (a call that
+// returns into it made the compiler save k on every insertion).
 func (s *sizeSet) ReplaceOrInsert(k freeKey) {
+	b := s.lastB
+	if b == nil || s.lastSt != k.stream {
+		s.insertSlow(k)
+		return
+	}
+	c := sizeClass(k.size)
+	pi := uint(c>>pageBits - b.base)
+	if pi >= uint(len(b.pages)) || b.pages[pi] == nil {
+		s.insertSlow(k)
+		return
+	}
+	h := &b.pages[pi][c&(pageLen-1)]
+	e := sEntry{size: k.size, addr: k.addr, id: k.id}
+	switch { // insertIn, inline
+	case h.id == 0:
+		h.setHead(e)
+		b.setBit(c)
+		s.n++
+	case e.below(h.size, h.addr):
+		s.n++
+		h.pushDown(e)
+	case h.is(e.size, e.addr):
+		h.setHead(e)
+	default:
+		s.insertRest(h, e)
+	}
+}
+
+// insertSlow is ReplaceOrInsert where the stream is not the last one found
+// or the class's page does not exist yet.
+func (s *sizeSet) insertSlow(k freeKey) {
 	b := s.stream(k.stream)
 	if b == nil {
 		b = s.newStream(k.stream)
@@ -430,22 +469,24 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 	if h == nil {
 		h = s.newBin(b, c)
 	}
-	e := sEntry{size: k.size, addr: k.addr, id: k.id}
+	s.insertIn(b, h, c, sEntry{size: k.size, addr: k.addr, id: k.id})
+}
+
+// insertIn adds e to class c of b, which is h.
+func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 	switch {
 	case h.id == 0:
 		h.setHead(e)
 		b.setBit(c)
+		s.n++
 	case e.below(h.size, h.addr):
+		s.n++
 		h.pushDown(e)
 	case h.is(e.size, e.addr):
 		h.setHead(e)
-		return
 	default:
-		if !h.insertRest(e) {
-			return
-		}
+		s.insertRest(h, e)
 	}
-	s.n++
 }
 
 // newStream adds the empty bins of stream st.
@@ -484,9 +525,9 @@ func (h *bin) pushDown(e sEntry) {
 	h.setHead(e)
 }
 
-// insertRest adds e, greater than the header's entry, to rest, replacing
-// an equal entry. It reports whether e is new.
-func (h *bin) insertRest(e sEntry) bool {
+// insertRest adds e, greater than the header's entry, to h's rest,
+// replacing an equal entry.
+func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	if h.rest == nil {
 		h.rest = newRest()
 	}
@@ -494,38 +535,70 @@ func (h *bin) insertRest(e sEntry) bool {
 	i := ge(r, e.size, e.addr)
 	if i > 0 && r[i-1].is(e.size, e.addr) {
 		r[i-1] = e
-		return false
+		return
 	}
+	s.n++
 	r = append(r, e)
 	if i < len(r)-1 {
 		copy(r[i+1:], r[i:])
 		r[i] = e
 	}
 	h.setRest(r)
-	return true
 }
 
 // Delete removes k if present.
+//
+// As in ReplaceOrInsert, its common case (the stream found last, k the
+// smallest entry of its class) takes no call, and the other cases are
+// tail calls.
 func (s *sizeSet) Delete(k freeKey) {
+	b := s.lastB
+	if b == nil || s.lastSt != k.stream || k.size < 0 {
+		s.deleteSlow(k)
+		return
+	}
+	c := sizeClass(k.size)
+	h := b.look(c)
+	if h.id == 0 || !h.is(k.size, k.addr) {
+		s.deleteRestKey(b, c, h, k.size, k.addr)
+		return
+	}
+	s.n--
+	if h.nrest == 0 {
+		h.setHead(sEntry{})
+		b.clearBit(c)
+		return
+	}
+	h.deleteRest(0)
+}
+
+// deleteSlow is Delete on a stream other than the one found last.
+func (s *sizeSet) deleteSlow(k freeKey) {
 	b := s.stream(k.stream)
 	if b == nil || k.size < 0 {
 		return
 	}
 	c := sizeClass(k.size)
 	h := b.look(c)
-	if h.id == 0 {
+	if h.id != 0 && h.is(k.size, k.addr) {
+		s.deleteAt(b, c, h, 0)
 		return
 	}
-	i := 0
-	if !h.is(k.size, k.addr) {
-		if i = h.searchRest(k.size, k.addr); i < 0 {
-			return
-		}
-		if e := h.at(i); !e.is(k.size, k.addr) {
-			return
-		}
+	s.deleteRestKey(b, c, h, k.size, k.addr)
+}
+
+// deleteRestKey removes (size, addr) from class c of b, which is h, where
+// the header's entry is not it.
+func (s *sizeSet) deleteRestKey(b *streamBins, c int, h *bin, size int64, addr uint64) {
+	if h.id == 0 || h.nrest == 0 {
+		return
 	}
-	s.deleteAt(b, c, h, i)
+	r := *h.rest
+	j := ge(r, size, addr) // r[j-1] is the least entry not less than the key
+	if j == 0 || !r[j-1].is(size, addr) {
+		return
+	}
+	s.deleteAt(b, c, h, len(r)-j+1)
 }
 
 // deleteAt removes the entry at position i of class c of b, which is h:
