@@ -348,7 +348,8 @@ func history(t testing.TB, fam int, ops []byte, sink bool) (*Allocator, *SimDevi
 		l := newLockstep(t, a)
 		l.log = !sink
 		if sink {
-			rs := newRunSink(nil, 0)
+			tt, _ := t.(*testing.T) // runSink checks its contract on a T
+			rs := newRunSink(tt, 0)
 			a.SetEventSink(rs, rs.buf)
 		}
 		l.run(ops, 1500)
