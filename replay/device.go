@@ -31,8 +31,10 @@ type deviceReplay struct {
 	// live (or pending) in the recording.
 	addrs addrmap.Map[blockRef]
 
-	// restore state gathered from leading FlagReconstructed events.
+	// restore state gathered from leading FlagReconstructed events, and
+	// the events themselves when an observer wants them (restoreEvs).
 	restoreSegs []allocator.SegmentInfo
+	restoreEvs  []trace.Event
 	restored    bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
@@ -485,6 +487,9 @@ func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
 	if r.restored {
 		return fmt.Errorf("reconstructed event after the trace started")
 	}
+	if r.obs != nil {
+		r.restoreEvs = append(r.restoreEvs, *ev)
+	}
 	conf := r.a.Conf()
 	switch ev.Kind {
 	case trace.KindSegmentAlloc:
@@ -522,7 +527,22 @@ func (r *deviceReplay) applyRestore() error {
 	if len(r.restoreSegs) == 0 {
 		return nil
 	}
-	return r.a.Restore(r.restoreSegs)
+	if err := r.a.Restore(r.restoreSegs); err != nil {
+		return err
+	}
+	// Restore installs the state without events. The observer gets the
+	// reconstructed events it came from, as the trace begins with them:
+	// the replay then starts from the same segments and live blocks, so a
+	// trace written from it is whole and an analysis of it counts them
+	// (without them, the frees of restored blocks drove its allocated
+	// bytes below zero and its fragmentation negative).
+	for i := range r.restoreEvs {
+		e := &r.restoreEvs[i]
+		e.Seq, e.Device = r.outSeq, r.device
+		r.outSeq++
+		r.obs.Event(e)
+	}
+	return nil
 }
 
 // privatePool reports the private pool whose segment holds the recorded

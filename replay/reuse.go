@@ -77,6 +77,7 @@ func (r *deviceReplay) recycle() {
 		a:           r.a,
 		addrs:       r.addrs,
 		restoreSegs: r.restoreSegs[:0],
+		restoreEvs:  r.restoreEvs[:0],
 		reclaim:     r.reclaim[:0],
 		expect:      r.expect[:0],
 		poolsSeen:   r.poolsSeen,

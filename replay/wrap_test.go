@@ -145,4 +145,50 @@ func TestSnapshotWrapped(t *testing.T) {
 	compareSegments(t, s.segments, d.Allocator.Segments())
 	compareStats(t, s, d.Stats.Map(), []string{"segment.all.current", "allocated_bytes.all.current", "reserved_bytes.all.current"})
 	t.Logf("restored %d reconstructed events, replayed %d", n, d.Events)
+	checkStartReported(t, events[:n], got)
+}
+
+// checkStartReported checks that a replay's observer got the reconstructed
+// events it restored (start) first, as the trace has them, and that its
+// whole stream is then self-consistent: every free names a block the
+// stream allocated, and the allocated and reserved bytes it implies never
+// go below zero. A replay that restored its start silently left the
+// observer's stream freeing blocks it never saw, and `tracer replay`'s
+// fragmentation came out negative.
+func checkStartReported(t *testing.T, start, got []trace.Event) {
+	t.Helper()
+	if len(got) < len(start) {
+		t.Fatalf("observer got %d events, fewer than the %d reconstructed", len(got), len(start))
+	}
+	for i := range start {
+		w, g := start[i], got[i]
+		if g.Seq != int64(i) || g.Kind != w.Kind || g.Addr != w.Addr || g.Size != w.Size || g.BlockSize != w.BlockSize ||
+			g.Flags != w.Flags || g.Stack != w.Stack || g.Stream != w.Stream {
+			t.Fatalf("observer event %d = %+v, want the reconstructed %+v", i, g, w)
+		}
+	}
+	live := map[uint64]int64{}
+	var allocated, reserved int64
+	for i := range got {
+		e := &got[i]
+		switch e.Kind {
+		case trace.KindAlloc:
+			live[e.Addr] = e.BlockSize
+			allocated += e.BlockSize
+		case trace.KindFreeRequested:
+			size, ok := live[e.Addr]
+			if !ok {
+				t.Fatalf("observer event %d frees %#x, which its stream never allocated", i, e.Addr)
+			}
+			delete(live, e.Addr)
+			allocated -= size
+		case trace.KindSegmentAlloc:
+			reserved += e.Size
+		case trace.KindSegmentFree:
+			reserved -= e.Size
+		}
+		if allocated < 0 || reserved < 0 || allocated > reserved {
+			t.Fatalf("observer event %d: allocated %d, reserved %d", i, allocated, reserved)
+		}
+	}
 }

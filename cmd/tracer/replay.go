@@ -189,7 +189,9 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	if opts.Output != "" {
 		meta := in.Meta
 		meta.Producer, meta.Source, meta.SourceFile = "tracer "+record.Version, trace.SourceReplay, in.Name
-		meta.AllocConf, meta.MemoryLimit, meta.Truncated = want.Conf.String(), want.Limit, false
+		// A wrapped trace's replay begins with its reconstructed events too
+		// (replay reports them), so Truncated carries over.
+		meta.AllocConf, meta.MemoryLimit = want.Conf.String(), want.Limit
 		if w, err = trace.Create(opts.Output, meta, trace.WriterOptions{}); err != nil {
 			return err
 		}
