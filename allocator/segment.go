@@ -64,6 +64,19 @@ func (a *Allocator) releaseBlock(id blockID) {
 	a.deleteBlock(id)
 }
 
+// releasable reports whether releaseAvailable may cudaFree free oversize
+// block id: it is not in an expandable segment, and it is a whole segment.
+// PyTorch checks only the first: under max_split_size no oversize block is
+// ever split, so a free one is always a whole segment. A state restored
+// from a recording made without the setting (a wrapped trace replayed with
+// --conf max_split_size_mb) can hold split oversize blocks, which PyTorch
+// never would; releasing one would free memory that live blocks share, so
+// they are left alone, which changes nothing in any state PyTorch reaches.
+func (a *Allocator) releasable(id blockID) bool {
+	b := &a.blocks[id]
+	return b.exp == 0 && !b.isSplit()
+}
+
 // releaseAvailable is release_available_cached_blocks (§7.2), the first OOM
 // fallback; it does nothing unless max_split_size_mb is set.
 func (a *Allocator) releaseAvailable(r *request) bool {
@@ -76,7 +89,7 @@ func (a *Allocator) releaseAvailable(r *request) bool {
 	var first freeKey
 	found := false
 	p.blocks.AscendGreaterOrEqual(key, func(k freeKey) bool { first, found = k, true; return false })
-	if found && first.stream == r.stream && a.blocks[first.id].exp == 0 {
+	if found && first.stream == r.stream && a.releasable(first.id) {
 		a.releaseBlock(first.id)
 		return true
 	}
@@ -87,7 +100,7 @@ func (a *Allocator) releaseAvailable(r *request) bool {
 		if total >= key.size || k.size < m || k.stream != r.stream {
 			return false
 		}
-		if a.blocks[k.id].exp == 0 {
+		if a.releasable(k.id) {
 			victims = append(victims, k.id)
 			total += k.size
 		}
