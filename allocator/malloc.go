@@ -83,6 +83,43 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	if a.gcEnabled() {
 		p.gcClock++
 	}
+	// The common case, written out with no call that returns into it (so
+	// that it spills nothing): the stream found last, the best fit the
+	// smallest entry of the request's class or of the next non-empty one,
+	// not expandable. Anything else is findFree's, which starts over.
+	sb := p.blocks.lastB
+	if sb == nil || p.blocks.lastSt != r.stream {
+		return a.findFree(r)
+	}
+	ci := sizeClass(r.size)
+	h := sb.look(ci)
+	if h.id == 0 {
+		if ci = sb.next(ci + 1); ci < 0 {
+			return 0
+		}
+		h = sb.binAt(ci)
+	} else if h.size < r.size {
+		return a.findFree(r)
+	}
+	id, bs := h.id, h.size
+	if a.blocks[id].exp != 0 {
+		return a.findFree(r)
+	}
+	if m := a.conf.MaxSplitSize; (r.size < m && bs >= m) || (r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding) {
+		return 0
+	}
+	if h.nrest != 0 {
+		return p.blocks.takeHead(h)
+	}
+	p.blocks.n--
+	h.setHead(sEntry{})
+	sb.clearBit(ci)
+	return id
+}
+
+// findFree is getFreeBlock past its common case.
+func (a *Allocator) findFree(r *request) blockID {
+	p := r.pool
 	sb := p.blocks.stream(r.stream)
 	if sb == nil {
 		return 0
