@@ -185,7 +185,7 @@ func (a *Allocator) findFree(r *request) blockID {
 	case moved:
 		p.blocks.Delete(it)
 	case ii == 0 && h.nrest == 0:
-		// deleteAt of a class's only entry, written out: the common case.
+		// deleteAt of a class's only entry, written out as getFreeBlock's.
 		p.blocks.n--
 		h.setHead(sEntry{})
 		sb.clearBit(ci)
