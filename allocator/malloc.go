@@ -42,7 +42,16 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	r.pool = a.getPool(r.size, stream)
 	r.expActive = a.conf.ExpandableSegments
 
-	id := a.getFreeBlock(&r)
+	// getFreeBlock, its dispatch written out: a call less per malloc.
+	if a.gcEnabled() {
+		r.pool.gcClock++
+	}
+	var id blockID
+	if r.expActive {
+		id = a.findFree(&r)
+	} else {
+		id = a.bestFit(&r)
+	}
 	if id == 0 {
 		// Only a new segment needs the segment size (a division for large
 		// requests); most mallocs are served from the cache.
@@ -77,12 +86,59 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 
 // getFreeBlock is get_free_block (§5): best fit on the request's stream with
 // the expandable adjustments and oversize rules. It removes and returns the
-// block, or 0.
+// block, or 0. MallocHandle writes it out.
 func (a *Allocator) getFreeBlock(r *request) blockID {
-	p := r.pool
 	if a.gcEnabled() {
-		p.gcClock++
+		r.pool.gcClock++
 	}
+	if r.expActive {
+		return a.findFree(r)
+	}
+	return a.bestFit(r)
+}
+
+// bestFit is getFreeBlock (past its clock) outside expandable_segments. Its
+// common case is written out with no call that returns into it (so that it
+// spills nothing): the stream found last, the best fit the smallest entry
+// of the request's class or of the next non-empty one, not expandable.
+// Anything else is findFree's, which starts over. Under
+// expandable_segments, where nearly every block is expandable and its scan
+// follows, every request goes to findFree at once.
+func (a *Allocator) bestFit(r *request) blockID {
+	p := r.pool
+	sb := p.blocks.lastB
+	if sb == nil || p.blocks.lastSt != r.stream {
+		return a.findFree(r)
+	}
+	ci := sizeClass(r.size)
+	h := sb.look(ci)
+	if h.id == 0 {
+		if ci = sb.next(ci + 1); ci < 0 {
+			return 0
+		}
+		h = sb.binAt(ci)
+	} else if h.size < r.size {
+		return a.findFree(r)
+	}
+	id, bs := h.id, h.size
+	if a.blocks[id].exp != 0 {
+		return a.findFree(r)
+	}
+	if m := a.conf.MaxSplitSize; (r.size < m && bs >= m) || (r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding) {
+		return 0
+	}
+	if h.nrest != 0 {
+		return p.blocks.takeHead(h)
+	}
+	p.blocks.n--
+	h.setHead(sEntry{})
+	sb.clearBit(ci)
+	return id
+}
+
+// findFree is getFreeBlock past its clock and bestFit's common case.
+func (a *Allocator) findFree(r *request) blockID {
+	p := r.pool
 	sb := p.blocks.stream(r.stream)
 	if sb == nil {
 		return 0
@@ -148,7 +204,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 	case moved:
 		p.blocks.Delete(it)
 	case ii == 0 && h.nrest == 0:
-		// deleteAt of a class's only entry, written out: the common case.
+		// deleteAt of a class's only entry, written out as getFreeBlock's.
 		p.blocks.n--
 		h.setHead(sEntry{})
 		sb.clearBit(ci)

@@ -613,7 +613,16 @@ func (s *sizeSet) deleteAt(b *streamBins, c int, h *bin, i int) {
 	h.deleteRest(i)
 }
 
-// deleteAt removes the entry at position i of a class of more than one.
+// takeHead removes the smallest entry of class h, which holds more than
+// one, and returns its block.
+func (s *sizeSet) takeHead(h *bin) blockID {
+	id := h.id
+	s.n--
+	h.deleteRest(0)
+	return id
+}
+
+// deleteRest removes the entry at position i of a class of more than one.
 func (h *bin) deleteRest(i int) {
 	r := *h.rest
 	n := len(r) - 1
