@@ -130,9 +130,7 @@ func (a *Allocator) bestFit(r *request) blockID {
 	if h.nrest != 0 {
 		return p.blocks.takeHead(h)
 	}
-	p.blocks.n--
-	h.setHead(sEntry{})
-	sb.clearBit(ci)
+	p.blocks.emptyClass(sb, ci, h)
 	return id
 }
 
@@ -204,10 +202,7 @@ func (a *Allocator) findFree(r *request) blockID {
 	case moved:
 		p.blocks.Delete(it)
 	case ii == 0 && h.nrest == 0:
-		// deleteAt of a class's only entry, written out as getFreeBlock's.
-		p.blocks.n--
-		h.setHead(sEntry{})
-		sb.clearBit(ci)
+		p.blocks.emptyClass(sb, ci, h) // deleteAt's case, without its test
 	default:
 		p.blocks.deleteAt(sb, ci, h, ii)
 	}

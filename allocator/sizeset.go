@@ -563,12 +563,11 @@ func (s *sizeSet) Delete(k freeKey) {
 		s.deleteRestKey(b, c, h, k.size, k.addr)
 		return
 	}
-	s.n--
 	if h.nrest == 0 {
-		h.setHead(sEntry{})
-		b.clearBit(c)
+		s.emptyClass(b, c, h)
 		return
 	}
+	s.n--
 	h.deleteRest(0)
 }
 
@@ -604,13 +603,20 @@ func (s *sizeSet) deleteRestKey(b *streamBins, c int, h *bin, size int64, addr u
 // deleteAt removes the entry at position i of class c of b, which is h:
 // the callers have looked the class up already.
 func (s *sizeSet) deleteAt(b *streamBins, c int, h *bin, i int) {
-	s.n--
 	if i == 0 && h.nrest == 0 {
-		h.setHead(sEntry{})
-		b.clearBit(c)
+		s.emptyClass(b, c, h)
 		return
 	}
+	s.n--
 	h.deleteRest(i)
+}
+
+// emptyClass removes the only entry of class c of b, which is h. It is
+// small enough to inline at the malloc and free paths' call sites.
+func (s *sizeSet) emptyClass(b *streamBins, c int, h *bin) {
+	s.n--
+	h.setHead(sEntry{})
+	b.clearBit(c)
 }
 
 // takeHead removes the smallest entry of class h, which holds more than
