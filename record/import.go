@@ -123,11 +123,41 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
+// streamMax is the largest file imported through a spill (torchsnap.Open)
+// where the parallel decoder would otherwise run: on 4 cores or more,
+// larger files are decoded in memory by torchsnap.ReadFile, whose regions
+// decode a large trace several times faster than the sequential decoder
+// that a spill is filled by. Everything after decoding reads the events a
+// chunk at a time either way.
+const streamMax = 64 << 20
+
+// openSnapshot decodes the snapshot at in: into a spill, so that the
+// import's memory does not grow with the trace, unless the file is larger
+// than streamMax and the parallel decoder would run (see there).
+func openSnapshot(in string) (*torchsnap.Snapshot, error) {
+	if st, err := os.Stat(in); err == nil && st.Size() > streamMax && runtime.GOMAXPROCS(0) >= 4 && !forceSpill {
+		return torchsnap.ReadFile(in)
+	}
+	return torchsnap.Open(in)
+}
+
+// forceSpill makes openSnapshot spill whatever the file (tests).
+var forceSpill bool
+
+// importOne imports one snapshot. Its memory is bounded by the state the
+// passes keep (live blocks and segments, the stack table) and a few chunks
+// of events, whatever the length of the trace: the events stay in the
+// snapshot's spill (torchsnap.Open) and every pass reads them a chunk at a
+// time — Reconstruct backwards; a scan for the output's batches and the
+// memory limit; Validate beside the writing; the replay that annotates
+// block sizes, which the writer follows a chunk behind — and the output is
+// written a piece of a batch at a time (trace.StreamWriter).
 func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
-	snap, err := torchsnap.ReadFile(in)
+	snap, err := openSnapshot(in)
 	if err != nil {
 		return nil, err
 	}
+	defer snap.Close()
 	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
 	if err != nil {
 		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
@@ -153,15 +183,6 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	for k, v := range opts.Extra {
 		meta.Extra[k] = v
 	}
-	// The recorded part of inferLimit's scan runs beside reconstruction.
-	scans := make(chan []reservedScan, 1)
-	go func() {
-		out := make([]reservedScan, len(snap.Devices))
-		for i, d := range snap.Devices {
-			out[i] = scanReserved(d.Events)
-		}
-		scans <- out
-	}()
 	// Reconstruct first: the metadata records whether the history is complete.
 	initial := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
@@ -177,9 +198,35 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 	}
 	res.Truncated = meta.Truncated
-	recorded := <-scans
-	for _, d := range snap.Devices {
-		tagPrivatePools(d)
+	// One pass over the recorded events: the reserved bytes for inferLimit,
+	// and the events without a stack in each batch of the output, which the
+	// stream writer needs before it starts the batch.
+	var total int64
+	for i, d := range snap.Devices {
+		total += int64(len(initial[i])) + d.Len()
+	}
+	nulls := make([]int, (total+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
+	recorded := make([]reservedScan, len(snap.Devices))
+	buf := make([]trace.Event, torchsnap.ChunkSize)
+	var row int64
+	count := func(evs []trace.Event) {
+		for j := range evs {
+			if evs[j].Stack == trace.NoStack {
+				nulls[(row+int64(j))/trace.DefaultBatchRows]++
+			}
+		}
+		row += int64(len(evs))
+	}
+	for i, d := range snap.Devices {
+		count(initial[i])
+		for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
+			evs, err := d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf)
+			if err != nil {
+				return nil, fmt.Errorf("import %s: %v", in, err)
+			}
+			recorded[i].add(evs)
+			count(evs)
+		}
 	}
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
@@ -199,11 +246,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
-	var total int64
-	for i, d := range snap.Devices {
-		total += int64(len(initial[i]) + len(d.Events))
-	}
-	w, err := trace.Create(out, meta, trace.WriterOptions{Events: total})
+	w, err := trace.CreateStream(out, meta, total, nulls)
 	if err != nil {
 		return nil, err
 	}
@@ -225,26 +268,27 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
 		res.Reconstructed += int64(len(initial[i]))
-		// The model annotates block sizes while the writer follows behind it.
-		progress := make(chan int, 64)
+		// The model annotates block sizes while the writer follows behind
+		// it, a chunk at a time.
+		const inFlight = 3
+		full, free := make(chan []trace.Event, inFlight), make(chan []trace.Event, inFlight)
+		for range inFlight {
+			free <- make([]trace.Event, torchsnap.ChunkSize)
+		}
 		var mismatches int
 		var annErr error
 		go func() {
-			mismatches, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d.Events, progress)
-			close(progress)
+			mismatches, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, privateSegments(d), full, free)
+			close(full)
 		}()
-		done := 0
-		for upTo := range progress {
+		for evs := range full {
 			if err == nil {
-				err = write(d.Events[done:upTo])
+				err = write(evs)
 			}
-			done = upTo
+			free <- evs[:cap(evs)]
 		}
 		if err == nil {
 			err = annErr
-		}
-		if err == nil {
-			err = write(d.Events[done:])
 		}
 		if err != nil {
 			w.Abort()
@@ -291,6 +335,12 @@ type reservedScan struct {
 
 func scanReserved(evs []trace.Event) reservedScan {
 	var s reservedScan
+	s.add(evs)
+	return s
+}
+
+// add continues the scan with evs, the next events of the run.
+func (s *reservedScan) add(evs []trace.Event) {
 	for j := range evs {
 		switch evs[j].Kind {
 		case trace.KindSegmentAlloc, trace.KindSegmentMap:
@@ -305,30 +355,44 @@ func scanReserved(evs []trace.Event) reservedScan {
 			s.ooms = true
 		}
 	}
-	return s
 }
 
 // annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,
 // which PyTorch does not record, from a replay of the recording under its own
 // settings on the allocator model: while the model reproduces the recording
 // (each replayed block at its recorded address), each of its blocks is the
-// recorded block. It stops annotating at the first disagreement. It sends on
-// progress how many of events are final, in order, so a writer can follow,
-// and returns the number of mismatches the replay counted.
-func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trace.Event, progress chan<- int) (int, error) {
+// recorded block. It stops annotating at the first disagreement. It hands
+// d's events, tagged with their private pools (tagPools) and annotated, to
+// the writer on full, in order, a chunk at a time, in buffers from free, and
+// returns the number of mismatches the replay counted.
+//
+// The replay reads the events a chunk at a time (eventSource), and the
+// annotation follows it with a cursor of its own (annCursor), which hands a
+// chunk on once it has moved past it: a free is annotated when the next
+// alloc is, so it may lag the replay.
+func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
+	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (int, error) {
 	sizeAt := make(map[uint64]int64, 1024)
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
 			sizeAt[ev.Addr] = ev.BlockSize
 		}
 	}
-	next, agree := 0, true
-	const step = 4096
+	n := d.Len()
+	cur := &annCursor{d: d, n: n, private: private, full: full, free: free}
+	var next int64
+	agree := true
 	// advance annotates the frees before the next recorded alloc.
 	advance := func() {
-		for ; next < len(events) && events[next].Kind != trace.KindAlloc; next++ {
-			ev := &events[next]
+		for ; next < n; next++ {
+			ev := cur.at(next)
+			if ev == nil {
+				agree = false // the spill could not be read: cur.err says why
+				return
+			}
 			switch ev.Kind {
+			case trace.KindAlloc:
+				return
 			case trace.KindFreeRequested:
 				ev.BlockSize = sizeAt[ev.Addr]
 			case trace.KindFreeCompleted:
@@ -342,25 +406,27 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trac
 			return
 		}
 		advance()
-		if next >= len(events) || events[next].Addr != ev.Addr {
+		if !agree || next >= n || cur.at(next).Addr != ev.Addr {
 			agree = false // the model left the recording: sizes unknown from here
 			return
 		}
-		events[next].BlockSize = ev.BlockSize
+		cur.at(next).BlockSize = ev.BlockSize
 		sizeAt[ev.Addr] = ev.BlockSize
-		if next++; next%step == 0 {
-			progress <- next
-		}
+		next++
 	})
 	// Once the model has left the recording nothing more can be annotated:
 	// stop the replay there (its mismatch count is then a lower bound).
-	src := &untilSource{Source: &concatSource{parts: [][]trace.Event{initial, events}}, ok: &agree}
+	src := &eventSource{initial: initial, d: d, private: private, ok: &agree, buf: make([]trace.Event, torchsnap.ChunkSize)}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs)
+	if err == nil && cur.err == nil && agree {
+		advance()
+	}
+	cur.rest() // hands on the chunks not yet handed on
 	if err != nil {
 		return 0, err
 	}
-	if agree {
-		advance()
+	if cur.err != nil {
+		return 0, cur.err
 	}
 	mismatches := 0
 	for _, d := range res.Devices {
@@ -369,24 +435,127 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial, events []trac
 	return mismatches, nil
 }
 
-// tagPrivatePools sets Event.Pool on the allocations and segment events that
-// lie in segments the snapshot reports as owned by a private pool (a CUDA
-// graph capture or a MemPool). torch 2.11's trace entries carry no pool id;
-// without it a replay would serve those requests from the default pools.
-// Only segments alive at the dump are known: a private segment freed before
-// it is not tagged.
-func tagPrivatePools(d *torchsnap.Device) {
+// annCursor reads a device's events for annotateBlockSizes, a chunk at a
+// time, and hands each chunk to the writer once it moves past it.
+type annCursor struct {
+	d       *torchsnap.Device
+	n       int64
+	private []torchsnap.Segment
+	full    chan<- []trace.Event
+	free    <-chan []trace.Event
+	buf     []trace.Event // events [lo, lo+len(buf))
+	lo      int64
+	err     error
+}
+
+// at returns event i (not before the current chunk, and below n), or nil
+// if it could not be read (err says why).
+func (c *annCursor) at(i int64) *trace.Event {
+	for c.err == nil && i >= c.lo+int64(len(c.buf)) {
+		if !c.load() {
+			return nil
+		}
+	}
+	if c.err != nil {
+		return nil
+	}
+	return &c.buf[i-c.lo]
+}
+
+// load hands the current chunk on and reads the next one; false at the end.
+func (c *annCursor) load() bool {
+	if len(c.buf) > 0 {
+		c.full <- c.buf
+	}
+	c.lo += int64(len(c.buf))
+	c.buf = nil
+	if c.lo >= c.n {
+		return false
+	}
+	b := <-c.free
+	evs, err := c.d.Chunk(c.lo, min(c.n, c.lo+torchsnap.ChunkSize), b)
+	if err != nil {
+		c.err = err
+		return false
+	}
+	tagPools(evs, c.private)
+	c.buf = evs
+	return true
+}
+
+// rest hands on every chunk not yet handed on, read as they are from there.
+func (c *annCursor) rest() {
+	for c.err == nil && c.load() {
+	}
+}
+
+// eventSource is the replay's Source for annotateBlockSizes: the
+// reconstructed events, then the device's, read a chunk at a time and
+// tagged with their pools; it ends as soon as *ok turns false.
+type eventSource struct {
+	initial []trace.Event
+	d       *torchsnap.Device
+	private []torchsnap.Segment
+	ok      *bool
+	buf     []trace.Event
+	evs     []trace.Event // the current part: initial, or a chunk
+	i       int           // events of evs yielded
+	lo      int64         // the device's events read so far
+	err     error
+}
+
+func (s *eventSource) Next() bool {
+	if !*s.ok {
+		return false
+	}
+	for s.i == len(s.evs) {
+		if s.initial != nil {
+			s.evs, s.i, s.initial = s.initial, 0, nil
+			continue
+		}
+		n := s.d.Len()
+		if s.lo >= n || s.err != nil {
+			return false
+		}
+		hi := min(n, s.lo+torchsnap.ChunkSize)
+		evs, err := s.d.Chunk(s.lo, hi, s.buf)
+		if err != nil {
+			s.err = err
+			return false
+		}
+		tagPools(evs, s.private)
+		s.evs, s.i, s.lo = evs, 0, hi
+	}
+	s.i++
+	return true
+}
+
+func (s *eventSource) Event() *trace.Event { return &s.evs[s.i-1] }
+func (s *eventSource) Err() error          { return s.err }
+
+// privateSegments returns the segments the snapshot reports as owned by a
+// private pool (a CUDA graph capture or a MemPool).
+func privateSegments(d *torchsnap.Device) []torchsnap.Segment {
 	var private []torchsnap.Segment
 	for _, s := range d.Segments {
 		if !s.Pool.IsDefault() {
 			private = append(private, s)
 		}
 	}
+	return private
+}
+
+// tagPools sets Event.Pool on the allocations and segment events that lie
+// in private, segments the snapshot reports as owned by a private pool.
+// torch 2.11's trace entries carry no pool id; without it a replay would
+// serve those requests from the default pools. Only segments alive at the
+// dump are known: a private segment freed before it is not tagged.
+func tagPools(evs []trace.Event, private []torchsnap.Segment) {
 	if len(private) == 0 {
 		return
 	}
-	for i := range d.Events {
-		ev := &d.Events[i]
+	for i := range evs {
+		ev := &evs[i]
 		switch ev.Kind {
 		case trace.KindAlloc, trace.KindSegmentAlloc, trace.KindSegmentMap:
 			for _, s := range private {
@@ -398,32 +567,3 @@ func tagPrivatePools(d *torchsnap.Device) {
 		}
 	}
 }
-
-// untilSource ends a Source as soon as *ok turns false.
-type untilSource struct {
-	replay.Source
-	ok *bool
-}
-
-func (u *untilSource) Next() bool { return *u.ok && u.Source.Next() }
-
-// concatSource yields the events of several slices in turn, without copying
-// them into one (a large snapshot's events are hundreds of MB).
-type concatSource struct {
-	parts [][]trace.Event
-	i     int
-}
-
-func (c *concatSource) Next() bool {
-	for len(c.parts) > 0 {
-		if c.i < len(c.parts[0]) {
-			c.i++
-			return true
-		}
-		c.parts, c.i = c.parts[1:], 0
-	}
-	return false
-}
-
-func (c *concatSource) Event() *trace.Event { return &c.parts[0][c.i-1] }
-func (c *concatSource) Err() error          { return nil }

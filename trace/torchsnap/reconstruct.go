@@ -44,7 +44,10 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 		return nil, fmt.Errorf("torchsnap: device %d: Reconstruct needs a rounding function", d.Index)
 	}
 	st := newStartState(d)
-	unseenFree := st.undo(d.Events)
+	unseenFree, err := st.undoDevice(d)
+	if err != nil {
+		return nil, err
+	}
 	d.start, d.startOf = st, d.Events
 	segs := st.segs
 	blocks := make([]liveBlock, 0, st.blocks.Len())
@@ -63,8 +66,13 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 		return nil, nil
 	}
 	var t0 int64
-	if len(d.Events) > 0 {
-		t0 = d.Events[0].TimeUs
+	if d.Len() > 0 {
+		var first [1]trace.Event
+		evs, err := d.Chunk(0, 1, first[:])
+		if err != nil {
+			return nil, err
+		}
+		t0 = evs[0].TimeUs
 	}
 	out := make([]trace.Event, 0, len(segs)+len(blocks))
 	for _, s := range segs {
@@ -95,19 +103,37 @@ func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, 
 // from d.Segments: the one Reconstruct derived, if d.Events is still the
 // slice it walked (segment ranges copied, since callers change them), or a
 // new one.
-func (d *Device) startState() *startState {
-	if st := d.start; st != nil && len(d.startOf) == len(d.Events) &&
-		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0]) {
+func (d *Device) startState() (*startState, error) {
+	if st := d.start; st != nil && (d.sp != nil || len(d.startOf) == len(d.Events) &&
+		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0])) {
 		cp := &startState{blocks: st.blocks, segs: make([]*segRange, len(st.segs))}
 		for i, s := range st.segs {
 			c := *s
 			cp.segs[i] = &c
 		}
-		return cp
+		return cp, nil
 	}
 	st := newStartState(d)
-	st.undo(d.Events)
-	return st
+	_, err := st.undoDevice(d)
+	return st, err
+}
+
+// undoDevice is undo of d's trace, read backwards a chunk at a time.
+func (st *startState) undoDevice(d *Device) (unseenFree bool, err error) {
+	if d.sp == nil {
+		return st.undo(d.Events), nil
+	}
+	buf := make([]trace.Event, ChunkSize)
+	for hi := d.Len(); hi > 0; {
+		lo := max(0, hi-ChunkSize)
+		evs, err := d.Chunk(lo, hi, buf)
+		if err != nil {
+			return false, err
+		}
+		unseenFree = st.undoEvents(evs, unseenFree)
+		hi = lo
+	}
+	return st.undoEnd(unseenFree), nil
 }
 
 // segRange is a segment, or one mapped range of an expandable segment.
@@ -164,6 +190,12 @@ func newStartState(d *Device) *startState {
 // a block that a later free released, or a block live at the start that a
 // free released.
 func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
+	return st.undoEnd(st.undoEvents(evs, false))
+}
+
+// undoEvents is undo's walk over evs, the events before those already
+// undone; unseenFree is what the walk found so far.
+func (st *startState) undoEvents(evs []trace.Event, unseenFree bool) bool {
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := &evs[i]
 		switch e.Kind {
@@ -200,6 +232,12 @@ func (st *startState) undo(evs []trace.Event) (unseenFree bool) {
 			st.cut(e.Addr, e.Size)
 		}
 	}
+	return unseenFree
+}
+
+// undoEnd ends undo: a block live at the start that a free released is an
+// alloc the window lost.
+func (st *startState) undoEnd(unseenFree bool) bool {
 	if !unseenFree {
 		st.blocks.All(func(_ uint64, b *liveBlock) { unseenFree = unseenFree || b.freed })
 	}

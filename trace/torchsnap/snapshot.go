@@ -21,6 +21,14 @@ type Snapshot struct {
 	Stacks       []trace.Stack // stack table; trace.StackID indexes it; identical stacks stored once
 	Annotations  []Annotation  // external_annotations, in recorded order
 	SegmentsOnly bool          // the file was a bare list (memory_snapshot()): state only, no trace
+
+	spill *spill // Open's events, if any
+}
+
+// Close releases the file that holds the events of a snapshot from Open
+// (it is already unlinked). It does nothing for ReadFile's and Decode's.
+func (s *Snapshot) Close() {
+	s.spill.close()
 }
 
 // Device is one CUDA device's trace and final allocator state.
@@ -28,6 +36,8 @@ type Device struct {
 	Index int32
 	// Events is the trace in recorded order. Device, Kind, Addr (device_free
 	// for oom), Size, Stream, TimeUs and Stack are set; Seq is the position.
+	// It is nil for a snapshot from Open, whose events stay in its spill
+	// file: Len and Chunk read either form.
 	Events []trace.Event
 	// Segments is the final state from `segments`, this device only, sorted by address.
 	Segments []Segment
@@ -43,7 +53,42 @@ type Device struct {
 	// walk of startOf, the Events it saw), for Validate to reuse.
 	start   *startState
 	startOf []trace.Event
+
+	// The spilled trace (Open): events [spLo, spLo+spN) of sp.
+	sp        *spill
+	spLo, spN int64
 }
+
+// Len returns the number of events in d's trace.
+func (d *Device) Len() int64 {
+	if d.sp != nil {
+		return d.spN
+	}
+	return int64(len(d.Events))
+}
+
+// Chunk returns events [lo, hi) of d's trace (0 ≤ lo ≤ hi ≤ d.Len()): a view
+// of d.Events, or, for a snapshot from Open, the events read into buf,
+// which must hold hi-lo of them. Passes over a trace of any length read it
+// this way a chunk at a time (ChunkSize events: Open's events are never all
+// in memory at once). Changes to a spilled chunk are not kept.
+func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
+	if d.sp == nil {
+		return d.Events[lo:hi], nil
+	}
+	evs := buf[:hi-lo]
+	if err := d.sp.readAt(evs, d.spLo+lo); err != nil {
+		return nil, fmt.Errorf("torchsnap: device %d: %w", d.Index, err)
+	}
+	for j := range evs {
+		evs[j].Seq, evs[j].Device = lo+int64(j), d.Index
+	}
+	return evs, nil
+}
+
+// ChunkSize is the number of events the passes over a spilled trace read at
+// a time (Chunk).
+const ChunkSize = spillChunk
 
 // Segment is one cudaMalloc'd segment (or mapped range of an expandable one)
 // at snapshot time.
@@ -111,6 +156,12 @@ func ReadFile(path string) (*Snapshot, error) {
 			return nil, fmt.Errorf("torchsnap: %w", err)
 		}
 	}
+	return readSequential(f, path, nil)
+}
+
+// readSequential decodes the file f (at path) with the sequential decoder,
+// into sp when it is not nil.
+func readSequential(f *os.File, path string, sp *spill) (*Snapshot, error) {
 	var r io.Reader = f
 	var size int64
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
@@ -121,10 +172,39 @@ func ReadFile(path string) (*Snapshot, error) {
 			r = ra
 		}
 	}
-	s, err := decode(r, size)
+	s, err := decodeInto(r, size, sp)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
+	return s, nil
+}
+
+// Open decodes the snapshot in the file at path as ReadFile does, with the
+// sequential decoder, but keeps the devices' trace events in an unlinked
+// temporary file (a spill, spill.go) rather than in memory: Device.Events is
+// nil, and Device.Len and Device.Chunk read them. Its memory does not grow
+// with the number of trace entries. Close releases the file.
+func Open(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("torchsnap: %w", err)
+	}
+	defer f.Close()
+	sp, err := newSpill()
+	if err != nil {
+		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
+	}
+	s, err := readSequential(f, path, sp)
+	if err == nil {
+		if err = sp.finish(); err != nil {
+			err = fmt.Errorf("torchsnap: %s: %w", path, err)
+		}
+	}
+	if err != nil {
+		sp.close()
+		return nil, err
+	}
+	s.spill = sp
 	return s, nil
 }
 
@@ -152,10 +232,15 @@ func Decode(r io.Reader) (*Snapshot, error) {
 }
 
 // decode reads a snapshot from r, whose size (0 if unknown) sizes the tables.
-func decode(r io.Reader, size int64) (*Snapshot, error) {
+func decode(r io.Reader, size int64) (*Snapshot, error) { return decodeInto(r, size, nil) }
+
+// decodeInto is decode, with the events written to sp when it is not nil.
+func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	b := newBuilder()
-	b.events.sizeFor(size)
+	if b.events.sp = sp; sp == nil {
+		b.events.sizeFor(size)
+	}
 	b.memo.sizeFor(size)
 	var (
 		top value
@@ -298,6 +383,9 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 			}
 			d := dev(int32(i))
 			evs, err := b.gather(o, d)
+			if err == nil && b.events.sp != nil {
+				err = b.events.sp.err
+			}
 			if err != nil {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d]%v", i, err)
 			}
@@ -352,10 +440,16 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 		// Every chunk the run covers must still be there: a run used by two
 		// devices is a malformed file, not a shared list.
 		for c := o.evLo >> chunkBits; c <= (o.evLo+o.evN-1)>>chunkBits; c++ {
-			if b.events.chunks[c] == nil {
+			if b.events.released(c) {
 				return nil, fmt.Errorf("[%d] is a trace entry already used by another device", max(0, c<<chunkBits-o.evLo))
 			}
 		}
+	}
+	if b.events.sp != nil {
+		// Spilled (Open): the device reads its run from the file.
+		d.sp, d.spLo, d.spN = b.events.sp, o.evLo, o.evN
+		b.events.releaseBelow(o.evLo + o.evN)
+		return nil, nil
 	}
 	if evs, ok := b.events.inBase(o.evLo, o.evN); ok {
 		// The events are already in place: set what decoding could not

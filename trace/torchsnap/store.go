@@ -33,6 +33,12 @@ type eventStore struct {
 	// to be replaced, chunks are separate and gatherRun copies.
 	base  []cev
 	views [][2]int64 // the runs [lo, hi) of base handed out as views
+
+	// sp, when set (Open), receives the events instead of chunks: nothing
+	// above is used, and chunks below relChunks count as released.
+	sp        *spill
+	relChunks int64
+	tmp       cev // get's copy of a spilled event
 }
 
 // sizeFor sizes the store's base for a file of size bytes. A trace entry
@@ -84,6 +90,12 @@ func (s *eventStore) fromBase(c int64) bool {
 const slabChunks = 8
 
 func (s *eventStore) add(e cev) int64 {
+	if s.sp != nil {
+		e.Seq = s.n
+		s.sp.add(&e)
+		s.n++
+		return s.n - 1
+	}
 	c := s.n >> chunkBits
 	if int(c) == len(s.chunks) {
 		s.grow(c)
@@ -119,6 +131,12 @@ func (s *eventStore) grow(c int64) {
 
 // get returns event i; ok is false if its chunk was already released.
 func (s *eventStore) get(i int64) (*cev, bool) {
+	if s.sp != nil {
+		if i>>chunkBits < s.relChunks || s.sp.readAt(unsafeOne(&s.tmp), i) != nil {
+			return nil, false
+		}
+		return &s.tmp, true
+	}
 	ch := s.chunks[i>>chunkBits]
 	if ch == nil {
 		return nil, false
@@ -129,6 +147,10 @@ func (s *eventStore) get(i int64) (*cev, bool) {
 // releaseBelow drops the chunks entirely below event index lo, and returns
 // how many bytes they held.
 func (s *eventStore) releaseBelow(lo int64) int64 {
+	if s.sp != nil {
+		s.relChunks = max(s.relChunks, lo>>chunkBits)
+		return 0
+	}
 	var n int64
 	for c := int64(0); c < lo>>chunkBits && c < int64(len(s.chunks)); c++ {
 		if !s.fromBase(c) { // the base is freed only as a whole
@@ -138,6 +160,16 @@ func (s *eventStore) releaseBelow(lo int64) int64 {
 	}
 	return n
 }
+
+// released reports whether chunk c was released (or never existed).
+func (s *eventStore) released(c int64) bool {
+	if s.sp != nil {
+		return c < s.relChunks || c<<chunkBits >= s.n
+	}
+	return c >= int64(len(s.chunks)) || s.chunks[c] == nil
+}
+
+func unsafeOne(e *cev) []cev { return unsafe.Slice(e, 1) }
 
 // memo is the pickle memo in struct-of-arrays chunks (9 bytes a slot instead
 // of 16): a snapshot memoizes one to three objects per trace entry. The

@@ -61,7 +61,11 @@ func (p Problem) String() string {
 // must not run at the same time on one Device.
 func (d *Device) Validate() []Problem {
 	v := &validator{dev: d.Index, byKind: map[string]int{}}
-	st := d.startState()
+	st, err := d.startState()
+	if err != nil {
+		v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
+		return v.list
+	}
 	segs := st.segs
 	// Live blocks, and the base of the segment holding each (when one did as
 	// it was allocated), so that segment_free is checked in O(1).
@@ -86,8 +90,30 @@ func (d *Device) Validate() []Problem {
 		}
 	}
 	live.All(func(a uint64, r *liveRec) { track(a, r) })
-	for i := range d.Events {
-		e := &d.Events[i]
+	var buf []trace.Event
+	if d.sp != nil {
+		buf = make([]trace.Event, ChunkSize)
+	}
+	for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+		i0 := int(lo)
+		var evs []trace.Event
+		if d.sp == nil {
+			evs, lo = d.Events, d.Len() // all at once
+		} else if evs, err = d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf); err != nil {
+			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
+			return v.list
+		}
+		v.events(evs, i0, &live, fw, &perSeg, untrack)
+	}
+	return v.final(d, &live)
+}
+
+// events validates evs, the events from index i0 on.
+func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec], fw *startState,
+	perSeg *addrmap.Map[int], untrack func(*liveRec)) {
+	for k := range evs {
+		e := &evs[k]
+		i := i0 + k
 		switch e.Kind {
 		case trace.KindAlloc:
 			r := live.Ref(e.Addr)
@@ -165,7 +191,11 @@ func (d *Device) Validate() []Problem {
 			fw.cut(e.Addr, e.Size)
 		}
 	}
-	// The final state must be the dumped one.
+}
+
+// final checks that the state after the trace is the dumped one, and
+// returns the problems found.
+func (v *validator) final(d *Device, live *addrmap.Map[liveRec]) []Problem {
 	want := map[uint64]bool{}
 	for _, s := range d.Segments {
 		for _, b := range s.Blocks {

@@ -1,0 +1,371 @@
+package trace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+// StreamWriter writes a trace whose length, and the number of events
+// without a stack in each record batch, are known before the first event:
+// the bytes are those a Writer from Create writes for the same events (same
+// batches, same dictionaries, same metadata), but a batch is never held in
+// memory. An Arrow record batch is laid out column by column, and every
+// buffer's length follows from the batch's row count and its null counts
+// (only the stack column has nulls), so the message header of a batch is
+// written as soon as it starts, and the body's space is reserved behind
+// it; events then go, a piece of streamPiece rows at a time, straight to
+// their place in each column with positioned writes (pwrite). What a batch
+// costs in memory is one piece (about 350 KiB) instead of the batch (about
+// 100 bytes a row, 6.5 MB at DefaultBatchRows).
+//
+// The header comes from Arrow's own IPC writer, handed a batch of the same
+// shape whose buffers are all a shared block of zeros it never reads: the
+// writer's payloads pass through a PayloadWriter of ours (payloadFile),
+// which writes them as Arrow's stream writer would, except the body of a
+// planned batch. Stacks must be added (AddStack) before the first event of
+// the first batch that refers to them, since a batch's dictionary delta is
+// written as it starts; an import adds them all first.
+type StreamWriter struct {
+	w         *Writer // schema, stack table, dictionaries; its IPC writer writes to pf
+	pf        *payloadFile
+	tmpPath   string
+	finalPath string
+	total     int64 // events announced
+	nulls     []int // events without a stack in each batch
+	zero      []byte
+
+	batch      int   // the batch being written; -1 before the first
+	rows, done int   // rows in it, and rows written
+	body       int64 // file offset of its body
+	off        [numCols][2]int64
+	piece      columns // rows [pieceLo, pieceLo+piece.n) of the batch
+	pieceLo    int
+	pieceNulls int // events without a stack written in the batch so far
+	closed     bool
+}
+
+// streamPiece is the rows a StreamWriter lays out before writing them: a
+// multiple of 8, so that pieces start on bitmap bytes.
+const streamPiece = 4096
+
+// CreateStream writes a trace of total events to path, as Create would (a
+// temporary file renamed into place on Close), in batches of
+// DefaultBatchRows; nulls[b] is the number of events with Stack NoStack in
+// batch b (events [b·DefaultBatchRows, (b+1)·DefaultBatchRows)).
+func CreateStream(path string, meta Meta, total int64, nulls []int) (*StreamWriter, error) {
+	if want := (total + DefaultBatchRows - 1) / DefaultBatchRows; int64(len(nulls)) != want {
+		return nil, fmt.Errorf("trace: create %s: %d null counts for %d batches", path, len(nulls), want)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+		return nil, fmt.Errorf("trace: create %s: %w", path, err)
+	}
+	s := &StreamWriter{tmpPath: f.Name(), finalPath: path, total: total, nulls: nulls, batch: -1,
+		pf: &payloadFile{f: f}}
+	s.w = &Writer{}
+	s.w.init(nil, meta, WriterOptions{})
+	s.w.ipc = ipc.NewWriterWithPayloadWriter(s.pf, ipc.WithSchema(s.w.schema), ipc.WithAllocator(s.w.mem),
+		ipc.WithDictionaryDeltas(true))
+	return s, nil
+}
+
+// AddStack is Writer.AddStack.
+func (s *StreamWriter) AddStack(st Stack) StackID { return s.w.AddStack(st) }
+
+// Events reports how many events were written so far.
+func (s *StreamWriter) Events() int64 { return s.w.nextSeq }
+
+// WriteEvents appends evs, as Writer.WriteEvents does (stack ids mapped
+// through stackMap when it is not nil). An error ends the writer.
+func (s *StreamWriter) WriteEvents(evs []Event, stackMap []StackID) error {
+	w := s.w
+	for w.err == nil && len(evs) > 0 {
+		if s.done == s.rows {
+			if w.err = s.startBatch(); w.err != nil {
+				break
+			}
+		}
+		k := min(len(evs), s.rows-s.done, streamPiece-s.piece.n)
+		if _, err := s.piece.addEvents(evs[:k], stackMap, w.nextSeq, len(w.stackText)); err != nil {
+			w.err = err
+			break
+		}
+		w.nextSeq += int64(k)
+		s.done += k
+		evs = evs[k:]
+		if s.piece.n == streamPiece || s.done == s.rows {
+			w.err = s.flushPiece()
+		}
+	}
+	return w.err
+}
+
+// startBatch writes the next batch's dictionary deltas and header, and
+// reserves its body.
+func (s *StreamWriter) startBatch() error {
+	s.batch++
+	left := s.total - s.w.nextSeq
+	if left <= 0 || s.batch >= len(s.nulls) {
+		return fmt.Errorf("trace: write event %d: more events than the %d announced", s.w.nextSeq, s.total)
+	}
+	n := int(min(left, DefaultBatchRows))
+	nulls := s.nulls[s.batch]
+	if nulls < 0 || nulls > n {
+		return fmt.Errorf("trace: batch %d: %d events without a stack in %d", s.batch, nulls, n)
+	}
+	// Where each buffer of the body lies, in Arrow's order: per column its
+	// validity bitmap (written only with nulls) and its values, each padded
+	// to 8 bytes.
+	pad := func(b int64) int64 { return (b + 7) &^ 7 }
+	bits := int64((n + 7) / 8)
+	var at int64
+	for c := range numCols {
+		if c == idxStack && nulls > 0 {
+			s.off[c][0] = at
+			if nulls == n {
+				// Arrow writes a new bitmap of zeros, padded to 64 bytes.
+				at += (bits + 63) &^ 63
+			} else {
+				at += pad(bits)
+			}
+		}
+		s.off[c][1] = at
+		if w := colWidth[c]; w > 0 {
+			at += pad(int64(n) * w)
+		} else {
+			at += pad(bits)
+		}
+	}
+	if len(s.zero) < 8*n {
+		s.zero = make([]byte, 8*DefaultBatchRows)
+	}
+	rec := s.shape(n, nulls)
+	s.pf.planned = true
+	err := s.w.ipc.Write(rec)
+	s.pf.planned = false
+	rec.Release()
+	if err == nil && s.pf.bodyLen != at {
+		err = fmt.Errorf("body of %d bytes where the layout has %d", s.pf.bodyLen, at)
+	}
+	if err != nil {
+		return fmt.Errorf("trace: write batch: %w", err)
+	}
+	s.body = s.pf.bodyAt
+	s.rows, s.done, s.pieceLo, s.pieceNulls = n, 0, 0, 0
+	s.piece.reset()
+	return nil
+}
+
+// colWidth is the bytes per row of each column's values; 0 for a bitmap.
+var colWidth = [numCols]int64{
+	idxSeq: 8, idxTimeUs: 8, idxDevice: 4, idxAction: 1, idxAddr: 8, idxSize: 8, idxStream: 8,
+	idxPoolA: 8, idxPoolB: 8, idxStack: 4, idxBlock: 8, idxReconstructed: 0, idxPending: 0, idxDeviceUsed: 8,
+}
+
+// shape returns a batch of n rows, nulls of them without a stack, whose
+// buffers are all zeros: what Arrow's writer needs to write the header
+// (and the dictionaries) of the real one.
+func (s *StreamWriter) shape(n, nulls int) arrow.Record {
+	z := s.zero
+	bits := (n + 7) / 8
+	c := &columns{
+		seq: unsafe.Slice((*int64)(unsafe.Pointer(&z[0])), n), timeUs: unsafe.Slice((*int64)(unsafe.Pointer(&z[0])), n),
+		size: unsafe.Slice((*int64)(unsafe.Pointer(&z[0])), n), block: unsafe.Slice((*int64)(unsafe.Pointer(&z[0])), n),
+		used: unsafe.Slice((*int64)(unsafe.Pointer(&z[0])), n), device: unsafe.Slice((*int32)(unsafe.Pointer(&z[0])), n),
+		action: unsafe.Slice((*int8)(unsafe.Pointer(&z[0])), n), addr: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n),
+		stream: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n), poolA: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n),
+		poolB: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n), stack: unsafe.Slice((*int32)(unsafe.Pointer(&z[0])), n),
+		stackValid: z[:bits], stackNulls: nulls, recon: z[:bits], pending: z[:bits], n: n,
+	}
+	arrays := c.arrays(s.w.actionDict, s.w.stackDictionary())
+	rec := array.NewRecord(s.w.schema, arrays, int64(n))
+	for _, a := range arrays {
+		a.Release()
+	}
+	return rec
+}
+
+// flushPiece writes the piece's rows to their places in the batch's body.
+func (s *StreamWriter) flushPiece() error {
+	p := &s.piece
+	if p.n == 0 {
+		return nil
+	}
+	r0 := int64(s.pieceLo)
+	var err error
+	put := func(c, buf int, b []byte, at int64) {
+		if err == nil && len(b) > 0 {
+			_, err = s.pf.f.WriteAt(b, s.body+s.off[c][buf]+at)
+		}
+	}
+	put(idxSeq, 1, arrow.Int64Traits.CastToBytes(p.seq), r0*8)
+	put(idxTimeUs, 1, arrow.Int64Traits.CastToBytes(p.timeUs), r0*8)
+	put(idxDevice, 1, arrow.Int32Traits.CastToBytes(p.device), r0*4)
+	put(idxAction, 1, arrow.Int8Traits.CastToBytes(p.action), r0)
+	put(idxAddr, 1, arrow.Uint64Traits.CastToBytes(p.addr), r0*8)
+	put(idxSize, 1, arrow.Int64Traits.CastToBytes(p.size), r0*8)
+	put(idxStream, 1, arrow.Uint64Traits.CastToBytes(p.stream), r0*8)
+	put(idxPoolA, 1, arrow.Uint64Traits.CastToBytes(p.poolA), r0*8)
+	put(idxPoolB, 1, arrow.Uint64Traits.CastToBytes(p.poolB), r0*8)
+	if s.nulls[s.batch] > 0 {
+		put(idxStack, 0, p.stackValid, r0/8)
+	}
+	put(idxStack, 1, arrow.Int32Traits.CastToBytes(p.stack), r0*4)
+	put(idxBlock, 1, arrow.Int64Traits.CastToBytes(p.block), r0*8)
+	put(idxReconstructed, 1, p.recon, r0/8)
+	put(idxPending, 1, p.pending, r0/8)
+	put(idxDeviceUsed, 1, arrow.Int64Traits.CastToBytes(p.used), r0*8)
+	if err != nil {
+		return fmt.Errorf("trace: write %s: %w", s.finalPath, err)
+	}
+	s.pieceNulls += p.stackNulls
+	s.pieceLo += p.n
+	p.reset()
+	if s.pieceLo == s.rows && s.pieceNulls != s.nulls[s.batch] {
+		return fmt.Errorf("trace: batch %d: %d events without a stack, %d announced", s.batch, s.pieceNulls, s.nulls[s.batch])
+	}
+	return nil
+}
+
+// Close ends the stream and renames the file into place. After a failed
+// Close nothing is left at the destination.
+func (s *StreamWriter) Close() error {
+	if s.closed {
+		return s.w.err
+	}
+	s.closed = true
+	w := s.w
+	err := w.err
+	if err == nil && w.nextSeq != s.total {
+		err = fmt.Errorf("trace: %d events written of the %d announced", w.nextSeq, s.total)
+	}
+	if err == nil && s.total == 0 {
+		err = w.flush() // an empty trace still needs its schema: one empty batch
+	}
+	if cerr := w.ipc.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("trace: end stream: %w", cerr)
+	}
+	w.release()
+	if ferr := s.pf.flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("trace: write %s: %w", s.finalPath, ferr)
+	}
+	if cerr := s.pf.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("trace: close %s: %w", s.finalPath, cerr)
+	}
+	if err == nil {
+		if rerr := replaceFile(s.tmpPath, s.finalPath); rerr != nil {
+			err = fmt.Errorf("trace: %w", rerr)
+		}
+	}
+	if err != nil {
+		os.Remove(s.tmpPath)
+	}
+	w.err = err
+	if err == nil {
+		w.err = errors.New("trace: writer is closed")
+	}
+	return err
+}
+
+// Abort discards the output. Safe after Close (then it does nothing).
+func (s *StreamWriter) Abort() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.w.err = errors.New("trace: writer aborted")
+	s.w.ipc.Close()
+	s.w.release()
+	s.pf.f.Close()
+	os.Remove(s.tmpPath)
+}
+
+// payloadFile is the IPC writer's PayloadWriter for a StreamWriter: it
+// writes each message as Arrow's stream writer does (continuation marker,
+// length, flatbuffer padded to 8 bytes, body buffers each padded to 8),
+// at the file's end, through a small buffer, except the body of a planned
+// record batch, whose space it skips, leaving its offset in bodyAt.
+type payloadFile struct {
+	f       *os.File
+	pos     int64 // file offset of buf[0]
+	buf     []byte
+	err     error
+	planned bool
+	bodyAt  int64
+	bodyLen int64
+}
+
+func (p *payloadFile) Start() error { return nil }
+
+func (p *payloadFile) Close() error {
+	p.Write([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0}) // end of stream
+	return p.flush()
+}
+
+func (p *payloadFile) WritePayload(pl ipc.Payload) error {
+	meta := pl.Meta()
+	defer meta.Release()
+	msg := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	typ, bodyLen := msg.Type(), msg.BodyLen()
+	msg.Release()
+	// writeMessage in arrow/ipc.
+	n := int32(meta.Len()) + 8
+	if r := n % 8; r != 0 {
+		n += 8 - r
+	}
+	var hdr [8]byte
+	binary.LittleEndian.PutUint32(hdr[:4], 0xFFFFFFFF)
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(n-8))
+	p.Write(hdr[:])
+	p.Write(meta.Bytes())
+	p.Write(make([]byte, int(n)-meta.Len()-8))
+	if p.planned && typ == ipc.MessageRecordBatch {
+		if err := p.flush(); err != nil {
+			return err
+		}
+		p.bodyAt, p.bodyLen = p.pos, bodyLen
+		p.pos += bodyLen
+		return nil
+	}
+	if err := pl.SerializeBody(p); err != nil {
+		return err
+	}
+	return p.err
+}
+
+// Write appends b at the end of what was written.
+func (p *payloadFile) Write(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	p.buf = append(p.buf, b...)
+	if len(p.buf) >= 64<<10 {
+		p.flush()
+	}
+	return len(b), p.err
+}
+
+func (p *payloadFile) flush() error {
+	if p.err == nil && len(p.buf) > 0 {
+		_, p.err = p.f.WriteAt(p.buf, p.pos)
+		p.pos += int64(len(p.buf))
+		p.buf = p.buf[:0]
+	}
+	return p.err
+}

@@ -1,0 +1,103 @@
+package trace_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// A StreamWriter writes the bytes a Writer from Create writes for the same
+// events, whatever the number of batches, their null counts and the calls'
+// sizes.
+func TestStreamWriter(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 7, 4097, trace.DefaultBatchRows, trace.DefaultBatchRows + 1, 2*trace.DefaultBatchRows + 4100} {
+		for _, noStacks := range []int{0, 1, 2} { // none, some, all without a stack
+			want := filepath.Join(dir, "want.arrows")
+			w, err := trace.Create(want, meta(), trace.WriterOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := sample(w, n)
+			for i := range evs {
+				switch {
+				case noStacks == 0 && evs[i].Stack == trace.NoStack:
+					evs[i].Stack = 0
+				case noStacks == 2:
+					evs[i].Stack = trace.NoStack
+				}
+			}
+			if err := w.WriteEvents(evs, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			nulls := make([]int, (n+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
+			for i, ev := range evs {
+				if ev.Stack == trace.NoStack {
+					nulls[i/trace.DefaultBatchRows]++
+				}
+			}
+			got := filepath.Join(dir, "got.arrows")
+			sw, err := trace.CreateStream(got, meta(), int64(n), nulls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range []trace.Stack{
+				{{Name: "forward", File: "model.py", Line: 12}, {Name: "<module>", File: "train.py", Line: 3}},
+				{{Name: "step", File: "adam.py", Line: 90}},
+				{{Name: "odd\tname", File: "we\nird.py", Line: 7}},
+			} {
+				sw.AddStack(st)
+			}
+			for lo := 0; lo < n; {
+				hi := min(n, lo+1+lo%5000)
+				if err := sw.WriteEvents(evs[lo:hi], nil); err != nil {
+					t.Fatal(err)
+				}
+				lo = hi
+			}
+			if err := sw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			a, _ := os.ReadFile(want)
+			b, _ := os.ReadFile(got)
+			if !bytes.Equal(a, b) {
+				t.Errorf("%d events, noStacks %d: %d bytes differ from Create's %d", n, noStacks, len(b), len(a))
+			}
+		}
+	}
+}
+
+// A StreamWriter refuses more or fewer events, or other null counts, than
+// announced, and leaves nothing behind then.
+func TestStreamWriterMismatch(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.arrows")
+	evs := []trace.Event{{Kind: trace.KindAlloc, Stack: trace.NoStack}, {Kind: trace.KindAlloc, Stack: trace.NoStack}}
+	for _, tc := range []struct {
+		total int64
+		nulls []int
+	}{{1, []int{1}}, {3, []int{2}}, {2, []int{1}}} {
+		sw, err := trace.CreateStream(out, meta(), tc.total, tc.nulls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = sw.WriteEvents(evs, nil)
+		if err == nil {
+			err = sw.Close()
+		} else {
+			sw.Abort()
+		}
+		if err == nil {
+			t.Errorf("total %d, nulls %v: no error", tc.total, tc.nulls)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("total %d, nulls %v: left %v", tc.total, tc.nulls, ents)
+		}
+	}
+}
