@@ -13,6 +13,9 @@ const (
 	readAheadMin    = 4 << 20
 	readAheadBlock  = 256 << 10
 	readAheadBlocks = 4
+	// spillReadAhead is the block size for Open, whose memory should not
+	// be spent on a window: 256 KiB in all.
+	spillReadAhead = 64 << 10
 )
 
 type readAhead struct {
@@ -28,11 +31,14 @@ type block struct {
 	err error
 }
 
-func newReadAhead(r io.Reader) *readAhead {
+func newReadAhead(r io.Reader) *readAhead { return newReadAheadSized(r, readAheadBlock) }
+
+// newReadAheadSized reads ahead in readAheadBlocks blocks of size bytes.
+func newReadAheadSized(r io.Reader, size int) *readAhead {
 	ra := &readAhead{full: make(chan block, readAheadBlocks), free: make(chan []byte, readAheadBlocks),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for range readAheadBlocks {
-		ra.free <- make([]byte, readAheadBlock)
+		ra.free <- make([]byte, size)
 	}
 	go func() {
 		defer close(ra.done)

@@ -167,7 +167,11 @@ func readSequential(f *os.File, path string, sp *spill) (*Snapshot, error) {
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 		if size >= readAheadMin {
-			ra := newReadAhead(f)
+			block := readAheadBlock
+			if sp != nil {
+				block = spillReadAhead
+			}
+			ra := newReadAheadSized(f, block)
 			defer ra.close()
 			r = ra
 		}
