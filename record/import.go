@@ -136,14 +136,11 @@ const streamMax = 64 << 20
 // import's memory does not grow with the trace, unless the file is larger
 // than streamMax and the parallel decoder would run (see there).
 func openSnapshot(in string) (*torchsnap.Snapshot, error) {
-	if st, err := os.Stat(in); err == nil && st.Size() > streamMax && runtime.GOMAXPROCS(0) >= 4 && !forceSpill {
+	if st, err := os.Stat(in); err == nil && st.Size() > streamMax && runtime.GOMAXPROCS(0) >= 4 {
 		return torchsnap.ReadFile(in)
 	}
 	return torchsnap.Open(in)
 }
-
-// forceSpill makes openSnapshot spill whatever the file (tests).
-var forceSpill bool
 
 // importOne imports one snapshot. Its memory is bounded by the state the
 // passes keep (live blocks and segments, the stack table) and a few chunks

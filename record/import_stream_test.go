@@ -1,0 +1,317 @@
+package record
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// The streaming import (a spill, passes a chunk at a time, the stream
+// writer) writes the same bytes, and finds the same problems, as the import
+// it replaced, which held every event in memory (importInMemory, below, is
+// that import as it was), for every snapshot in testdata/snapshots.
+func TestImportStreamMatchesInMemory(t *testing.T) {
+	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
+	}
+	dir := t.TempDir()
+	for _, in := range ins {
+		want, got := filepath.Join(dir, "want.arrows"), filepath.Join(dir, "got.arrows")
+		wres, err := importInMemory(in, want, ImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gres, err := importOne(in, got, ImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(want)
+		b, _ := os.ReadFile(got)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: the streaming import wrote %d bytes that differ from the in-memory import's %d", in, len(b), len(a))
+		}
+		if len(gres.Problems) != len(wres.Problems) || gres.Events != wres.Events || gres.Reconstructed != wres.Reconstructed ||
+			gres.ModelMismatches != wres.ModelMismatches || gres.InferredLimit != wres.InferredLimit {
+			t.Errorf("%s: result %+v, in memory %+v", in, gres, wres)
+		}
+		for i := range min(len(gres.Problems), len(wres.Problems)) {
+			if gres.Problems[i].String() != wres.Problems[i].String() {
+				t.Errorf("%s: problem %q, in memory %q", in, gres.Problems[i], wres.Problems[i])
+			}
+		}
+	}
+}
+
+func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
+	snap, err := torchsnap.ReadFile(in)
+	if err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
+	}
+	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
+	meta := trace.Meta{
+		Producer:       "tracer " + Version,
+		Source:         trace.SourceSnapshot,
+		SourceFile:     filepath.Base(in),
+		AllocConf:      snap.Settings.AllocConf,
+		AllocSettings:  snap.Settings.JSON,
+		DeviceName:     opts.DeviceName,
+		DeviceTotal:    opts.DeviceTotal,
+		MemoryFraction: opts.MemoryFraction,
+	}
+	if opts.MemoryFraction > 0 && opts.DeviceTotal > 0 {
+		meta.MemoryLimit = int64(opts.MemoryFraction * float64(opts.DeviceTotal))
+	}
+	if opts.Source != "" {
+		meta.Source, meta.SourceFile = opts.Source, ""
+	}
+	meta.Extra = map[string]string{}
+	for k, v := range opts.Extra {
+		meta.Extra[k] = v
+	}
+	// The recorded part of inferLimit's scan runs beside reconstruction.
+	scans := make(chan []reservedScan, 1)
+	go func() {
+		out := make([]reservedScan, len(snap.Devices))
+		for i, d := range snap.Devices {
+			out[i] = scanReserved(d.Events)
+		}
+		scans <- out
+	}()
+	// Reconstruct first: the metadata records whether the history is complete.
+	initial := make([][]trace.Event, len(snap.Devices))
+	for i, d := range snap.Devices {
+		initial[i], err = d.Reconstruct(conf.RoundSize)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+		}
+		if len(initial[i]) > 0 {
+			meta.Truncated = true
+		}
+		for k, n := range d.Skipped {
+			res.Skipped[k] += n
+		}
+	}
+	res.Truncated = meta.Truncated
+	recorded := <-scans
+	for _, d := range snap.Devices {
+		tagPools(d.Events, privateSegments(d))
+	}
+	// Validation (warnings only) runs beside the rest, on another core. It
+	// reuses the start states Reconstruct derived.
+	problems := make(chan []torchsnap.Problem, 1)
+	go func() {
+		var all []torchsnap.Problem
+		for _, d := range snap.Devices {
+			all = append(all, d.Validate()...)
+		}
+		problems <- all
+	}()
+	defer func() { res.Problems = <-problems }()
+	if meta.MemoryLimit == 0 {
+		if limit := inferLimit(initial, recorded); limit > 0 {
+			meta.MemoryLimit = limit
+			meta.Extra["memory_limit"] = "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"
+			res.InferredLimit = limit
+		}
+	}
+	var total int64
+	for i, d := range snap.Devices {
+		total += int64(len(initial[i]) + len(d.Events))
+	}
+	w, err := trace.Create(out, meta, trace.WriterOptions{Events: total})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]trace.StackID, len(snap.Stacks))
+	for i, st := range snap.Stacks {
+		ids[i] = w.AddStack(st)
+	}
+	var stackMap []trace.StackID // nil: the writer's stack ids are the snapshot's (the usual case)
+	for i, id := range ids {
+		if id != trace.StackID(i) {
+			stackMap = ids
+			break
+		}
+	}
+	write := func(evs []trace.Event) error { return w.WriteEvents(evs, stackMap) }
+	for i, d := range snap.Devices {
+		if err := write(initial[i]); err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("import %s: %v", in, err)
+		}
+		res.Reconstructed += int64(len(initial[i]))
+		// The model annotates block sizes while the writer follows behind it.
+		progress := make(chan int, 64)
+		var mismatches int
+		var annErr error
+		go func() {
+			mismatches, annErr = annotateInMemory(conf, meta.MemoryLimit, initial[i], d.Events, progress)
+			close(progress)
+		}()
+		done := 0
+		for upTo := range progress {
+			if err == nil {
+				err = write(d.Events[done:upTo])
+			}
+			done = upTo
+		}
+		if err == nil {
+			err = annErr
+		}
+		if err == nil {
+			err = write(d.Events[done:])
+		}
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+		}
+		res.ModelMismatches += mismatches
+	}
+	res.Events = w.Events()
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("import %s: %v", in, err)
+	}
+	return res, nil
+}
+
+// annotateInMemory is annotateBlockSizes as 4eee959 had it: it fills Event.BlockSize of the recorded allocs and frees,
+// which PyTorch does not record, from a replay of the recording under its own
+// settings on the allocator model: while the model reproduces the recording
+// (each replayed block at its recorded address), each of its blocks is the
+// recorded block. It stops annotating at the first disagreement. It sends on
+// progress how many of events are final, in order, so a writer can follow,
+// and returns the number of mismatches the replay counted.
+func annotateInMemory(conf allocator.Conf, limit int64, initial, events []trace.Event, progress chan<- int) (int, error) {
+	sizeAt := make(map[uint64]int64, 1024)
+	for _, ev := range initial {
+		if ev.Kind == trace.KindAlloc {
+			sizeAt[ev.Addr] = ev.BlockSize
+		}
+	}
+	next, agree := 0, true
+	const step = 4096
+	// advance annotates the frees before the next recorded alloc.
+	advance := func() {
+		for ; next < len(events) && events[next].Kind != trace.KindAlloc; next++ {
+			ev := &events[next]
+			switch ev.Kind {
+			case trace.KindFreeRequested:
+				ev.BlockSize = sizeAt[ev.Addr]
+			case trace.KindFreeCompleted:
+				ev.BlockSize = sizeAt[ev.Addr]
+				delete(sizeAt, ev.Addr)
+			}
+		}
+	}
+	obs := replay.ObserverFunc(func(ev *trace.Event) {
+		if !agree || ev.Kind != trace.KindAlloc || ev.Flags&trace.FlagReconstructed != 0 {
+			return
+		}
+		advance()
+		if next >= len(events) || events[next].Addr != ev.Addr {
+			agree = false // the model left the recording: sizes unknown from here
+			return
+		}
+		events[next].BlockSize = ev.BlockSize
+		sizeAt[ev.Addr] = ev.BlockSize
+		if next++; next%step == 0 {
+			progress <- next
+		}
+	})
+	// Once the model has left the recording nothing more can be annotated:
+	// stop the replay there (its mismatch count is then a lower bound).
+	src := &untilSourceMem{Source: &concatSourceMem{parts: [][]trace.Event{initial, events}}, ok: &agree}
+	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs)
+	if err != nil {
+		return 0, err
+	}
+	if agree {
+		advance()
+	}
+	mismatches := 0
+	for _, d := range res.Devices {
+		mismatches += d.NumMismatches
+	}
+	return mismatches, nil
+}
+
+// untilSourceMem ends a Source as soon as *ok turns false.
+type untilSourceMem struct {
+	replay.Source
+	ok *bool
+}
+
+func (u *untilSourceMem) Next() bool { return *u.ok && u.Source.Next() }
+
+// concatSourceMem yields the events of several slices in turn, without copying
+// them into one (a large snapshot's events are hundreds of MB).
+type concatSourceMem struct {
+	parts [][]trace.Event
+	i     int
+}
+
+func (c *concatSourceMem) Next() bool {
+	for len(c.parts) > 0 {
+		if c.i < len(c.parts[0]) {
+			c.i++
+			return true
+		}
+		c.parts, c.i = c.parts[1:], 0
+	}
+	return false
+}
+
+func (c *concatSourceMem) Event() *trace.Event { return &c.parts[0][c.i-1] }
+func (c *concatSourceMem) Err() error          { return nil }
+
+// A failed import leaves no output and no spill file: the spill is
+// unlinked as soon as it is created, so not even a running import has one
+// to see.
+func TestImportSpillLeavesNothing(t *testing.T) {
+	tmp, out := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	data, err := os.ReadFile("../testdata/snapshots/mlp_train__wrap1500.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(out, "cut.pickle")
+	if err := os.WriteFile(in, data[:len(data)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ImportSnapshots(context.Background(), []string{in}, ImportOptions{Out: filepath.Join(out, "cut.arrows")}); err == nil {
+		t.Fatal("a cut snapshot imported without an error")
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("the failed import left %v in TMPDIR", ents)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 1 {
+		t.Errorf("the failed import left %v beside its input", ents)
+	}
+	snap, err := torchsnap.Open("../testdata/snapshots/mlp_train__wrap1500.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("an open snapshot's spill is in TMPDIR: %v", ents)
+	}
+	if snap.Devices[0].Len() == 0 || snap.Devices[0].Events != nil {
+		t.Errorf("Open: %d events, %d in memory", snap.Devices[0].Len(), len(snap.Devices[0].Events))
+	}
+}
