@@ -56,6 +56,26 @@
 // Lengths in the input never size an allocation beyond the bytes actually
 // read.
 //
+// # Spilled events
+//
+// Open decodes with the sequential machine into a spill (spill.go) instead
+// of the store: an unlinked temporary file that events are appended to,
+// 2048 at a time, as their raw bytes (trace.Event holds no pointers, and the
+// file never outlives the process). A device's run of events is then a
+// range of the file, Device.Events is nil, and Device.Len and Device.Chunk
+// read the events back a chunk at a time with pread: Reconstruct walks the
+// chunks backwards and Validate forwards, and so do the import's own passes
+// (record/import.go), so that no pass holds more than a few chunks. The
+// file's pages are in the page cache, which is not the process's memory, as
+// long as it is read and written rather than mapped. What decoding into a
+// spill still holds grows with the file only through the pickle memo (9
+// bytes a slot, a slot or two per trace entry), dropped at the end of
+// decoding, and the tables of distinct strings, frames and stacks. The
+// regions of the parallel decoder write into the store's chunks in place and
+// are not used by Open: tracer import opens files up to 64 MB (and any file
+// on fewer than 4 cores) with Open, and decodes larger ones in memory with
+// ReadFile when the regions would run.
+//
 // # Wrapped histories
 //
 // PyTorch keeps the trace in a ring buffer; when it wraps, the allocs of
