@@ -135,11 +135,11 @@ const streamMax = 64 << 20
 // openSnapshot decodes the snapshot at in: into a spill, so that the
 // import's memory does not grow with the trace, unless the file is larger
 // than streamMax and the parallel decoder would run (see there).
-func openSnapshot(in string) (*torchsnap.Snapshot, error) {
+func openSnapshot(in, out string) (*torchsnap.Snapshot, error) {
 	if st, err := os.Stat(in); err == nil && st.Size() > streamMax && runtime.GOMAXPROCS(0) >= 4 {
 		return torchsnap.ReadFile(in)
 	}
-	return torchsnap.Open(in)
+	return torchsnap.Open(in, filepath.Dir(out))
 }
 
 // importOne imports one snapshot. Its memory is bounded by the state the
@@ -151,7 +151,7 @@ func openSnapshot(in string) (*torchsnap.Snapshot, error) {
 // block sizes, which the writer follows a chunk behind — and the output is
 // written a piece of a batch at a time (trace.StreamWriter).
 func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
-	snap, err := openSnapshot(in)
+	snap, err := openSnapshot(in, out)
 	if err != nil {
 		return nil, err
 	}

@@ -280,9 +280,9 @@ func (c *concatSourceMem) Next() bool {
 func (c *concatSourceMem) Event() *trace.Event { return &c.parts[0][c.i-1] }
 func (c *concatSourceMem) Err() error          { return nil }
 
-// A failed import leaves no output and no spill file: the spill is
-// unlinked as soon as it is created, so not even a running import has one
-// to see.
+// A failed import leaves no output and no spill file: the spill, made in
+// the output's directory, is unlinked as soon as it is created, so not even
+// a running import has one to see.
 func TestImportSpillLeavesNothing(t *testing.T) {
 	tmp, out := t.TempDir(), t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -303,13 +303,16 @@ func TestImportSpillLeavesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(out); len(ents) != 1 {
 		t.Errorf("the failed import left %v beside its input", ents)
 	}
-	snap, err := torchsnap.Open("../testdata/snapshots/mlp_train__wrap1500.pickle")
+	spillDir := t.TempDir()
+	snap, err := torchsnap.Open("../testdata/snapshots/mlp_train__wrap1500.pickle", spillDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer snap.Close()
-	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
-		t.Errorf("an open snapshot's spill is in TMPDIR: %v", ents)
+	for _, dir := range []string{tmp, spillDir} {
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("an open snapshot's spill is visible in %s: %v", dir, ents)
+		}
 	}
 	if snap.Devices[0].Len() == 0 || snap.Devices[0].Events != nil {
 		t.Errorf("Open: %d events, %d in memory", snap.Devices[0].Len(), len(snap.Devices[0].Events))

@@ -187,14 +187,18 @@ func readSequential(f *os.File, path string, sp *spill) (*Snapshot, error) {
 // sequential decoder, but keeps the devices' trace events in an unlinked
 // temporary file (a spill, spill.go) rather than in memory: Device.Events is
 // nil, and Device.Len and Device.Chunk read them. Its memory does not grow
-// with the number of trace entries. Close releases the file.
-func Open(path string) (*Snapshot, error) {
+// with the number of trace entries. Close releases the file. The file is
+// made in spillDir, or os.TempDir() when it is empty: an importer passes
+// the output's directory, where the disk has room for the output (a
+// spill takes 88 bytes an event) and which is less often a tmpfs, whose
+// pages would stay in memory.
+func Open(path, spillDir string) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
 	}
 	defer f.Close()
-	sp, err := newSpill()
+	sp, err := newSpill(spillDir)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}

@@ -20,6 +20,7 @@ import (
 // its raw bytes; the file is private to this process and never outlives it.
 type spill struct {
 	f       *os.File
+	name    string // to remove at close, where it could not be unlinked at once
 	buf     []cev // events [flushed, flushed+len(buf)), not yet written
 	flushed int64
 	err     error // the first write error
@@ -33,16 +34,18 @@ const spillChunk = 1024
 
 const evSize = int64(unsafe.Sizeof(trace.Event{}))
 
-func newSpill() (*spill, error) {
-	f, err := os.CreateTemp("", "tracer-spill-*")
+// newSpill creates a spill in dir (os.TempDir() when empty).
+func newSpill(dir string) (*spill, error) {
+	f, err := os.CreateTemp(dir, ".tracer-spill-*")
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("spill file: %w", err)
+	s := &spill{f: f, buf: make([]cev, 0, spillChunk)}
+	if os.Remove(f.Name()) != nil {
+		// Systems that cannot remove an open file (Windows): at close.
+		s.name = f.Name()
 	}
-	return &spill{f: f, buf: make([]cev, 0, spillChunk)}, nil
+	return s, nil
 }
 
 func evBytes(evs []cev) []byte {
@@ -103,5 +106,8 @@ func (s *spill) close() {
 	if s != nil && s.f != nil {
 		s.f.Close()
 		s.f = nil
+		if s.name != "" {
+			os.Remove(s.name)
+		}
 	}
 }
