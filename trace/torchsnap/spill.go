@@ -21,7 +21,7 @@ import (
 type spill struct {
 	f       *os.File
 	name    string // to remove at close, where it could not be unlinked at once
-	buf     []cev // events [flushed, flushed+len(buf)), not yet written
+	buf     []cev  // events [flushed, flushed+len(buf)), not yet written
 	flushed int64
 	err     error // the first write error
 }
