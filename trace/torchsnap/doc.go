@@ -59,8 +59,9 @@
 // # Spilled events
 //
 // Open decodes with the sequential machine into a spill (spill.go) instead
-// of the store: an unlinked temporary file that events are appended to,
-// 2048 at a time, as their raw bytes (trace.Event holds no pointers, and the
+// of the store: an unlinked temporary file, in the directory the caller
+// names (the import: the output's), that events are appended to,
+// spillChunk (1024) at a time, as their raw bytes (trace.Event holds no pointers, and the
 // file never outlives the process). A device's run of events is then a
 // range of the file, Device.Events is nil, and Device.Len and Device.Chunk
 // read the events back a chunk at a time with pread: Reconstruct walks the
