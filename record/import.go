@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	mbits "math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -190,12 +191,46 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	for k, v := range opts.Extra {
 		meta.Extra[k] = v
 	}
-	// Reconstruct first: the metadata records whether the history is complete.
+	// One pass over the recorded events, beside reconstruction: the
+	// reserved bytes for inferLimit, and which events have no stack, from
+	// which the stream writer learns, before it starts a batch, how many
+	// of its events have none (a bit an event).
+	type scan struct {
+		recorded []reservedScan
+		noStack  [][]uint64
+		err      error
+	}
+	scanned := make(chan scan, 1)
+	go func() {
+		sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
+		buf := make([]trace.Event, torchsnap.ChunkSize)
+		for i, d := range snap.Devices {
+			bits := make([]uint64, (d.Len()+63)/64)
+			for lo := int64(0); lo < d.Len() && sc.err == nil; lo += torchsnap.ChunkSize {
+				var evs []trace.Event
+				if evs, sc.err = d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf); sc.err != nil {
+					break
+				}
+				sc.recorded[i].add(evs)
+				for j := range evs {
+					if evs[j].Stack == trace.NoStack {
+						k := lo + int64(j)
+						bits[k/64] |= 1 << (k % 64)
+					}
+				}
+			}
+			sc.noStack[i] = bits
+		}
+		scanned <- sc
+	}()
+	// Reconstruct: the metadata records whether the history is complete.
 	initial := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
-		initial[i], err = d.Reconstruct(conf.RoundSize)
-		if err != nil {
-			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+		if err == nil {
+			initial[i], err = d.Reconstruct(conf.RoundSize)
+			if err != nil {
+				err = fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+			}
 		}
 		if len(initial[i]) > 0 {
 			meta.Truncated = true
@@ -204,36 +239,35 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.Skipped[k] += n
 		}
 	}
+	sc := <-scanned
+	if err != nil {
+		return nil, err
+	}
+	if sc.err != nil {
+		return nil, fmt.Errorf("import %s: %v", in, sc.err)
+	}
 	res.Truncated = meta.Truncated
-	// One pass over the recorded events: the reserved bytes for inferLimit,
-	// and the events without a stack in each batch of the output, which the
-	// stream writer needs before it starts the batch.
+	recorded := sc.recorded
 	var total int64
 	for i, d := range snap.Devices {
 		total += int64(len(initial[i])) + d.Len()
 	}
 	nulls := make([]int, (total+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
-	recorded := make([]reservedScan, len(snap.Devices))
-	buf := make([]trace.Event, torchsnap.ChunkSize)
 	var row int64
-	count := func(evs []trace.Event) {
-		for j := range evs {
-			if evs[j].Stack == trace.NoStack {
+	for i, d := range snap.Devices {
+		for j := range initial[i] {
+			if initial[i][j].Stack == trace.NoStack {
 				nulls[(row+int64(j))/trace.DefaultBatchRows]++
 			}
 		}
-		row += int64(len(evs))
-	}
-	for i, d := range snap.Devices {
-		count(initial[i])
-		for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
-			evs, err := d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf)
-			if err != nil {
-				return nil, fmt.Errorf("import %s: %v", in, err)
-			}
-			recorded[i].add(evs)
-			count(evs)
+		row += int64(len(initial[i]))
+		for k := int64(0); k < d.Len(); {
+			// The recorded events [k, hi) fall in one batch.
+			hi := min(d.Len(), k+trace.DefaultBatchRows-(row+k)%trace.DefaultBatchRows)
+			nulls[(row+k)/trace.DefaultBatchRows] += countBits(sc.noStack[i], k, hi)
+			k = hi
 		}
+		row += d.Len()
 	}
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
@@ -308,6 +342,21 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil
+}
+
+// countBits returns the number of bits set in bits[lo, hi).
+func countBits(bits []uint64, lo, hi int64) int {
+	n := 0
+	for ; lo < hi && lo%64 != 0; lo++ {
+		n += int(bits[lo/64] >> (lo % 64) & 1)
+	}
+	for ; lo+64 <= hi; lo += 64 {
+		n += mbits.OnesCount64(bits[lo/64])
+	}
+	for ; lo < hi; lo++ {
+		n += int(bits[lo/64] >> (lo % 64) & 1)
+	}
+	return n
 }
 
 // inferLimit returns, for a recording with OOM events, the peak of its

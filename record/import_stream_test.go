@@ -318,3 +318,28 @@ func TestImportSpillLeavesNothing(t *testing.T) {
 		t.Errorf("Open: %d events, %d in memory", snap.Devices[0].Len(), len(snap.Devices[0].Events))
 	}
 }
+
+// countBits agrees with a bit-by-bit count on every range of a random set.
+func TestCountBits(t *testing.T) {
+	x := uint64(0x9e3779b97f4a7c15)
+	bits := make([]uint64, 5)
+	for i := range bits {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		bits[i] = x
+	}
+	for lo := int64(0); lo <= 320; lo++ {
+		for hi := lo; hi <= 320; hi++ {
+			want := 0
+			for k := lo; k < hi; k++ {
+				if bits[k/64]&(1<<(k%64)) != 0 {
+					want++
+				}
+			}
+			if got := countBits(bits, lo, hi); got != want {
+				t.Fatalf("countBits(%d, %d) = %d, want %d", lo, hi, got, want)
+			}
+		}
+	}
+}

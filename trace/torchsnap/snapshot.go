@@ -391,9 +391,6 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 			}
 			d := dev(int32(i))
 			evs, err := b.gather(o, d)
-			if err == nil && b.events.sp != nil {
-				err = b.events.sp.err
-			}
 			if err != nil {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d]%v", i, err)
 			}
