@@ -131,7 +131,7 @@ func isDir(p string) bool {
 // decode a large trace several times faster than the sequential decoder
 // that a spill is filled by. Everything after decoding reads the events a
 // chunk at a time either way.
-const streamMax = 64 << 20
+var streamMax int64 = 64 << 20 // a variable for the tests
 
 // openSnapshot decodes the snapshot at in: into a spill, so that the
 // import's memory does not grow with the trace, unless the file is larger
@@ -157,7 +157,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, err
 	}
 	defer snap.Close()
-	if st, err := os.Stat(in); err == nil && st.Size() >= 1<<20 {
+	if st, err := os.Stat(in); err == nil && st.Size() >= 1<<20 && snap.Spilled() {
 		// Decoding's garbage (the pickle memo above all: a slot or two per
 		// trace entry) is the largest part of the heap the import has had
 		// so far; hand it back now, or it stays resident beside the
@@ -287,7 +287,18 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
-	w, err := trace.CreateStream(out, meta, total, nulls)
+	// A spilled trace is written a piece of a batch at a time; one decoded
+	// in memory (a large file on many cores), whose memory is the events
+	// anyway, by Create's writer, which lays whole batches out on several
+	// cores and writes through a window of its own: the stream writer's
+	// positioned writes, 14 per 2048 events, took the 202 MB file's import
+	// on the GPU host from 0.20 s to 0.3–0.4 s. Both write the same bytes.
+	var w eventWriter
+	if snap.Spilled() {
+		w, err = trace.CreateStream(out, meta, total, nulls)
+	} else {
+		w, err = trace.Create(out, meta, trace.WriterOptions{Events: total})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +353,16 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil
+}
+
+// eventWriter is what importOne needs of a trace writer: *trace.Writer or
+// *trace.StreamWriter.
+type eventWriter interface {
+	AddStack(trace.Stack) trace.StackID
+	WriteEvents(evs []trace.Event, stackMap []trace.StackID) error
+	Events() int64
+	Close() error
+	Abort()
 }
 
 // countBits returns the number of bits set in bits[lo, hi).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -17,8 +18,22 @@ import (
 // The streaming import (a spill, passes a chunk at a time, the stream
 // writer) writes the same bytes, and finds the same problems, as the import
 // it replaced, which held every event in memory (importInMemory, below, is
-// that import as it was), for every snapshot in testdata/snapshots.
+// that import as it was), for every snapshot in testdata/snapshots; and so
+// does the import of a snapshot decoded in memory (a large file on many
+// cores: ReadFile, the chunked passes and Create's writer).
 func TestImportStreamMatchesInMemory(t *testing.T) {
+	t.Run("spill", func(t *testing.T) { testImportMatches(t) })
+	t.Run("in-memory", func(t *testing.T) {
+		defer func(max int64, procs int) {
+			streamMax = max
+			runtime.GOMAXPROCS(procs)
+		}(streamMax, runtime.GOMAXPROCS(4))
+		streamMax = -1
+		testImportMatches(t)
+	})
+}
+
+func testImportMatches(t *testing.T) {
 	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
 	if err != nil || len(ins) == 0 {
 		t.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
@@ -33,6 +48,11 @@ func TestImportStreamMatchesInMemory(t *testing.T) {
 		gres, err := importOne(in, got, ImportOptions{})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if snap, err := openSnapshot(in, dir); err != nil || snap.Spilled() != (streamMax >= 0) {
+			t.Fatalf("%s: openSnapshot: spilled %v, error %v", in, snap != nil && snap.Spilled(), err)
+		} else {
+			snap.Close()
 		}
 		a, _ := os.ReadFile(want)
 		b, _ := os.ReadFile(got)

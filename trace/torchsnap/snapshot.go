@@ -25,6 +25,10 @@ type Snapshot struct {
 	spill *spill // Open's events, if any
 }
 
+// Spilled reports whether the devices' events are in a spill (Open), not
+// in Device.Events.
+func (s *Snapshot) Spilled() bool { return s.spill != nil }
+
 // Close releases the file that holds the events of a snapshot from Open
 // (it is already unlinked). It does nothing for ReadFile's and Decode's.
 func (s *Snapshot) Close() {
