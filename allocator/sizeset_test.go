@@ -69,3 +69,104 @@ func TestSizeClass(t *testing.T) {
 		t.Fatalf("top class %d", c)
 	}
 }
+
+// TestSizeSetCrowded checks sizeSet against a sorted slice where classes
+// hold many entries, as the stress trace's exact classes do (a hundred
+// free 512-byte fragments of the small pool): equal sizes in the exact
+// classes below 64 KiB, sizes spread over one log-linear class, and the
+// boundary between the two regimes (the last exact class and the first
+// log-linear one). Phases of growth and of shrinking fill classes far
+// past the rest buffer's inline room and empty them again, and malloc's
+// best-fit removal runs among the updates.
+func TestSizeSetCrowded(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	s := sizeSet{slab: new(pageSlab)}
+	var ref []freeKey
+	sizes := func() int64 {
+		switch rng.Intn(5) {
+		case 0:
+			return 512
+		case 1:
+			return 64<<10 - 512 // the last exact class
+		case 2:
+			return 64<<10 + int64(rng.Intn(2))*512 // the first log-linear class
+		case 3:
+			return 1<<20 + int64(rng.Intn(32))*512 // one class of 32 sizes
+		}
+		return int64(rng.Intn(3)) << 9
+	}
+	rk := func() freeKey {
+		addr := uint64(rng.Intn(400))
+		return freeKey{stream: uint64(rng.Intn(2)), size: sizes(), addr: addr, id: blockID(addr + 1)}
+	}
+	for step := 0; step < 200000; step++ {
+		// Phases of growth and of shrinking.
+		grow := (step/20000)%2 == 0
+		insert := rng.Intn(10) < 3
+		if grow {
+			insert = rng.Intn(10) < 7
+		}
+		p := rk()
+		if rng.Intn(8) == 0 {
+			p.size = -1
+		}
+		k := rk()
+		if !insert && len(ref) > 0 && rng.Intn(2) == 0 {
+			k = ref[rng.Intn(len(ref))] // a key present: deletions hit
+		}
+		if rng.Intn(4) == 0 && len(ref) > 0 {
+			// Take the best fit, as malloc does.
+			q := ref[rng.Intn(len(ref))]
+			if b := s.stream(q.stream); b != nil {
+				if c, i, ok := b.lowerBound(q.size, 0); ok {
+					got := b.key(q.stream, c, i)
+					j, _ := slices.BinarySearchFunc(ref, freeKey{stream: q.stream, size: q.size}, cmpFreeKey)
+					if got != ref[j] {
+						t.Fatalf("step %d: best fit for %v = %v, want %v", step, q, got, ref[j])
+					}
+					s.deleteAt(b, c, b.binAt(c), i)
+					ref = slices.Delete(ref, j, j+1)
+				}
+			}
+		}
+		stepOrderedSet(t, step, &s, &ref, insert, k, p)
+		if step%500 == 0 {
+			checkRests(t, step, &s)
+			var all []freeKey
+			s.Ascend(func(k freeKey) bool { all = append(all, k); return true })
+			if !slices.Equal(all, ref) {
+				t.Fatalf("step %d: ascend all differs", step)
+			}
+		}
+	}
+}
+
+// checkRests checks the representation of every class of s: nrest counts
+// its rest, which is sorted in descending order above the header's entry.
+func checkRests(t *testing.T, step int, s *sizeSet) {
+	t.Helper()
+	for _, x := range s.streams {
+		for c := x.b.next(0); c >= 0; c = x.b.next(c + 1) {
+			h := x.b.binAt(c)
+			if h.rest == nil {
+				if h.nrest != 0 {
+					t.Fatalf("step %d: class %d: nrest %d without a rest", step, c, h.nrest)
+				}
+				continue
+			}
+			r := *h.rest
+			if len(r) != int(h.nrest) {
+				t.Fatalf("step %d: class %d: rest of %d, nrest %d", step, c, len(r), h.nrest)
+			}
+			for i := range r {
+				next := h.head()
+				if i+1 < len(r) {
+					next = r[i+1]
+				}
+				if !next.below(r[i].size, r[i].addr) {
+					t.Fatalf("step %d: class %d: rest out of order at %d", step, c, i)
+				}
+			}
+		}
+	}
+}
