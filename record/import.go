@@ -171,26 +171,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
 	}
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
-	meta := trace.Meta{
-		Producer:       "tracer " + Version,
-		Source:         trace.SourceSnapshot,
-		SourceFile:     filepath.Base(in),
-		AllocConf:      snap.Settings.AllocConf,
-		AllocSettings:  snap.Settings.JSON,
-		DeviceName:     opts.DeviceName,
-		DeviceTotal:    opts.DeviceTotal,
-		MemoryFraction: opts.MemoryFraction,
-	}
-	if opts.MemoryFraction > 0 && opts.DeviceTotal > 0 {
-		meta.MemoryLimit = int64(opts.MemoryFraction * float64(opts.DeviceTotal))
-	}
-	if opts.Source != "" {
-		meta.Source, meta.SourceFile = opts.Source, ""
-	}
-	meta.Extra = map[string]string{}
-	for k, v := range opts.Extra {
-		meta.Extra[k] = v
-	}
+	meta := importMeta(in, snap, opts)
 	// One pass over the recorded events, beside reconstruction: the
 	// reserved bytes for inferLimit, and which events have no stack, from
 	// which the stream writer learns, before it starts a batch, how many
@@ -353,6 +334,33 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil
+}
+
+// importMeta is the metadata of the trace imported from the snapshot snap
+// read from in: the recorded settings, and what opts add; the import adds
+// the history's completeness and an inferred memory limit.
+func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.Meta {
+	meta := trace.Meta{
+		Producer:       "tracer " + Version,
+		Source:         trace.SourceSnapshot,
+		SourceFile:     filepath.Base(in),
+		AllocConf:      snap.Settings.AllocConf,
+		AllocSettings:  snap.Settings.JSON,
+		DeviceName:     opts.DeviceName,
+		DeviceTotal:    opts.DeviceTotal,
+		MemoryFraction: opts.MemoryFraction,
+	}
+	if opts.MemoryFraction > 0 && opts.DeviceTotal > 0 {
+		meta.MemoryLimit = int64(opts.MemoryFraction * float64(opts.DeviceTotal))
+	}
+	if opts.Source != "" {
+		meta.Source, meta.SourceFile = opts.Source, ""
+	}
+	meta.Extra = map[string]string{}
+	for k, v := range opts.Extra {
+		meta.Extra[k] = v
+	}
+	return meta
 }
 
 // eventWriter is what importOne needs of a trace writer: *trace.Writer or

@@ -84,26 +84,7 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
 	}
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
-	meta := trace.Meta{
-		Producer:       "tracer " + Version,
-		Source:         trace.SourceSnapshot,
-		SourceFile:     filepath.Base(in),
-		AllocConf:      snap.Settings.AllocConf,
-		AllocSettings:  snap.Settings.JSON,
-		DeviceName:     opts.DeviceName,
-		DeviceTotal:    opts.DeviceTotal,
-		MemoryFraction: opts.MemoryFraction,
-	}
-	if opts.MemoryFraction > 0 && opts.DeviceTotal > 0 {
-		meta.MemoryLimit = int64(opts.MemoryFraction * float64(opts.DeviceTotal))
-	}
-	if opts.Source != "" {
-		meta.Source, meta.SourceFile = opts.Source, ""
-	}
-	meta.Extra = map[string]string{}
-	for k, v := range opts.Extra {
-		meta.Extra[k] = v
-	}
+	meta := importMeta(in, snap, opts)
 	// The recorded part of inferLimit's scan runs beside reconstruction.
 	scans := make(chan []reservedScan, 1)
 	go func() {
