@@ -61,8 +61,9 @@
 // Open decodes with the sequential machine into a spill (spill.go) instead
 // of the store: an unlinked temporary file, in the directory the caller
 // names (the import: the output's), that events are appended to,
-// spillChunk (1024) at a time, as their raw bytes (trace.Event holds no pointers, and the
-// file never outlives the process). A device's run of events is then a
+// spillChunk (1024) at a time, as their raw bytes (trace.Event holds no
+// pointers, and the file never outlives the process), by a goroutine of
+// the spill's own while the decoder fills the next buffer. A device's run of events is then a
 // range of the file, Device.Events is nil, and Device.Len and Device.Chunk
 // read the events back a chunk at a time with pread: Reconstruct walks the
 // chunks backwards and Validate forwards, and so do the import's own passes
@@ -75,7 +76,12 @@
 // regions of the parallel decoder write into the store's chunks in place and
 // are not used by Open: tracer import opens files up to 64 MB (and any file
 // on fewer than 4 cores) with Open, and decodes larger ones in memory with
-// ReadFile when the regions would run.
+// ReadFile when the regions would run. Regions writing into a spill were
+// tried (four workers, 64 KB chunks, each chunk's events written at their
+// place once committed): on the 16-core GPU host the 9 MB import took
+// 0.041–0.047 s and 18.4–18.9 MiB, against 0.044–0.053 s and 15.9–16.3 MiB
+// sequentially, because a chunk holds at least one whole batch of the
+// 1,000 entries CPython writes between APPENDS, whatever its size.
 //
 // # Wrapped histories
 //
@@ -109,10 +115,10 @@
 // import it, and 1.33 s (med 1.43), 283 MiB to import the 202 MB one. On 4
 // cores or more, where regions decode the trace lists, the import of the
 // 9 MB file takes about 43 MiB (GOMAXPROCS=16 here: the regions' chunk
-// buffers and results) against 46 before. Of the memory, about 17 MiB is
+// buffers and results) against 46 before. Of the memory, 12 to 17 MiB is
 // the process before it reads anything (`tracer version`: the binary's
-// pages, gonum/plot parsing its fonts at init, cgo), and 12 MiB the events
-// in their final form (96 bytes each).
+// pages, gonum/plot parsing its fonts at init, cgo; the most when the
+// binary was just written), and 12 MiB the events in their final form.
 //
 // With Open (tracer import since the spill, 2026-11-22, same machine,
 // binaries copied before timing, interleaved): the 9 MB file imports in
@@ -121,7 +127,10 @@
 // before it reads anything; the 202 MB one in 1.23 s (med 1.34; 1.13
 // before) at 38.7 MiB (275 before), the pickle memo being most of the
 // difference from the 9 MB file. A 52 KB snapshot peaks at 16.0 MiB (14.5
-// before: the fixed buffers of the passes).
+// before: the fixed buffers of the passes). On the H100 host (16 cores),
+// the 9 MB file: 0.038–0.046 s and 15.7–16.3 MiB, against 0.025–0.030 s
+// and 38–41 MiB with the regions in memory, python3's pickle.load
+// 0.14–0.32 s (testdata/gpu/ab.sh).
 //
 // Of an import of the 202 MB file, decoding is about half; then
 // Reconstruct (one backward walk, which also finds lost allocs; Validate
