@@ -140,7 +140,16 @@ func openSnapshot(in, out string) (*torchsnap.Snapshot, error) {
 	if st, err := os.Stat(in); err == nil && st.Size() > streamMax && runtime.GOMAXPROCS(0) >= 4 {
 		return torchsnap.ReadFile(in)
 	}
-	return torchsnap.Open(in, filepath.Dir(out))
+	dir := filepath.Dir(out)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		// Say so before decoding: the scratch file goes there first, and
+		// an error about it would not name the output.
+		if err == nil {
+			err = fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil, fmt.Errorf("import %s: output %s: %w", in, out, err)
+	}
+	return torchsnap.Open(in, dir)
 }
 
 // importOne imports one snapshot. Its memory is bounded by the state the

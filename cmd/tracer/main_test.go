@@ -108,6 +108,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"import", text, "-o", filepath.Join(dir, "t.arrows")}, 1, "notes.txt"},
 		{[]string{"import", empty, "-o", filepath.Join(dir, "e.arrows")}, 1, "empty.pickle"},
 		{[]string{"import", cut, "-o", filepath.Join(dir, "c.arrows")}, 1, "cut.pickle"},
+		{[]string{"import", cut, "-o", filepath.Join(dir, "no", "such", "x.arrows")}, 1, "output " + filepath.Join(dir, "no", "such", "x.arrows")},
+		{[]string{"import", cut, "-o", filepath.Join(text, "x.arrows")}, 1, "not a directory"},
 		{[]string{"info", filepath.Join(dir, "missing.arrows")}, 1, "missing.arrows"},
 		{[]string{"info", text}, 1, "notes.txt"},
 		{[]string{"info", filepath.Join(snapshots, "oom__default__seed1.pickle")}, 1, "tracer import"},
