@@ -3,13 +3,17 @@ package torchsnap
 import (
 	"bytes"
 	"os"
+	"slices"
 	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // FuzzDecode: the decoder must not panic or allocate without bound on any
 // input; errors are fine. A successful decode must also survive
 // reconstruction and validation, and undo must find a lost alloc as the
-// forward walk does. Seeds: testdata/fuzz/FuzzDecode (made by
+// forward walk does, and decoding into a spill (Open) must give what
+// decoding in memory gives (checkSpilled). Seeds: testdata/fuzz/FuzzDecode (made by
 // testdata/make_fuzz_corpus.py: a tiny snapshot in every form) and one
 // small real bare-list dump. Larger seeds (30 KB+) make the fuzzer spend its
 // time minimizing instead of exploring.
@@ -40,5 +44,64 @@ func FuzzDecode(f *testing.F) {
 			}
 			d.Validate()
 		}
+		checkSpilled(t, data, s)
 	})
+}
+
+// checkSpilled decodes data again into a spill, as Open does, and checks
+// that it gives what mem, the in-memory decode of data, gave: the events
+// read back through Chunk, the reconstructed start and the problems.
+func checkSpilled(t *testing.T, data []byte, mem *Snapshot) {
+	sp, err := newSpill("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := decodeInto(bytes.NewReader(data), int64(len(data)), sp)
+	if err == nil {
+		err = sp.finish()
+	}
+	if err != nil {
+		sp.close()
+		t.Fatalf("decoded in memory, but not into a spill: %v", err)
+	}
+	s.spill = sp
+	defer s.Close()
+	if len(s.Devices) != len(mem.Devices) {
+		t.Fatalf("spilled: %d devices, in memory %d", len(s.Devices), len(mem.Devices))
+	}
+	for i, d := range s.Devices {
+		m := mem.Devices[i]
+		if d.Len() != m.Len() {
+			t.Fatalf("device %d: spilled %d events, in memory %d", d.Index, d.Len(), m.Len())
+		}
+		buf := make([]trace.Event, ChunkSize)
+		for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+			hi := min(d.Len(), lo+ChunkSize)
+			got, err := d.Chunk(lo, hi, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := m.Events[lo:hi]; !slices.Equal(got, want) {
+				t.Fatalf("device %d: spilled events [%d, %d) differ from the in-memory ones", d.Index, lo, hi)
+			}
+		}
+		got, err := d.Reconstruct(roundSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := m.Reconstruct(roundSize)
+		if !slices.Equal(got, want) || d.Truncated != m.Truncated {
+			t.Fatalf("device %d: spilled, Reconstruct gives %d events (truncated %v), in memory %d (%v)",
+				d.Index, len(got), d.Truncated, len(want), m.Truncated)
+		}
+		gp, wp := d.Validate(), m.Validate()
+		if len(gp) != len(wp) {
+			t.Fatalf("device %d: spilled, %d problems; in memory %d", d.Index, len(gp), len(wp))
+		}
+		for j := range gp {
+			if gp[j].String() != wp[j].String() {
+				t.Fatalf("device %d: spilled, problem %q; in memory %q", d.Index, gp[j], wp[j])
+			}
+		}
+	}
 }
