@@ -120,10 +120,7 @@ func (d *Device) startState() (*startState, error) {
 
 // undoDevice is undo of d's trace, read backwards a chunk at a time.
 func (st *startState) undoDevice(d *Device) (unseenFree bool, err error) {
-	if d.sp == nil {
-		return st.undo(d.Events), nil
-	}
-	buf := make([]trace.Event, ChunkSize)
+	buf := d.chunkBuf()
 	for hi := d.Len(); hi > 0; {
 		lo := max(0, hi-ChunkSize)
 		evs, err := d.Chunk(lo, hi, buf)

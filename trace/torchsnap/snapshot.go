@@ -90,6 +90,15 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 	return evs, nil
 }
 
+// chunkBuf returns a buffer for Chunk: ChunkSize events for a spilled
+// trace, none for one in memory, whose chunks are views.
+func (d *Device) chunkBuf() []trace.Event {
+	if d.sp == nil {
+		return nil
+	}
+	return make([]trace.Event, ChunkSize)
+}
+
 // ChunkSize is the number of events the passes over a spilled trace read at
 // a time (Chunk).
 const ChunkSize = spillChunk

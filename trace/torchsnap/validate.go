@@ -90,20 +90,14 @@ func (d *Device) Validate() []Problem {
 		}
 	}
 	live.All(func(a uint64, r *liveRec) { track(a, r) })
-	var buf []trace.Event
-	if d.sp != nil {
-		buf = make([]trace.Event, ChunkSize)
-	}
+	buf := d.chunkBuf()
 	for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-		i0 := int(lo)
-		var evs []trace.Event
-		if d.sp == nil {
-			evs, lo = d.Events, d.Len() // all at once
-		} else if evs, err = d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf); err != nil {
+		evs, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+		if err != nil {
 			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
 			return v.list
 		}
-		v.events(evs, i0, &live, fw, &perSeg, untrack)
+		v.events(evs, int(lo), &live, fw, &perSeg, untrack)
 	}
 	return v.final(d, &live)
 }
