@@ -166,7 +166,8 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, err
 	}
 	defer snap.Close()
-	if st, err := os.Stat(in); err == nil && st.Size() >= 1<<20 && snap.Spilled() {
+	spilled := snap.Spilled()
+	if st, err := os.Stat(in); err == nil && st.Size() >= 1<<20 && spilled {
 		// Decoding's garbage (the pickle memo above all: a slot or two per
 		// trace entry) is the largest part of the heap the import has had
 		// so far; hand it back now, or it stays resident beside the
@@ -182,9 +183,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
 	meta := importMeta(in, snap, opts)
 	// One pass over the recorded events, beside reconstruction: the
-	// reserved bytes for inferLimit, and which events have no stack, from
-	// which the stream writer learns, before it starts a batch, how many
-	// of its events have none (a bit an event).
+	// reserved bytes for inferLimit, and, for a spilled trace, which events
+	// have no stack, from which the stream writer learns, before it starts
+	// a batch, how many of its events have none (a bit an event).
 	type scan struct {
 		recorded []reservedScan
 		noStack  [][]uint64
@@ -195,17 +196,22 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
 		buf := make([]trace.Event, torchsnap.ChunkSize)
 		for i, d := range snap.Devices {
-			bits := make([]uint64, (d.Len()+63)/64)
+			var bits []uint64
+			if spilled {
+				bits = make([]uint64, (d.Len()+63)/64)
+			}
 			for lo := int64(0); lo < d.Len() && sc.err == nil; lo += torchsnap.ChunkSize {
 				var evs []trace.Event
 				if evs, sc.err = d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf); sc.err != nil {
 					break
 				}
 				sc.recorded[i].add(evs)
-				for j := range evs {
-					if evs[j].Stack == trace.NoStack {
-						k := lo + int64(j)
-						bits[k/64] |= 1 << (k % 64)
+				if bits != nil {
+					for j := range evs {
+						if evs[j].Stack == trace.NoStack {
+							k := lo + int64(j)
+							bits[k/64] |= 1 << (k % 64)
+						}
 					}
 				}
 			}
@@ -242,22 +248,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	for i, d := range snap.Devices {
 		total += int64(len(initial[i])) + d.Len()
 	}
-	nulls := make([]int, (total+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
-	var row int64
-	for i, d := range snap.Devices {
-		for j := range initial[i] {
-			if initial[i][j].Stack == trace.NoStack {
-				nulls[(row+int64(j))/trace.DefaultBatchRows]++
-			}
-		}
-		row += int64(len(initial[i]))
-		for k := int64(0); k < d.Len(); {
-			// The recorded events [k, hi) fall in one batch.
-			hi := min(d.Len(), k+trace.DefaultBatchRows-(row+k)%trace.DefaultBatchRows)
-			nulls[(row+k)/trace.DefaultBatchRows] += countBits(sc.noStack[i], k, hi)
-			k = hi
-		}
-		row += d.Len()
+	var nulls []int // for the stream writer
+	if spilled {
+		nulls = batchNulls(total, initial, snap.Devices, sc.noStack)
 	}
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
@@ -284,7 +277,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	// positioned writes, 14 per 2048 events, took the 202 MB file's import
 	// on the GPU host from 0.20 s to 0.3–0.4 s. Both write the same bytes.
 	var w eventWriter
-	if snap.Spilled() {
+	if spilled {
 		w, err = trace.CreateStream(out, meta, total, nulls)
 	} else {
 		w, err = trace.Create(out, meta, trace.WriterOptions{Events: total})
@@ -380,6 +373,30 @@ type eventWriter interface {
 	Events() int64
 	Close() error
 	Abort()
+}
+
+// batchNulls returns how many events of each batch of the output have no
+// stack: total events, each device's initial ones (noted in their Stack),
+// then its recorded ones (a bit set in noStack[i]).
+func batchNulls(total int64, initial [][]trace.Event, devs []*torchsnap.Device, noStack [][]uint64) []int {
+	nulls := make([]int, (total+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
+	var row int64
+	for i, d := range devs {
+		for j := range initial[i] {
+			if initial[i][j].Stack == trace.NoStack {
+				nulls[(row+int64(j))/trace.DefaultBatchRows]++
+			}
+		}
+		row += int64(len(initial[i]))
+		for k := int64(0); k < d.Len(); {
+			// The recorded events [k, hi) fall in one batch.
+			hi := min(d.Len(), k+trace.DefaultBatchRows-(row+k)%trace.DefaultBatchRows)
+			nulls[(row+k)/trace.DefaultBatchRows] += countBits(noStack[i], k, hi)
+			k = hi
+		}
+		row += d.Len()
+	}
+	return nulls
 }
 
 // countBits returns the number of bits set in bits[lo, hi).
