@@ -3,6 +3,7 @@ module github.com/tracer-dev/tracer
 go 1.26.8
 
 require (
+	codeberg.org/go-fonts/liberation v0.5.0
 	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/apache/arrow/go/v15 v15.0.2
 	github.com/nlpodyssey/gopickle v0.3.0
@@ -11,7 +12,6 @@ require (
 )
 
 require (
-	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
