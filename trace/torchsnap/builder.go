@@ -68,7 +68,7 @@ type builder struct {
 	strs   []string
 	strIdx map[string]int32
 
-	lists     []listObj
+	lists     listStore
 	dicts     []dictObj
 	freeDicts []int32
 
@@ -123,8 +123,7 @@ func (b *builder) internString(s string) value {
 }
 
 func (b *builder) newList(k vkind, vals []value) value {
-	b.lists = append(b.lists, listObj{vals: vals, stack: -2})
-	return value{k, int64(len(b.lists) - 1)}
+	return value{k, b.lists.add(listObj{vals: vals, stack: -2})}
 }
 
 func (b *builder) newDict() value {
@@ -179,7 +178,10 @@ func (b *builder) appendItem(l value, v value) error {
 	if err != nil {
 		return err
 	}
-	o := &b.lists[l.i]
+	o := b.lists.at(l.i)
+	if o.derived {
+		b.underive(o)
+	}
 	if v.k == vEvent && len(o.vals) == 0 && (o.evN == 0 || v.i == o.evLo+o.evN) {
 		if o.evN == 0 {
 			o.evLo = v.i
@@ -198,7 +200,7 @@ func (b *builder) reserveList(l value, items []value) {
 	if l.k != vList || len(items) == 0 || items[0].k == vEvent {
 		return
 	}
-	if o := &b.lists[l.i]; len(o.vals) == 0 && o.evN == 0 {
+	if o := b.lists.at(l.i); len(o.vals) == 0 && o.evN == 0 && !o.derived {
 		o.vals = make([]value, 0, len(items))
 	}
 }
@@ -225,11 +227,39 @@ func (b *builder) materialize(o *listObj) {
 
 // items returns the elements of a list or tuple value as values.
 func (b *builder) items(v value) []value {
-	o := &b.lists[v.i]
+	o := b.lists.at(v.i)
 	if o.evN > 0 {
 		b.materialize(o)
 	}
+	if o.derived {
+		b.underive(o)
+	}
 	return o.vals
+}
+
+// derive drops the items of the frames list v, whose stack they made
+// (stackOf succeeded, so they are all frames): they are rebuilt from the
+// stack if needed again.
+func (b *builder) derive(v value) {
+	if !deriveFrames || (v.k != vList && v.k != vTuple) {
+		return
+	}
+	if o := b.lists.at(v.i); o.stack >= 0 && o.evN == 0 && !o.derived {
+		o.vals, o.derived = nil, true
+	}
+}
+
+// deriveFrames is off only in tests, which compare with the items kept.
+var deriveFrames = true
+
+// underive rebuilds the items of a derived list from its stack.
+func (b *builder) underive(o *listObj) {
+	st := b.stacks[o.stack]
+	o.vals = make([]value, len(st))
+	for i, f := range st {
+		o.vals[i] = value{vFrame, int64(b.frameIdx[f])}
+	}
+	o.derived = false
 }
 
 // settle converts v if it is a dict of the snapshot schema, and returns what
@@ -409,7 +439,7 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 	if v.k != vList && v.k != vTuple {
 		return 0, fmt.Errorf("frames is a %v, want list", v.k)
 	}
-	l := &b.lists[v.i]
+	l := b.lists.at(v.i)
 	if l.stack != -2 {
 		return trace.StackID(l.stack), nil
 	}

@@ -196,8 +196,8 @@ func (u *unpickler) tryRegion() (bool, error) {
 	if top.k != vList {
 		return false, nil
 	}
-	o := &b.lists[top.i]
-	if len(o.vals) != 0 || o.evN == 0 || o.evLo+o.evN != b.events.n {
+	o := b.lists.at(top.i)
+	if len(o.vals) != 0 || o.derived || o.evN == 0 || o.evLo+o.evN != b.events.n {
 		return false, nil
 	}
 	start := u.offset()
@@ -226,7 +226,7 @@ func (u *unpickler) tryRegion() (bool, error) {
 	r.finish()
 	regionEvents.Add(end.events)
 	// The state the opcodes one by one would have left.
-	o = &b.lists[top.i]
+	o = b.lists.at(top.i)
 	o.evN += end.events - int64(end.pending)
 	if end.in {
 		u.marks = append(u.marks, len(u.stack))
@@ -1817,7 +1817,8 @@ func (r *region) commit(c *chunk) error {
 				if st != trace.NoStack {
 					st = stackMap[st]
 				}
-				b.lists[nv.i].stack = int32(st)
+				b.lists.at(nv.i).stack = int32(st)
+				b.derive(nv) // as the sequential machine does
 			}
 			v = nv
 		default: // vOpen, or a kind never memoized

@@ -147,3 +147,36 @@ func TestRegions_falseBatchStart(t *testing.T) {
 		t.Error("the parallel walk did not notice the false batch start")
 	}
 }
+
+// TestDerivedFrames: a frames list's items, dropped once its stack is made,
+// are rebuilt where the pickle refers to the list again as a value
+// (allocator_settings, read after the trace) and from segment blocks: the
+// snapshot is the same as when the items are kept, sequentially and with
+// regions.
+func TestDerivedFrames(t *testing.T) {
+	data, err := os.ReadFile("testdata/shared_frames.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decode(bytes.NewReader(data), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deriveFrames = false
+	want, err := decode(bytes.NewReader(data), 0)
+	deriveFrames = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded with frames lists derived:\n%+v\nwith their items kept:\n%+v", got.Settings, want.Settings)
+	}
+	// The shared lists reached the settings with their items (frames,
+	// which settings render as null), not as empty lists.
+	i := bytes.Index([]byte(got.Settings.JSON), []byte(`"x_frames":`))
+	if i < 0 || !bytes.HasPrefix([]byte(got.Settings.JSON[i:]), []byte(`"x_frames":[[null,`)) {
+		t.Fatalf("allocator_settings JSON lacks the shared frames: %.200s", got.Settings.JSON[max(i, 0):])
+	}
+	withRegions(t, 2048, 3)
+	decodeBoth(t, data)
+}

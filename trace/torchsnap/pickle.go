@@ -1065,6 +1065,7 @@ done:
 		if ev.Stack, err = b.stackOf(frames); err != nil {
 			return false
 		}
+		b.derive(frames)
 	}
 	u.pos += 3 + i + 1
 	// What flatDict leaves for a converted dict.

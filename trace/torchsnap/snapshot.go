@@ -398,8 +398,8 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 			if tv.k != vList && tv.k != vTuple {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d] is a %v, want a list", i, tv.k)
 			}
-			o := &b.lists[tv.i]
-			if len(o.vals) == 0 && o.evN == 0 {
+			o := b.lists.at(tv.i)
+			if len(o.vals) == 0 && o.evN == 0 && !o.derived {
 				continue
 			}
 			d := dev(int32(i))
@@ -425,6 +425,9 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 // exact size, and the store's chunks are released behind the copy so the
 // compact and final forms are not both held for the whole file.
 func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
+	if o.derived {
+		b.underive(o)
+	}
 	if len(o.vals) == 0 {
 		return b.gatherRun(o, d)
 	}

@@ -70,9 +70,37 @@ func boolValue(b bool) value {
 type listObj struct {
 	vals  []value
 	stack int32 // -2: not converted yet
-	evLo  int64
-	evN   int64
+	// derived: a frames list whose items were dropped once converted to
+	// stack (all of them frames, in the stack's order); items() rebuilds
+	// them if anything asks. A snapshot's trace entries each bring a new
+	// frames list, whose items would otherwise stay until the end of
+	// decoding: most of its heap, for a real training run's snapshot.
+	derived bool
+	evLo    int64
+	evN     int64
 }
+
+// listStore holds the builder's lists in chunks, so that growing it never
+// copies those already there (a real snapshot makes a list or more per
+// trace entry).
+type listStore struct {
+	chunks [][]listObj
+	n      int64
+}
+
+const listChunk = 4096
+
+func (s *listStore) add(o listObj) int64 {
+	if s.n%listChunk == 0 {
+		s.chunks = append(s.chunks, make([]listObj, 0, min(listChunk, max(64, int(s.n)))))
+	}
+	c := &s.chunks[len(s.chunks)-1]
+	*c = append(*c, o)
+	s.n++
+	return s.n - 1
+}
+
+func (s *listStore) at(i int64) *listObj { return &s.chunks[i/listChunk][i%listChunk] }
 
 // dictObj is a decoded dict waiting to be recognised or consumed. memo is the
 // memo slot that refers to it (-1 none, -2 more than one: never recycled).

@@ -71,3 +71,18 @@ t = unk["device_traces"][0]
 t.insert(3, {"action": "user_annotation", "addr": 0, "size": 0, "stream": 0, "time_us": 1})
 t.insert(7, {"action": "user_annotation", "addr": 0, "size": 0, "stream": 0, "time_us": 2})
 dump(unk, "unknown_action.pickle")
+
+# shared_frames.pickle: trace entries' frames lists that the pickle refers to
+# again after the trace, as values a reader converts (allocator_settings),
+# and from segment blocks written after the trace: the decoder drops a frames
+# list's items once it has made its stack, and must rebuild them.
+sh = load("oom__default__seed1")
+entries = [e for e in sh["device_traces"][0] if e.get("frames")]
+shared = [e["frames"] for e in entries[:5]]
+sh = {"device_traces": sh["device_traces"], "segments": sh["segments"],
+      "allocator_settings": dict(sh.get("allocator_settings", {}), x_frames=shared)}
+for seg in sh["segments"]:
+    for blk in seg["blocks"]:
+        if blk.get("frames") is not None and shared:
+            blk["frames"] = shared[0]
+dump(sh, "shared_frames.pickle")
