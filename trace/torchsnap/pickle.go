@@ -110,6 +110,11 @@ type unpickler struct {
 	// the references in a frames list.
 	flat, flatMemo [maxFlatItems]value
 	flatRefs       []value
+	// flatEvent's frames list made by flatItem without its items (list
+	// index, or -1), and the frames they were: its stack is made from them
+	// once the entry converts (see flatItem).
+	pendingList   int64
+	pendingFrames []int32
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource
@@ -765,7 +770,7 @@ func (u *unpickler) flatDict() bool {
 		if buf[i] == opSetItems {
 			break
 		}
-		v, j, ok := u.flatItem(buf, i, memoized, &nm)
+		v, j, ok := u.flatItem(buf, i, memoized, &nm, false)
 		if !ok {
 			return false
 		}
@@ -815,7 +820,7 @@ func completes(op byte) bool {
 // offset past it; ok is false for anything else, for a memo reference to a
 // dict (which the generic path marks shared), and for a reference flatDict
 // cannot resolve yet (memo.getDense).
-func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, nm *int) (value, int, bool) {
+func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, nm *int, frames bool) (value, int, bool) {
 	b := u.b
 	p := (*[10]byte)(buf[i : i+10]) // one bounds check for the opcode and its argument
 	var v value
@@ -902,9 +907,22 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 	appended:
 		u.flatRefs = refs
 		v = b.newList(vList, nil)
-		b.reserveList(v, refs)
-		for _, r := range refs {
-			b.appendItem(v, r) // cannot fail: v is a list, no r a dict
+		if frames && len(refs) > 0 && deriveFrames && allFrames(refs) {
+			// A trace entry's new frames list (a real run's snapshot has
+			// one in most entries): its items are not kept, as stackOf
+			// then derive would leave it, but its stack is made only once
+			// flatEvent converts the entry, as stackOf would make it then
+			// (an entry left to flatDict may make no stack at all).
+			ids := u.pendingFrames[:0]
+			for _, r := range refs {
+				ids = append(ids, int32(r.i))
+			}
+			u.pendingFrames, u.pendingList = ids, v.i
+		} else {
+			b.reserveList(v, refs)
+			for _, r := range refs {
+				b.appendItem(v, r) // cannot fail: v is a list, no r a dict
+			}
 		}
 		memoized[*nm] = v
 		*nm++
@@ -934,6 +952,7 @@ func (u *unpickler) flatEvent() bool {
 	k0, v0 := b.memo.k0, b.memo.v0
 	ev := cev{Stack: trace.NoStack}
 	frames := value{k: vMark} // none yet
+	u.pendingList = -1
 	nm, i := 0, 0
 	for pairs := 0; ; pairs++ {
 		if i+9 >= len(buf) || pairs == maxFlatItems/2 {
@@ -1007,7 +1026,7 @@ func (u *unpickler) flatEvent() bool {
 			i++
 		default:
 			var ok bool
-			if v, i, ok = u.flatItem(buf, i, memoized, &nm); !ok {
+			if v, i, ok = u.flatItem(buf, i, memoized, &nm, key == kFrames); !ok {
 				return false
 			}
 		}
@@ -1061,11 +1080,19 @@ done:
 	if frames.k != vMark {
 		// Last, where toEvent converts it in key order: every other field
 		// converted, so that a failure leaves nothing flatDict would not.
-		var err error
-		if ev.Stack, err = b.stackOf(frames); err != nil {
-			return false
+		if frames.k == vList && frames.i == u.pendingList {
+			// Its frames were noted instead of kept: the stack stackOf
+			// would make of them.
+			o := b.lists.at(frames.i)
+			ev.Stack = b.internStack(u.pendingFrames)
+			o.stack, o.derived = int32(ev.Stack), true
+		} else {
+			var err error
+			if ev.Stack, err = b.stackOf(frames); err != nil {
+				return false
+			}
+			b.derive(frames)
 		}
-		b.derive(frames)
 	}
 	u.pos += 3 + i + 1
 	// What flatDict leaves for a converted dict.
@@ -1075,6 +1102,16 @@ done:
 		b.memo.put(b.memo.n, v)
 	}
 	u.stack = append(u.stack, conv)
+	return true
+}
+
+// allFrames reports whether every value in vs is a frame.
+func allFrames(vs []value) bool {
+	for _, v := range vs {
+		if v.k != vFrame {
+			return false
+		}
+	}
 	return true
 }
 
