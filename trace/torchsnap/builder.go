@@ -241,8 +241,8 @@ func (b *builder) items(v value) []value {
 // (stackOf succeeded, so they are all frames): they are rebuilt from the
 // stack if needed again.
 func (b *builder) derive(v value) {
-	if !deriveFrames || (v.k != vList && v.k != vTuple) {
-		return
+	if !deriveFrames || (v.k != vList && v.k != vTuple) || v.i >= compactBase {
+		return // a compact list is already only its stack
 	}
 	if o := b.lists.at(v.i); o.stack >= 0 && o.evN == 0 && !o.derived {
 		o.vals, o.derived = nil, true
@@ -438,6 +438,9 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 	}
 	if v.k != vList && v.k != vTuple {
 		return 0, fmt.Errorf("frames is a %v, want list", v.k)
+	}
+	if st, ok := b.lists.compactStack(v.i); ok {
+		return st, nil
 	}
 	l := b.lists.at(v.i)
 	if l.stack != -2 {

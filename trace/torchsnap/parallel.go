@@ -1803,6 +1803,16 @@ func (r *region) commit(c *chunk) error {
 			v = value{vFrame, int64(frameMap[v.i])}
 		case vLList:
 			l := &res.lists[v.i]
+			if l.stack != -2 && deriveFrames {
+				// A frames list made into a stack: compact, as the
+				// sequential machine keeps it (listStore).
+				st := trace.StackID(l.stack)
+				if st != trace.NoStack {
+					st = stackMap[st]
+				}
+				v = value{vList, b.lists.addFrames(int32(st))}
+				break
+			}
 			vals := make([]value, len(l.frames))
 			for j, f := range l.frames {
 				id, err := resolveFrame(f)
@@ -1818,7 +1828,6 @@ func (r *region) commit(c *chunk) error {
 					st = stackMap[st]
 				}
 				b.lists.at(nv.i).stack = int32(st)
-				b.derive(nv) // as the sequential machine does
 			}
 			v = nv
 		default: // vOpen, or a kind never memoized

@@ -906,19 +906,23 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 		}
 	appended:
 		u.flatRefs = refs
-		v = b.newList(vList, nil)
-		if frames && len(refs) > 0 && deriveFrames && allFrames(refs) {
+		switch {
+		case frames && len(refs) == 0 && deriveFrames:
+			// A trace entry's empty frames list: compact (listStore).
+			v = value{vList, b.lists.addFrames(int32(trace.NoStack))}
+		case frames && deriveFrames && allFrames(refs):
 			// A trace entry's new frames list (a real run's snapshot has
-			// one in most entries): its items are not kept, as stackOf
-			// then derive would leave it, but its stack is made only once
+			// one in most entries): compact, its stack made only once
 			// flatEvent converts the entry, as stackOf would make it then
 			// (an entry left to flatDict may make no stack at all).
 			ids := u.pendingFrames[:0]
 			for _, r := range refs {
 				ids = append(ids, int32(r.i))
 			}
+			v = value{vList, b.lists.addFrames(pendingStack)}
 			u.pendingFrames, u.pendingList = ids, v.i
-		} else {
+		default:
+			v = b.newList(vList, nil)
 			b.reserveList(v, refs)
 			for _, r := range refs {
 				b.appendItem(v, r) // cannot fail: v is a list, no r a dict
@@ -1083,9 +1087,8 @@ done:
 		if frames.k == vList && frames.i == u.pendingList {
 			// Its frames were noted instead of kept: the stack stackOf
 			// would make of them.
-			o := b.lists.at(frames.i)
 			ev.Stack = b.internStack(u.pendingFrames)
-			o.stack, o.derived = int32(ev.Stack), true
+			b.lists.frames[frames.i-compactBase] = int32(ev.Stack)
 		} else {
 			var err error
 			if ev.Stack, err = b.stackOf(frames); err != nil {

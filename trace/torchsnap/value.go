@@ -3,6 +3,8 @@ package torchsnap
 import (
 	"fmt"
 	"math"
+
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // The decoder never builds a generic object graph for the whole file: a
@@ -83,12 +85,25 @@ type listObj struct {
 // listStore holds the builder's lists in chunks, so that growing it never
 // copies those already there (a real snapshot makes a list or more per
 // trace entry).
+//
+// A trace entry's frames list is kept as its stack alone (4 bytes instead
+// of a listObj's 48): a real training run's snapshot brings a new frames
+// list, often empty, in most of its entries, and these were most of the
+// decoder's memory. Such a list's index is compactBase or above; stackOf
+// reads its stack directly, and anything else that asks for it (at) gets a
+// listObj made for it then, once, derived from the stack.
 type listStore struct {
 	chunks [][]listObj
 	n      int64
+	frames []int32         // the compact lists' stacks (NoStack: empty; pendingStack: not made yet)
+	made   map[int64]int64 // compact list → the listObj made for it
 }
 
-const listChunk = 4096
+const (
+	listChunk    = 4096
+	compactBase  = 1 << 40
+	pendingStack = -3
+)
 
 func (s *listStore) add(o listObj) int64 {
 	if s.n%listChunk == 0 {
@@ -100,7 +115,52 @@ func (s *listStore) add(o listObj) int64 {
 	return s.n - 1
 }
 
-func (s *listStore) at(i int64) *listObj { return &s.chunks[i/listChunk][i%listChunk] }
+// addFrames adds a compact frames list whose stack is stack.
+func (s *listStore) addFrames(stack int32) int64 {
+	s.frames = append(s.frames, stack)
+	return compactBase + int64(len(s.frames)-1)
+}
+
+// compactStack returns the stack of list i if it is a compact list, made,
+// and not asked for as a listObj since.
+func (s *listStore) compactStack(i int64) (trace.StackID, bool) {
+	if i < compactBase {
+		return 0, false
+	}
+	j := i - compactBase
+	if _, ok := s.made[j]; ok || s.frames[j] == pendingStack {
+		return 0, false
+	}
+	return trace.StackID(s.frames[j]), true
+}
+
+func (s *listStore) at(i int64) *listObj {
+	if i >= compactBase {
+		i = s.make(i - compactBase)
+	}
+	return &s.chunks[i/listChunk][i%listChunk]
+}
+
+// make returns the index of the listObj of compact list j, made the first
+// time: derived from its stack, or empty.
+func (s *listStore) make(j int64) int64 {
+	if i, ok := s.made[j]; ok {
+		return i
+	}
+	o := listObj{stack: s.frames[j]}
+	switch {
+	case o.stack >= 0:
+		o.derived = true
+	case o.stack == pendingStack:
+		o.stack = -2 // never reached: only converted entries' lists are memoized
+	}
+	if s.made == nil {
+		s.made = map[int64]int64{}
+	}
+	i := s.add(o)
+	s.made[j] = i
+	return i
+}
 
 // dictObj is a decoded dict waiting to be recognised or consumed. memo is the
 // memo slot that refers to it (-1 none, -2 more than one: never recycled).
