@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 	"github.com/tracer-dev/tracer/trace/torchsnap"
@@ -483,10 +484,13 @@ func (s *reservedScan) add(evs []trace.Event) {
 // alloc is, so it may lag the replay.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
 	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (int, error) {
-	sizeAt := make(map[uint64]int64, 1024)
+	// The block size at each live address (the replay's own hash map:
+	// a Go map made this annotation of a real training snapshot's 109k
+	// events cost about a third more).
+	var sizeAt addrmap.Map[int64]
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
-			sizeAt[ev.Addr] = ev.BlockSize
+			sizeAt.Put(ev.Addr, ev.BlockSize)
 		}
 	}
 	n := d.Len()
@@ -505,10 +509,9 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 			case trace.KindAlloc:
 				return
 			case trace.KindFreeRequested:
-				ev.BlockSize = sizeAt[ev.Addr]
+				ev.BlockSize, _ = sizeAt.Get(ev.Addr)
 			case trace.KindFreeCompleted:
-				ev.BlockSize = sizeAt[ev.Addr]
-				delete(sizeAt, ev.Addr)
+				ev.BlockSize, _ = sizeAt.Take(ev.Addr)
 			}
 		}
 	}
@@ -522,7 +525,7 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 			return
 		}
 		cur.at(next).BlockSize = ev.BlockSize
-		sizeAt[ev.Addr] = ev.BlockSize
+		sizeAt.Put(ev.Addr, ev.BlockSize)
 		next++
 	})
 	// Once the model has left the recording nothing more can be annotated:
