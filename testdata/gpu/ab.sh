@@ -26,6 +26,11 @@ sections="$*"
 on() { [ -z "$sections" ] && return 0; for w in $sections; do [ "$w" = "$1" ] && return 0; done; return 1; }
 have() { [ -x "$old/$1" ] && [ -x "$new/$1" ]; }
 tm() { python3 testdata/bench/run_measured.py "$@"; }
+# Peak RSS under run_measured.py is never below Python's own (see
+# testdata/bench/maxrss.c); where gcc is there, maxrss measures instead.
+if command -v gcc >/dev/null && gcc -O2 -static -o /tmp/maxrss testdata/bench/maxrss.c 2>/dev/null; then
+	tm() { label=$1; shift; echo "$label: $(/tmp/maxrss "$@")" >&2; }
+fi
 
 log "machine"
 grep -m1 'model name' /proc/cpuinfo; nproc
@@ -49,8 +54,11 @@ on import && have tracer && {
 	fi
 	[ -s /tmp/ms10.pickle ] || python3 trace/torchsnap/testdata/scale_snapshot.py \
 		testdata/snapshots/multistream__default__seed1.pickle /tmp/ms10.pickle 10 >/dev/null
-	ls -l /tmp/big.pickle /tmp/ms10.pickle
-	for f in /tmp/ms10.pickle /tmp/big.pickle; do
+	# A real training run's snapshot of about 10 MB (a new frames list per
+	# trace entry, which the scaled one lacks); needs the GPU.
+	[ -s /tmp/real10.pickle ] || python3 testdata/bench/real_snapshot.py /tmp/real10.pickle 10 || true
+	ls -l /tmp/big.pickle /tmp/ms10.pickle /tmp/real10.pickle
+	for f in /tmp/real10.pickle /tmp/ms10.pickle /tmp/big.pickle; do
 		[ -s "$f" ] || continue
 		"$new/tracer" import "$f" -o /tmp/ab-warm.arrows >/dev/null 2>&1 # page cache
 		for i in 1 2 3 4 5; do
