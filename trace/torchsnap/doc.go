@@ -132,6 +132,18 @@
 // and 38–41 MiB with the regions in memory, python3's pickle.load
 // 0.14–0.32 s (testdata/gpu/ab.sh).
 //
+// Real snapshots (testdata/bench/real_snapshot.py: a training run, python
+// stacks) differ from the files above in one way that matters: most trace
+// entries bring a frames list of their own (the files above share one list
+// between many entries). The decoder kept each as a listObj with its items
+// until the end of decoding, which made a real 9.6 MB snapshot's import
+// peak at 31–34 MiB and a real 190 MB one's at 834 MiB on the GPU host.
+// A trace entry's frames list is now a compact list (listStore): its stack
+// alone, 4 bytes, made when the entry converts; a listObj, derived from the
+// stack, is made for it only if the pickle uses the list again as a value
+// (TestDerivedFrames). The same imports peak at 17.2–17.7 MiB and 519–537
+// MiB (2026-11-22, testdata/bench/maxrss.c).
+//
 // Of an import of the 202 MB file, decoding is about half; then
 // Reconstruct (one backward walk, which also finds lost allocs; Validate
 // reuses its start state) takes about 0.1 s, and the Arrow writer about
