@@ -1,9 +1,6 @@
 package record
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -18,15 +15,8 @@ import (
 // (testdata/bench/real_snapshot.py makes a real training run's). It reports
 // events/s.
 func BenchmarkAnnotate(b *testing.B) {
-	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
-	if err != nil || len(ins) == 0 {
-		b.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
-	}
-	if p := os.Getenv("TRACER_IMPORT_BENCH"); p != "" {
-		ins = append(ins, p)
-	}
-	for _, in := range ins {
-		b.Run(strings.TrimSuffix(filepath.Base(in), filepath.Ext(in)), func(b *testing.B) {
+	for _, in := range benchSnapshots(b) {
+		b.Run(snapshotName(in), func(b *testing.B) {
 			snap, err := torchsnap.Open(in, b.TempDir())
 			if err != nil {
 				b.Fatal(err)

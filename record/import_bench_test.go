@@ -16,16 +16,8 @@ import (
 //
 // ). It reports events/s and input MB/s.
 func BenchmarkImport(b *testing.B) {
-	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
-	if err != nil || len(ins) == 0 {
-		b.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
-	}
-	if p := os.Getenv("TRACER_IMPORT_BENCH"); p != "" {
-		ins = append(ins, p)
-	}
-	for _, in := range ins {
-		name := strings.TrimSuffix(filepath.Base(in), filepath.Ext(in))
-		b.Run(name, func(b *testing.B) {
+	for _, in := range benchSnapshots(b) {
+		b.Run(snapshotName(in), func(b *testing.B) {
 			st, err := os.Stat(in)
 			if err != nil {
 				b.Fatal(err)
@@ -44,4 +36,22 @@ func BenchmarkImport(b *testing.B) {
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// benchSnapshots returns the import benchmarks' inputs: every real snapshot
+// in testdata/snapshots, and the file named by TRACER_IMPORT_BENCH if set.
+func benchSnapshots(b *testing.B) []string {
+	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
+	if err != nil || len(ins) == 0 {
+		b.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
+	}
+	if p := os.Getenv("TRACER_IMPORT_BENCH"); p != "" {
+		ins = append(ins, p)
+	}
+	return ins
+}
+
+// snapshotName is a snapshot file's name without its folder and extension.
+func snapshotName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 }
