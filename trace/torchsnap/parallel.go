@@ -160,7 +160,12 @@ type chunkResult struct {
 	frames  []trace.Frame
 	lists   []wlist
 	stacks  []wstack
-	panic   bool
+	// items holds the frames of lists, each list's a slice of it: one
+	// buffer a result reuses from chunk to chunk, rather than a slice per
+	// list (a real training run's snapshot has a new frames list in most
+	// entries, whose slices made most of a large import's garbage).
+	items []value
+	panic bool
 }
 
 type wlist struct {
@@ -893,7 +898,7 @@ func (w *pworker) decodeChunk(c *chunk, res *chunkResult) (_ *chunkResult) {
 	}()
 	w.c, w.buf = c, c.buf[:c.end]
 	*res = chunkResult{memo: wmemo{res.memo.k[:0], res.memo.v[:0]}, strs: res.strs[:0], frames: res.frames[:0],
-		lists: res.lists[:0], stacks: res.stacks[:0]}
+		lists: res.lists[:0], stacks: res.stacks[:0], items: res.items[:0]}
 	w.res = res
 	if w.strIdx == nil {
 		w.strIdx, w.frameIdx, w.stackKey, w.extStack = map[string]int32{}, map[trace.Frame]int32{}, map[string]int32{}, map[uint64]int32{}
@@ -1519,7 +1524,8 @@ func (w *pworker) framesList(i int) (value, int, bool) {
 	w.res.lists = append(w.res.lists, wlist{stack: -2})
 	lv := value{vLList, int64(li)}
 	w.memoize(lv)
-	var frames []value
+	start := len(w.res.items)
+	frames := w.res.items // appended to; the list's are frames[start:]
 	j := i + 2
 	for {
 		j = w.skipFrames(j)
@@ -1572,8 +1578,29 @@ func (w *pworker) framesList(i int) (value, int, bool) {
 		}
 		break
 	}
-	w.res.lists[li].frames = frames
+	// A list of the frames of a stack the worker has already made (the
+	// usual case: few distinct stacks, a new list per entry) takes that
+	// stack at once and keeps no frames; stackOf would find the same.
+	// Only a new stack's frames stay, for the commit to resolve.
+	l := &w.res.lists[li]
+	if id, ok := w.knownStack(frames[start:]); ok && deriveFrames {
+		l.stack = id
+		w.res.items = frames[:start]
+		return lv, j, true
+	}
+	w.res.items = frames
+	l.frames = frames[start:len(frames):len(frames)]
 	return lv, j, true
+}
+
+// knownStack returns the local id of the stack of frames, if the worker has
+// made it already (trace.NoStack for no frames).
+func (w *pworker) knownStack(frames []value) (int32, bool) {
+	if len(frames) == 0 {
+		return int32(trace.NoStack), true
+	}
+	id, ok := w.stackKey[string(w.stackKeyOf(frames))]
+	return id, ok
 }
 
 // frameItem decodes a frames list item: a frame dict or a reference to one.
@@ -1688,6 +1715,16 @@ func (w *pworker) frameItem(i int) (value, int, bool) {
 	return fv, j, true
 }
 
+// stackKeyOf returns the key of stackKey for frames, in w.keyBuf.
+func (w *pworker) stackKeyOf(frames []value) []byte {
+	key := w.keyBuf[:0]
+	for _, f := range frames {
+		key = append(key, byte(f.k), byte(f.i), byte(f.i>>8), byte(f.i>>16), byte(f.i>>24), byte(f.i>>32), byte(f.i>>40))
+	}
+	w.keyBuf = key
+	return key
+}
+
 // stackOf returns the local stack id of a frames value, as builder.stackOf.
 func (w *pworker) stackOf(v value) (trace.StackID, bool) {
 	switch v.k {
@@ -1713,11 +1750,7 @@ func (w *pworker) stackOf(v value) (trace.StackID, bool) {
 		l.stack = int32(trace.NoStack)
 		return trace.NoStack, true
 	}
-	key := w.keyBuf[:0]
-	for _, f := range l.frames {
-		key = append(key, byte(f.k), byte(f.i), byte(f.i>>8), byte(f.i>>16), byte(f.i>>24), byte(f.i>>32), byte(f.i>>40))
-	}
-	w.keyBuf = key
+	key := w.stackKeyOf(l.frames)
 	id, ok := w.stackKey[string(key)]
 	if !ok {
 		id = int32(len(w.res.stacks))
