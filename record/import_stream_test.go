@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -341,6 +342,43 @@ func TestCountBits(t *testing.T) {
 			if got := countBits(bits, lo, hi); got != want {
 				t.Fatalf("countBits(%d, %d) = %d, want %d", lo, hi, got, want)
 			}
+		}
+	}
+}
+
+// An import that decodes a file in memory collects garbage at GOGC=25 while
+// it runs, and gives the setting back after; one through the spill leaves
+// it alone.
+func TestImportGCPercent(t *testing.T) {
+	in := "../testdata/snapshots/mlp_train__default.pickle"
+	defer func(max int64, procs int) {
+		streamMax = max
+		runtime.GOMAXPROCS(procs)
+	}(streamMax, runtime.GOMAXPROCS(4))
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, tc := range []struct {
+		max      int64
+		inMemory bool
+	}{{-1, true}, {1 << 40, false}} {
+		streamMax = tc.max
+		if got := decodesInMemory([]string{in}); got != tc.inMemory {
+			t.Fatalf("streamMax %d: decodesInMemory %v, want %v", tc.max, got, tc.inMemory)
+		}
+		var during int
+		snapHook = func() { during = debug.SetGCPercent(-1); debug.SetGCPercent(during) }
+		if _, err := ImportSnapshots(context.Background(), []string{in}, ImportOptions{Out: filepath.Join(t.TempDir(), "o.arrows")}); err != nil {
+			t.Fatal(err)
+		}
+		snapHook = nil
+		want := 100
+		if tc.inMemory && os.Getenv("GOGC") == "" {
+			want = 25
+		}
+		if during != want {
+			t.Errorf("streamMax %d: GOGC %d during the import, want %d", tc.max, during, want)
+		}
+		if after := debug.SetGCPercent(100); after != 100 {
+			t.Errorf("streamMax %d: GOGC %d after the import, want it restored to 100", tc.max, after)
 		}
 	}
 }
