@@ -78,6 +78,11 @@ type builder struct {
 	stackIdx map[string]trace.StackID
 	keyBuf   []byte
 	idBuf    []int32
+	// The string and the stack interned last (internBytes, internStack).
+	lastStr      string
+	lastStrID    int32
+	lastStackKey []byte
+	lastStack    trace.StackID
 	pairBuf  []value // scratch: a dict's items interleaved, for convert
 	kinds    []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
@@ -95,9 +100,11 @@ type blockRec struct {
 
 func newBuilder() *builder {
 	b := &builder{
-		strIdx:   make(map[string]int32, 256),
-		frameIdx: map[trace.Frame]int32{},
-		stackIdx: map[string]trace.StackID{},
+		strIdx:    make(map[string]int32, 256),
+		frameIdx:  map[trace.Frame]int32{},
+		stackIdx:  map[string]trace.StackID{},
+		lastStrID: -1,
+		lastStack: -1,
 	}
 	for _, k := range keyNames {
 		b.internString(k)
@@ -106,10 +113,18 @@ func newBuilder() *builder {
 }
 
 func (b *builder) internBytes(s []byte) value {
-	if id, ok := b.strIdx[string(s)]; ok { // no allocation for the lookup
-		return value{vStr, int64(id)}
+	// The string interned last first: a trace entry of a real snapshot
+	// writes its compile_context ("N/A") anew each time, and hashing it for
+	// the map cost more than comparing it.
+	if b.lastStrID >= 0 && string(s) == b.lastStr {
+		return value{vStr, int64(b.lastStrID)}
 	}
-	return b.internString(string(s))
+	id, ok := b.strIdx[string(s)] // no allocation for the lookup
+	if !ok {
+		id = int32(b.internString(string(s)).i)
+	}
+	b.lastStr, b.lastStrID = b.strs[id], id
+	return value{vStr, int64(id)}
 }
 
 func (b *builder) internString(s string) value {
@@ -474,6 +489,11 @@ func (b *builder) internStack(ids []int32) trace.StackID {
 		key = append(key, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
 	}
 	b.keyBuf = key
+	// The stack made last first, as internBytes does: consecutive entries
+	// of a real snapshot often come from the same line.
+	if b.lastStack >= 0 && string(key) == string(b.lastStackKey) {
+		return b.lastStack
+	}
 	id, ok := b.stackIdx[string(key)]
 	if !ok {
 		st := make(trace.Stack, len(ids))
@@ -484,6 +504,8 @@ func (b *builder) internStack(ids []int32) trace.StackID {
 		b.stacks = append(b.stacks, st)
 		b.stackIdx[string(key)] = id
 	}
+	b.lastStackKey = append(b.lastStackKey[:0], key...)
+	b.lastStack = id
 	return id
 }
 
