@@ -186,7 +186,7 @@ type regionView struct {
 	strIdx   map[string]int32
 	frameIdx map[trace.Frame]int32
 	memoK    [][]vkind
-	memoV    [][]int64
+	memoV    [][]int32
 	memoN    uint64 // the region's first memo slot
 }
 
@@ -292,7 +292,7 @@ func newRegion(u *unpickler, start int64) *region {
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
 		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}, stopWalk: make(chan struct{})}
 	r.view = regionView{strs: b.strs, strIdx: b.strIdx, frameIdx: b.frameIdx,
-		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int64(nil), b.memo.v...), memoN: b.memo.n}
+		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int32(nil), b.memo.v...), memoN: b.memo.n}
 	// A buffer is held by a chunk from its cut to the end of its decoding
 	// (release), so that one per worker and a couple for the walker to cut
 	// ahead with keep every worker busy.
@@ -959,9 +959,9 @@ func (w *pworker) get(idx uint64) (value, bool) {
 		if c >= uint64(len(v.memoK)) || o >= uint64(len(v.memoK[c])) || o >= uint64(len(v.memoV[c])) {
 			return value{}, false
 		}
-		x := value{v.memoK[c][o], v.memoV[c][o]}
+		x := value{v.memoK[c][o], int64(v.memoV[c][o])}
 		switch x.k {
-		case vDict, vMark:
+		case vDict, vMark, vWide: // a wide slot: left to the sequential machine
 			return value{}, false
 		case vList, vTuple:
 			return value{vExt, int64(idx)}, true
@@ -1152,7 +1152,7 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 	// The prefix memo's first chunk, where the keys and most shared objects
 	// are, one indirection closer.
 	var k0 []vkind
-	var v0 []int64
+	var v0 []int32
 	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
 		k0, v0 = w.view.memoK[0], w.view.memoV[0]
 	}
@@ -1176,9 +1176,9 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 					idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
 				}
 				if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < w.view.memoN {
-					v = value{k0[idx], v0[idx]}
+					v = value{k0[idx], int64(v0[idx])}
 					switch v.k {
-					case vDict, vMark:
+					case vDict, vMark, vWide:
 						return 0, cev{}, false
 					case vList, vTuple:
 						v = value{vExt, int64(idx)}
@@ -1274,7 +1274,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	// The prefix memo's first chunk, where the keys and most shared objects
 	// are, one indirection closer.
 	var k0 []vkind
-	var v0 []int64
+	var v0 []int32
 	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
 		k0, v0 = w.view.memoK[0], w.view.memoV[0]
 	}
@@ -1307,7 +1307,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		if idx >= uint64(len(k0)) || idx >= uint64(len(v0)) || idx >= memoN || k0[idx] != vStr {
 			goto fail
 		}
-		key := v0[idx]
+		key := int64(v0[idx])
 		if pairs == 0 && key != kAction || j+10 > len(buf) {
 			goto fail
 		}
@@ -1323,9 +1323,9 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 				idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
 			}
 			if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < memoN {
-				v = value{k0[idx], v0[idx]}
+				v = value{k0[idx], int64(v0[idx])}
 				switch v.k {
-				case vDict, vMark:
+				case vDict, vMark, vWide:
 					goto fail
 				case vList, vTuple:
 					v = value{vExt, int64(idx)}

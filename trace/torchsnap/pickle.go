@@ -980,7 +980,7 @@ func (u *unpickler) flatEvent() bool {
 		if idx >= uint64(len(k0)) || idx >= uint64(len(v0)) || k0[idx] != vStr {
 			return false
 		}
-		key := v0[idx]
+		key := int64(v0[idx])
 		if pairs == 0 && key != kAction {
 			return false
 		}
@@ -999,8 +999,8 @@ func (u *unpickler) flatEvent() bool {
 			} else {
 				idx, i = uint64(binary.LittleEndian.Uint32(p[1:5])), i+5
 			}
-			if idx < uint64(len(k0)) && idx < uint64(len(v0)) {
-				v = value{k0[idx], v0[idx]}
+			if idx < uint64(len(k0)) && idx < uint64(len(v0)) && k0[idx] != vWide {
+				v = value{k0[idx], int64(v0[idx])}
 			} else {
 				var ok bool
 				if v, ok = b.memo.getDense(idx); !ok {

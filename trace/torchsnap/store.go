@@ -171,16 +171,21 @@ func (s *eventStore) released(c int64) bool {
 
 func unsafeOne(e *cev) []cev { return unsafe.Slice(e, 1) }
 
-// memo is the pickle memo in struct-of-arrays chunks (9 bytes a slot instead
-// of 16): a snapshot memoizes one to three objects per trace entry. The
-// decoder drops it once the pickle is read.
+// memo is the pickle memo in struct-of-arrays chunks, 5 bytes a slot (a
+// kind and an int32) instead of a value's 16: a snapshot memoizes one to
+// three objects per trace entry, and the memo is most of what decoding a
+// real snapshot holds besides its events. What the pickle memoizes are
+// strings, lists, dicts and tuples, whose ids fit in 32 bits; a value that
+// does not fit (a number a hostile pickle memoized) is kept in wide, its
+// slot marked vWide. The decoder drops the memo once the pickle is read.
 type memo struct {
 	k      [][]vkind
-	v      [][]int64
+	v      [][]int32
 	k0     []vkind // k[0] and v[0], one indirection closer: most lookups are of
-	v0     []int64 // early slots (dict keys and shared strings)
+	v0     []int32 // early slots (dict keys and shared strings)
 	n      uint64
 	sparse map[uint64]value // indices beyond the dense part (hostile or odd pickles)
+	wide   map[uint64]value // values of dense slots marked vWide
 	first  int              // capacity of the first chunk; 0: 1024, grown by append
 }
 
@@ -194,10 +199,24 @@ func (m *memo) sizeFor(size int64) {
 
 const memoChunk = 1 << 16
 
+// slot returns what slot idx (dense) stores for v: its kind and int32, or
+// vWide, with v noted in wide.
+func (m *memo) slot(idx uint64, v value) (vkind, int32) {
+	if int64(int32(v.i)) == v.i && v.k != vWide {
+		delete(m.wide, idx) // a slot stored again (PUT) may have been wide
+		return v.k, int32(v.i)
+	}
+	if m.wide == nil {
+		m.wide = map[uint64]value{}
+	}
+	m.wide[idx] = v
+	return vWide, 0
+}
+
 func (m *memo) put(idx uint64, v value) {
 	switch {
 	case idx < m.n:
-		m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk] = v.k, v.i
+		m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk] = m.slot(idx, v)
 	case idx == m.n:
 		if idx%memoChunk == 0 {
 			n := memoChunk
@@ -205,11 +224,12 @@ func (m *memo) put(idx uint64, v value) {
 				n = max(m.first, 1024)
 			}
 			m.k = append(m.k, make([]vkind, 0, n))
-			m.v = append(m.v, make([]int64, 0, n))
+			m.v = append(m.v, make([]int32, 0, n))
 		}
 		c := idx / memoChunk
-		m.k[c] = append(m.k[c], v.k)
-		m.v[c] = append(m.v[c], v.i)
+		k, i := m.slot(idx, v)
+		m.k[c] = append(m.k[c], k)
+		m.v[c] = append(m.v[c], i)
 		if c == 0 {
 			m.k0, m.v0 = m.k[0], m.v[0]
 		}
@@ -223,33 +243,17 @@ func (m *memo) put(idx uint64, v value) {
 }
 
 // appendSlots stores the values of kinds ks and ints vs (as value's
-// fields) in the next slots, as put(m.n, v) for each in turn would, a run
-// at a time (a region commits a slot or more per trace entry).
+// fields) in the next slots, as put(m.n, v) for each in turn would (a
+// region commits a slot or more per trace entry).
 func (m *memo) appendSlots(ks []vkind, vs []int64) {
-	for len(ks) > 0 && len(vs) > 0 {
-		if m.n%memoChunk == 0 {
-			m.put(m.n, value{ks[0], vs[0]}) // starts a chunk
-			ks, vs = ks[1:], vs[1:]
-			continue
-		}
-		c := m.n / memoChunk
-		k := min(len(ks), len(vs), int(memoChunk-m.n%memoChunk))
-		m.k[c] = append(m.k[c], ks[:k]...)
-		m.v[c] = append(m.v[c], vs[:k]...)
-		if c == 0 {
-			m.k0, m.v0 = m.k[0], m.v[0]
-		}
-		m.n += uint64(k)
-		ks, vs = ks[k:], vs[k:]
+	for i := range min(len(ks), len(vs)) {
+		m.put(m.n, value{ks[i], vs[i]})
 	}
 }
 
 func (m *memo) get(idx uint64) (value, bool) {
-	if idx < uint64(len(m.k0)) && idx < uint64(len(m.v0)) {
-		return value{m.k0[idx], m.v0[idx]}, true
-	}
-	if idx < m.n {
-		return value{m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk]}, true
+	if v, ok := m.getDense(idx); ok {
+		return v, true
 	}
 	v, ok := m.sparse[idx]
 	return v, ok
@@ -259,13 +263,19 @@ func (m *memo) get(idx uint64) (value, bool) {
 // its end: a slot at or past n (even one in sparse) may be one it has not
 // stored yet, so it is not found.
 func (m *memo) getDense(idx uint64) (value, bool) {
-	if idx < uint64(len(m.k0)) && idx < uint64(len(m.v0)) {
-		return value{m.k0[idx], m.v0[idx]}, true
+	var v value
+	switch {
+	case idx < uint64(len(m.k0)) && idx < uint64(len(m.v0)):
+		v = value{m.k0[idx], int64(m.v0[idx])}
+	case idx < m.n:
+		v = value{m.k[idx/memoChunk][idx%memoChunk], int64(m.v[idx/memoChunk][idx%memoChunk])}
+	default:
+		return value{}, false
 	}
-	if idx < m.n {
-		return value{m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk]}, true
+	if v.k == vWide {
+		v = m.wide[idx]
 	}
-	return value{}, false
+	return v, true
 }
 
 // fix gives the current chunk its full capacity, so that reservations in it

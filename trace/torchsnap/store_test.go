@@ -56,3 +56,49 @@ func testGatherRun(t *testing.T, size int64, views int) {
 		t.Error("a run gathered twice: no error")
 	}
 }
+
+// Memo slots keep values that do not fit their 32 bits (a hostile pickle may
+// memoize any number) exactly, and a slot stored again holds the new value.
+func TestMemoWide(t *testing.T) {
+	var m memo
+	vals := []value{
+		{vStr, 7}, intValue(1 << 40), {vUint, -1}, floatValue(2.5), intValue(-(1 << 31)), intValue(1<<31 - 1),
+		intValue(1 << 31), {vList, compactBase + 3}, boolValue(true),
+	}
+	for i, v := range vals {
+		m.put(uint64(i), v)
+	}
+	for i, v := range vals {
+		if got, ok := m.get(uint64(i)); !ok || got != v {
+			t.Errorf("slot %d: %+v %v, want %+v", i, got, ok, v)
+		}
+		if got, ok := m.getDense(uint64(i)); !ok || got != v {
+			t.Errorf("slot %d (dense): %+v %v, want %+v", i, got, ok, v)
+		}
+	}
+	// Stored again, the other way round: wide over narrow, narrow over wide.
+	m.put(0, intValue(1<<50))
+	m.put(1, value{vStr, 9})
+	if got, _ := m.get(0); got != intValue(1<<50) {
+		t.Errorf("slot 0 stored again: %+v", got)
+	}
+	if got, _ := m.get(1); got != (value{vStr, 9}) {
+		t.Errorf("slot 1 stored again: %+v", got)
+	}
+	if len(m.wide) != 4 { // slots 0, 3, 6, 7 (1 no longer; 2, vUint -1, fits)
+		t.Errorf("%d wide slots, want 4: %v", len(m.wide), m.wide)
+	}
+	// A slot far past the dense part, and appendSlots as a region commits.
+	m.put(1000, intValue(1<<45))
+	if got, ok := m.get(1000); !ok || got != intValue(1<<45) {
+		t.Errorf("sparse slot: %+v %v", got, ok)
+	}
+	n := m.n
+	m.appendSlots([]vkind{vInt, vStr}, []int64{1 << 33, 4})
+	if a, _ := m.get(n); a != intValue(1<<33) {
+		t.Errorf("appended wide slot: %+v", a)
+	}
+	if b, _ := m.get(n + 1); b != (value{vStr, 4}) {
+		t.Errorf("appended slot: %+v", b)
+	}
+}

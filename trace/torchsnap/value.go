@@ -35,13 +35,14 @@ const (
 	vBlock   // i indexes builder.blocks
 	vSegment // i indexes builder.segments
 	vMark    // pickle MARK on the stack (never stored)
+	vWide    // a memo slot whose value is in memo.wide (never outside the memo)
 )
 
 var kindNames = [...]string{
 	vNone: "None", vBool: "bool", vInt: "int", vUint: "int", vBig: "int", vFloat: "float",
 	vStr: "str", vBytes: "bytes", vList: "list", vTuple: "tuple", vDict: "dict",
 	vFrame: "frame dict", vEvent: "trace entry dict", vSkipped: "trace entry dict",
-	vBlock: "block dict", vSegment: "segment dict", vMark: "mark",
+	vBlock: "block dict", vSegment: "segment dict", vMark: "mark", vWide: "wide slot",
 }
 
 func (k vkind) String() string {
