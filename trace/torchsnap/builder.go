@@ -83,8 +83,8 @@ type builder struct {
 	lastStrID    int32
 	lastStackKey []byte
 	lastStack    trace.StackID
-	pairBuf  []value // scratch: a dict's items interleaved, for convert
-	kinds    []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
+	pairBuf      []value // scratch: a dict's items interleaved, for convert
+	kinds        []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
 	events   eventStore
 	blocks   []blockRec
