@@ -256,7 +256,7 @@ func (b *builder) items(v value) []value {
 // (stackOf succeeded, so they are all frames): they are rebuilt from the
 // stack if needed again.
 func (b *builder) derive(v value) {
-	if !deriveFrames || (v.k != vList && v.k != vTuple) || v.i >= compactBase {
+	if !deriveFrames || (v.k != vList && v.k != vTuple) || v.i < 0 {
 		return // a compact list is already only its stack
 	}
 	if o := b.lists.at(v.i); o.stack >= 0 && o.evN == 0 && !o.derived {

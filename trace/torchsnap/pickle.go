@@ -113,7 +113,7 @@ type unpickler struct {
 	// flatEvent's frames list made by flatItem without its items (list
 	// index, or -1), and the frames they were: its stack is made from them
 	// once the entry converts (see flatItem).
-	pendingList   int64
+	pendingList   int64 // noList when none
 	pendingFrames []int32
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
@@ -956,7 +956,7 @@ func (u *unpickler) flatEvent() bool {
 	k0, v0 := b.memo.k0, b.memo.v0
 	ev := cev{Stack: trace.NoStack}
 	frames := value{k: vMark} // none yet
-	u.pendingList = -1
+	u.pendingList = noList
 	nm, i := 0, 0
 	for pairs := 0; ; pairs++ {
 		if i+9 >= len(buf) || pairs == maxFlatItems/2 {
@@ -1088,7 +1088,7 @@ done:
 			// Its frames were noted instead of kept: the stack stackOf
 			// would make of them.
 			ev.Stack = b.internStack(u.pendingFrames)
-			b.lists.frames[frames.i-compactBase] = int32(ev.Stack)
+			b.lists.frames[-1-frames.i] = int32(ev.Stack)
 		} else {
 			var err error
 			if ev.Stack, err = b.stackOf(frames); err != nil {
@@ -1107,6 +1107,9 @@ done:
 	u.stack = append(u.stack, conv)
 	return true
 }
+
+// noList is an index no list has (compact ones are negative, from -1 down).
+const noList = math.MinInt64
 
 // allFrames reports whether every value in vs is a frame.
 func allFrames(vs []value) bool {

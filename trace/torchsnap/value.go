@@ -90,7 +90,8 @@ type listObj struct {
 // A trace entry's frames list is kept as its stack alone (4 bytes instead
 // of a listObj's 48): a real training run's snapshot brings a new frames
 // list, often empty, in most of its entries, and these were most of the
-// decoder's memory. Such a list's index is compactBase or above; stackOf
+// decoder's memory. Such a list's index is negative (compact list j is
+// -1-j, so that it fits a memo slot's 32 bits, as list indices do); stackOf
 // reads its stack directly, and anything else that asks for it (at) gets a
 // listObj made for it then, once, derived from the stack.
 type listStore struct {
@@ -102,7 +103,6 @@ type listStore struct {
 
 const (
 	listChunk    = 4096
-	compactBase  = 1 << 40
 	pendingStack = -3
 )
 
@@ -119,16 +119,16 @@ func (s *listStore) add(o listObj) int64 {
 // addFrames adds a compact frames list whose stack is stack.
 func (s *listStore) addFrames(stack int32) int64 {
 	s.frames = append(s.frames, stack)
-	return compactBase + int64(len(s.frames)-1)
+	return -int64(len(s.frames)) // -1-j for j = len-1
 }
 
 // compactStack returns the stack of list i if it is a compact list, made,
 // and not asked for as a listObj since.
 func (s *listStore) compactStack(i int64) (trace.StackID, bool) {
-	if i < compactBase {
+	if i >= 0 {
 		return 0, false
 	}
-	j := i - compactBase
+	j := -1 - i
 	if _, ok := s.made[j]; ok || s.frames[j] == pendingStack {
 		return 0, false
 	}
@@ -136,8 +136,8 @@ func (s *listStore) compactStack(i int64) (trace.StackID, bool) {
 }
 
 func (s *listStore) at(i int64) *listObj {
-	if i >= compactBase {
-		i = s.make(i - compactBase)
+	if i < 0 {
+		i = s.make(-1 - i)
 	}
 	return &s.chunks[i/listChunk][i%listChunk]
 }
