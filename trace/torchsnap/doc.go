@@ -70,9 +70,10 @@
 // (record/import.go), so that no pass holds more than a few chunks. The
 // file's pages are in the page cache, which is not the process's memory, as
 // long as it is read and written rather than mapped. What decoding into a
-// spill still holds grows with the file only through the pickle memo (9
-// bytes a slot, a slot or two per trace entry), dropped at the end of
-// decoding, and the tables of distinct strings, frames and stacks. The
+// spill still holds grows with the file only through the pickle memo (5
+// bytes a slot, a slot or two per trace entry) and the compact frames lists
+// (4 bytes each), dropped at the end of decoding, and the tables of distinct
+// strings, frames and stacks. The
 // regions of the parallel decoder write into the store's chunks in place and
 // are not used by Open: tracer import opens files up to 64 MB (and any file
 // on fewer than 4 cores) with Open, and decodes larger ones in memory with
@@ -141,8 +142,11 @@
 // A trace entry's frames list is now a compact list (listStore): its stack
 // alone, 4 bytes, made when the entry converts; a listObj, derived from the
 // stack, is made for it only if the pickle uses the list again as a value
-// (TestDerivedFrames). The same imports peak at 17.2–17.7 MiB and 519–537
-// MiB (2026-11-22, testdata/bench/maxrss.c).
+// (TestDerivedFrames); a region's worker keeps no frames for a list whose
+// stack it has already made. With the memo's slots at 5 bytes (memo.wide
+// holds what does not fit) and the import decoding a file in memory at
+// GOGC=25, the same imports peak at 16.2–16.6 MiB and 343–346 MiB
+// (2026-11-22, testdata/bench/maxrss.c).
 //
 // Of an import of the 202 MB file, decoding is about half; then
 // Reconstruct (one backward walk, which also finds lost allocs; Validate
