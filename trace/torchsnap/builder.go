@@ -608,7 +608,7 @@ func (b *builder) toEvent(p []value) (value, error) {
 			}
 		}
 	}
-	return value{vEvent, b.events.add(ev)}, nil
+	return value{vEvent, b.events.add(&ev)}, nil
 }
 
 // kindOf returns the trace.Kind that string id names, if any, through a

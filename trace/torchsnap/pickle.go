@@ -1099,7 +1099,7 @@ done:
 	}
 	u.pos += 3 + i + 1
 	// What flatDict leaves for a converted dict.
-	conv := value{vEvent, b.events.add(ev)}
+	conv := value{vEvent, b.events.add(&ev)}
 	b.memo.put(b.memo.n, conv)
 	for _, v := range memoized[:nm] {
 		b.memo.put(b.memo.n, v)

@@ -89,10 +89,12 @@ func (s *eventStore) fromBase(c int64) bool {
 // chunks are released.
 const slabChunks = 8
 
-func (s *eventStore) add(e cev) int64 {
+// add appends *e, setting its Seq (a pointer: an event is 88 bytes, and
+// this runs once per trace entry).
+func (s *eventStore) add(e *cev) int64 {
+	e.Seq = s.n
 	if s.sp != nil {
-		e.Seq = s.n
-		s.sp.add(&e)
+		s.sp.add(e)
 		s.n++
 		return s.n - 1
 	}
@@ -100,8 +102,7 @@ func (s *eventStore) add(e cev) int64 {
 	if int(c) == len(s.chunks) {
 		s.grow(c)
 	}
-	e.Seq = s.n
-	s.chunks[c] = append(s.chunks[c], e)
+	s.chunks[c] = append(s.chunks[c], *e)
 	s.n++
 	return s.n - 1
 }
@@ -203,7 +204,9 @@ const memoChunk = 1 << 16
 // vWide, with v noted in wide.
 func (m *memo) slot(idx uint64, v value) (vkind, int32) {
 	if int64(int32(v.i)) == v.i && v.k != vWide {
-		delete(m.wide, idx) // a slot stored again (PUT) may have been wide
+		if m.wide != nil {
+			delete(m.wide, idx) // a slot stored again (PUT) may have been wide
+		}
 		return v.k, int32(v.i)
 	}
 	if m.wide == nil {

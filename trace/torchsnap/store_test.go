@@ -24,7 +24,7 @@ func testGatherRun(t *testing.T, size int64, views int) {
 	pools := []trace.PoolID{{}, {A: 7, B: 9}}
 	const n0, n1 = 20<<chunkBits + 123, 5000 // device 1's run starts inside device 0's last chunk
 	for i := range int64(n0 + n1) {
-		b.events.add(cev{TimeUs: i, Addr: uint64(i) * 512, Size: i + 1, Stream: uint64(i % 3),
+		b.events.add(&cev{TimeUs: i, Addr: uint64(i) * 512, Size: i + 1, Stream: uint64(i % 3),
 			Stack: trace.StackID(i%5) - 1, Pool: pools[i%2], Kind: trace.Kind(1 + i%3)})
 	}
 	runs := []*listObj{{evLo: 0, evN: n0}, {evLo: n0, evN: n1}}
