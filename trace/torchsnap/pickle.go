@@ -110,10 +110,10 @@ type unpickler struct {
 	// the references in a frames list.
 	flat, flatMemo [maxFlatItems]value
 	flatRefs       []value
-	// flatEvent's frames list made by flatItem without its items (list
-	// index, or -1), and the frames they were: its stack is made from them
-	// once the entry converts (see flatItem).
-	pendingList   int64 // noList when none
+	// flatEvent's frames list made by flatItem without its items (its
+	// compact list's index, or noList), and the frames they were: its
+	// stack is made from them once the entry converts (see flatItem).
+	pendingList   int64
 	pendingFrames []int32
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
