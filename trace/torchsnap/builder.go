@@ -252,19 +252,8 @@ func (b *builder) items(v value) []value {
 	return o.vals
 }
 
-// derive drops the items of the frames list v, whose stack they made
-// (stackOf succeeded, so they are all frames): they are rebuilt from the
-// stack if needed again.
-func (b *builder) derive(v value) {
-	if !deriveFrames || (v.k != vList && v.k != vTuple) || v.i < 0 {
-		return // a compact list is already only its stack
-	}
-	if o := b.lists.at(v.i); o.stack >= 0 && o.evN == 0 && !o.derived {
-		o.vals, o.derived = nil, true
-	}
-}
-
-// deriveFrames is off only in tests, which compare with the items kept.
+// deriveFrames is off only in tests, which compare with trace entries'
+// frames lists kept as listObjs with their items (see listStore).
 var deriveFrames = true
 
 // underive rebuilds the items of a derived list from its stack.

@@ -1094,7 +1094,6 @@ done:
 			if ev.Stack, err = b.stackOf(frames); err != nil {
 				return false
 			}
-			b.derive(frames)
 		}
 	}
 	u.pos += 3 + i + 1

@@ -73,11 +73,9 @@ func boolValue(b bool) value {
 type listObj struct {
 	vals  []value
 	stack int32 // -2: not converted yet
-	// derived: a frames list whose items were dropped once converted to
-	// stack (all of them frames, in the stack's order); items() rebuilds
-	// them if anything asks. A snapshot's trace entries each bring a new
-	// frames list, whose items would otherwise stay until the end of
-	// decoding: most of its heap, for a real training run's snapshot.
+	// derived: a listObj made for a compact list (listStore), whose items
+	// are its stack's frames, in order; items() builds them if anything
+	// asks.
 	derived bool
 	evLo    int64
 	evN     int64
