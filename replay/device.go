@@ -148,7 +148,7 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 	if r.recorded {
 		r.check(seq, e)
 	}
-	if r.obs != nil {
+	if r.obs != nil && (e.Action == allocator.ActAlloc || !r.opts.AllocsOnly) {
 		o := &r.out
 		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
 			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}

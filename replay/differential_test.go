@@ -184,3 +184,45 @@ func TestSnapshots_otherConf(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocsOnly checks Options.AllocsOnly: on every snapshot, an observer
+// with it sees exactly the allocs, in order and with the same fields, that
+// an observer without it sees among all events, and the replay's result
+// does not change.
+func TestAllocsOnly(t *testing.T) {
+	for _, name := range snapshotNames(t) {
+		s := loadSnapshot(t, name)
+		conf, err := allocator.ParseConf(s.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(allocsOnly bool) ([]trace.Event, DeviceResult) {
+			var seen []trace.Event
+			res, err := Run(context.Background(), NewSliceSource(s.events), Options{
+				Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: !strings.Contains(name, "wrap"),
+				AllocsOnly: allocsOnly,
+			}, ObserverFunc(func(ev *trace.Event) { seen = append(seen, *ev) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return seen, res.Devices[0]
+		}
+		all, dAll := run(false)
+		allocs, dAllocs := run(true)
+		var want []trace.Event
+		for _, ev := range all {
+			if ev.Kind == trace.KindAlloc {
+				want = append(want, ev)
+			}
+		}
+		if len(want) == 0 || len(want) == len(all) {
+			t.Fatalf("%s: %d allocs of %d events observed: the check needs both kinds", name, len(want), len(all))
+		}
+		if !slices.Equal(allocs, want) {
+			t.Errorf("%s: AllocsOnly observed %d events, want the %d allocs of %d", name, len(allocs), len(want), len(all))
+		}
+		if dAll.Stats != dAllocs.Stats || dAll.NumMismatches != dAllocs.NumMismatches || dAll.Events != dAllocs.Events {
+			t.Errorf("%s: AllocsOnly changed the replay's result", name)
+		}
+	}
+}

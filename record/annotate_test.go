@@ -1,0 +1,104 @@
+package record
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// TestAnnotateDisagreement replays snapshots under settings other than
+// their recorded ones, so that the model leaves the recording partway, and
+// checks that the import's annotation (annotateBlockSizes, over a spill, a
+// chunk at a time) gives every event the block size the in-memory
+// reference (annotateInMemory) gives it: the same sizes up to the first
+// disagreement, none after it, and every chunk handed on in order.
+func TestAnnotateDisagreement(t *testing.T) {
+	cases := []struct{ snapshot, conf string }{
+		{"attention_infer__pow2div8", ""},
+		{"mlp_train__default", "roundup_power2_divisions:4"},
+		{"churn__split64__seed2", ""},
+		{"multistream__default__seed1", "expandable_segments:True"},
+	}
+	partway := 0
+	for _, c := range cases {
+		in := filepath.Join("../testdata/snapshots", c.snapshot+".pickle")
+		conf, err := allocator.ParseConf(c.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := torchsnap.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := mem.Devices[0]
+		initial, err := d.Reconstruct(conf.RoundSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]trace.Event(nil), d.Events...)
+		progress := make(chan int, 1<<16)
+		if _, err := annotateInMemory(conf, 0, initial, want, progress); err != nil {
+			t.Fatal(err)
+		}
+
+		snap, err := torchsnap.Open(in, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd := snap.Devices[0]
+		sinitial, err := sd.Reconstruct(conf.RoundSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, free := make(chan []trace.Event, 3), make(chan []trace.Event, 3)
+		for range 3 {
+			free <- make([]trace.Event, torchsnap.ChunkSize)
+		}
+		var got []trace.Event
+		done := make(chan struct{})
+		go func() {
+			for evs := range full {
+				got = append(got, evs...)
+				free <- evs[:cap(evs)]
+			}
+			close(done)
+		}()
+		mismatches, err := annotateBlockSizes(conf, 0, sinitial, sd, privateSegments(sd), full, free)
+		close(full)
+		<-done
+		snap.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mismatches == 0 {
+			t.Errorf("%s under %q: no mismatch: the case does not leave the recording", c.snapshot, c.conf)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events handed on, want %d", c.snapshot, len(got), len(want))
+		}
+		sized, unsized := 0, 0
+		for i := range want {
+			if got[i].Seq != want[i].Seq || got[i].BlockSize != want[i].BlockSize {
+				t.Fatalf("%s: event %d: seq %d block size %d, want seq %d block size %d",
+					c.snapshot, i, got[i].Seq, got[i].BlockSize, want[i].Seq, want[i].BlockSize)
+			}
+			if want[i].Kind == trace.KindAlloc {
+				if want[i].BlockSize > 0 {
+					sized++
+				} else {
+					unsized++
+				}
+			}
+		}
+		if sized > 0 && unsized > 0 {
+			partway++
+		}
+		t.Logf("%s under %q: %d allocs annotated, %d not, %d mismatches", c.snapshot, c.conf, sized, unsized, mismatches)
+	}
+	if partway == 0 {
+		t.Errorf("no case left the recording partway: the test checks nothing")
+	}
+}
