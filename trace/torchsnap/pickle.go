@@ -115,6 +115,11 @@ type unpickler struct {
 	// stack is made from them once the entry converts (see flatItem).
 	pendingList   int64
 	pendingFrames []int32
+	// spans remembers the stacks of frames lists by their items' bytes
+	// (see knownSpan); pendingSpan is pendingList's, remembered once its
+	// stack is made.
+	spans       spanCache
+	pendingSpan []byte
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource
@@ -878,8 +883,18 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 		if p[1] != opMemoize || *nm == len(memoized) {
 			return value{}, 0, false
 		}
-		refs := u.flatRefs[:0]
 		j := i + 2
+		if frames && deriveFrames && buf[j] == opMark {
+			if st, end, ok := u.knownSpan(buf, j+1); ok {
+				// The same references as an earlier entry's frames list:
+				// the same frames, whose stack is made already.
+				v = value{vList, b.lists.addFrames(int32(st))}
+				memoized[*nm] = v
+				*nm++
+				return v, end, true
+			}
+		}
+		refs := u.flatRefs[:0]
 		if buf[j] == opMark {
 			for j++; ; {
 				if j+5 > len(buf) {
@@ -956,7 +971,7 @@ func (u *unpickler) flatEvent() bool {
 	k0, v0 := b.memo.k0, b.memo.v0
 	ev := cev{Stack: trace.NoStack}
 	frames := value{k: vMark} // none yet
-	u.pendingList = noList
+	u.pendingList, u.pendingSpan = noList, nil
 	nm, i := 0, 0
 	for pairs := 0; ; pairs++ {
 		if i+9 >= len(buf) || pairs == maxFlatItems/2 {
@@ -1089,6 +1104,9 @@ done:
 			// would make of them.
 			ev.Stack = b.internStack(u.pendingFrames)
 			b.lists.frames[-1-frames.i] = int32(ev.Stack)
+			if u.pendingSpan != nil {
+				u.spans.put(u.pendingSpan, ev.Stack)
+			}
 		} else {
 			var err error
 			if ev.Stack, err = b.stackOf(frames); err != nil {
@@ -1109,6 +1127,102 @@ done:
 
 // noList is an index no list has (compact ones are negative, from -1 down).
 const noList = math.MinInt64
+
+// knownSpan looks up the frames list whose items start at buf[k]: memo
+// references (BINGET, LONG_BINGET) up to APPENDS. If an earlier trace
+// entry's frames list had the same bytes there, it returns that list's
+// stack and the offset past APPENDS. Otherwise it notes the bytes as
+// pendingSpan, for flatEvent to remember with the stack it makes of them.
+//
+// A real training run's snapshot gives most trace entries a frames list of
+// their own, but one of a few hundred stacks, by the same references to
+// frame dicts memoized once: the bytes name the frames. Comparing them
+// spares a memo lookup per frame and the stack's interning. The memo
+// references mean the same values as long as no memo slot is written
+// again, which no pickle CPython writes does: the cache is dropped if one
+// is (memo.rewrites).
+func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
+	start := k
+	for {
+		if k+5 > len(buf) {
+			return 0, 0, false
+		}
+		switch buf[k] {
+		case opAppends:
+			span := buf[start:k]
+			st, ok := u.spans.get(span, u.b.memo.rewrites)
+			if !ok {
+				u.pendingSpan = span
+			}
+			return st, k + 1, ok
+		case opBinGet:
+			k += 2
+		case opLongBinGet:
+			k += 5
+		default:
+			return 0, 0, false
+		}
+	}
+}
+
+// spanCache maps the bytes of frames lists' items to their stacks, for
+// knownSpan: a direct-mapped table of spanSlots entries, hashed from the
+// bytes, each keeping a copy of its bytes. A Go map of every span (3,600 of
+// them in the real 9.6 MB snapshot, for 38 stacks: CPython makes frame
+// dicts anew at times) cost more L1 misses than it saved, and grows with
+// the file; the table's size is fixed and it allocates only its keys'
+// buffers, once.
+type spanCache struct {
+	slots []spanSlot
+	epoch uint64 // memo.rewrites when the slots were filled
+}
+
+type spanSlot struct {
+	key []byte
+	st  trace.StackID
+}
+
+const spanSlots = 1024 // a power of two
+
+func spanHash(span []byte) uint64 {
+	h := uint64(len(span)) * 0x9E3779B97F4A7C15
+	for len(span) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64(span)) * 0x9E3779B97F4A7C15
+		span = span[8:]
+	}
+	for _, c := range span {
+		h = (h ^ uint64(c)) * 0x9E3779B97F4A7C15
+	}
+	return h >> (64 - 10) // log2(spanSlots)
+}
+
+func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
+	if epoch != c.epoch {
+		for i := range c.slots {
+			c.slots[i].key = c.slots[i].key[:0]
+		}
+		c.epoch = epoch
+		return 0, false
+	}
+	if c.slots == nil {
+		return 0, false
+	}
+	sl := &c.slots[spanHash(span)]
+	if len(sl.key) > 0 && string(span) == string(sl.key) {
+		return sl.st, true
+	}
+	return 0, false
+}
+
+// put remembers span's stack st; span was looked up (get) at the current
+// epoch, and nothing was stored in the memo since.
+func (c *spanCache) put(span []byte, st trace.StackID) {
+	if c.slots == nil {
+		c.slots = make([]spanSlot, spanSlots)
+	}
+	sl := &c.slots[spanHash(span)]
+	sl.key, sl.st = append(sl.key[:0], span...), st
+}
 
 // allFrames reports whether every value in vs is a frame.
 func allFrames(vs []value) bool {

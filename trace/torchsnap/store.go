@@ -188,6 +188,12 @@ type memo struct {
 	sparse map[uint64]value // indices beyond the dense part (hostile or odd pickles)
 	wide   map[uint64]value // values of dense slots marked vWide
 	first  int              // capacity of the first chunk; 0: 1024, grown by append
+	// rewrites counts stores into slots already filled with anything but
+	// a dict (BINPUT of an index used before, which CPython never writes;
+	// a dict's slot takes what the dict converts to): the frames lists'
+	// spanCache, which refers to frames alone, holds while it does not
+	// change.
+	rewrites uint64
 }
 
 // sizeFor sizes the memo's first chunk for a file of size bytes: a trace
@@ -219,6 +225,9 @@ func (m *memo) slot(idx uint64, v value) (vkind, int32) {
 func (m *memo) put(idx uint64, v value) {
 	switch {
 	case idx < m.n:
+		if m.k[idx/memoChunk][idx%memoChunk] != vDict {
+			m.rewrites++
+		}
 		m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk] = m.slot(idx, v)
 	case idx == m.n:
 		if idx%memoChunk == 0 {
