@@ -102,3 +102,45 @@ func TestAnnotateDisagreement(t *testing.T) {
 		t.Errorf("no case left the recording partway: the test checks nothing")
 	}
 }
+
+// TestAnnotateReadError: when the spill cannot be read (here: closed under
+// the annotation), annotateBlockSizes returns the error instead of hanging
+// or annotating a part, and hands on no chunk it did not read.
+func TestAnnotateReadError(t *testing.T) {
+	snap, err := torchsnap.Open("../testdata/snapshots/churn__split64__seed2.pickle", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := snap.Devices[0]
+	if d.Len() <= torchsnap.ChunkSize {
+		t.Fatalf("%d events: the case needs more than one chunk", d.Len())
+	}
+	conf := allocator.DefaultConf()
+	initial, err := d.Reconstruct(conf.RoundSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Close()
+	full, free := make(chan []trace.Event, 3), make(chan []trace.Event, 3)
+	for range 3 {
+		free <- make([]trace.Event, torchsnap.ChunkSize)
+	}
+	handed := 0
+	done := make(chan struct{})
+	go func() {
+		for evs := range full {
+			handed += len(evs)
+			free <- evs[:cap(evs)]
+		}
+		close(done)
+	}()
+	_, err = annotateBlockSizes(conf, 0, initial, d, nil, full, free)
+	close(full)
+	<-done
+	if err == nil {
+		t.Fatal("no error from an annotation whose spill is closed")
+	}
+	if handed != 0 {
+		t.Errorf("%d events handed on from a spill that could not be read", handed)
+	}
+}

@@ -331,7 +331,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		res.Reconstructed += int64(len(initial[i]))
 		// The model annotates block sizes while the writer follows behind
 		// it, a chunk at a time.
-		const inFlight = 3
+		const inFlight = 4 // one being read, one replayed, one written, one to spare
 		full, free := make(chan []trace.Event, inFlight), make(chan []trace.Event, inFlight)
 		for range inFlight {
 			free <- make([]trace.Event, torchsnap.ChunkSize)
@@ -510,10 +510,13 @@ func (s *reservedScan) add(evs []trace.Event) {
 // the writer when the replay asks for the next one. A replay source and an
 // annotation cursor that each read the spill, the replay's one event at a
 // time, made this annotation of a real 9.6 MB training snapshot take about
-// a third longer.
+// a third longer. The chunks are read, and tagged with their pools, a
+// chunk ahead by a goroutine of their own (readChunks), off the replay's
+// path.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
 	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (int, error) {
-	s := &annSource{initial: initial, d: d, n: d.Len(), private: private, full: full, free: free, agree: true}
+	s := &annSource{initial: initial, d: d, n: d.Len(), full: full, agree: true}
+	s.ready = readChunks(d, private, free)
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
 			s.sizeAt.Put(ev.Addr, ev.BlockSize)
@@ -545,10 +548,9 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 type annSource struct {
 	initial []trace.Event
 	d       *torchsnap.Device
-	n       int64 // d.Len()
-	private []torchsnap.Segment
+	n       int64            // d.Len()
+	ready   <-chan chunkRead // d's chunks in order (readChunks)
 	full    chan<- []trace.Event
-	free    <-chan []trace.Event
 	// sizeAt is the block size at each live address (the replay's own
 	// hash map: a Go map made this annotation of a real training
 	// snapshot's 109k events cost about a third more).
@@ -629,15 +631,40 @@ func (s *annSource) load() bool {
 	if s.lo >= s.n || s.err != nil {
 		return false
 	}
-	b := <-s.free
-	evs, err := s.d.Chunk(s.lo, min(s.n, s.lo+torchsnap.ChunkSize), b)
-	if err != nil {
-		s.err = err
+	c := <-s.ready
+	if c.err != nil {
+		s.err = c.err
 		return false
 	}
-	tagPools(evs, s.private)
-	s.buf, s.next = evs, 0
+	s.buf, s.next = c.evs, 0
 	return true
+}
+
+// chunkRead is a chunk of events readChunks read, or why it could not.
+type chunkRead struct {
+	evs []trace.Event
+	err error
+}
+
+// readChunks reads d's events a chunk at a time, in order, into buffers
+// from free, tags them with their pools, and delivers them on the channel
+// it returns, which holds up to two chunks. It stops after the last chunk,
+// or after delivering a read error.
+func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []trace.Event) <-chan chunkRead {
+	ready := make(chan chunkRead, 2)
+	go func() {
+		n := d.Len()
+		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
+			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), <-free)
+			if err != nil {
+				ready <- chunkRead{err: err}
+				return
+			}
+			tagPools(evs, private)
+			ready <- chunkRead{evs: evs}
+		}
+	}()
+	return ready
 }
 
 // finish hands on the chunk in hand and every chunk the replay did not
