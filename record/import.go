@@ -515,7 +515,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 // path.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
 	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (int, error) {
-	s := &annSource{initial: initial, d: d, n: d.Len(), full: full, agree: true}
+	s := &annSource{initial: initial, n: d.Len(), full: full, agree: true}
 	s.ready = readChunks(d, private, free)
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
@@ -547,8 +547,7 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 // bound).
 type annSource struct {
 	initial []trace.Event
-	d       *torchsnap.Device
-	n       int64            // d.Len()
+	n       int64            // the device's events
 	ready   <-chan chunkRead // d's chunks in order (readChunks)
 	full    chan<- []trace.Event
 	// sizeAt is the block size at each live address (the replay's own
