@@ -135,6 +135,10 @@ type Allocator struct {
 	ev       Event
 	sink     sinkState // an EventSink's, when set (sink.go)
 	observed bool      // obs or sink.to is set: events are reported
+	// observedAllocs is observed, or an Observer set by SetAllocObserver:
+	// allocs are reported. The alloc site reads it, every other site
+	// observed.
+	observedAllocs bool
 }
 
 // ErrOOM is wrapped by the error Malloc returns when PyTorch would raise
@@ -218,7 +222,18 @@ func (a *Allocator) Conf() Conf { return a.conf }
 func (a *Allocator) SetObserver(o Observer) {
 	a.SetEventSink(nil, nil)
 	a.obs = o
-	a.observed = o != nil
+	a.observed, a.observedAllocs = o != nil, o != nil
+}
+
+// SetAllocObserver makes o receive the later allocs alone (ActAlloc), as
+// SetObserver would, and nothing else: the other events are not even
+// made. It is for an observer that needs the blocks' sizes and addresses
+// and nothing more (the import's annotation of block sizes), to which
+// every event's conversion and call would be most of the cost of a
+// replay.
+func (a *Allocator) SetAllocObserver(o Observer) {
+	a.SetObserver(o)
+	a.observed = false
 }
 
 // SetMemoryLimit sets the per-process limit in bytes

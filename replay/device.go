@@ -14,7 +14,7 @@ import (
 type deviceReplay struct {
 	device   int32
 	opts     *Options
-	recorded bool // opts.Recorded
+	recorded bool // opts.Recorded and not opts.SkipCompare: compare with the recording
 	obs      Observer
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
@@ -53,6 +53,7 @@ type deviceReplay struct {
 	curStack trace.StackID
 	out      trace.Event
 	outSeq   int64
+	allocSeq int64 // the allocs handed to an AllocsOnly observer
 	res      DeviceResult
 }
 
@@ -77,7 +78,7 @@ type expected struct {
 // if not nil, is where to make the device's SimDevice (when opts.NewDevice
 // does not build it).
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
-	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded, obs, trace.NoStack
+	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
 	var dev allocator.Device
 	switch {
 	case opts.NewDevice != nil:
@@ -105,8 +106,13 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	if opts.MemoryLimit > 0 {
 		a.SetMemoryLimit(opts.MemoryLimit)
 	}
-	if opts.Recorded || obs != nil {
-		// Converting every event costs; skip it when nobody looks.
+	// Converting every event costs; skip it when nobody looks.
+	switch {
+	case r.recorded:
+		a.SetObserver(r) // every event, for the comparison
+	case obs != nil && opts.AllocsOnly:
+		a.SetAllocObserver(r)
+	case obs != nil:
 		a.SetObserver(r)
 	}
 	r.a = a
@@ -149,6 +155,10 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 		r.check(seq, e)
 	}
 	if r.obs != nil && (e.Action == allocator.ActAlloc || !r.opts.AllocsOnly) {
+		if r.opts.AllocsOnly {
+			seq = r.allocSeq
+			r.allocSeq++
+		}
 		o := &r.out
 		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
 			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}
@@ -429,7 +439,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, nil
 		}
 		r.res.AvoidedOOMs++
-		if r.opts.Recorded {
+		if r.recorded {
 			r.mismatch(ev.Seq, "recorded OOM of %d bytes succeeded in the replay", ev.Size)
 		}
 		return false, a.Free(addr)
@@ -540,6 +550,13 @@ func (r *deviceReplay) applyRestore() error {
 		e := &r.restoreEvs[i]
 		e.Seq, e.Device = r.outSeq, r.device
 		r.outSeq++
+		if r.opts.AllocsOnly {
+			if e.Kind != trace.KindAlloc {
+				continue
+			}
+			e.Seq = r.allocSeq
+			r.allocSeq++
+		}
 		r.obs.Event(e)
 	}
 	return nil

@@ -152,6 +152,16 @@ func TestSnapshots_wrongConf(t *testing.T) {
 	if d := res.Devices[0]; d.NumMismatches == 0 || len(d.Mismatches) == 0 {
 		t.Fatal("no mismatch reported for a replay under the wrong settings")
 	}
+	// SkipCompare takes the recording's addresses and compares nothing.
+	res, err = Run(context.Background(), NewSliceSource(s.events), Options{
+		Conf: allocator.DefaultConf(), TotalMemory: s.total, Recorded: true, SkipCompare: true,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res.Devices[0]; d.NumMismatches != 0 || len(d.Mismatches) != 0 {
+		t.Fatalf("SkipCompare reported %d mismatches", d.NumMismatches)
+	}
 }
 
 // TestSnapshots_otherConf replays each recording under other settings (no
@@ -185,10 +195,13 @@ func TestSnapshots_otherConf(t *testing.T) {
 	}
 }
 
-// TestAllocsOnly checks Options.AllocsOnly: on every snapshot, an observer
-// with it sees exactly the allocs, in order and with the same fields, that
-// an observer without it sees among all events, and the replay's result
-// does not change.
+// TestAllocsOnly checks Options.AllocsOnly and SkipCompare: on every
+// snapshot, an observer with AllocsOnly sees exactly the allocs, in order
+// and with the same fields (Seq their index among the allocs), that an
+// observer without it sees among all events, with the comparison and
+// without it (SkipCompare, where the allocator reports allocs alone); and
+// the replay's result does not change, but for the mismatches SkipCompare
+// does not count.
 func TestAllocsOnly(t *testing.T) {
 	for _, name := range snapshotNames(t) {
 		s := loadSnapshot(t, name)
@@ -196,33 +209,45 @@ func TestAllocsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := func(allocsOnly bool) ([]trace.Event, DeviceResult) {
+		recorded := !strings.Contains(name, "wrap")
+		run := func(allocsOnly, skip bool) ([]trace.Event, DeviceResult) {
 			var seen []trace.Event
 			res, err := Run(context.Background(), NewSliceSource(s.events), Options{
-				Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: !strings.Contains(name, "wrap"),
-				AllocsOnly: allocsOnly,
+				Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: recorded,
+				AllocsOnly: allocsOnly, SkipCompare: skip,
 			}, ObserverFunc(func(ev *trace.Event) { seen = append(seen, *ev) }))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return seen, res.Devices[0]
 		}
-		all, dAll := run(false)
-		allocs, dAllocs := run(true)
+		all, dAll := run(false, false)
 		var want []trace.Event
 		for _, ev := range all {
 			if ev.Kind == trace.KindAlloc {
+				ev.Seq = int64(len(want))
 				want = append(want, ev)
 			}
 		}
 		if len(want) == 0 || len(want) == len(all) {
 			t.Fatalf("%s: %d allocs of %d events observed: the check needs both kinds", name, len(want), len(all))
 		}
-		if !slices.Equal(allocs, want) {
-			t.Errorf("%s: AllocsOnly observed %d events, want the %d allocs of %d", name, len(allocs), len(want), len(all))
-		}
-		if dAll.Stats != dAllocs.Stats || dAll.NumMismatches != dAllocs.NumMismatches || dAll.Events != dAllocs.Events {
-			t.Errorf("%s: AllocsOnly changed the replay's result", name)
+		for _, skip := range []bool{false, true} {
+			allocs, d := run(true, skip)
+			if !slices.Equal(allocs, want) {
+				t.Errorf("%s (SkipCompare %v): AllocsOnly observed %d events, want the %d allocs of %d",
+					name, skip, len(allocs), len(want), len(all))
+			}
+			if d.Stats != dAll.Stats || d.Events != dAll.Events || d.EmptyCaches != dAll.EmptyCaches || len(d.OOMs) != len(dAll.OOMs) {
+				t.Errorf("%s (SkipCompare %v): AllocsOnly changed the replay's result", name, skip)
+			}
+			if wantMis := dAll.NumMismatches; skip {
+				if d.NumMismatches != 0 || len(d.Mismatches) != 0 {
+					t.Errorf("%s: SkipCompare counted %d mismatches", name, d.NumMismatches)
+				}
+			} else if d.NumMismatches != wantMis {
+				t.Errorf("%s: %d mismatches, want %d", name, d.NumMismatches, wantMis)
+			}
 		}
 	}
 }

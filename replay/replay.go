@@ -105,10 +105,17 @@ type Options struct {
 	// NewDevice, if set, builds the device of an ordinal instead of a
 	// SimDevice of TotalMemory.
 	NewDevice func(device int32) allocator.Device
-	// AllocsOnly hands the observer the model's allocs alone. The import's
-	// annotation of block sizes needs no more, and converting every event
-	// for it was about a tenth of that replay's time.
+	// AllocsOnly hands the observer the model's allocs alone, each with its
+	// index among the replay's allocs as its Seq. The import's annotation
+	// of block sizes needs no more; without the comparison (SkipCompare)
+	// the allocator then makes no other event at all.
 	AllocsOnly bool
+	// SkipCompare, with Recorded, takes the segments' addresses from the
+	// recording but compares nothing with it (no Mismatches, no
+	// NumMismatches), for a caller that checks what it needs itself: the
+	// comparison has the allocator report every event, which cost the
+	// import's annotation of a real snapshot a third of its instructions.
+	SkipCompare bool
 }
 
 // OOM is one failed allocation of the replay.
