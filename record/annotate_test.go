@@ -40,7 +40,7 @@ func TestAnnotateDisagreement(t *testing.T) {
 		}
 		want := append([]trace.Event(nil), d.Events...)
 		progress := make(chan int, 1<<16)
-		wantDiverged, err := annotateInMemory(conf, 0, initial, want, progress)
+		wantAt, err := annotateInMemory(conf, 0, initial, want, progress)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,17 +67,20 @@ func TestAnnotateDisagreement(t *testing.T) {
 			}
 			close(done)
 		}()
-		diverged, err := annotateBlockSizes(conf, 0, sinitial, sd, privateSegments(sd), full, free)
+		left, err := annotateBlockSizes(conf, 0, sinitial, sd, privateSegments(sd), full, free)
 		close(full)
 		<-done
 		snap.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diverged != wantDiverged {
-			t.Errorf("%s under %q: diverged %v, the reference %v", c.snapshot, c.conf, diverged, wantDiverged)
+		switch {
+		case left == nil && wantAt >= 0, left != nil && left.Seq != int64(wantAt):
+			t.Errorf("%s under %q: left the recording at %+v, the reference at %d", c.snapshot, c.conf, left, wantAt)
+		case left != nil && wantAt < len(want) && (left.Addr != want[wantAt].Addr || left.Size != want[wantAt].Size):
+			t.Errorf("%s under %q: left at %+v, the recorded alloc there is %#x, %d bytes", c.snapshot, c.conf, left, want[wantAt].Addr, want[wantAt].Size)
 		}
-		if !diverged {
+		if left == nil {
 			t.Errorf("%s under %q: the model did not leave the recording: the case checks nothing", c.snapshot, c.conf)
 		}
 		if len(got) != len(want) {

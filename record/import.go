@@ -54,10 +54,31 @@ type ImportResult struct {
 	// InferredLimit is the memory limit import assumed for a trace with OOMs
 	// whose limit was not given (0 if none): see inferLimit.
 	InferredLimit int64
-	// ModelDiverged counts the devices whose replay under the recorded
-	// settings on the allocator model left the recording: an alloc it put
-	// elsewhere, or did not make. Block sizes are left unknown from there on.
-	ModelDiverged int
+	// Diverged lists the devices whose replay under the recorded settings
+	// on the allocator model left the recording, and where: block sizes
+	// are left unknown from there on.
+	Diverged []Divergence
+}
+
+// Divergence is where the allocator model, replaying a device's recording
+// under its own settings, first did otherwise than the recording: the
+// recorded alloc (Seq, Addr, Size) it put elsewhere or did not make, or, if
+// Size is 0, the point (Seq) past the recording's allocs where it made one
+// the recording does not have.
+type Divergence struct {
+	Device int32
+	Seq    int64 // the recorded event's seq in the imported trace
+	Addr   uint64
+	Size   int64
+}
+
+// String says where the model left the recording, for a warning.
+func (d Divergence) String() string {
+	if d.Size == 0 {
+		return fmt.Sprintf("device %d: the allocator model leaves the recording before seq %d (an alloc the recording does not have): no block sizes from there on", d.Device, d.Seq)
+	}
+	return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (alloc of %s at %#x): no block sizes from there on",
+		d.Device, d.Seq, allocator.FormatSize(d.Size), d.Addr)
 }
 
 // ImportSnapshots converts PyTorch memory snapshots (pickle or JSON) into
@@ -329,6 +350,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
 		res.Reconstructed += int64(len(initial[i]))
+		base := w.Events() // the seq of d's first recorded event
 		// The model annotates block sizes while the writer follows behind
 		// it, a chunk at a time.
 		const inFlight = 4 // one being read, one replayed, one written, one to spare
@@ -336,7 +358,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		for range inFlight {
 			free <- make([]trace.Event, torchsnap.ChunkSize)
 		}
-		var diverged bool
+		var diverged *Divergence
 		var annErr error
 		go func() {
 			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, privateSegments(d), full, free)
@@ -355,8 +377,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			w.Abort()
 			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 		}
-		if diverged {
-			res.ModelDiverged++
+		if diverged != nil {
+			diverged.Device, diverged.Seq = d.Index, base+diverged.Seq
+			res.Diverged = append(res.Diverged, *diverged)
 		}
 	}
 	res.Events = w.Events()
@@ -503,7 +526,8 @@ func (s *reservedScan) add(evs []trace.Event) {
 // recorded block. It stops annotating at the first disagreement. It hands
 // d's events, tagged with their private pools (tagPools) and annotated, to
 // the writer on full, in order, a chunk at a time, in buffers from free, and
-// reports whether the model left the recording.
+// reports where the model left the recording (nil if it did not; Seq is
+// the index among d's events, Device left for the caller).
 //
 // The replay and the annotation share one read of each chunk (annSource):
 // the replay's source reads a chunk into a buffer from free and hands it to
@@ -516,7 +540,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 // chunk ahead by a goroutine of their own (readChunks), off the replay's
 // path.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
-	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (diverged bool, err error) {
+	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len(), full: full, agree: true}
 	s.ready = readChunks(d, private, free)
 	for _, ev := range initial {
@@ -528,16 +552,16 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 	// allocs' addresses, which observe checks: the comparison of every
 	// event would have the allocator report them all, and cost this replay
 	// a third of its instructions.
-	_, err = replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
+	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
 		SkipCompare: true, AllocsOnly: true}, replay.ObserverFunc(s.observe))
 	s.finish()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if s.err != nil {
-		return false, s.err
+		return nil, s.err
 	}
-	return !s.agree, nil
+	return s.left, nil
 }
 
 // annSource is annotateBlockSizes' replay source (a replay.BatchSource)
@@ -557,9 +581,10 @@ type annSource struct {
 	sizeAt addrmap.Map[int64]
 	buf    []trace.Event // the current chunk: events [lo, lo+len(buf)) of d
 	lo     int64
-	next   int  // the first event of buf not yet annotated
-	served bool // initial has been handed out
-	agree  bool // the model has reproduced the recording so far
+	next   int         // the first event of buf not yet annotated
+	served bool        // initial has been handed out
+	agree  bool        // the model has reproduced the recording so far
+	left   *Divergence // where it stopped doing so
 	err    error
 }
 
@@ -591,7 +616,7 @@ func (s *annSource) observe(ev *trace.Event) {
 		return
 	}
 	if !s.advance() || s.buf[s.next].Addr != ev.Addr {
-		s.agree = false // the model left the recording: sizes unknown from here
+		s.diverge() // the model left the recording: sizes unknown from here
 		return
 	}
 	s.buf[s.next].BlockSize = ev.BlockSize
@@ -616,13 +641,25 @@ func (s *annSource) advance() bool {
 	return false
 }
 
+// diverge notes that the model left the recording at the current event:
+// the recorded alloc at next, or, past the chunk's last one, none.
+func (s *annSource) diverge() {
+	s.agree = false
+	d := &Divergence{Seq: s.lo + int64(s.next)}
+	if s.next < len(s.buf) {
+		e := &s.buf[s.next]
+		d.Addr, d.Size = e.Addr, e.Size
+	}
+	s.left = d
+}
+
 // load finishes the current chunk (its frees after its last alloc, or the
 // end of agreement if the model skipped one of its allocs), hands it on,
 // and reads the next one; false at the end or on a read error (err).
 func (s *annSource) load() bool {
 	if s.buf != nil {
 		if s.agree && s.advance() {
-			s.agree = false // a recorded alloc the model did not make
+			s.diverge() // a recorded alloc the model did not make
 		}
 		s.full <- s.buf
 		s.lo += int64(len(s.buf))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -61,7 +62,7 @@ func testImportMatches(t *testing.T) {
 			t.Errorf("%s: the streaming import wrote %d bytes that differ from the in-memory import's %d", in, len(b), len(a))
 		}
 		if len(gres.Problems) != len(wres.Problems) || gres.Events != wres.Events || gres.Reconstructed != wres.Reconstructed ||
-			gres.ModelDiverged != wres.ModelDiverged || gres.InferredLimit != wres.InferredLimit {
+			!slices.Equal(gres.Diverged, wres.Diverged) || gres.InferredLimit != wres.InferredLimit {
 			t.Errorf("%s: result %+v, in memory %+v", in, gres, wres)
 		}
 		for i := range min(len(gres.Problems), len(wres.Problems)) {
@@ -158,12 +159,13 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
 		res.Reconstructed += int64(len(initial[i]))
+		base := w.Events()
 		// The model annotates block sizes while the writer follows behind it.
 		progress := make(chan int, 64)
-		var diverged bool
+		var at int
 		var annErr error
 		go func() {
-			diverged, annErr = annotateInMemory(conf, meta.MemoryLimit, initial[i], d.Events, progress)
+			at, annErr = annotateInMemory(conf, meta.MemoryLimit, initial[i], d.Events, progress)
 			close(progress)
 		}()
 		done := 0
@@ -183,8 +185,12 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 			w.Abort()
 			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 		}
-		if diverged {
-			res.ModelDiverged++
+		if at >= 0 {
+			dv := Divergence{Device: d.Index, Seq: base + int64(at)}
+			if at < len(d.Events) {
+				dv.Addr, dv.Size = d.Events[at].Addr, d.Events[at].Size
+			}
+			res.Diverged = append(res.Diverged, dv)
 		}
 	}
 	res.Events = w.Events()
@@ -200,10 +206,11 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 // (each replayed block at its recorded address), each of its blocks is the
 // recorded block. It stops annotating at the first disagreement. It sends on
 // progress how many of events are final, in order, so a writer can follow,
-// and reports whether the model left the recording (an alloc placed
-// elsewhere, or one it did not make; 4eee959 returned the replay's mismatch
-// count instead, a comparison the import no longer makes).
-func annotateInMemory(conf allocator.Conf, limit int64, initial, events []trace.Event, progress chan<- int) (bool, error) {
+// and returns the index of the recorded alloc where the model left the
+// recording (placed elsewhere, or not made; len(events) for an alloc the
+// recording does not have), or -1. 4eee959 returned the replay's mismatch
+// count instead, a comparison the import no longer makes.
+func annotateInMemory(conf allocator.Conf, limit int64, initial, events []trace.Event, progress chan<- int) (int, error) {
 	sizeAt := make(map[uint64]int64, 1024)
 	for _, ev := range initial {
 		if ev.Kind == trace.KindAlloc {
@@ -244,12 +251,15 @@ func annotateInMemory(conf allocator.Conf, limit int64, initial, events []trace.
 	// stop the replay there.
 	src := &untilSourceMem{Source: &concatSourceMem{parts: [][]trace.Event{initial, events}}, ok: &agree}
 	if _, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true}, obs); err != nil {
-		return false, err
+		return -1, err
 	}
 	if agree {
 		advance()
 	}
-	return !agree || next < len(events), nil
+	if !agree || next < len(events) {
+		return next, nil
+	}
+	return -1, nil
 }
 
 // untilSourceMem ends a Source as soon as *ok turns false.

@@ -96,6 +96,9 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		for _, p := range r.Problems {
 			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, p)
 		}
+		for _, d := range r.Diverged {
+			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, d)
+		}
 	}
 	return err
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // tracer runs the CLI in-process and returns its exit status and output.
@@ -203,5 +206,67 @@ func TestSampleCommands(t *testing.T) {
 	}
 	if code, stdout, _ := tracer(t, "version"); code != 0 || !strings.HasPrefix(stdout, "tracer ") {
 		t.Errorf("version: %d %q", code, stdout)
+	}
+}
+
+// A snapshot whose recorded settings the model cannot reproduce (here the
+// attention run's roundup_power2_divisions:8, rewritten to :4 in its
+// allocator_settings) imports, with one warning saying where the model
+// left the recording; the real snapshots import without one.
+func TestImportWarnsDivergence(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(snapshots, "attention_infer__pow2div8.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := []byte("roundup_power2_divisions:8"), []byte("roundup_power2_divisions:4")
+	if bytes.Count(raw, from) != 1 {
+		t.Fatalf("the snapshot holds %q %d times, want once", from, bytes.Count(raw, from))
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "other.pickle")
+	if err := os.WriteFile(in, bytes.Replace(raw, from, to, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "other.arrows")
+	code, _, stderr := tracer(t, "import", in, "-o", out)
+	var seq int64
+	var size, unit string
+	var addr uint64
+	if code != 0 || strings.Count(stderr, "warning:") != 1 {
+		t.Fatalf("import: exit %d, stderr %q: want one warning about the model leaving the recording", code, stderr)
+	}
+	msg := stderr[strings.Index(stderr, "leaves the recording at seq"):]
+	if _, err := fmt.Sscanf(msg, "leaves the recording at seq %d (alloc of %s %s at %v", &seq, &size, &unit, &addr); err != nil {
+		t.Fatalf("warning %q: %v", stderr, err)
+	}
+	// The trace agrees: the event at seq is that alloc, without a block
+	// size, and the allocs before it have theirs.
+	rd, err := trace.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	sized := 0
+	for rd.Next() {
+		ev := rd.Event()
+		if ev.Kind != trace.KindAlloc || ev.Flags&trace.FlagReconstructed != 0 {
+			continue
+		}
+		switch {
+		case ev.Seq < seq && ev.BlockSize > 0:
+			sized++
+		case ev.Seq < seq:
+			t.Errorf("alloc at seq %d, before the divergence, has no block size", ev.Seq)
+		case ev.Seq == seq && (ev.Addr != addr || ev.BlockSize != 0):
+			t.Errorf("the alloc at seq %d is at %#x with block size %d; the warning says %#x, none", seq, ev.Addr, ev.BlockSize, addr)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d allocs sized before seq %d", sized, seq)
+	code, _, stderr = tracer(t, "import", filepath.Join(snapshots, "attention_infer__pow2div8.pickle"), "-o", filepath.Join(dir, "own.arrows"))
+	if code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("import of the real snapshot: exit %d, stderr %q", code, stderr)
 	}
 }
