@@ -35,6 +35,12 @@ starts mid-run; import rebuilds the allocator state at the first event from the
 snapshot's final segments and stores it as leading "reconstructed" events, so a
 replay ends in exactly the dumped layout.
 
+Import fills each alloc's and free's block size, which PyTorch does not record,
+by replaying the recording on the allocator model under its own settings. If
+the model cannot reproduce it (settings or a PyTorch version the model does not
+know), a warning says at which event it left the recording: block sizes stay
+unknown from there on, and everything else is imported as recorded.
+
 Several files (one per rank) import in parallel. Each output is written to a
 temporary file and renamed at the end: a failed import leaves nothing behind.
 Decoded events wait in an unlinked scratch file beside the output (88 bytes per
