@@ -529,16 +529,15 @@ func (s *reservedScan) add(evs []trace.Event) {
 // reports where the model left the recording (nil if it did not; Seq is
 // the index among d's events, Device left for the caller).
 //
-// The replay and the annotation share one read of each chunk (annSource):
-// the replay's source reads a chunk into a buffer from free and hands it to
-// the replay whole, the observer annotates the chunk's allocs in place as
-// the model emits them (and the frees before each), and the chunk goes on to
-// the writer when the replay asks for the next one. A replay source and an
-// annotation cursor that each read the spill, the replay's one event at a
-// time, made this annotation of a real 9.6 MB training snapshot take about
-// a third longer. The chunks are read, and tagged with their pools, a
-// chunk ahead by a goroutine of their own (readChunks), off the replay's
-// path.
+// The replay and the annotation share one read of each chunk: readChunks
+// reads the chunks into buffers from free, and tags them with their pools,
+// a chunk ahead on a goroutine of its own; the replay's source (annSource)
+// hands each to the replay whole, the observer annotates its allocs in
+// place as the model emits them (and the frees before each), and the chunk
+// goes on to the writer when the replay asks for the next one. A replay
+// source and an annotation cursor that each read the spill, the replay's
+// one event at a time, made this annotation of a real 9.6 MB training
+// snapshot take about a third longer.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
 	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len(), full: full, agree: true}

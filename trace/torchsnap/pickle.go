@@ -1182,7 +1182,10 @@ type spanSlot struct {
 	st  trace.StackID
 }
 
-const spanSlots = 1024 // a power of two
+const (
+	spanBits  = 10
+	spanSlots = 1 << spanBits
+)
 
 func spanHash(span []byte) uint64 {
 	h := uint64(len(span)) * 0x9E3779B97F4A7C15
@@ -1193,7 +1196,7 @@ func spanHash(span []byte) uint64 {
 	for _, c := range span {
 		h = (h ^ uint64(c)) * 0x9E3779B97F4A7C15
 	}
-	return h >> (64 - 10) // log2(spanSlots)
+	return h >> (64 - spanBits)
 }
 
 func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
