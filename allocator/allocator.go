@@ -135,10 +135,6 @@ type Allocator struct {
 	ev       Event
 	sink     sinkState // an EventSink's, when set (sink.go)
 	observed bool      // obs or sink.to is set: events are reported
-	// observedAllocs is observed, or an Observer set by SetAllocObserver:
-	// allocs are reported. The alloc site reads it, every other site
-	// observed.
-	observedAllocs bool
 }
 
 // ErrOOM is wrapped by the error Malloc returns when PyTorch would raise
@@ -222,18 +218,7 @@ func (a *Allocator) Conf() Conf { return a.conf }
 func (a *Allocator) SetObserver(o Observer) {
 	a.SetEventSink(nil, nil)
 	a.obs = o
-	a.observed, a.observedAllocs = o != nil, o != nil
-}
-
-// SetAllocObserver makes o receive the later allocs alone (ActAlloc), as
-// SetObserver would, and nothing else: the other events are not even
-// made. It is for an observer that needs the blocks' sizes and addresses
-// and nothing more (the import's annotation of block sizes), to which
-// every event's conversion and call would be most of the cost of a
-// replay.
-func (a *Allocator) SetAllocObserver(o Observer) {
-	a.SetObserver(o)
-	a.observed = false
+	a.observed = o != nil
 }
 
 // SetMemoryLimit sets the per-process limit in bytes
@@ -372,6 +357,17 @@ func (a *Allocator) activeAt(addr uint64, h Handle) blockID {
 		return blockID(h)
 	}
 	return 0
+}
+
+// HandleSize is BlockSize for the block at addr that MallocHandle returned
+// with h, without an address lookup while h still names it: the replay
+// that annotates a recording's block sizes asks it of every alloc and
+// free.
+func (a *Allocator) HandleSize(addr uint64, h Handle) (int64, bool) {
+	if id := a.activeAt(addr, h); id != 0 {
+		return a.blocks[id].size, true
+	}
+	return a.BlockSize(addr)
 }
 
 // BlockSize returns the size of the allocated or pending block at addr.

@@ -300,7 +300,7 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) (uint64, bloc
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.inc(1)
 	}
-	if a.observedAllocs { // emit, inline for a sink (sinkFits)
+	if a.observed { // emit, inline for a sink (sinkFits)
 		if a.sinkFits() {
 			a.sinkPut(ActAlloc, b, r.orig)
 		} else {

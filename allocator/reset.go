@@ -104,7 +104,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	a.limit = limit
 	a.totalMem = 0
 	a.stats = Stats{MaxSplitSize: conf.MaxSplitSize}
-	a.obs, a.ev, a.sink, a.observed, a.observedAllocs = nil, Event{}, sinkState{}, false, false
+	a.obs, a.ev, a.sink, a.observed = nil, Event{}, sinkState{}, false
 	return nil
 }
 

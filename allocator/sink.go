@@ -95,7 +95,6 @@ func (a *Allocator) SetEventSink(s EventSink, buf []RawEvent) {
 		a.obs = nil
 	}
 	a.observed = s != nil || a.obs != nil
-	a.observedAllocs = a.observed
 }
 
 // SetEventBuffer makes later events go into buf (at least one event long).

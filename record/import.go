@@ -11,9 +11,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/allocator"
-	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 	"github.com/tracer-dev/tracer/trace/torchsnap"
@@ -62,20 +62,21 @@ type ImportResult struct {
 
 // Divergence is where the allocator model, replaying a device's recording
 // under its own settings, first did otherwise than the recording: the
-// recorded alloc (Seq, Addr, Size) it put elsewhere or did not make, or, if
-// Size is 0, the point (Seq) past the recording's allocs where it made one
-// the recording does not have.
+// recorded alloc (Seq, Addr, Size) it put elsewhere or could not make, or
+// the recorded OOM (OOM set) that it satisfied.
 type Divergence struct {
 	Device int32
 	Seq    int64 // the recorded event's seq in the imported trace
 	Addr   uint64
 	Size   int64
+	OOM    bool
 }
 
 // String says where the model left the recording, for a warning.
 func (d Divergence) String() string {
-	if d.Size == 0 {
-		return fmt.Sprintf("device %d: the allocator model leaves the recording before seq %d (an alloc the recording does not have): no block sizes from there on", d.Device, d.Seq)
+	if d.OOM {
+		return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (an out-of-memory of %s that the model satisfies): no block sizes from there on",
+			d.Device, d.Seq, allocator.FormatSize(d.Size))
 	}
 	return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (alloc of %s at %#x): no block sizes from there on",
 		d.Device, d.Seq, allocator.FormatSize(d.Size), d.Addr)
@@ -529,30 +530,24 @@ func (s *reservedScan) add(evs []trace.Event) {
 // reports where the model left the recording (nil if it did not; Seq is
 // the index among d's events, Device left for the caller).
 //
-// The replay and the annotation share one read of each chunk: readChunks
-// reads the chunks into buffers from free, and tags them with their pools,
-// a chunk ahead on a goroutine of its own; the replay's source (annSource)
-// hands each to the replay whole, the observer annotates its allocs in
-// place as the model emits them (and the frees before each), and the chunk
-// goes on to the writer when the replay asks for the next one. A replay
-// source and an annotation cursor that each read the spill, the replay's
-// one event at a time, made this annotation of a real 9.6 MB training
-// snapshot take about a third longer.
+// readChunks reads the chunks into buffers from free, and tags them with
+// their pools, a chunk ahead on a goroutine of its own; the replay's source
+// (annSource) hands each to the replay whole; the replay writes the model's
+// block sizes into it as it goes (replay.Options.Annotate), and the chunk
+// goes on to the writer when the replay asks for the next one. An observer
+// of the model's allocs that annotated them, and the frees from a map of
+// its own, made this annotation of a real 9.6 MB training snapshot cost
+// about a fifth more instructions.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
 	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
-	s := &annSource{initial: initial, n: d.Len(), full: full, agree: true}
+	s := &annSource{initial: initial, n: d.Len(), full: full}
 	s.ready = readChunks(d, private, free)
-	for _, ev := range initial {
-		if ev.Kind == trace.KindAlloc {
-			s.sizeAt.Put(ev.Addr, ev.BlockSize)
-		}
-	}
 	// The recording's segment addresses, and no comparison beyond the
-	// allocs' addresses, which observe checks: the comparison of every
-	// event would have the allocator report them all, and cost this replay
-	// a third of its instructions.
+	// allocs' addresses, which the annotation checks: the comparison of
+	// every event would have the allocator report them all, and cost this
+	// replay a third of its instructions.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
-		SkipCompare: true, AllocsOnly: true}, replay.ObserverFunc(s.observe))
+		SkipCompare: true, Annotate: true, Left: s.leave}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
@@ -563,32 +558,25 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 	return s.left, nil
 }
 
-// annSource is annotateBlockSizes' replay source (a replay.BatchSource)
-// and its annotation: the reconstructed events, then the device's, a chunk
-// at a time, read into buffers from free, tagged with their pools, and
-// handed on full once replayed and annotated. It ends the replay at the
-// first chunk boundary after the model has left the recording: nothing
-// more can be annotated.
+// annSource is annotateBlockSizes' replay source (a replay.BatchSource):
+// the reconstructed events, then the device's, a chunk at a time, read
+// into buffers from free, tagged with their pools, and handed on full once
+// replayed and annotated. It ends the replay at the first chunk boundary
+// after the model has left the recording: nothing more can be annotated.
 type annSource struct {
 	initial []trace.Event
 	n       int64            // the device's events
 	ready   <-chan chunkRead // d's chunks in order (readChunks)
 	full    chan<- []trace.Event
-	// sizeAt is the block size at each live address (the replay's own
-	// hash map: a Go map made this annotation of a real training
-	// snapshot's 109k events cost about a third more).
-	sizeAt addrmap.Map[int64]
-	buf    []trace.Event // the current chunk: events [lo, lo+len(buf)) of d
-	lo     int64
-	next   int         // the first event of buf not yet annotated
-	served bool        // initial has been handed out
-	agree  bool        // the model has reproduced the recording so far
-	left   *Divergence // where it stopped doing so
-	err    error
+	buf     []trace.Event // the current chunk: events [lo, lo+len(buf)) of d
+	lo      int64
+	served  bool        // initial has been handed out
+	left    *Divergence // where the model left the recording
+	err     error
 }
 
 // NextBatch hands out initial, then the device's chunks. Each call first
-// finishes the chunk handed out before, which the replay is done with.
+// hands on the chunk handed out before, which the replay is done with.
 func (s *annSource) NextBatch() []trace.Event {
 	if !s.served {
 		s.served = true
@@ -596,7 +584,7 @@ func (s *annSource) NextBatch() []trace.Event {
 			return s.initial
 		}
 	}
-	if !s.agree || !s.load() {
+	if s.left != nil || !s.load() {
 		return nil
 	}
 	return s.buf
@@ -608,58 +596,22 @@ func (s *annSource) Next() bool          { panic("record: annSource is a batch s
 func (s *annSource) Event() *trace.Event { panic("record: annSource is a batch source") }
 func (s *annSource) Err() error          { return s.err }
 
-// observe annotates the recorded alloc that the model's alloc ev replays,
-// and the frees before it.
-func (s *annSource) observe(ev *trace.Event) {
-	if !s.agree || ev.Kind != trace.KindAlloc || ev.Flags&trace.FlagReconstructed != 0 {
-		return
+// leave notes that the model left the recording at ev, a recorded alloc
+// or OOM of the current chunk (replay.Options.Left).
+func (s *annSource) leave(ev *trace.Event) {
+	i := (uintptr(unsafe.Pointer(ev)) - uintptr(unsafe.Pointer(unsafe.SliceData(s.buf)))) / unsafe.Sizeof(*ev)
+	if s.buf == nil || i >= uintptr(len(s.buf)) {
+		// Not one of d's events (a reconstructed one cannot be): the
+		// replay's contract is broken; say where, as best known.
+		i = 0
 	}
-	if !s.advance() || s.buf[s.next].Addr != ev.Addr {
-		s.diverge() // the model left the recording: sizes unknown from here
-		return
-	}
-	s.buf[s.next].BlockSize = ev.BlockSize
-	s.sizeAt.Put(ev.Addr, ev.BlockSize)
-	s.next++
+	s.left = &Divergence{Seq: s.lo + int64(i), Addr: ev.Addr, Size: ev.Size, OOM: ev.Kind == trace.KindOOM}
 }
 
-// advance annotates the frees of the current chunk before its next
-// recorded alloc, and reports whether there is one.
-func (s *annSource) advance() bool {
-	for ; s.next < len(s.buf); s.next++ {
-		ev := &s.buf[s.next]
-		switch ev.Kind {
-		case trace.KindAlloc:
-			return true
-		case trace.KindFreeRequested:
-			ev.BlockSize, _ = s.sizeAt.Get(ev.Addr)
-		case trace.KindFreeCompleted:
-			ev.BlockSize, _ = s.sizeAt.Take(ev.Addr)
-		}
-	}
-	return false
-}
-
-// diverge notes that the model left the recording at the current event:
-// the recorded alloc at next, or, past the chunk's last one, none.
-func (s *annSource) diverge() {
-	s.agree = false
-	d := &Divergence{Seq: s.lo + int64(s.next)}
-	if s.next < len(s.buf) {
-		e := &s.buf[s.next]
-		d.Addr, d.Size = e.Addr, e.Size
-	}
-	s.left = d
-}
-
-// load finishes the current chunk (its frees after its last alloc, or the
-// end of agreement if the model skipped one of its allocs), hands it on,
-// and reads the next one; false at the end or on a read error (err).
+// load hands on the current chunk and reads the next one; false at the end
+// or on a read error (err).
 func (s *annSource) load() bool {
 	if s.buf != nil {
-		if s.agree && s.advance() {
-			s.diverge() // a recorded alloc the model did not make
-		}
 		s.full <- s.buf
 		s.lo += int64(len(s.buf))
 		s.buf = nil
@@ -672,7 +624,7 @@ func (s *annSource) load() bool {
 		s.err = c.err
 		return false
 	}
-	s.buf, s.next = c.evs, 0
+	s.buf = c.evs
 	return true
 }
 

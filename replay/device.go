@@ -15,6 +15,7 @@ type deviceReplay struct {
 	device   int32
 	opts     *Options
 	recorded bool // opts.Recorded and not opts.SkipCompare: compare with the recording
+	annotate bool // opts.Annotate (with Recorded), until the model leaves the recording
 	obs      Observer
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
@@ -53,7 +54,6 @@ type deviceReplay struct {
 	curStack trace.StackID
 	out      trace.Event
 	outSeq   int64
-	allocSeq int64 // the allocs handed to an AllocsOnly observer
 	res      DeviceResult
 }
 
@@ -79,6 +79,7 @@ type expected struct {
 // does not build it).
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
+	r.annotate = opts.Annotate && opts.Recorded
 	var dev allocator.Device
 	switch {
 	case opts.NewDevice != nil:
@@ -110,8 +111,6 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	switch {
 	case r.recorded:
 		a.SetObserver(r) // every event, for the comparison
-	case obs != nil && opts.AllocsOnly:
-		a.SetAllocObserver(r)
 	case obs != nil:
 		a.SetObserver(r)
 	}
@@ -154,11 +153,7 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 	if r.recorded {
 		r.check(seq, e)
 	}
-	if r.obs != nil && (e.Action == allocator.ActAlloc || !r.opts.AllocsOnly) {
-		if r.opts.AllocsOnly {
-			seq = r.allocSeq
-			r.allocSeq++
-		}
+	if r.obs != nil {
 		o := &r.out
 		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
 			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}
@@ -235,7 +230,7 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 	}
 	switch ev.Kind {
 	case trace.KindFreeRequested:
-		r.held, r.hasHold = ev, true
+		r.hold(ev)
 		return nil
 	case trace.KindAlloc:
 		if r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0 {
@@ -244,6 +239,36 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 	}
 	_, err := r.step(ev, nil)
 	return err
+}
+
+// hold holds the free_requested ev until the next event of the device.
+// Annotating, it gives ev its block's size now: the batch it lies in may
+// be handed on before the free is replayed.
+func (r *deviceReplay) hold(ev *trace.Event) {
+	if r.annotate {
+		if b, ok := r.addrs.Get(ev.Addr); ok {
+			ev.BlockSize, _ = r.a.HandleSize(b.addr, b.h)
+		}
+	}
+	r.held, r.hasHold = ev, true
+}
+
+// placed annotates the recorded alloc ev, which the model made at addr
+// with handle h, or notes that the model left the recording there.
+func (r *deviceReplay) placed(ev *trace.Event, addr uint64, h allocator.Handle) {
+	if addr != ev.Addr {
+		r.leave(ev)
+		return
+	}
+	ev.BlockSize, _ = r.a.HandleSize(addr, h)
+}
+
+// leave ends the annotation at ev, where the model left the recording.
+func (r *deviceReplay) leave(ev *trace.Event) {
+	r.annotate = false
+	if r.opts.Left != nil {
+		r.opts.Left(ev)
+	}
 }
 
 // keepHeld copies the held event, if it is not a copy already, before the
@@ -280,10 +305,16 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 		if !allocator.IsOOM(err) {
 			return err
 		}
+		if r.annotate {
+			r.leave(ev)
+		}
 		r.oom(ev, false)
 		return nil
 	}
 	r.addrs.Put(ev.Addr, blockRef{addr, h})
+	if r.annotate {
+		r.placed(ev, addr, h)
+	}
 	return nil
 }
 
@@ -297,6 +328,11 @@ func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	b, ok := r.addrs.Take(ev.Addr)
 	if !ok {
 		return nil
+	}
+	if r.annotate {
+		// ev may be a copy (held across batches): hold annotated it.
+		ev.BlockSize, _ = r.a.HandleSize(b.addr, b.h)
+		next.BlockSize = ev.BlockSize
 	}
 	return r.a.FreeHandle(b.addr, b.h)
 }
@@ -379,10 +415,16 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			if !allocator.IsOOM(err) {
 				return false, err
 			}
+			if r.annotate {
+				r.leave(ev)
+			}
 			r.oom(ev, false)
 			return false, nil
 		}
 		r.addrs.Put(ev.Addr, blockRef{addr, h})
+		if r.annotate {
+			r.placed(ev, addr, h)
+		}
 	case trace.KindFreeRequested:
 		if err := r.settleReclaim(nil); err != nil {
 			return false, err
@@ -405,6 +447,12 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			// failed in this replay.
 			return paired, nil
 		}
+		if r.annotate {
+			ev.BlockSize, _ = a.HandleSize(b.addr, b.h)
+			if paired {
+				next.BlockSize = ev.BlockSize
+			}
+		}
 		if !paired {
 			// The recording waited for cross-stream events: model them as a
 			// use by another stream.
@@ -421,6 +469,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		b, ok := r.addrs.Get(ev.Addr)
 		if !ok || !a.PendingHandle(b.addr, b.h) {
 			return false, nil
+		}
+		if r.annotate {
+			ev.BlockSize, _ = a.HandleSize(b.addr, b.h)
 		}
 		r.addrs.Delete(ev.Addr)
 		return false, a.CompleteFreeHandle(b.addr, b.h)
@@ -439,6 +490,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, nil
 		}
 		r.res.AvoidedOOMs++
+		if r.annotate {
+			r.leave(ev)
+		}
 		if r.recorded {
 			r.mismatch(ev.Seq, "recorded OOM of %d bytes succeeded in the replay", ev.Size)
 		}
@@ -550,13 +604,6 @@ func (r *deviceReplay) applyRestore() error {
 		e := &r.restoreEvs[i]
 		e.Seq, e.Device = r.outSeq, r.device
 		r.outSeq++
-		if r.opts.AllocsOnly {
-			if e.Kind != trace.KindAlloc {
-				continue
-			}
-			e.Seq = r.allocSeq
-			r.allocSeq++
-		}
 		r.obs.Event(e)
 	}
 	return nil

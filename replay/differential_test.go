@@ -195,59 +195,115 @@ func TestSnapshots_otherConf(t *testing.T) {
 	}
 }
 
-// TestAllocsOnly checks Options.AllocsOnly and SkipCompare: on every
-// snapshot, an observer with AllocsOnly sees exactly the allocs, in order
-// and with the same fields (Seq their index among the allocs), that an
-// observer without it sees among all events, with the comparison and
-// without it (SkipCompare, where the allocator reports allocs alone); and
-// the replay's result does not change, but for the mismatches SkipCompare
-// does not count.
-func TestAllocsOnly(t *testing.T) {
+// TestAnnotate checks Options.Annotate against what the model reports to
+// an observer. On every snapshot recorded from its start, replayed under
+// its own settings (where the model reproduces it), each recorded alloc
+// must get the block size of the model's alloc at its place in the order of
+// allocs, and each free the size of the model's live block at its address;
+// Left is never called, and the replay's result does not change. Under
+// settings that make the model leave the recording, Left is called once,
+// at the first recorded alloc the model puts elsewhere or cannot make (or
+// a recorded OOM it satisfies), and nothing after it is annotated.
+func TestAnnotate(t *testing.T) {
+	left := 0
 	for _, name := range snapshotNames(t) {
-		s := loadSnapshot(t, name)
-		conf, err := allocator.ParseConf(s.conf)
-		if err != nil {
-			t.Fatal(err)
+		if strings.Contains(name, "wrap") {
+			continue // starts mid-run: no Recorded replay of these events alone
 		}
-		recorded := !strings.Contains(name, "wrap")
-		run := func(allocsOnly, skip bool) ([]trace.Event, DeviceResult) {
-			var seen []trace.Event
-			res, err := Run(context.Background(), NewSliceSource(s.events), Options{
-				Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: recorded,
-				AllocsOnly: allocsOnly, SkipCompare: skip,
-			}, ObserverFunc(func(ev *trace.Event) { seen = append(seen, *ev) }))
+		s := loadSnapshot(t, name)
+		for _, cs := range []string{s.conf, "roundup_power2_divisions:4"} {
+			conf, err := allocator.ParseConf(cs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return seen, res.Devices[0]
-		}
-		all, dAll := run(false, false)
-		var want []trace.Event
-		for _, ev := range all {
-			if ev.Kind == trace.KindAlloc {
-				ev.Seq = int64(len(want))
-				want = append(want, ev)
+			opts := Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: true, SkipCompare: true,
+				PrivateSegments: s.segments}
+			// The oracle: the model's allocs, observed, matched in order
+			// with the recorded ones while their addresses agree.
+			var allocs []trace.Event
+			plain, err := Run(context.Background(), NewSliceSource(s.events), opts,
+				ObserverFunc(func(ev *trace.Event) {
+					if ev.Kind == trace.KindAlloc {
+						allocs = append(allocs, *ev)
+					}
+				}))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if len(want) == 0 || len(want) == len(all) {
-			t.Fatalf("%s: %d allocs of %d events observed: the check needs both kinds", name, len(want), len(all))
-		}
-		for _, skip := range []bool{false, true} {
-			allocs, d := run(true, skip)
-			if !slices.Equal(allocs, want) {
-				t.Errorf("%s (SkipCompare %v): AllocsOnly observed %d events, want the %d allocs of %d",
-					name, skip, len(allocs), len(want), len(all))
-			}
-			if d.Stats != dAll.Stats || d.Events != dAll.Events || d.EmptyCaches != dAll.EmptyCaches || len(d.OOMs) != len(dAll.OOMs) {
-				t.Errorf("%s (SkipCompare %v): AllocsOnly changed the replay's result", name, skip)
-			}
-			if wantMis := dAll.NumMismatches; skip {
-				if d.NumMismatches != 0 || len(d.Mismatches) != 0 {
-					t.Errorf("%s: SkipCompare counted %d mismatches", name, d.NumMismatches)
+			want := append([]trace.Event(nil), s.events...)
+			wantLeft := -1
+			sizeAt := map[uint64]int64{}
+			k := 0
+			for i := range want {
+				ev := &want[i]
+				if ev.Kind == trace.KindAlloc || ev.Kind == trace.KindOOM {
+					// The oracle's model made an alloc for this request if
+					// its next alloc is at this address, for an alloc; an
+					// OOM the model satisfies shows as an alloc too.
+					if ev.Kind == trace.KindOOM {
+						if k < len(allocs) && allocs[k].Size == ev.Size && plain.Devices[0].AvoidedOOMs > 0 {
+							wantLeft = i
+							break
+						}
+						continue
+					}
+					if k >= len(allocs) || allocs[k].Addr != ev.Addr {
+						wantLeft = i
+						break
+					}
+					ev.BlockSize = allocs[k].BlockSize
+					sizeAt[ev.Addr] = ev.BlockSize
+					k++
 				}
-			} else if d.NumMismatches != wantMis {
-				t.Errorf("%s: %d mismatches, want %d", name, d.NumMismatches, wantMis)
+				switch ev.Kind {
+				case trace.KindFreeRequested:
+					ev.BlockSize = sizeAt[ev.Addr]
+				case trace.KindFreeCompleted:
+					ev.BlockSize = sizeAt[ev.Addr]
+					delete(sizeAt, ev.Addr)
+				}
+			}
+			got := append([]trace.Event(nil), s.events...)
+			var leftAt []int64
+			opts.Annotate = true
+			opts.Left = func(ev *trace.Event) { leftAt = append(leftAt, ev.Seq) }
+			res, err := Run(context.Background(), NewSliceSource(got), opts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, p := res.Devices[0], plain.Devices[0]
+			if d.Stats != p.Stats || d.Events != p.Events || d.EmptyCaches != p.EmptyCaches || len(d.OOMs) != len(p.OOMs) {
+				t.Errorf("%s under %q: Annotate changed the replay's result", name, cs)
+			}
+			switch {
+			case wantLeft < 0 && len(leftAt) != 0:
+				t.Errorf("%s under %q: Left called at %v; the model reproduces the recording", name, cs, leftAt)
+			case wantLeft >= 0 && (len(leftAt) != 1 || leftAt[0] != want[wantLeft].Seq):
+				t.Errorf("%s under %q: Left called at %v, want once at seq %d", name, cs, leftAt, want[wantLeft].Seq)
+			}
+			if wantLeft >= 0 {
+				left++
+				// Past the point of leaving, the oracle loop stopped: nothing
+				// there may be annotated.
+				for i := range want[wantLeft:] {
+					want[wantLeft+i].BlockSize = 0
+				}
+			}
+			sized := 0
+			for i := range want {
+				if got[i].BlockSize != want[i].BlockSize {
+					t.Fatalf("%s under %q: event %d (%s %#x): block size %d, want %d", name, cs, i, want[i].Kind, want[i].Addr, got[i].BlockSize, want[i].BlockSize)
+				}
+				if got[i].BlockSize > 0 {
+					sized++
+				}
+			}
+			if cs == s.conf && (wantLeft >= 0 || sized == 0) {
+				t.Errorf("%s: under its own settings the model left at %d, %d events annotated", name, wantLeft, sized)
 			}
 		}
+	}
+	if left == 0 {
+		t.Errorf("no replay left the recording: Left is unchecked")
 	}
 }

@@ -105,11 +105,19 @@ type Options struct {
 	// NewDevice, if set, builds the device of an ordinal instead of a
 	// SimDevice of TotalMemory.
 	NewDevice func(device int32) allocator.Device
-	// AllocsOnly hands the observer the model's allocs alone, each with its
-	// index among the replay's allocs as its Seq. The import's annotation
-	// of block sizes needs no more; without the comparison (SkipCompare)
-	// the allocator then makes no other event at all.
-	AllocsOnly bool
+	// Annotate, with Recorded, writes the model's block sizes into the
+	// source's own events, which must be a BatchSource's (the caller's
+	// memory; a Source's single event is rewritten at each step): the
+	// BlockSize of every recorded alloc the model puts at its recorded
+	// address, and of the frees of those blocks and of reconstructed ones,
+	// until the model first leaves the recording. It leaves it at a
+	// recorded alloc it puts elsewhere or cannot make, or a recorded OOM
+	// it satisfies; from there on it writes nothing, and calls Left with
+	// that event, once. PyTorch records no block sizes; tracer import
+	// takes them from here. The model reports each block's size to the
+	// replay by its handle, with no event made or observer called.
+	Annotate bool
+	Left     func(ev *trace.Event)
 	// SkipCompare, with Recorded, takes the segments' addresses from the
 	// recording but compares nothing with it (no Mismatches, no
 	// NumMismatches), for a caller that checks what it needs itself: the
@@ -334,7 +342,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 					continue
 				}
 			}
-			r.held, r.hasHold = ev, true
+			r.hold(ev)
 		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0:
 			err = r.alloc(ev)
 		default:
