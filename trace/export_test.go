@@ -14,3 +14,7 @@ func SetLayoutPart(n int) (restore func()) {
 	layoutPart = n
 	return func() { layoutPart = old }
 }
+
+// BreakStreamFile closes a StreamWriter's file under it: every write fails
+// from then on.
+func BreakStreamFile(s *StreamWriter) { s.pf.f.Close() }

@@ -101,3 +101,36 @@ func TestStreamWriterMismatch(t *testing.T) {
 		}
 	}
 }
+
+// A write that fails in the StreamWriter's piece writer (here: its file
+// closed under it) comes back from WriteEvents or Close, without a hang,
+// and nothing is left at the destination.
+func TestStreamWriterWriteError(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.arrows")
+	const n = 5 * 2048
+	evs := make([]trace.Event, n)
+	for i := range evs {
+		evs[i] = trace.Event{Kind: trace.KindAlloc, Addr: uint64(i) << 9, Size: 512, Stack: trace.NoStack}
+	}
+	for _, breakAt := range []int{0, 2048, 3 * 2048, n} {
+		sw, err := trace.CreateStream(out, meta(), n, []int{n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sw.WriteEvents(evs[:breakAt], nil); err != nil {
+			t.Fatalf("break at %d: before the break: %v", breakAt, err)
+		}
+		trace.BreakStreamFile(sw)
+		err = sw.WriteEvents(evs[breakAt:], nil)
+		if cerr := sw.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			t.Errorf("break at %d: no error", breakAt)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("break at %d: left %v", breakAt, ents)
+		}
+	}
+}
