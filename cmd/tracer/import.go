@@ -38,8 +38,9 @@ replay ends in exactly the dumped layout.
 Import fills each alloc's and free's block size, which PyTorch does not record,
 by replaying the recording on the allocator model under its own settings. If
 the model cannot reproduce it (settings or a PyTorch version the model does not
-know), a warning says at which event it left the recording: block sizes stay
-unknown from there on, and everything else is imported as recorded.
+know, or a --fraction that lets a recorded out-of-memory succeed), a warning
+says at which event it left the recording: block sizes stay unknown from
+there on, and everything else is imported as recorded.
 
 Several files (one per rank) import in parallel. Each output is written to a
 temporary file and renamed at the end: a failed import leaves nothing behind.

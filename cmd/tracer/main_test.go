@@ -270,3 +270,55 @@ func TestImportWarnsDivergence(t *testing.T) {
 		t.Fatalf("import of the real snapshot: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestImportWarnsOOMDivergence: a memory limit above the recording's lets
+// the model satisfy the recorded OOM, and the annotation of block sizes
+// stops there, which import says in one warning; the trace agrees (the
+// event at that seq is the OOM, the allocs before it have block sizes, the
+// ones after it none). With the limit import infers, no warning.
+func TestImportWarnsOOMDivergence(t *testing.T) {
+	in := filepath.Join(snapshots, "oom__default__seed1.pickle")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "roomy.arrows")
+	code, _, stderr := tracer(t, "import", in, "--fraction", "0.9", "--total-memory", "80GiB", "-o", out)
+	if code != 0 || strings.Count(stderr, "warning:") != 1 {
+		t.Fatalf("import: exit %d, stderr %q: want one warning about the model leaving the recording", code, stderr)
+	}
+	var seq int64
+	msg := stderr[strings.Index(stderr, "leaves the recording at seq"):]
+	if _, err := fmt.Sscanf(msg, "leaves the recording at seq %d (an out-of-memory of", &seq); err != nil {
+		t.Fatalf("warning %q: %v", stderr, err)
+	}
+	rd, err := trace.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	before, after := 0, 0
+	for rd.Next() {
+		ev := rd.Event()
+		switch {
+		case ev.Seq == seq && ev.Kind != trace.KindOOM:
+			t.Errorf("the event at seq %d is a %s, the warning says an OOM", seq, ev.Kind)
+		case ev.Kind != trace.KindAlloc:
+		case ev.Seq < seq && ev.BlockSize == 0:
+			t.Errorf("alloc at seq %d, before the OOM, has no block size", ev.Seq)
+		case ev.Seq < seq:
+			before++
+		case ev.BlockSize != 0:
+			t.Errorf("alloc at seq %d, after the OOM, has block size %d", ev.Seq, ev.BlockSize)
+		default:
+			after++
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if before == 0 || after == 0 {
+		t.Errorf("%d allocs before the OOM, %d after: the case checks nothing", before, after)
+	}
+	code, _, stderr = tracer(t, "import", in, "-o", filepath.Join(dir, "own.arrows"))
+	if code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("import with the inferred limit: exit %d, stderr %q", code, stderr)
+	}
+}
