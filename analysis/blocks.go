@@ -14,6 +14,16 @@ type block struct {
 	recon     bool // existed before the trace began
 }
 
+// site is the stack b counts under among the allocation sites: its own,
+// or, for a block live before the recording began, which has none,
+// BeforeRecording.
+func (b *block) site() trace.StackID {
+	if b.recon && b.stack == trace.NoStack {
+		return BeforeRecording
+	}
+	return b.stack
+}
+
 // blocks maps addresses to live blocks. It is an open-addressing hash table
 // with linear probing over a slab of blocks: every alloc and free looks a
 // block up, and this is several times faster than a Go map of pointers, with

@@ -89,7 +89,11 @@
 //
 // Summary.Sites are the allocation sites (stacks) of the blocks allocated at
 // the allocated peak, with their block and requested bytes and counts,
-// largest first. The Summarizer keeps per-stack live sums updated per event
+// largest first. Blocks allocated without a stack are one site
+// (trace.NoStack); blocks live before the recording began (the reconstructed
+// start of a wrapped history, whose stacks PyTorch lost) are another
+// (BeforeRecording), so that memory nobody can attribute is not mistaken for
+// memory allocated without Python frames. The Summarizer keeps per-stack live sums updated per event
 // and copies them lazily: a new maximum of allocated bytes marks the copy
 // stale, and the first decrease after it (or the end of the trace) takes
 // it, copying only the stacks changed since the previous copy. The work is

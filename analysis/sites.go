@@ -40,7 +40,7 @@ type siteAgg struct {
 // total work over a trace is bounded by the number of events, never by
 // events × stacks, even when the peak creeps up every iteration.
 type sites struct {
-	cur, atPeak []siteAgg // indexed by StackID+1; index 0 is NoStack
+	cur, atPeak []siteAgg // indexed by siteIndex
 	dirty       []int32
 }
 
@@ -49,11 +49,24 @@ type sites struct {
 // growing the arrays to gigabytes.
 const maxStacks = 1 << 22
 
+// siteIndex is where the aggregate of stack id lies: BeforeRecording at 0,
+// NoStack (and any id out of range) at 1, the stacks after them.
 func siteIndex(id trace.StackID) int {
-	if id < 0 || id >= maxStacks {
+	switch {
+	case id == BeforeRecording:
 		return 0
+	case id < 0 || id >= maxStacks:
+		return 1
 	}
-	return int(id) + 1
+	return int(id) + 2
+}
+
+// siteStack is the stack whose aggregate lies at index i (siteIndex).
+func siteStack(i int) trace.StackID {
+	if i == 0 {
+		return BeforeRecording
+	}
+	return trace.StackID(i - 2)
 }
 
 // add changes the aggregate of stack id; it is on the per-event path.
@@ -96,7 +109,7 @@ func (s *sites) top(n int, lookup func(trace.StackID) trace.Stack, frames int) (
 		if a.count == 0 && a.block == 0 {
 			continue
 		}
-		all = append(all, Site{Stack: trace.StackID(i - 1), BlockBytes: Bytes(a.block),
+		all = append(all, Site{Stack: siteStack(i), BlockBytes: Bytes(a.block),
 			RequestedBytes: Bytes(a.req), Count: a.count})
 	}
 	slices.SortFunc(all, func(a, b Site) int {
@@ -116,7 +129,7 @@ func (s *sites) top(n int, lookup func(trace.StackID) trace.Stack, frames int) (
 	}
 	if lookup != nil {
 		for i := range all {
-			if all[i].Stack == trace.NoStack {
+			if all[i].Stack < 0 {
 				continue
 			}
 			st := lookup(all[i].Stack)
@@ -130,8 +143,18 @@ func (s *sites) top(n int, lookup func(trace.StackID) trace.Stack, frames int) (
 	return all, other
 }
 
-// OtherSites is the Stack of the Site that sums every site beyond the top N.
-const OtherSites trace.StackID = -2
+// Stacks of the sites that are not a recorded stack. A Site's Stack is a
+// trace.StackID, trace.NoStack (blocks allocated without a stack), or one of
+// these.
+const (
+	// OtherSites is the Stack of the Site that sums every site beyond the
+	// top N.
+	OtherSites trace.StackID = -2
+	// BeforeRecording is the Stack of the site of the blocks a trace's
+	// history starts with: live before the recording began (a wrapped
+	// history, rebuilt by tracer import), so their stacks are lost.
+	BeforeRecording trace.StackID = -3
+)
 
 // userFrame returns the innermost frame of st outside library code, or the
 // zero Frame.
@@ -156,6 +179,8 @@ func (s *Site) Label() string {
 		return "(no stack)"
 	case s.Stack == OtherSites:
 		return "(other sites)"
+	case s.Stack == BeforeRecording:
+		return "(live before the recording began)"
 	case len(s.Frames) == 0 && s.Caller == (trace.Frame{}):
 		return "stack " + strconv.Itoa(int(s.Stack))
 	case s.Caller == (trace.Frame{}):

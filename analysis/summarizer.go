@@ -209,7 +209,7 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.nBlocks++
 		s.peakBlocks = max(s.peakBlocks, s.nBlocks)
 		s.nAllocs++
-		s.sites.add(b.stack, bs, ev.Size, 1)
+		s.sites.add(b.site(), bs, ev.Size, 1)
 	}
 	if b.seg != nil {
 		s.segs.addBlock(b.seg, allocd, bs, 1)
@@ -232,7 +232,7 @@ func (s *Summarizer) unallocate(b *block) {
 	s.v[Allocated] -= b.size
 	s.nBlocks--
 	s.nFrees++
-	s.sites.add(b.stack, -b.size, -b.req, -1)
+	s.sites.add(b.site(), -b.size, -b.req, -1)
 	b.pending = true
 	if b.seg != nil {
 		s.segs.addBlock(b.seg, -b.size, 0, 0)

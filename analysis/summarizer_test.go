@@ -365,3 +365,40 @@ func TestSummarizer_layoutBeforeSegmentFree(t *testing.T) {
 	}
 	wantStats(t, sum, map[string]int64{"segment.all.current": 1, "segment.all.peak": 2, "num_device_free": 1})
 }
+
+// Blocks live before the recording began (reconstructed, so without a
+// stack) are a site of their own at the peak, apart from blocks allocated
+// without a stack; one freed before the peak is in neither.
+func TestSummarizer_sitesBeforeRecording(t *testing.T) {
+	recon := func(ev trace.Event) trace.Event { ev.Flags |= trace.FlagReconstructed; return ev }
+	sum := run(t, Options{TopSites: 5}, false,
+		recon(segAlloc(0x10000, 20*MiB)),
+		recon(alloc(0x10000, 4*MiB, 4*MiB, trace.NoStack)),
+		recon(alloc(0x10000+4*MiB, 1*MiB, 1*MiB, trace.NoStack)),
+		recon(alloc(0x10000+5*MiB, 2*MiB, 2*MiB, 7)), // a stack the snapshot still had
+		freeReq(0x10000+4*MiB), freeDone(0x10000+4*MiB),
+		alloc(0x10000+6*MiB, 3*MiB, 3*MiB, trace.NoStack),
+		alloc(0x10000+9*MiB, 1*MiB, 1*MiB, 7),
+	)
+	want := []Site{
+		{Stack: BeforeRecording, BlockBytes: 4 * MiB, RequestedBytes: 4 * MiB, Count: 1},
+		{Stack: trace.NoStack, BlockBytes: 3 * MiB, RequestedBytes: 3 * MiB, Count: 1},
+		{Stack: 7, BlockBytes: 3 * MiB, RequestedBytes: 3 * MiB, Count: 2},
+	}
+	if !reflect.DeepEqual(sum.Sites, want) {
+		t.Errorf("Sites = %+v, want %+v", sum.Sites, want)
+	}
+	for _, x := range sum.Sites {
+		got := x.Label()
+		switch x.Stack {
+		case BeforeRecording:
+			if got != "(live before the recording began)" {
+				t.Errorf("label of the blocks before the recording: %q", got)
+			}
+		case trace.NoStack:
+			if got != "(no stack)" {
+				t.Errorf("label of the blocks without a stack: %q", got)
+			}
+		}
+	}
+}
