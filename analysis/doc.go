@@ -93,8 +93,8 @@
 // (trace.NoStack); blocks live before the recording began (the reconstructed
 // start of a wrapped history, whose stacks PyTorch lost) are another
 // (BeforeRecording), so that memory nobody can attribute is not mistaken for
-// memory allocated without Python frames. The Summarizer keeps per-stack live sums updated per event
-// and copies them lazily: a new maximum of allocated bytes marks the copy
+// memory allocated without Python frames. The Summarizer keeps per-stack
+// live sums updated per event and copies them lazily: a new maximum of allocated bytes marks the copy
 // stale, and the first decrease after it (or the end of the trace) takes
 // it, copying only the stacks changed since the previous copy. The work is
 // bounded by the number of events even when the peak creeps up every
