@@ -94,13 +94,13 @@
 // start of a wrapped history, whose stacks PyTorch lost) are another
 // (BeforeRecording), so that memory nobody can attribute is not mistaken for
 // memory allocated without Python frames. The Summarizer keeps per-stack
-// live sums updated per event and copies them lazily: a new maximum of allocated bytes marks the copy
-// stale, and the first decrease after it (or the end of the trace) takes
-// it, copying only the stacks changed since the previous copy. The work is
-// bounded by the number of events even when the peak creeps up every
-// iteration. The segment layout at the reserved peak (Summary.Segments) is
-// copied the same way, at the fullest moment of the reserved plateau; each
-// copy walks the segments, which are few.
+// live sums updated per event and copies them lazily: a new maximum of
+// allocated bytes marks the copy stale, and the first decrease after it (or
+// the end of the trace) takes it, copying only the stacks changed since the
+// previous copy. The work is bounded by the number of events even when the
+// peak creeps up every iteration. The segment layout at the reserved peak
+// (Summary.Segments) is copied the same way, at the fullest moment of the
+// reserved plateau; each copy walks the segments, which are few.
 //
 // # Timeline
 //
