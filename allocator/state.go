@@ -86,7 +86,8 @@ func (a *Allocator) Segments() []SegmentInfo {
 // pending-free blocks at exact addresses and sizes. Space not covered by a
 // listed block becomes free; adjacent free pieces are merged (an inactive
 // listed block keeps its requested size when it heads the merged run). Stats
-// are recomputed from the result, peaks equal to current. Restoring
+// are recomputed from the result, peaks equal to current, and every segment
+// counts as a device malloc (num_device_alloc). Restoring
 // expandable segments is not supported. The device must hand out the
 // segments' addresses: a SimDevice is planned automatically.
 func (a *Allocator) Restore(segs []SegmentInfo) error {
@@ -120,6 +121,11 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 			return fmt.Errorf("allocator: restore segment %#x: device gave %#x: %v", s.Addr, addr, err)
 		}
 		a.totalMem += s.Size
+		// Each segment was a cudaMalloc before the history began: counted
+		// as one, as memory_stats() counted it and as tracer info counts
+		// the reconstructed segment_alloc it comes from (those freed before
+		// the history began are unknown to both).
+		a.stats.NumDeviceAlloc++
 		blocks := slices.Clone(s.Blocks)
 		slices.SortFunc(blocks, func(x, y BlockInfo) int { return cmp.Compare(x.Addr, y.Addr) })
 		var prev blockID
