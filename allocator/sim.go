@@ -16,6 +16,9 @@ import (
 // Reserve) returns that address, so every block lands where PyTorch put it.
 // Unplanned calls invent addresses in a region above 2^48 by bumping a
 // pointer, which never collides with recorded (canonical, < 2^47) addresses.
+// A recording made on a SimDevice has addresses from 2^48 up itself: once a
+// plan names one, invented addresses move to 2^52 and up, and a planned
+// address that an invented segment holds is not handed out again.
 type SimDevice struct {
 	Total           int64
 	ContextOverhead int64
@@ -49,7 +52,7 @@ func NewSimDevice(total int64) *SimDevice {
 // resets one device (and its Allocator) rather than making new ones.
 func (d *SimDevice) Reset(total int64) {
 	d.Total, d.ContextOverhead, d.OtherProcesses = total, 0, 0
-	d.gran, d.used, d.next = 2<<20, 0, 1<<48
+	d.gran, d.used, d.next = 2<<20, 0, inventBase
 	d.mallocs.Clear()
 	clear(d.resv)
 	d.plan = d.plan[:0]
@@ -57,12 +60,29 @@ func (d *SimDevice) Reset(total int64) {
 
 // PlanMalloc makes the next Malloc of size bytes return addr.
 func (d *SimDevice) PlanMalloc(addr uint64, size int64) {
+	d.avoid(addr)
 	d.plan = append(d.plan, planned{addr: addr, size: size})
 }
 
 // PlanReserve makes the next Reserve return addr.
 func (d *SimDevice) PlanReserve(addr uint64) {
+	d.avoid(addr)
 	d.plan = append(d.plan, planned{reserve: true, addr: addr})
+}
+
+// inventBase is where invented addresses start; inventHigh, where they
+// move once a plan names an address at or above inventBase (see SimDevice).
+const (
+	inventBase = 1 << 48
+	inventHigh = 1 << 52
+)
+
+// avoid moves the invented addresses above a planned addr that lies in
+// their region.
+func (d *SimDevice) avoid(addr uint64) {
+	if addr >= inventBase && d.next < inventHigh {
+		d.next = inventHigh
+	}
 }
 
 // ClearPlan forgets planned addresses that were not used.
@@ -101,6 +121,11 @@ func (d *SimDevice) Malloc(size int64) (uint64, error) {
 		return 0, err
 	}
 	addr, ok := d.take(false, size)
+	if ok {
+		if _, held := d.mallocs.Get(addr); held {
+			ok = false // invented before the plan named it: never hand out one address twice
+		}
+	}
 	if !ok {
 		addr = d.invent(size)
 	}

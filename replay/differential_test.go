@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -196,14 +197,11 @@ func TestSnapshots_otherConf(t *testing.T) {
 }
 
 // TestAnnotate checks Options.Annotate against what the model reports to
-// an observer. On every snapshot recorded from its start, replayed under
-// its own settings (where the model reproduces it), each recorded alloc
-// must get the block size of the model's alloc at its place in the order of
-// allocs, and each free the size of the model's live block at its address;
-// Left is never called, and the replay's result does not change. Under
-// settings that make the model leave the recording, Left is called once,
-// at the first recorded alloc the model puts elsewhere or cannot make (or
-// a recorded OOM it satisfies), and nothing after it is annotated.
+// an observer (checkAnnotate). On every snapshot recorded from its start,
+// replayed under its own settings (where the model reproduces it), every
+// recorded alloc and free must get its block size and Left is never
+// called; under settings that make the model leave the recording, Left is
+// called once, where the oracle says, and nothing after it is annotated.
 func TestAnnotate(t *testing.T) {
 	left := 0
 	for _, name := range snapshotNames(t) {
@@ -218,85 +216,9 @@ func TestAnnotate(t *testing.T) {
 			}
 			opts := Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: true, SkipCompare: true,
 				PrivateSegments: s.segments}
-			// The oracle: the model's allocs, observed, matched in order
-			// with the recorded ones while their addresses agree.
-			var allocs []trace.Event
-			plain, err := Run(context.Background(), NewSliceSource(s.events), opts,
-				ObserverFunc(func(ev *trace.Event) {
-					if ev.Kind == trace.KindAlloc {
-						allocs = append(allocs, *ev)
-					}
-				}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := append([]trace.Event(nil), s.events...)
-			wantLeft := -1
-			sizeAt := map[uint64]int64{}
-			k := 0
-			for i := range want {
-				ev := &want[i]
-				if ev.Kind == trace.KindAlloc || ev.Kind == trace.KindOOM {
-					// The oracle's model made an alloc for this request if
-					// its next alloc is at this address, for an alloc; an
-					// OOM the model satisfies shows as an alloc too.
-					if ev.Kind == trace.KindOOM {
-						if k < len(allocs) && allocs[k].Size == ev.Size && plain.Devices[0].AvoidedOOMs > 0 {
-							wantLeft = i
-							break
-						}
-						continue
-					}
-					if k >= len(allocs) || allocs[k].Addr != ev.Addr {
-						wantLeft = i
-						break
-					}
-					ev.BlockSize = allocs[k].BlockSize
-					sizeAt[ev.Addr] = ev.BlockSize
-					k++
-				}
-				switch ev.Kind {
-				case trace.KindFreeRequested:
-					ev.BlockSize = sizeAt[ev.Addr]
-				case trace.KindFreeCompleted:
-					ev.BlockSize = sizeAt[ev.Addr]
-					delete(sizeAt, ev.Addr)
-				}
-			}
-			got := append([]trace.Event(nil), s.events...)
-			var leftAt []int64
-			opts.Annotate = true
-			opts.Left = func(ev *trace.Event) { leftAt = append(leftAt, ev.Seq) }
-			res, err := Run(context.Background(), NewSliceSource(got), opts, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, p := res.Devices[0], plain.Devices[0]
-			if d.Stats != p.Stats || d.Events != p.Events || d.EmptyCaches != p.EmptyCaches || len(d.OOMs) != len(p.OOMs) {
-				t.Errorf("%s under %q: Annotate changed the replay's result", name, cs)
-			}
-			switch {
-			case wantLeft < 0 && len(leftAt) != 0:
-				t.Errorf("%s under %q: Left called at %v; the model reproduces the recording", name, cs, leftAt)
-			case wantLeft >= 0 && (len(leftAt) != 1 || leftAt[0] != want[wantLeft].Seq):
-				t.Errorf("%s under %q: Left called at %v, want once at seq %d", name, cs, leftAt, want[wantLeft].Seq)
-			}
+			wantLeft, sized := checkAnnotate(t, name+" under "+strconv.Quote(cs), s.events, opts)
 			if wantLeft >= 0 {
 				left++
-				// Past the point of leaving, the oracle loop stopped: nothing
-				// there may be annotated.
-				for i := range want[wantLeft:] {
-					want[wantLeft+i].BlockSize = 0
-				}
-			}
-			sized := 0
-			for i := range want {
-				if got[i].BlockSize != want[i].BlockSize {
-					t.Fatalf("%s under %q: event %d (%s %#x): block size %d, want %d", name, cs, i, want[i].Kind, want[i].Addr, got[i].BlockSize, want[i].BlockSize)
-				}
-				if got[i].BlockSize > 0 {
-					sized++
-				}
 			}
 			if cs == s.conf && (wantLeft >= 0 || sized == 0) {
 				t.Errorf("%s: under its own settings the model left at %d, %d events annotated", name, wantLeft, sized)
@@ -306,4 +228,200 @@ func TestAnnotate(t *testing.T) {
 	if left == 0 {
 		t.Errorf("no replay left the recording: Left is unchecked")
 	}
+}
+
+// checkAnnotate replays events with opts and Annotate, and checks the block
+// sizes written and the calls of Left against an oracle: the model's allocs
+// as an observer of a plain replay sees them, matched in order with the
+// recorded allocs while their addresses agree (an OOM the model satisfies
+// shows as an extra alloc), each free getting the size of the model's live
+// block at its address. It returns the index of the event where the model
+// left the recording (-1 if none), and how many events were annotated.
+func checkAnnotate(t *testing.T, what string, events []trace.Event, opts Options) (int, int) {
+	t.Helper()
+	var allocs []trace.Event
+	plain, err := Run(context.Background(), NewSliceSource(events), opts,
+		ObserverFunc(func(ev *trace.Event) {
+			if ev.Kind == trace.KindAlloc && ev.Flags&trace.FlagReconstructed == 0 {
+				allocs = append(allocs, *ev)
+			}
+		}))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	want := append([]trace.Event(nil), events...)
+	wantLeft := -1
+	sizeAt := map[uint64]int64{}
+	k := 0
+	for i := range want {
+		ev := &want[i]
+		if ev.Kind == trace.KindOOM {
+			if k < len(allocs) && allocs[k].Size == ev.Size && plain.Devices[0].AvoidedOOMs > 0 {
+				wantLeft = i
+				break
+			}
+			continue
+		}
+		switch ev.Kind {
+		case trace.KindAlloc:
+			if k >= len(allocs) || allocs[k].Addr != ev.Addr {
+				wantLeft = i
+			} else {
+				ev.BlockSize = allocs[k].BlockSize
+				sizeAt[ev.Addr] = ev.BlockSize
+				k++
+			}
+		case trace.KindFreeRequested:
+			ev.BlockSize = sizeAt[ev.Addr]
+		case trace.KindFreeCompleted:
+			ev.BlockSize = sizeAt[ev.Addr]
+			delete(sizeAt, ev.Addr)
+		}
+		if wantLeft >= 0 {
+			break
+		}
+	}
+	if wantLeft >= 0 {
+		for i := range want[wantLeft:] {
+			want[wantLeft+i].BlockSize = events[wantLeft+i].BlockSize // as recorded: nothing written
+		}
+	}
+	got := append([]trace.Event(nil), events...)
+	var leftAt []int64
+	opts.Annotate = true
+	opts.Left = func(ev *trace.Event) { leftAt = append(leftAt, ev.Seq) }
+	res, err := Run(context.Background(), NewSliceSource(got), opts, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	d, p := res.Devices[0], plain.Devices[0]
+	if d.Stats != p.Stats || d.Events != p.Events || d.EmptyCaches != p.EmptyCaches || len(d.OOMs) != len(p.OOMs) {
+		t.Errorf("%s: Annotate changed the replay's result", what)
+	}
+	switch {
+	case wantLeft < 0 && len(leftAt) != 0:
+		t.Errorf("%s: Left called at %v; the model reproduces the recording", what, leftAt)
+	case wantLeft >= 0 && (len(leftAt) != 1 || leftAt[0] != want[wantLeft].Seq):
+		t.Errorf("%s: Left called at %v, want once at seq %d", what, leftAt, want[wantLeft].Seq)
+	}
+	sized := 0
+	for i := range want {
+		if got[i].BlockSize != want[i].BlockSize {
+			t.Fatalf("%s: event %d (%s %#x): block size %d, want %d", what, i, want[i].Kind, want[i].Addr, got[i].BlockSize, want[i].BlockSize)
+		}
+		if got[i].BlockSize > 0 && events[i].BlockSize == 0 {
+			sized++
+		}
+	}
+	return wantLeft, sized
+}
+
+// FuzzAnnotate records a random request stream on the allocator under one
+// setting (allocs of random sizes on two streams, frees, frees that wait
+// for another stream, empty_cache), and annotates the recording under that
+// setting and another (checkAnnotate): the first must annotate everything,
+// the second what the oracle says.
+func FuzzAnnotate(f *testing.F) {
+	f.Add([]byte{0x10, 0x80, 0x21, 0x03, 0xf0, 0x44, 0x91, 0x12, 0x33, 0x5a, 0xc3, 0x07}, uint8(0), uint8(1))
+	f.Add([]byte("a few bytes of requests, frees and cross-stream frees"), uint8(2), uint8(3))
+	confs := []string{"", "roundup_power2_divisions:4", "max_split_size_mb:20", "garbage_collection_threshold:0.5",
+		"roundup_power2_divisions:[256:1,512:2,>:8]"}
+	f.Fuzz(func(t *testing.T, ops []byte, c1, c2 uint8) {
+		if len(ops) > 4096 {
+			ops = ops[:4096]
+		}
+		recConf, err := allocator.ParseConf(confs[int(c1)%len(confs)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		const total = 4 << 30
+		limit := int64(3 << 30)
+		if recConf.GCThreshold == 0 {
+			limit = 0
+		}
+		events := recordOps(t, ops, recConf, total, limit)
+		if len(events) == 0 {
+			return
+		}
+		for _, cs := range []string{confs[int(c1)%len(confs)], confs[int(c2)%len(confs)]} {
+			conf, err := allocator.ParseConf(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: limit, Recorded: true, SkipCompare: true}
+			wantLeft, _ := checkAnnotate(t, strconv.Quote(cs), events, opts)
+			if cs == confs[int(c1)%len(confs)] && wantLeft >= 0 {
+				t.Fatalf("under its own settings %q the model left its recording at event %d", cs, wantLeft)
+			}
+		}
+	})
+}
+
+// recordOps runs the requests ops encode on an allocator under conf and
+// returns what it emitted, as a recording: each pair of bytes is a request
+// (an alloc of a size drawn from the second byte on stream 0 or 1, a free
+// of a live block, a free that waits for another stream, or empty_cache).
+func recordOps(t *testing.T, ops []byte, conf allocator.Conf, total, limit int64) []trace.Event {
+	t.Helper()
+	if limit > 0 {
+		conf.MemoryFraction = 1
+	}
+	a, err := allocator.New(conf, allocator.NewSimDevice(total))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit > 0 {
+		a.SetMemoryLimit(limit)
+	}
+	var evs []trace.Event
+	a.SetObserver(allocator.ObserverFunc(func(e *allocator.Event) {
+		evs = append(evs, trace.Event{Seq: int64(len(evs)), Kind: KindOf(e.Action), Addr: e.Addr, Size: e.Size,
+			Stream: e.Stream, Stack: trace.NoStack})
+	}))
+	var live []uint64
+	var pending []uint64
+	for i := 0; i+1 < len(ops); i += 2 {
+		op, arg := ops[i], ops[i+1]
+		switch {
+		case op < 150 || len(live) == 0: // alloc: 1 B to about 100 MiB, skewed small
+			size := int64(1) << (arg % 27)
+			size += int64(arg) * 977 % size
+			addr, err := a.Malloc(size, uint64(op&1))
+			if err != nil {
+				if allocator.IsOOM(err) {
+					continue
+				}
+				t.Fatal(err)
+			}
+			live = append(live, addr)
+		case op < 220: // free
+			j := int(arg) % len(live)
+			addr := live[j]
+			live = slices.Delete(live, j, j+1)
+			if err := a.Free(addr); err != nil {
+				t.Fatal(err)
+			}
+		case op < 245: // a free that waits for another stream, completed at the next one of these
+			j := int(arg) % len(live)
+			addr := live[j]
+			live = slices.Delete(live, j, j+1)
+			if err := a.RecordStream(addr, 7); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Free(addr); err != nil {
+				t.Fatal(err)
+			}
+			if len(pending) > 0 {
+				a.MarkEventsDone(pending[0])
+				a.ProcessEvents()
+				pending = pending[1:]
+			}
+			pending = append(pending, addr)
+		default:
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return evs
 }
