@@ -183,7 +183,7 @@ func decodesInMemory(ins []string) bool {
 // than streamMax and the parallel decoder would run (see there).
 func openSnapshot(in, out string) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
-		return torchsnap.ReadFile(in)
+		return torchsnap.ReadFileMapped(in)
 	}
 	dir := filepath.Dir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

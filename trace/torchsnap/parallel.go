@@ -70,6 +70,8 @@ type parSource struct {
 	// serialWalk: a parallel walk failed to cut the file (parallelWalk), so
 	// later regions walk it serially.
 	serialWalk bool
+	// offHeap puts the events outside the Go heap (ReadFileMapped).
+	offHeap bool
 }
 
 // Tunables (variables so that tests can make regions of small inputs).

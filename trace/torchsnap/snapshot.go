@@ -22,7 +22,8 @@ type Snapshot struct {
 	Annotations  []Annotation  // external_annotations, in recorded order
 	SegmentsOnly bool          // the file was a bare list (memory_snapshot()): state only, no trace
 
-	spill *spill // Open's events, if any
+	spill  *spill // Open's events, if any
+	mapped []byte // ReadFileMapped's events, if outside the heap
 }
 
 // Spilled reports whether the devices' events are in a spill (Open), not
@@ -33,6 +34,13 @@ func (s *Snapshot) Spilled() bool { return s.spill != nil }
 // (it is already unlinked). It does nothing for ReadFile's and Decode's.
 func (s *Snapshot) Close() {
 	s.spill.close()
+	if s.mapped != nil {
+		for _, d := range s.Devices {
+			d.Events = nil // no view of the memory given back below
+		}
+		unmapEvents(s.mapped)
+		s.mapped = nil
+	}
 }
 
 // Device is one CUDA device's trace and final allocator state.
@@ -150,7 +158,19 @@ func (s BlockState) String() string {
 func (s BlockState) Live() bool { return s == ActiveAllocated || s == ActivePendingFree }
 
 // ReadFile decodes the snapshot in the file at path.
-func ReadFile(path string) (*Snapshot, error) {
+func ReadFile(path string) (*Snapshot, error) { return readFile(path, false) }
+
+// ReadFileMapped is ReadFile with the events in memory mapped outside the
+// Go heap, given back by Close: after Close the devices' Events are nil,
+// and no slice of them kept from before may be used. An import decodes a
+// large file in memory this way. Its store is sized for the most entries
+// the file could hold (about twice what a real snapshot has); on the heap,
+// that size set the collector's goal, and the garbage of decoding grew
+// with it: a real 95 MB snapshot peaked at 185–190 MiB (more than twice
+// the file) with GOGC at 25, where the events take 90 MiB.
+func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true) }
+
+func readFile(path string, offHeap bool) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
@@ -158,7 +178,7 @@ func ReadFile(path string) (*Snapshot, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err == nil && st.Mode().IsRegular() && st.Size() >= parMinFile {
-		s, err := decodeAt(&parSource{ra: f, size: st.Size()})
+		s, err := decodeAt(&parSource{ra: f, size: st.Size(), offHeap: offHeap})
 		if err != errParFallback {
 			if err != nil {
 				return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -169,12 +189,12 @@ func ReadFile(path string) (*Snapshot, error) {
 			return nil, fmt.Errorf("torchsnap: %w", err)
 		}
 	}
-	return readSequential(f, path, nil)
+	return readSequential(f, path, nil, offHeap)
 }
 
 // readSequential decodes the file f (at path) with the sequential decoder,
 // into sp when it is not nil.
-func readSequential(f *os.File, path string, sp *spill) (*Snapshot, error) {
+func readSequential(f *os.File, path string, sp *spill, offHeap bool) (*Snapshot, error) {
 	var r io.Reader = f
 	var size int64
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
@@ -189,7 +209,7 @@ func readSequential(f *os.File, path string, sp *spill) (*Snapshot, error) {
 			r = ra
 		}
 	}
-	s, err := decodeInto(r, size, sp)
+	s, err := decodeWith(r, size, sp, offHeap)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -215,7 +235,7 @@ func Open(path, spillDir string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
-	s, err := readSequential(f, path, sp)
+	s, err := readSequential(f, path, sp, false)
 	if err == nil {
 		if err = sp.finish(); err != nil {
 			err = fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -257,16 +277,25 @@ func decode(r io.Reader, size int64) (*Snapshot, error) { return decodeInto(r, s
 
 // decodeInto is decode, with the events written to sp when it is not nil.
 func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
+	return decodeWith(r, size, sp, false)
+}
+
+// decodeWith is decodeInto, with the events outside the Go heap when
+// offHeap is set and sp is nil (ReadFileMapped).
+func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool) (_ *Snapshot, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	b := newBuilder()
+	defer func() {
+		if err != nil {
+			b.events.release()
+		}
+	}()
 	if b.events.sp = sp; sp == nil {
+		b.events.offHeap = offHeap
 		b.events.sizeFor(size)
 	}
 	b.memo.sizeFor(size)
-	var (
-		top value
-		err error
-	)
+	var top value
 	first, err := sniff(br)
 	if err != nil {
 		return nil, err
@@ -283,19 +312,25 @@ func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
 		return nil, err
 	}
 	b.memo = memo{} // not needed past the pickle: let the collector have it
-	return b.assemble(top)
+	return b.assembleOwned(top)
 }
 
 // decodeAt decodes a pickle that the decoder may read anywhere, handing
 // large trace lists to regions (parallel.go). It returns errParFallback for
 // anything but a pickle, or when a region fell back: then the caller decodes
 // the file again with decode.
-func decodeAt(src *parSource) (*Snapshot, error) {
+func decodeAt(src *parSource) (_ *Snapshot, err error) {
 	var p [1]byte
 	if n, _ := src.ra.ReadAt(p[:], 0); n == 0 || p[0] != opProto {
 		return nil, errParFallback
 	}
 	b := newBuilder()
+	defer func() {
+		if err != nil {
+			b.events.release()
+		}
+	}()
+	b.events.offHeap = src.offHeap
 	b.events.sizeFor(src.size)
 	b.memo.sizeFor(src.size)
 	u := newUnpickler(nil, b)
@@ -311,7 +346,7 @@ func decodeAt(src *parSource) (*Snapshot, error) {
 	}
 	u.closeSrc()
 	b.memo = memo{}
-	return b.assemble(top)
+	return b.assembleOwned(top)
 }
 
 // sniff returns the first byte that is not JSON whitespace, without consuming it.
@@ -332,6 +367,17 @@ func sniff(br *bufio.Reader) (byte, error) {
 }
 
 // assemble turns the decoded top-level object into a Snapshot.
+// assembleOwned is assemble, handing the snapshot the store's off-heap
+// memory, if any, to give back on Close.
+func (b *builder) assembleOwned(top value) (*Snapshot, error) {
+	s, err := b.assemble(top)
+	if err != nil {
+		return nil, err
+	}
+	s.mapped = b.events.mapped
+	return s, nil
+}
+
 func (b *builder) assemble(top value) (*Snapshot, error) {
 	s := &Snapshot{}
 	var segs, traces value

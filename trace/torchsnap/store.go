@@ -33,6 +33,10 @@ type eventStore struct {
 	// to be replaced, chunks are separate and gatherRun copies.
 	base  []cev
 	views [][2]int64 // the runs [lo, hi) of base handed out as views
+	// offHeap asks sizeFor for a base outside the Go heap (ReadFileMapped);
+	// mapped is that memory, given back by release.
+	offHeap bool
+	mapped  []byte
 
 	// sp, when set (Open), receives the events instead of chunks: nothing
 	// above is used, and chunks below relChunks count as released.
@@ -48,8 +52,21 @@ type eventStore struct {
 // touched: in a fresh heap it costs address space, not memory.
 func (s *eventStore) sizeFor(size int64) {
 	if n := size / 48; n >= 256 {
+		if s.offHeap {
+			if s.base, s.mapped = mapEvents(n); s.base != nil {
+				return
+			}
+		}
 		s.base = make([]cev, n)
 		adviseHuge(s.base)
+	}
+}
+
+// release gives back an off-heap base; its events must not be used after.
+func (s *eventStore) release() {
+	if s.mapped != nil {
+		unmapEvents(s.mapped)
+		s.mapped, s.base, s.chunks = nil, nil, nil
 	}
 }
 

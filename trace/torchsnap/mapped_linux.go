@@ -1,0 +1,29 @@
+package torchsnap
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// mapEvents returns room for n events in anonymous memory of their own,
+// outside the Go heap, and the mapping to give back with unmapEvents; nil
+// if the system refuses (the caller then allocates on the heap). Pages
+// never touched cost no memory, and the collector neither scans nor counts
+// them: a store's base, sized for the most entries a file could hold,
+// would otherwise set the heap's goal as if all of it were in use (see
+// ReadFileMapped).
+func mapEvents(n int64) ([]cev, []byte) {
+	size := n * int64(unsafe.Sizeof(cev{}))
+	if n <= 0 || size/n != int64(unsafe.Sizeof(cev{})) || int64(int(size)) != size {
+		return nil, nil
+	}
+	m, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, nil
+	}
+	evs := unsafe.Slice((*cev)(unsafe.Pointer(unsafe.SliceData(m))), n)
+	adviseHuge(evs)
+	return evs, m
+}
+
+func unmapEvents(m []byte) { syscall.Munmap(m) }

@@ -1,0 +1,75 @@
+package torchsnap
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"testing"
+	"unsafe"
+)
+
+// ReadFileMapped decodes what ReadFile decodes, with regions and without,
+// keeps the events out of the Go heap (on Linux), and after Close leaves
+// no device a view of the memory it gave back.
+func TestReadFileMapped(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "synthetic.pickle")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, regions := range []bool{false, true} {
+		if regions {
+			withRegions(t, 64<<10, 4)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, err := ReadFileMapped(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		var events int64
+		for _, d := range got.Devices {
+			events += int64(len(d.Events))
+		}
+		bytesOfEvents := events * int64(unsafe.Sizeof(cev{}))
+		if runtime.GOOS == "linux" {
+			if got.mapped == nil {
+				t.Fatalf("regions %v: the events are not mapped", regions)
+			}
+			if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > bytesOfEvents/4 {
+				t.Errorf("regions %v: the heap grew by %d bytes for %d bytes of events: they are on it", regions, grew, bytesOfEvents)
+			}
+		}
+		want, err := ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.mapped != nil {
+			t.Fatal("ReadFile mapped its events")
+		}
+		mapped := got.mapped
+		got.mapped = nil
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("regions %v: ReadFileMapped and ReadFile decode differently", regions)
+		}
+		got.mapped = mapped
+		if events < 100_000 {
+			t.Fatalf("regions %v: %d events", regions, events)
+		}
+		got.Close()
+		for _, d := range got.Devices {
+			if d.Events != nil {
+				t.Errorf("regions %v: device %d keeps %d events after Close", regions, d.Index, len(d.Events))
+			}
+		}
+		got.Close() // twice is harmless
+	}
+}
