@@ -93,12 +93,14 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 		return nil, err
 	}
 	if decodesInMemory(ins) && os.Getenv("GOGC") == "" {
-		// A file decoded in memory holds its events as the bulk of the
-		// heap, and they hold no pointers, so collecting four times as
-		// often costs little; at the default pace the garbage of decoding
-		// grows as large as them between collections. A real 190 MB
-		// training snapshot peaked at 412–440 MiB (2.2–2.3× the file),
-		// and at 355–358 MiB with this, no slower (GPU host, 2026-11-22).
+		// Decoding a file in memory keeps tables that grow with it (the
+		// pickle memo, the frames lists, the workers' chunks: about 60
+		// bytes a trace entry) beside the events, which lie outside the
+		// heap (torchsnap.ReadFileMapped); at the default pace its garbage
+		// grows as large as those tables between collections. A real 190
+		// MB training snapshot peaked at 412–440 MiB (2.2–2.3× the file)
+		// before this, at 355–358 MiB with it, no slower, and at 303–312
+		// MiB since the events left the heap (GPU host, 2026-11-22).
 		defer debug.SetGCPercent(debug.SetGCPercent(25))
 	}
 	results := make([]*ImportResult, len(ins))
