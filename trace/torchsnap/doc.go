@@ -77,7 +77,11 @@
 // regions of the parallel decoder write into the store's chunks in place and
 // are not used by Open: tracer import opens files up to 64 MB (and any file
 // on fewer than 4 cores) with Open, and decodes larger ones in memory with
-// ReadFile when the regions would run. Regions writing into a spill were
+// ReadFileMapped when the regions would run: ReadFile with the events in
+// memory mapped outside the Go heap and given back by Close, so that the
+// store, sized for the most entries a file could hold, does not set the
+// collector's goal (a real 95 MB snapshot's import peaked at 184–189 MiB
+// with it on the heap, 167–176 MiB without). Regions writing into a spill were
 // tried (four workers, 64 KB chunks, each chunk's events written at their
 // place once committed): on the 16-core GPU host the 9 MB import took
 // 0.041–0.047 s and 18.4–18.9 MiB, against 0.044–0.053 s and 15.9–16.3 MiB
