@@ -72,4 +72,14 @@ func TestReadFileMapped(t *testing.T) {
 		}
 		got.Close() // twice is harmless
 	}
+	// A truncated file fails as ReadFile fails, and gives its memory back.
+	cut := filepath.Join(t.TempDir(), "cut.pickle")
+	if err := os.WriteFile(cut, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, werr := ReadFile(cut)
+	_, gerr := ReadFileMapped(cut)
+	if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+		t.Errorf("truncated file: ReadFile says %v, ReadFileMapped %v", werr, gerr)
+	}
 }
