@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/replay"
@@ -599,15 +598,10 @@ func (s *annSource) Event() *trace.Event { panic("record: annSource is a batch s
 func (s *annSource) Err() error          { return s.err }
 
 // leave notes that the model left the recording at ev, a recorded alloc
-// or OOM of the current chunk (replay.Options.Left).
+// or OOM of the device, whose Seq is its index among the device's events
+// (Device.Chunk) (replay.Options.Left).
 func (s *annSource) leave(ev *trace.Event) {
-	i := (uintptr(unsafe.Pointer(ev)) - uintptr(unsafe.Pointer(unsafe.SliceData(s.buf)))) / unsafe.Sizeof(*ev)
-	if s.buf == nil || i >= uintptr(len(s.buf)) {
-		// Not one of d's events (a reconstructed one cannot be): the
-		// replay's contract is broken; say where, as best known.
-		i = 0
-	}
-	s.left = &Divergence{Seq: s.lo + int64(i), Addr: ev.Addr, Size: ev.Size, OOM: ev.Kind == trace.KindOOM}
+	s.left = &Divergence{Seq: ev.Seq, Addr: ev.Addr, Size: ev.Size, OOM: ev.Kind == trace.KindOOM}
 }
 
 // load hands on the current chunk and reads the next one; false at the end

@@ -107,11 +107,9 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	if opts.MemoryLimit > 0 {
 		a.SetMemoryLimit(opts.MemoryLimit)
 	}
-	// Converting every event costs; skip it when nobody looks.
-	switch {
-	case r.recorded:
-		a.SetObserver(r) // every event, for the comparison
-	case obs != nil:
+	// Converting every event costs; skip it when nobody looks (the
+	// comparison with the recording, or obs).
+	if r.recorded || obs != nil {
 		a.SetObserver(r)
 	}
 	r.a = a

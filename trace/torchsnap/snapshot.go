@@ -31,7 +31,9 @@ type Snapshot struct {
 func (s *Snapshot) Spilled() bool { return s.spill != nil }
 
 // Close releases the file that holds the events of a snapshot from Open
-// (it is already unlinked). It does nothing for ReadFile's and Decode's.
+// (it is already unlinked), or the memory that holds ReadFileMapped's, and
+// sets the devices' Events to nil. It does nothing for ReadFile's and
+// Decode's.
 func (s *Snapshot) Close() {
 	s.spill.close()
 	if s.mapped != nil {
@@ -366,7 +368,6 @@ func sniff(br *bufio.Reader) (byte, error) {
 	}
 }
 
-// assemble turns the decoded top-level object into a Snapshot.
 // assembleOwned is assemble, handing the snapshot the store's off-heap
 // memory, if any, to give back on Close.
 func (b *builder) assembleOwned(top value) (*Snapshot, error) {
@@ -378,6 +379,7 @@ func (b *builder) assembleOwned(top value) (*Snapshot, error) {
 	return s, nil
 }
 
+// assemble turns the decoded top-level object into a Snapshot.
 func (b *builder) assemble(top value) (*Snapshot, error) {
 	s := &Snapshot{}
 	var segs, traces value
