@@ -10,9 +10,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tracer-dev/tracer/internal/textpages"
 )
 
 func main() {
+	// Initialization touched pages of nearly every package linked in;
+	// let only those the command uses stay resident (see textpages).
+	textpages.Release()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

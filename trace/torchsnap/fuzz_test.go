@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"bytes"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -66,6 +67,22 @@ func checkSpilled(t *testing.T, data []byte, mem *Snapshot) {
 	}
 	s.spill = sp
 	defer s.Close()
+	sameSpilled(t, s, mem)
+}
+
+// sameSpilled checks that the spilled snapshot s holds what mem, decoded
+// in memory, holds: its stacks, each device's segments, events (read back
+// through Chunk), reconstructed start and problems.
+func sameSpilled(t *testing.T, s, mem *Snapshot) {
+	t.Helper()
+	if !reflect.DeepEqual(s.Stacks, mem.Stacks) || s.Settings != mem.Settings {
+		t.Fatalf("spilled: %d stacks, in memory %d (or the settings differ)", len(s.Stacks), len(mem.Stacks))
+	}
+	for i, d := range s.Devices {
+		if i < len(mem.Devices) && !reflect.DeepEqual(d.Segments, mem.Devices[i].Segments) {
+			t.Fatalf("device %d: spilled, the segments differ from the in-memory ones", d.Index)
+		}
+	}
 	if len(s.Devices) != len(mem.Devices) {
 		t.Fatalf("spilled: %d devices, in memory %d", len(s.Devices), len(mem.Devices))
 	}

@@ -1,0 +1,112 @@
+//go:build linux
+
+package textpages
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// release drops the pages of the executable's read-only segments that lie
+// in private, read-only file mappings of /proc/self/maps.
+//
+// Why it is safe: madvise(MADV_DONTNEED) on a private file mapping unmaps
+// its pages; the next access faults the same bytes back in from the file
+// (the page cache, usually). It would lose what a page held only if the
+// page had been written since the process started, which a segment never
+// is unless the dynamic loader relocated it before making it read-only.
+// So release acts only on a position-dependent executable (ELF type EXEC:
+// Go's default on Linux), whose read-only segments are loaded at their
+// link addresses and need no relocation, only within its read-only
+// PT_LOAD segments, and never within its RELRO range (.got, .dynamic),
+// whatever the mappings look like. Anything else (a PIE build, an
+// unreadable /proc) releases nothing.
+func release() int {
+	segs, relro := readOnlySegments()
+	if len(segs) == 0 {
+		return 0
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0
+	}
+	page := uint64(os.Getpagesize())
+	rlo, rhi := relro[0]&^(page-1), (relro[1]+page-1)&^(page-1)
+	released := 0
+	for _, m := range readOnlyFileMappings(maps) {
+		for _, s := range segs {
+			lo := max(m[0], (s[0]+page-1)&^(page-1))
+			hi := min(m[1], s[1]&^(page-1))
+			if lo >= hi || (lo < rhi && rlo < hi) {
+				continue // nothing, or a page of the relocated range
+			}
+			if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), syscall.MADV_DONTNEED); e == 0 {
+				released += int(hi - lo)
+			}
+		}
+	}
+	return released
+}
+
+// readOnlySegments returns the address ranges of the executable's PT_LOAD
+// segments without write permission, and its PT_GNU_RELRO range, if it is
+// a position-dependent 64-bit little-endian ELF executable; nothing
+// otherwise. It reads the program headers itself: debug/elf would link in
+// decompressors whose initialization costs every tracer process memory.
+func readOnlySegments() (segs [][2]uint64, relro [2]uint64) {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return nil, relro
+	}
+	defer f.Close()
+	var eh [64]byte
+	if _, err := f.ReadAt(eh[:], 0); err != nil || string(eh[:4]) != "\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+		return nil, relro // not ELF64 little-endian
+	}
+	le := binary.LittleEndian
+	const etExec, ptLoad, ptGNURelro, pfW = 2, 1, 0x6474e552, 2
+	phoff, phentsize, phnum := le.Uint64(eh[32:]), int(le.Uint16(eh[54:])), int(le.Uint16(eh[56:]))
+	if le.Uint16(eh[16:]) != etExec || phentsize < 56 || phnum == 0 || phnum > 256 {
+		return nil, relro
+	}
+	ph := make([]byte, phentsize*phnum)
+	if _, err := f.ReadAt(ph, int64(phoff)); err != nil {
+		return nil, relro
+	}
+	for i := 0; i < phnum; i++ {
+		p := ph[i*phentsize:]
+		typ, flags := le.Uint32(p[0:]), le.Uint32(p[4:])
+		vaddr, memsz := le.Uint64(p[16:]), le.Uint64(p[40:])
+		switch {
+		case typ == ptLoad && flags&pfW == 0:
+			segs = append(segs, [2]uint64{vaddr, vaddr + memsz})
+		case typ == ptGNURelro:
+			relro = [2]uint64{vaddr, vaddr + memsz}
+		}
+	}
+	return segs, relro
+}
+
+// readOnlyFileMappings returns the address ranges [lo, hi) of the private
+// mappings of files without write permission in maps, the text of
+// /proc/PID/maps: "lo-hi perms offset dev inode path".
+func readOnlyFileMappings(maps []byte) (ranges [][2]uint64) {
+	for len(maps) > 0 {
+		var line []byte
+		line, maps, _ = bytes.Cut(maps, []byte{'\n'})
+		f := bytes.Fields(line)
+		if len(f) < 6 || string(f[4]) == "0" || len(f[1]) != 4 || f[1][1] != '-' || f[1][3] != 'p' {
+			continue
+		}
+		l, h, ok := bytes.Cut(f[0], []byte{'-'})
+		lo, err1 := strconv.ParseUint(string(l), 16, 64)
+		hi, err2 := strconv.ParseUint(string(h), 16, 64)
+		if ok && err1 == nil && err2 == nil && lo < hi {
+			ranges = append(ranges, [2]uint64{lo, hi})
+		}
+	}
+	return ranges
+}
