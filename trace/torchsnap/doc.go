@@ -86,7 +86,13 @@
 // place once committed): on the 16-core GPU host the 9 MB import took
 // 0.041–0.047 s and 18.4–18.9 MiB, against 0.044–0.053 s and 15.9–16.3 MiB
 // sequentially, because a chunk holds at least one whole batch of the
-// 1,000 entries CPython writes between APPENDS, whatever its size.
+// 1,000 entries CPython writes between APPENDS, whatever its size. Tried
+// again (2026-11-22, on the 16-core host) with a bounded number of chunks
+// in flight, one writer goroutine putting each committed chunk's events at
+// their place, and six workers: decoding the real 9.6 MB snapshot alone
+// took 15–19 ms against 21–33 ms, but the import gained 12–24% on two
+// machines, nothing or -19% on two busy ones, and nothing at 38 and 57 MB,
+// for 3–5.5 MiB more, which put the 9.6 MB import at its 2× bound.
 //
 // # Wrapped histories
 //
