@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -198,6 +200,34 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(served.Nanoseconds())/n, "ns/request")
 		})
 	}
+	if path := os.Getenv("TRACER_REPLAY_TRACE"); path != "" {
+		// A trace that tracer import made of a large real snapshot (e.g.
+		// testdata/bench/real_snapshot.py's), read into memory, replayed
+		// on a Replayer under its recorded settings as the snapshots above.
+		evs, meta := readTrace(b, path)
+		conf, err := allocator.ParseConf(meta.AllocConf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total := meta.DeviceTotal
+		if total == 0 {
+			total = 1 << 40
+		}
+		b.Run("trace-reuse/"+filepath.Base(path), func(b *testing.B) {
+			var rp Replayer
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := rp.Run(context.Background(), NewSliceSource(evs), Options{
+					Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit,
+				}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(int64(b.N)*int64(len(evs)))/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(int64(b.N)*int64(len(evs)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+		})
+	}
 	for _, gen := range benchGens {
 		for _, cs := range []string{"", "expandable_segments:True"} {
 			conf, _ := allocator.ParseConf(cs)
@@ -249,6 +279,23 @@ func BenchmarkReplay(b *testing.B) {
 			})
 		}
 	}
+}
+
+// readTrace reads the events and metadata of the trace at path.
+func readTrace(b *testing.B, path string) ([]trace.Event, trace.Meta) {
+	rd, err := trace.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	var evs []trace.Event
+	for rd.Next() {
+		evs = append(evs, *rd.Event())
+	}
+	if err := rd.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return evs, rd.Meta()
 }
 
 // generate collects the n events of src.
