@@ -129,7 +129,9 @@
 // buffers and results) against 46 before. Of the memory, 12 to 17 MiB is
 // the process before it reads anything (`tracer version`: the binary's
 // pages, gonum/plot parsing its fonts at init, cgo; the most when the
-// binary was just written), and 12 MiB the events in their final form.
+// binary was just written; since 2026-11-22 tracer gives back the pages
+// its initialization touched, internal/textpages, about 2 MiB of the
+// import's peak), and 12 MiB the events in their final form.
 //
 // With Open (tracer import since the spill, 2026-11-22, same machine,
 // binaries copied before timing, interleaved): the 9 MB file imports in
