@@ -621,6 +621,16 @@ func (b *builder) kindOf(id int64) (trace.Kind, bool) {
 	}
 }
 
+// knownKind is kindOf for a string id whose kind is cached, cheap enough to
+// inline into flatEvent (one call per trace entry); ok is false for any
+// other, for kindOf to tell.
+func (b *builder) knownKind(id int64) (trace.Kind, bool) {
+	if uint64(id) < uint64(len(b.kinds)) && b.kinds[id] > 0 {
+		return trace.Kind(b.kinds[id]), true
+	}
+	return 0, false
+}
+
 func (b *builder) poolID(v value) (trace.PoolID, error) {
 	if v.k != vTuple && v.k != vList {
 		return trace.PoolID{}, fmt.Errorf("is a %v, want a 2-tuple", v.k)

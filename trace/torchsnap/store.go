@@ -271,6 +271,39 @@ func (m *memo) put(idx uint64, v value) {
 	}
 }
 
+// putNext stores v, then each of vs, in the next slots, as put(m.n, v) for
+// each in turn would: flatEvent's slots (a trace entry's, and those
+// memoized in it), in one call. Where they fit the current chunk's spare
+// capacity, and its int32s, they are written there and only the chunk's
+// lengths then stored (wide, which holds only slots below n, needs no
+// change).
+func (m *memo) putNext(v value, vs []value) {
+	c, off := m.n/memoChunk, m.n%memoChunk
+	end := off + 1 + uint64(len(vs))
+	if off != 0 && end <= memoChunk && c < uint64(len(m.k)) && c < uint64(len(m.v)) &&
+		end <= uint64(cap(m.k[c])) && end <= uint64(cap(m.v[c])) {
+		ks, is := m.k[c][:end], m.v[c][:end]
+		ks[off], is[off] = v.k, int32(v.i)
+		fits := int64(int32(v.i)) == v.i && v.k != vWide
+		for j, w := range vs {
+			ks[off+1+uint64(j)], is[off+1+uint64(j)] = w.k, int32(w.i)
+			fits = fits && int64(int32(w.i)) == w.i && w.k != vWide
+		}
+		if fits {
+			m.k[c], m.v[c] = m.k[c][:end], m.v[c][:end]
+			if c == 0 {
+				m.k0, m.v0 = m.k0[:end], m.v0[:end]
+			}
+			m.n = c*memoChunk + end
+			return
+		}
+	}
+	m.put(m.n, v)
+	for _, w := range vs {
+		m.put(m.n, w)
+	}
+}
+
 // appendSlots stores the values of kinds ks and ints vs (as value's
 // fields) in the next slots, as put(m.n, v) for each in turn would (a
 // region commits a slot or more per trace entry).
