@@ -30,7 +30,11 @@
 // buffer without the stack (unpickler.flatDict); a trace entry whose keys
 // are memo references, "action" first (every one but a file's first few), is
 // converted field by field as its items are read, without collecting them
-// (flatEvent). Frames lists are shared objects in the pickle, so each
+// (flatEvent): each pair is dispatched on its key, and the value read in
+// the opcode PyTorch writes for that key (action as a memo reference, addr
+// and time_us LONG1, size and stream BININT*); anything else, and what
+// needs a call (frames lists, short strings), goes through flatValue. That
+// took decoding a real 9.6 MB snapshot from 189M to 144M instructions. Frames lists are shared objects in the pickle, so each
 // becomes a stack id once, however many entries refer to it. Trace lists are
 // kept as runs of consecutive events, and events live in a chunked store
 // (store.go) in their final form, trace.Event. The store's chunks are cut in
