@@ -153,8 +153,7 @@ func BenchmarkReplay(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/b.Elapsed().Seconds(), "events/s")
-				b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+				reportRates(b, int64(len(s.events)), cpu0)
 			})
 		}
 		b.Run("snapshot-reuse/"+name, func(b *testing.B) {
@@ -168,8 +167,7 @@ func BenchmarkReplay(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64(int64(b.N)*int64(len(s.events)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+			reportRates(b, int64(len(s.events)), cpu0)
 		})
 		b.Run("snapshot-warm/"+name, func(b *testing.B) {
 			reqs, slots, err := Requests(NewSliceSource(s.events), 0)
@@ -224,8 +222,7 @@ func BenchmarkReplay(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(int64(b.N)*int64(len(evs)))/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64(int64(b.N)*int64(len(evs)))/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+			reportRates(b, int64(len(evs)), cpu0)
 		})
 	}
 	for _, gen := range benchGens {
@@ -236,22 +233,7 @@ func BenchmarkReplay(b *testing.B) {
 				name = gen.name + "/expandable"
 			}
 			b.Run(name, func(b *testing.B) {
-				n := gen.n
-				b.ReportAllocs()
-				var res *Result
-				cpu0 := cpuTime()
-				for b.Loop() {
-					var err error
-					res, err = Run(context.Background(), gen.src(n), Options{Conf: conf, TotalMemory: 1 << 40}, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if res.Devices[0].Events != n {
-						b.Fatalf("replayed %d events, want %d", res.Devices[0].Events, n)
-					}
-				}
-				b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
-				b.ReportMetric(float64(int64(b.N)*n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+				res := replayGenerated(b, conf, gen.n, func() Source { return gen.src(gen.n) })
 				b.ReportMetric(float64(res.Devices[0].Stats.ReservedBytes[0].Peak)/(1<<20), "peak-MiB")
 			})
 			// The same stream generated before the timer starts and replayed
@@ -261,24 +243,37 @@ func BenchmarkReplay(b *testing.B) {
 			// stream takes n×sizeof(trace.Event) bytes, 880 MB at 10M events.
 			b.Run(gen.name+"-mem/"+name[len(gen.name)+1:], func(b *testing.B) {
 				evs := generate(gen.src(gen.n).(BatchSource), gen.n)
-				b.ReportAllocs()
-				var res *Result
-				cpu0 := cpuTime()
-				for b.Loop() {
-					var err error
-					res, err = Run(context.Background(), NewSliceSource(evs), Options{Conf: conf, TotalMemory: 1 << 40}, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if res.Devices[0].Events != gen.n {
-						b.Fatalf("replayed %d events, want %d", res.Devices[0].Events, gen.n)
-					}
-				}
-				b.ReportMetric(float64(int64(b.N)*gen.n)/b.Elapsed().Seconds(), "events/s")
-				b.ReportMetric(float64(int64(b.N)*gen.n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
+				replayGenerated(b, conf, gen.n, func() Source { return NewSliceSource(evs) })
 			})
 		}
 	}
+}
+
+// replayGenerated replays the n events of each src() under conf b.N times,
+// checks that all were replayed, reports the rates and returns the last
+// result.
+func replayGenerated(b *testing.B, conf allocator.Conf, n int64, src func() Source) *Result {
+	b.ReportAllocs()
+	var res *Result
+	cpu0 := cpuTime()
+	for b.Loop() {
+		var err error
+		if res, err = Run(context.Background(), src(), Options{Conf: conf, TotalMemory: 1 << 40}, nil); err != nil {
+			b.Fatal(err)
+		}
+		if res.Devices[0].Events != n {
+			b.Fatalf("replayed %d events, want %d", res.Devices[0].Events, n)
+		}
+	}
+	reportRates(b, n, cpu0)
+	return res
+}
+
+// reportRates reports the events per second of b.N replays of n events
+// each, by the wall clock and by the CPU time spent since cpu0.
+func reportRates(b *testing.B, n int64, cpu0 time.Duration) {
+	b.ReportMetric(float64(int64(b.N)*n)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(int64(b.N)*n)/(cpuTime()-cpu0).Seconds(), "events/cpu-s")
 }
 
 // readTrace reads the events and metadata of the trace at path.
