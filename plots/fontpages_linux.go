@@ -3,9 +3,7 @@
 package plots
 
 import (
-	"bytes"
 	"os"
-	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -21,6 +19,8 @@ import (
 	"codeberg.org/go-fonts/liberation/liberationserifbolditalic"
 	"codeberg.org/go-fonts/liberation/liberationserifitalic"
 	"codeberg.org/go-fonts/liberation/liberationserifregular"
+
+	"github.com/tracer-dev/tracer/internal/textpages"
 )
 
 // fontTTFs are the 12 Liberation fonts gonum/plot registers in its init.
@@ -102,22 +102,10 @@ func pageInterior(start, end, page uintptr) (lo, hi uintptr) {
 }
 
 // fileMappings returns the address ranges [lo, hi) of the file-backed
-// mappings (non-zero inode and a path) in maps, the text of /proc/PID/maps:
-// "lo-hi perms offset dev inode path".
+// mappings in maps, the text of /proc/PID/maps.
 func fileMappings(maps []byte) (ranges [][2]uintptr) {
-	for len(maps) > 0 {
-		var line []byte
-		line, maps, _ = bytes.Cut(maps, []byte{'\n'})
-		f := bytes.Fields(line)
-		if len(f) < 6 || string(f[4]) == "0" {
-			continue
-		}
-		l, h, ok := bytes.Cut(f[0], []byte{'-'})
-		lo, err1 := strconv.ParseUint(string(l), 16, 64)
-		hi, err2 := strconv.ParseUint(string(h), 16, 64)
-		if ok && err1 == nil && err2 == nil && lo < hi {
-			ranges = append(ranges, [2]uintptr{uintptr(lo), uintptr(hi)})
-		}
+	for _, m := range textpages.FileMappings(maps) {
+		ranges = append(ranges, [2]uintptr{uintptr(m.Lo), uintptr(m.Hi)})
 	}
 	return ranges
 }

@@ -14,9 +14,42 @@
 // 15.9–16.4 on the GPU machine's host, no slower (2026-11-22).
 package textpages
 
+import (
+	"bytes"
+	"strconv"
+)
+
 // Release drops the executable's code and read-only data pages from the
 // process's resident set and returns how many bytes of mappings it
 // released; 0 where it could not or need not (other systems, or
 // /proc/self/maps unreadable). It never changes what a page holds: see
 // the Linux implementation.
 func Release() int { return release() }
+
+// Mapping is a mapping of a file in the text of /proc/PID/maps.
+type Mapping struct {
+	Lo, Hi uint64 // the address range [Lo, Hi)
+	Perms  string // as maps writes them: "r-xp", "rw-p", ...
+}
+
+// FileMappings returns the mappings of files (a non-zero inode and a path)
+// in maps, the text of /proc/PID/maps: "lo-hi perms offset dev inode
+// path". Lines it cannot read are skipped.
+func FileMappings(maps []byte) []Mapping {
+	var ms []Mapping
+	for len(maps) > 0 {
+		var line []byte
+		line, maps, _ = bytes.Cut(maps, []byte{'\n'})
+		f := bytes.Fields(line)
+		if len(f) < 6 || string(f[4]) == "0" {
+			continue
+		}
+		l, h, ok := bytes.Cut(f[0], []byte{'-'})
+		lo, err1 := strconv.ParseUint(string(l), 16, 64)
+		hi, err2 := strconv.ParseUint(string(h), 16, 64)
+		if ok && err1 == nil && err2 == nil && lo < hi {
+			ms = append(ms, Mapping{Lo: lo, Hi: hi, Perms: string(f[1])})
+		}
+	}
+	return ms
+}

@@ -3,10 +3,8 @@
 package textpages
 
 import (
-	"bytes"
 	"encoding/binary"
 	"os"
-	"strconv"
 	"syscall"
 )
 
@@ -92,20 +90,11 @@ func readOnlySegments() (segs [][2]uint64, relro [2]uint64) {
 
 // readOnlyFileMappings returns the address ranges [lo, hi) of the private
 // mappings of files without write permission in maps, the text of
-// /proc/PID/maps: "lo-hi perms offset dev inode path".
+// /proc/PID/maps.
 func readOnlyFileMappings(maps []byte) (ranges [][2]uint64) {
-	for len(maps) > 0 {
-		var line []byte
-		line, maps, _ = bytes.Cut(maps, []byte{'\n'})
-		f := bytes.Fields(line)
-		if len(f) < 6 || string(f[4]) == "0" || len(f[1]) != 4 || f[1][1] != '-' || f[1][3] != 'p' {
-			continue
-		}
-		l, h, ok := bytes.Cut(f[0], []byte{'-'})
-		lo, err1 := strconv.ParseUint(string(l), 16, 64)
-		hi, err2 := strconv.ParseUint(string(h), 16, 64)
-		if ok && err1 == nil && err2 == nil && lo < hi {
-			ranges = append(ranges, [2]uint64{lo, hi})
+	for _, m := range FileMappings(maps) {
+		if p := m.Perms; len(p) == 4 && p[1] == '-' && p[3] == 'p' {
+			ranges = append(ranges, [2]uint64{m.Lo, m.Hi})
 		}
 	}
 	return ranges
