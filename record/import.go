@@ -181,8 +181,9 @@ func decodesInMemory(ins []string) bool {
 
 // openSnapshot decodes the snapshot at in: into a spill, so that the
 // import's memory does not grow with the trace, unless the file is larger
-// than streamMax and the parallel decoder would run (see there).
-func openSnapshot(in, out string) (*torchsnap.Snapshot, error) {
+// than streamMax and the parallel decoder would run (see there). The
+// events spilled go to follow, if not nil, as they are decoded.
+func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
 		return torchsnap.ReadFileMapped(in)
 	}
@@ -195,7 +196,37 @@ func openSnapshot(in, out string) (*torchsnap.Snapshot, error) {
 		}
 		return nil, fmt.Errorf("import %s: output %s: %w", in, out, err)
 	}
-	return torchsnap.Open(in, dir)
+	if follow == nil {
+		return torchsnap.Open(in, dir)
+	}
+	return torchsnap.OpenFollowed(in, dir, follow.add)
+}
+
+// importFollow is what an import derives from a spilled trace as it is
+// decoded, on the spill's writer goroutine while the decoder goes on,
+// rather than in passes over the spill once decoding is done: the start
+// state (torchsnap.Forward), the reserved bytes for inferLimit, and which
+// events have no stack. It holds for the snapshot's device if the
+// snapshot has one and its trace is all that was spilled
+// (Forward.Followed); otherwise the passes run as before.
+type importFollow struct {
+	fw       torchsnap.Forward
+	reserved reservedScan
+	noStack  []uint64 // a bit an event, by Seq
+}
+
+func (f *importFollow) add(evs []trace.Event) {
+	f.fw.Add(evs)
+	f.reserved.add(evs)
+	for j := range evs {
+		k := evs[j].Seq
+		for int64(len(f.noStack)) <= k/64 {
+			f.noStack = append(f.noStack, 0)
+		}
+		if evs[j].Stack == trace.NoStack {
+			f.noStack[k/64] |= 1 << (k % 64)
+		}
+	}
 }
 
 // importOne imports one snapshot. Its memory is bounded by the state the
@@ -210,11 +241,19 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	if snapHook != nil {
 		snapHook()
 	}
-	snap, err := openSnapshot(in, out)
+	var follow *importFollow
+	if !decodesInMemory([]string{in}) {
+		follow = &importFollow{}
+	}
+	snap, err := openSnapshot(in, out, follow)
 	if err != nil {
 		return nil, err
 	}
-	defer snap.Close()
+	// The spill is closed as soon as its last reader is done (below), so
+	// that the kernel frees its pages beside the writer's last work and
+	// the replacement of an earlier output, not after them.
+	closeSnap := sync.OnceFunc(snap.Close)
+	defer closeSnap()
 	spilled := snap.Spilled()
 	if st, err := os.Stat(in); err == nil && st.Size() >= 1<<20 && spilled {
 		// Decoding's garbage (the pickle memo above all: a slot or two per
@@ -231,48 +270,24 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	}
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
 	meta := importMeta(in, snap, opts)
-	// One pass over the recorded events, beside reconstruction: the
-	// reserved bytes for inferLimit, and, for a spilled trace, which events
-	// have no stack, from which the stream writer learns, before it starts
-	// a batch, how many of its events have none (a bit an event).
-	type scan struct {
-		recorded []reservedScan
-		noStack  [][]uint64
-		err      error
-	}
+	// One pass over the recorded events, beside reconstruction, unless
+	// they were followed as they were decoded (importFollow): the reserved
+	// bytes for inferLimit, and, for a spilled trace, which events have no
+	// stack, from which the stream writer learns, before it starts a
+	// batch, how many of its events have none (a bit an event).
 	scanned := make(chan scan, 1)
-	go func() {
-		sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
-		buf := make([]trace.Event, torchsnap.ChunkSize)
-		for i, d := range snap.Devices {
-			var bits []uint64
-			if spilled {
-				bits = make([]uint64, (d.Len()+63)/64)
-			}
-			for lo := int64(0); lo < d.Len() && sc.err == nil; lo += torchsnap.ChunkSize {
-				var evs []trace.Event
-				if evs, sc.err = d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf); sc.err != nil {
-					break
-				}
-				sc.recorded[i].add(evs)
-				if bits != nil {
-					for j := range evs {
-						if evs[j].Stack == trace.NoStack {
-							k := lo + int64(j)
-							bits[k/64] |= 1 << (k % 64)
-						}
-					}
-				}
-			}
-			sc.noStack[i] = bits
-		}
-		scanned <- sc
-	}()
+	var fw *torchsnap.Forward // the start state, derived as the trace was decoded
+	if follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0]) {
+		fw = &follow.fw
+		scanned <- scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
+	} else {
+		go scanSpill(snap, spilled, scanned)
+	}
 	// Reconstruct: the metadata records whether the history is complete.
 	initial := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
 		if err == nil {
-			initial[i], err = d.Reconstruct(conf.RoundSize)
+			initial[i], err = d.ReconstructFollowed(fw, conf.RoundSize)
 			if err != nil {
 				err = fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
@@ -304,11 +319,13 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
 	problems := make(chan []torchsnap.Problem, 1)
+	validated := make(chan struct{})
 	go func() {
 		var all []torchsnap.Problem
 		for _, d := range snap.Devices {
 			all = append(all, d.Validate()...)
 		}
+		close(validated)
 		problems <- all
 	}()
 	defer func() { res.Problems = <-problems }()
@@ -363,7 +380,17 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		var diverged *Divergence
 		var annErr error
 		go func() {
-			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, privateSegments(d), full, free)
+			var lastRead func()
+			if spilled && i == len(snap.Devices)-1 {
+				// Validation and this reader are the spill's last readers.
+				lastRead = func() {
+					go func() {
+						<-validated
+						closeSnap()
+					}()
+				}
+			}
+			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -389,6 +416,44 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil
+}
+
+// scan is what one pass over a snapshot's recorded events finds for the
+// import: each device's reserved bytes (inferLimit) and, for a spilled
+// trace, which of its events have no stack (batchNulls).
+type scan struct {
+	recorded []reservedScan
+	noStack  [][]uint64
+	err      error
+}
+
+// scanSpill makes snap's scan and sends it on scanned.
+func scanSpill(snap *torchsnap.Snapshot, spilled bool, scanned chan<- scan) {
+	sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
+	buf := make([]trace.Event, torchsnap.ChunkSize)
+	for i, d := range snap.Devices {
+		var bits []uint64
+		if spilled {
+			bits = make([]uint64, (d.Len()+63)/64)
+		}
+		for lo := int64(0); lo < d.Len() && sc.err == nil; lo += torchsnap.ChunkSize {
+			var evs []trace.Event
+			if evs, sc.err = d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf); sc.err != nil {
+				break
+			}
+			sc.recorded[i].add(evs)
+			if bits != nil {
+				for j := range evs {
+					if evs[j].Stack == trace.NoStack {
+						k := lo + int64(j)
+						bits[k/64] |= 1 << (k % 64)
+					}
+				}
+			}
+		}
+		sc.noStack[i] = bits
+	}
+	scanned <- sc
 }
 
 // importMeta is the metadata of the trace imported from the snapshot snap
@@ -540,9 +605,9 @@ func (s *reservedScan) add(evs []trace.Event) {
 // its own, made this annotation of a real 9.6 MB training snapshot cost
 // about a fifth more instructions.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
-	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
+	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len(), full: full}
-	s.ready = readChunks(d, private, free)
+	s.ready = readChunks(d, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, and cost this
@@ -633,10 +698,13 @@ type chunkRead struct {
 // readChunks reads d's events a chunk at a time, in order, into buffers
 // from free, tags them with their pools, and delivers them on the channel
 // it returns, which holds up to two chunks. It stops after the last chunk,
-// or after delivering a read error.
-func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []trace.Event) <-chan chunkRead {
+// or after delivering a read error; then it calls lastRead, if set.
+func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, 2)
 	go func() {
+		if lastRead != nil {
+			defer lastRead()
+		}
 		n := d.Len()
 		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
 			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), <-free)

@@ -51,7 +51,7 @@ func testImportMatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if snap, err := openSnapshot(in, dir); err != nil || snap.Spilled() != (streamMax >= 0) {
+		if snap, err := openSnapshot(in, dir, nil); err != nil || snap.Spilled() != (streamMax >= 0) {
 			t.Fatalf("%s: openSnapshot: spilled %v, error %v", in, snap != nil && snap.Spilled(), err)
 		} else {
 			snap.Close()

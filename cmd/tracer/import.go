@@ -44,7 +44,7 @@ there on, and everything else is imported as recorded.
 
 Several files (one per rank) import in parallel. Each output is written to a
 temporary file and renamed at the end: a failed import leaves nothing behind.
-Decoded events wait in an unlinked scratch file beside the output (88 bytes per
+Decoded events wait in an unlinked scratch file beside the output (56 bytes per
 trace entry: the disk there needs the room), so memory stays small: a 9 MB
 snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 4 cores or more, several times faster, in about 1.5 times the file's size.`,

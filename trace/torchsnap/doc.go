@@ -65,13 +65,22 @@
 // Open decodes with the sequential machine into a spill (spill.go) instead
 // of the store: an unlinked temporary file, in the directory the caller
 // names (the import: the output's), that events are appended to,
-// spillChunk (1024) at a time, as their raw bytes (trace.Event holds no
-// pointers, and the file never outlives the process), by a goroutine of
-// the spill's own while the decoder fills the next buffer. A device's run of events is then a
+// spillChunk (1024) at a time, as the raw bytes of 56-byte records that
+// hold the fields decoding sets (srec: no pointers, and the file never
+// outlives the process), by a goroutine of the spill's own while the
+// decoder fills the next buffer. A device's run of events is then a
 // range of the file, Device.Events is nil, and Device.Len and Device.Chunk
-// read the events back a chunk at a time with pread: Reconstruct walks the
-// chunks backwards and Validate forwards, and so do the import's own passes
-// (record/import.go), so that no pass holds more than a few chunks. The
+// read the events back a chunk at a time with pread, widened into
+// trace.Events in place: Reconstruct walks the chunks backwards and
+// Validate forwards, and so do the import's own passes (record/import.go),
+// so that no pass holds more than a few chunks. OpenFollowed also hands
+// each chunk, once written, to a function of the caller's on the spill's
+// goroutine: the import derives there, as decoding goes on, what its
+// passes after decoding would read the spill for, the start state above
+// all (Forward: the state Reconstruct's undo derives backwards, derived
+// forwards address by address, for one-device traces whose segment events
+// pair up and map no ranges; TestForward_matchesUndo checks it against
+// undo on every real snapshot cut at 0–99%). The
 // file's pages are in the page cache, which is not the process's memory, as
 // long as it is read and written rather than mapped. What decoding into a
 // spill still holds grows with the file only through the pickle memo (5

@@ -52,9 +52,11 @@ func FuzzDecode(f *testing.F) {
 
 // checkSpilled decodes data again into a spill, as Open does, and checks
 // that it gives what mem, the in-memory decode of data, gave: the events
-// read back through Chunk, the reconstructed start and the problems.
+// read back through Chunk, the reconstructed start (from a Forward that
+// followed the spill, where it covers the device) and the problems.
 func checkSpilled(t *testing.T, data []byte, mem *Snapshot) {
-	sp, err := newSpill("")
+	var fw Forward
+	sp, err := newSpill("", fw.Add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +70,14 @@ func checkSpilled(t *testing.T, data []byte, mem *Snapshot) {
 	}
 	s.spill = sp
 	defer s.Close()
-	sameSpilled(t, s, mem)
+	sameSpilled(t, s, mem, &fw)
 }
 
 // sameSpilled checks that the spilled snapshot s holds what mem, decoded
 // in memory, holds: its stacks, each device's segments, events (read back
-// through Chunk), reconstructed start and problems.
-func sameSpilled(t *testing.T, s, mem *Snapshot) {
+// through Chunk), reconstructed start (ReconstructFollowed with fw, which
+// may be nil) and problems.
+func sameSpilled(t *testing.T, s, mem *Snapshot, fw *Forward) {
 	t.Helper()
 	// The settings compared bit for bit: a fuzzed threshold may be NaN.
 	gs, ws := s.Settings, mem.Settings
@@ -107,7 +110,7 @@ func sameSpilled(t *testing.T, s, mem *Snapshot) {
 				t.Fatalf("device %d: spilled events [%d, %d) differ from the in-memory ones", d.Index, lo, hi)
 			}
 		}
-		got, err := d.Reconstruct(roundSize)
+		got, err := d.ReconstructFollowed(fw, roundSize)
 		if err != nil {
 			t.Fatal(err)
 		}

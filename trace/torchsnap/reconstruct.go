@@ -40,13 +40,27 @@ const (
 // gap of up to 20 MiB, the default max_non_split_rounding, which snapshots do
 // not record.
 func (d *Device) Reconstruct(round func(requested int64) int64) ([]trace.Event, error) {
+	return d.ReconstructFollowed(nil, round)
+}
+
+// ReconstructFollowed is Reconstruct, with the start state f derived as
+// the events were decoded where f covers d (Forward.Covers), instead of
+// undoing the trace: the same result, without reading the trace back.
+func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int64) ([]trace.Event, error) {
 	if round == nil {
 		return nil, fmt.Errorf("torchsnap: device %d: Reconstruct needs a rounding function", d.Index)
 	}
-	st := newStartState(d)
-	unseenFree, err := st.undoDevice(d)
-	if err != nil {
-		return nil, err
+	var st *startState
+	var unseenFree, ok bool
+	if f.Covers(d) {
+		st, unseenFree, ok = f.startState(d)
+	}
+	if !ok {
+		st = newStartState(d)
+		var err error
+		if unseenFree, err = st.undoDevice(d); err != nil {
+			return nil, err
+		}
 	}
 	d.start, d.startOf = st, d.Events
 	segs := st.segs

@@ -225,15 +225,26 @@ func readSequential(f *os.File, path string, sp *spill, offHeap bool) (*Snapshot
 // with the number of trace entries. Close releases the file. The file is
 // made in spillDir, or os.TempDir() when it is empty: an importer passes
 // the output's directory, where the disk has room for the output (a
-// spill takes 88 bytes an event) and which is less often a tmpfs, whose
+// spill takes 56 bytes an event) and which is less often a tmpfs, whose
 // pages would stay in memory.
 func Open(path, spillDir string) (*Snapshot, error) {
+	return OpenFollowed(path, spillDir, nil)
+}
+
+// OpenFollowed is Open that also hands every event it spills to follow,
+// in order, a chunk at a time, as decoding goes on: on another goroutine
+// than the decoder's, with Seq the event's index among all the spilled
+// events and Device unset (a device's events are known as its trace list
+// ends; Forward.Covers tells whether they were all of them). The events
+// are follow's until it returns. Every call has returned when OpenFollowed
+// does.
+func OpenFollowed(path, spillDir string, follow func([]trace.Event)) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
 	}
 	defer f.Close()
-	sp, err := newSpill(spillDir)
+	sp, err := newSpill(spillDir, follow)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}

@@ -1,0 +1,187 @@
+package torchsnap
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// TestForward_matchesUndo follows every real snapshot's trace, whole and
+// with its first 1–99% cut off (a wrapped history: blocks and segments
+// live at the start, frees of blocks never allocated), and checks that
+// Forward derives the start state undo derives backwards: the same blocks
+// with every field, the same segment ranges, the same unseen free. Traces
+// that map or unmap ranges (expandable segments) are left to undo.
+func TestForward_matchesUndo(t *testing.T) {
+	followed := 0
+	for _, path := range realSnapshots(t) {
+		for _, pct := range []int{0, 1, 10, 50, 90, 99} {
+			t.Run(fmt.Sprintf("%s/%d%%", name(path), pct), func(t *testing.T) {
+				d := mustRead(t, path).Devices[0]
+				d.Events = d.Events[len(d.Events)*pct/100:]
+				var f Forward
+				for lo := 0; lo < len(d.Events); lo += ChunkSize {
+					f.Add(d.Events[lo:min(len(d.Events), lo+ChunkSize)])
+				}
+				maps := slices.ContainsFunc(d.Events, func(e trace.Event) bool {
+					return e.Kind == trace.KindSegmentMap || e.Kind == trace.KindSegmentUnmap
+				})
+				if f.invalid != maps {
+					t.Fatalf("Forward gave up: %v; the trace maps ranges: %v", f.invalid, maps)
+				}
+				if maps {
+					return
+				}
+				got, gotUnseen, ok := f.startState(d)
+				if !ok {
+					t.Fatal("Forward found the end state inconsistent with a consistent trace")
+				}
+				want := newStartState(d)
+				wantUnseen, err := want.undoDevice(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameStart(t, got, want)
+				if gotUnseen != wantUnseen {
+					t.Errorf("unseen free: forward %v, undo %v", gotUnseen, wantUnseen)
+				}
+				followed++
+			})
+		}
+	}
+	if followed < 40 {
+		t.Errorf("Forward derived only %d start states", followed)
+	}
+}
+
+// sameStart checks that two start states hold the same blocks and ranges.
+func sameStart(t *testing.T, got, want *startState) {
+	t.Helper()
+	if g, w := startBlocks(got), startBlocks(want); !slices.Equal(g, w) {
+		t.Errorf("start blocks: forward %d, undo %d", len(g), len(w))
+		for i := range min(len(g), len(w)) {
+			if g[i] != w[i] {
+				t.Errorf("first difference: forward %+v, undo %+v", g[i], w[i])
+				break
+			}
+		}
+	}
+	if len(got.segs) != len(want.segs) {
+		t.Fatalf("start segments: forward %d, undo %d", len(got.segs), len(want.segs))
+	}
+	for i := range got.segs {
+		if *got.segs[i] != *want.segs[i] {
+			t.Errorf("start segment %d: forward %+v, undo %+v", i, *got.segs[i], *want.segs[i])
+		}
+	}
+}
+
+func startBlocks(st *startState) []liveBlock {
+	var bs []liveBlock
+	st.blocks.All(func(_ uint64, b *liveBlock) { bs = append(bs, *b) })
+	slices.SortFunc(bs, func(a, b liveBlock) int { return cmp.Compare(a.addr, b.addr) })
+	return bs
+}
+
+// TestForward_contradictions: histories whose segment events contradict
+// each other or the end state are left to undo, and the block rules that
+// contradictions exercise (a free of a block freed already, frees without
+// allocs in a row) still give undo's answer.
+func TestForward_contradictions(t *testing.T) {
+	const mb = 1 << 20
+	seg := func(k trace.Kind, addr uint64, size int64) trace.Event {
+		return trace.Event{Kind: k, Addr: addr, Size: size, Stack: trace.NoStack}
+	}
+	blk := func(k trace.Kind, addr uint64, size int64, stack trace.StackID) trace.Event {
+		return trace.Event{Kind: k, Addr: addr, Size: size, Stack: stack, Stream: 7}
+	}
+	end := []Segment{{Addr: 0x1000_0000, TotalSize: 20 * mb, Large: true,
+		Blocks: []Block{{Addr: 0x1000_0000, Size: 20 * mb, RequestedSize: 3 * mb, State: ActiveAllocated, Stack: 4}}}}
+	cases := []struct {
+		name    string
+		evs     []trace.Event
+		forward bool // Forward derives the start state
+	}{
+		{"segment_alloc twice", []trace.Event{seg(trace.KindSegmentAlloc, 0x2000_0000, 2*mb), seg(trace.KindSegmentAlloc, 0x2000_0000, 2*mb)}, false},
+		{"segment_free twice", []trace.Event{seg(trace.KindSegmentFree, 0x2000_0000, 2*mb), seg(trace.KindSegmentFree, 0x2000_0000, 2*mb)}, false},
+		{"freed with another size", []trace.Event{seg(trace.KindSegmentAlloc, 0x2000_0000, 2*mb), seg(trace.KindSegmentFree, 0x2000_0000, 4*mb)}, false},
+		{"freed last, there at the end", []trace.Event{seg(trace.KindSegmentAlloc, 0x1000_0000, 20*mb), seg(trace.KindSegmentFree, 0x1000_0000, 20*mb)}, false},
+		{"allocated inside a live range", []trace.Event{seg(trace.KindSegmentAlloc, 0x1000_0000+2*mb, 2*mb)}, false},
+		{"inside a range freed later", []trace.Event{seg(trace.KindSegmentAlloc, 0x3000_0000+2*mb, 2*mb),
+			seg(trace.KindSegmentFree, 0x3000_0000+2*mb, 2*mb), seg(trace.KindSegmentFree, 0x3000_0000, 20*mb)}, false},
+		{"reused after its free", []trace.Event{seg(trace.KindSegmentFree, 0x3000_0000, 20*mb),
+			seg(trace.KindSegmentAlloc, 0x3000_0000+2*mb, 2*mb)}, true},
+		{"double free of a block", []trace.Event{blk(trace.KindAlloc, 0x1000_0000, mb, 1), blk(trace.KindFreeRequested, 0x1000_0000, mb, 2),
+			blk(trace.KindFreeCompleted, 0x1000_0000, mb, 2), blk(trace.KindFreeRequested, 0x1000_0000, mb, 3),
+			blk(trace.KindFreeCompleted, 0x1000_0000, mb, 3)}, true},
+		{"frees in a row", []trace.Event{blk(trace.KindFreeRequested, 0x1000_0000, mb, 1), blk(trace.KindFreeRequested, 0x1000_0000, 2*mb, 2),
+			blk(trace.KindAlloc, 0x1000_0000, 3*mb, 3)}, true},
+		{"frees in a row, then the end", []trace.Event{blk(trace.KindFreeRequested, 0x1000_0000, mb, 1), blk(trace.KindFreeRequested, 0x1000_0000, 2*mb, 2)}, true},
+		{"free_completed first", []trace.Event{blk(trace.KindFreeCompleted, 0x5000, mb, 1), blk(trace.KindAlloc, 0x5000, 2*mb, 2)}, true},
+		{"requested then completed", []trace.Event{blk(trace.KindFreeRequested, 0x5000, mb, 1), blk(trace.KindFreeCompleted, 0x5000, 2*mb, 2)}, true},
+	}
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			d := &Device{Segments: end, Events: c.evs}
+			var f Forward
+			f.Add(c.evs)
+			got, gotUnseen, ok := f.startState(d)
+			if ok = ok && !f.invalid; ok != c.forward {
+				t.Fatalf("Forward derives the start state: %v, want %v", ok, c.forward)
+			}
+			if !ok {
+				return
+			}
+			want := newStartState(d)
+			wantUnseen := want.undo(d.Events)
+			sameStart(t, got, want)
+			if gotUnseen != wantUnseen {
+				t.Errorf("unseen free: forward %v, undo %v", gotUnseen, wantUnseen)
+			}
+		})
+	}
+}
+
+// TestOpenFollowed: a Forward fed by OpenFollowed covers the device of a
+// one-device snapshot that maps no ranges, and ReconstructFollowed gives
+// what Reconstruct gives on the snapshot decoded in memory.
+func TestOpenFollowed(t *testing.T) {
+	for _, path := range realSnapshots(t) {
+		t.Run(name(path), func(t *testing.T) {
+			var f Forward
+			calls := 0
+			s, err := OpenFollowed(path, t.TempDir(), func(evs []trace.Event) {
+				calls++
+				f.Add(evs)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			mem := mustRead(t, path)
+			maps := slices.ContainsFunc(mem.Devices[0].Events, func(e trace.Event) bool {
+				return e.Kind == trace.KindSegmentMap || e.Kind == trace.KindSegmentUnmap
+			})
+			if len(s.Devices) != 1 || f.Covers(s.Devices[0]) == maps {
+				t.Fatalf("%d devices; Forward covers the first: %v (the trace maps ranges: %v)",
+					len(s.Devices), len(s.Devices) > 0 && f.Covers(s.Devices[0]), maps)
+			}
+			if want := (s.Devices[0].Len() + ChunkSize - 1) / ChunkSize; int64(calls) != want {
+				t.Errorf("follow called %d times for %d events", calls, s.Devices[0].Len())
+			}
+			got, err := s.Devices[0].ReconstructFollowed(&f, roundSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := mem.Devices[0].Reconstruct(roundSize)
+			if !slices.Equal(got, want) || s.Devices[0].Truncated != mem.Devices[0].Truncated {
+				t.Errorf("ReconstructFollowed: %d events (truncated %v), Reconstruct %d (%v)",
+					len(got), s.Devices[0].Truncated, len(want), mem.Devices[0].Truncated)
+			}
+		})
+	}
+}
