@@ -91,11 +91,8 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 		return d.Events[lo:hi], nil
 	}
 	evs := buf[:hi-lo]
-	if err := d.sp.readAt(evs, d.spLo+lo); err != nil {
+	if err := d.sp.readAs(evs, d.spLo+lo, lo, d.Index); err != nil {
 		return nil, fmt.Errorf("torchsnap: device %d: %w", d.Index, err)
-	}
-	for j := range evs {
-		evs[j].Seq, evs[j].Device = lo+int64(j), d.Index
 	}
 	return evs, nil
 }

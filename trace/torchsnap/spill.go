@@ -63,9 +63,14 @@ func toSrec(e *cev) srec {
 	return srec{TimeUs: e.TimeUs, Addr: e.Addr, Size: e.Size, Stream: e.Stream, Pool: e.Pool, Stack: e.Stack, Kind: e.Kind}
 }
 
-// widen sets *e to the event r holds, event seq of the spill.
-func (r *srec) widen(e *cev, seq int64) {
-	*e = cev{Seq: seq, TimeUs: r.TimeUs, Kind: r.Kind, Addr: r.Addr, Size: r.Size, Stream: r.Stream, Pool: r.Pool, Stack: r.Stack}
+// widen sets *e to the event r holds, with Seq seq and Device dev. It
+// reads all of *r before it writes *e, field by field (a composite
+// literal is built on the stack and copied: twice the time): e may
+// overlap r where it ends (readAt).
+func (r *srec) widen(e *cev, seq int64, dev int32) {
+	t, a, sz, st, p, sk, k := r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind
+	e.Seq, e.TimeUs, e.Device, e.Kind, e.Addr, e.Size, e.Stream = seq, t, dev, k, a, sz, st
+	e.Pool, e.Stack, e.Flags, e.BlockSize, e.DeviceUsed = p, sk, 0, 0, 0
 }
 
 type spillWrite struct {
@@ -121,7 +126,7 @@ func (s *spill) writer(work <-chan spillWrite, free chan<- []srec, done chan<- e
 			} else if s.follow != nil {
 				wide := s.wide[:len(w.evs)]
 				for j := range w.evs {
-					w.evs[j].widen(&wide[j], w.at+int64(j))
+					w.evs[j].widen(&wide[j], w.at+int64(j), 0)
 				}
 				s.follow(wide)
 			}
@@ -179,12 +184,16 @@ func (s *spill) finish() error {
 	return s.err
 }
 
-// readAt fills dst with events [lo, lo+len(dst)). Passes read the
-// spill on several goroutines at once, so its buffer for the records is
-// the caller's part of dst: a record is smaller than an event, and the
-// records read into dst's tail are widened from the front, each event
-// written below the records still to be read.
-func (s *spill) readAt(dst []cev, lo int64) error {
+// readAt fills dst with events [lo, lo+len(dst)), each with its index as
+// its Seq.
+func (s *spill) readAt(dst []cev, lo int64) error { return s.readAs(dst, lo, lo, 0) }
+
+// readAs is readAt that gives the events Seq seq0, seq0+1, … and Device
+// dev. Passes read the spill on several goroutines at once, so its buffer
+// for the records is the caller's dst: a record is smaller than an event,
+// and the records read into dst's tail are widened from the front, each
+// event written below the records still to be read.
+func (s *spill) readAs(dst []cev, lo, seq0 int64, dev int32) error {
 	if s.work != nil {
 		s.wait() // while decoding (gather, for a list that is not a run)
 	}
@@ -198,10 +207,9 @@ func (s *spill) readAt(dst []cev, lo int64) error {
 			return fmt.Errorf("spill file: %w", err)
 		}
 		for j := range recs {
-			// Event j may overwrite record j, copied out first, but ends
-			// at or below record j+1's start (tailRecords).
-			r := recs[j]
-			r.widen(&dst[j], lo+int64(j))
+			// Event j may overlap record j, which widen reads first, but
+			// ends at or below record j+1's start (tailRecords).
+			recs[j].widen(&dst[j], seq0+int64(j), dev)
 		}
 	}
 	if rest := dst[inFile:]; len(rest) > 0 {
@@ -210,7 +218,7 @@ func (s *spill) readAt(dst []cev, lo int64) error {
 			return errors.New("spill file: read past the end")
 		}
 		for j := range rest {
-			s.buf[off+int64(j)].widen(&rest[j], lo+inFile+int64(j))
+			s.buf[off+int64(j)].widen(&rest[j], seq0+inFile+int64(j), dev)
 		}
 	}
 	return nil
