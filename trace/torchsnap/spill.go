@@ -56,11 +56,7 @@ type srec struct {
 	Pool   trace.PoolID
 	Stack  trace.StackID
 	Kind   trace.Kind
-	_      [3]byte // written as zeros: the file's bytes are all set
-}
-
-func toSrec(e *cev) srec {
-	return srec{TimeUs: e.TimeUs, Addr: e.Addr, Size: e.Size, Stream: e.Stream, Pool: e.Pool, Stack: e.Stack, Kind: e.Kind}
+	_      [3]byte // zero from make, never written: the file's bytes are all set
 }
 
 // widen sets *e to the event r holds, with Seq seq and Device dev. It
@@ -147,8 +143,11 @@ func recBytes(rs []srec) []byte {
 
 // add appends e, which is event n of the spill.
 func (s *spill) add(e *cev) {
-	s.buf = append(s.buf, toSrec(e))
-	if len(s.buf) == cap(s.buf) {
+	n := len(s.buf)
+	s.buf = s.buf[:n+1] // never full here: flushed as it fills
+	r := &s.buf[n]
+	r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = e.TimeUs, e.Addr, e.Size, e.Stream, e.Pool, e.Stack, e.Kind
+	if n+1 == cap(s.buf) {
 		s.flush()
 	}
 }
