@@ -11,7 +11,8 @@
 #   testdata/gpu/ab.sh OLD NEW [SECTION...]
 #
 # sections: model (replays on one core), import (tracer import against
-# python's pickle.load on a generated 200 MB snapshot and a 9 MB one),
+# python's pickle.load on a real 10 MB snapshot, a 9 MB one and a generated
+# 200 MB one; ROUNDS rounds, 5 unless set, then medians and ratios),
 # record (what recording adds to the allocator, sim and cuda devices); all
 # when none is named. A section runs only where both folders hold its
 # binaries.
@@ -31,6 +32,21 @@ tm() { python3 testdata/bench/run_measured.py "$@"; }
 if command -v gcc >/dev/null && gcc -O2 -static -o /tmp/maxrss testdata/bench/maxrss.c 2>/dev/null; then
 	tm() { label=$1; shift; echo "$label: $(/tmp/maxrss "$@")" >&2; }
 fi
+
+# summarize ROUNDS: from tm's lines "LABEL: T s R MiB rc=0" (maxrss's
+# form), each program's median time and RSS range, and the median of the
+# per-round ratios of pickle.load's time to each tracer's.
+summarize() {
+	[ -x /tmp/maxrss ] || return 0 # run_measured.py's lines are of another form
+	for k in old new python3; do
+		grep "^$k " "$1" | awk '{print $(NF-4), $(NF-2)}' | sort -n | awk -v k="$k" '{t[NR]=$1; if (NR==1||$2<lo) lo=$2; if (NR==1||$2>hi) hi=$2}
+			END {if (NR) printf "%s: median %.4f s over %d rounds, %s-%s MiB\n", k, t[int((NR+1)/2)], NR, lo, hi}'
+	done
+	for k in old new; do
+		awk -v k="$k" '$1==k{x=$(NF-4)} /^python3/{print $(NF-4)/x}' "$1" | sort -n | awk -v k="$k" '{a[NR]=$1; if ($1>=5) c++}
+			END {if (NR) printf "per-round pickle.load/%s: median %.2f, 5x or more in %d of %d rounds\n", k, a[int((NR+1)/2)], c+0, NR}'
+	done
+}
 
 log "machine"
 grep -m1 'model name' /proc/cpuinfo; nproc
@@ -58,15 +74,17 @@ on import && have tracer && {
 	# trace entry, which the scaled one lacks); needs the GPU.
 	[ -s /tmp/real10.pickle ] || python3 testdata/bench/real_snapshot.py /tmp/real10.pickle 10 || true
 	ls -l /tmp/big.pickle /tmp/ms10.pickle /tmp/real10.pickle
+	sync; echo 1 >/proc/sys/vm/drop_caches 2>/dev/null # binaries as a user's first run finds them
 	for f in /tmp/real10.pickle /tmp/ms10.pickle /tmp/big.pickle; do
 		[ -s "$f" ] || continue
-		"$new/tracer" import "$f" -o /tmp/ab-warm.arrows >/dev/null 2>&1 # page cache
-		for i in 1 2 3 4 5; do
+		"$new/tracer" import "$f" -o /tmp/ab-warm.arrows >/dev/null 2>&1 # the input in the page cache
+		for i in $(seq "${ROUNDS:-5}"); do
 			tm "old tracer import $f" "$old/tracer" import "$f" -o /tmp/ab-old.arrows
 			tm "new tracer import $f" "$new/tracer" import "$f" -o /tmp/ab-new.arrows
 			tm "python3 pickle.load $f" python3 -c "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))" "$f"
-		done
+		done 2>&1 | tee /tmp/ab-rounds.txt
 		cmp /tmp/ab-old.arrows /tmp/ab-new.arrows && echo "old and new traces of $f are identical"
+		summarize /tmp/ab-rounds.txt
 	done
 }
 
