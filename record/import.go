@@ -243,11 +243,13 @@ func (f *importFollow) add(evs []trace.Event) {
 // importOne imports one snapshot. Its memory is bounded by the state the
 // passes keep (live blocks and segments, the stack table) and a few chunks
 // of events, whatever the length of the trace: the events stay in the
-// snapshot's spill (torchsnap.Open) and every pass reads them a chunk at a
-// time — Reconstruct backwards; a scan for the output's batches and the
-// memory limit; Validate beside the writing; the replay that annotates
-// block sizes, which the writer follows a chunk behind — and the output is
-// written a piece of a batch at a time (trace.StreamWriter).
+// snapshot's spill (torchsnap.OpenFollowed) and every pass reads them a
+// chunk at a time — Validate beside the writing; the replay that annotates
+// block sizes, which the writer follows a chunk behind; and, unless the
+// spill's writer followed the trace as it was decoded (importFollow),
+// Reconstruct backwards and a scan for the output's batches and the memory
+// limit — and the output is written a piece of a batch at a time
+// (trace.StreamWriter).
 func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	if snapHook != nil {
 		snapHook()
