@@ -54,7 +54,7 @@ grep -q "dumped at oom" "$OUT/program-oom.log" || { echo "FAIL program-oom: not 
 
 # 5. The Go tests that need a GPU, and the recording benchmark.
 check gotest 0 env TRACER_GPU=1 PYTHON="$PYTHON" "$TEST" -test.run 'GPU' -test.v
-check bench 0 "$TEST" -test.run XXX -test.bench BenchmarkRecord -test.benchtime 10x
+check bench 0 "$TEST" -test.run XXX -test.bench '^BenchmarkRecord$' -test.benchtime 10x # RecordDrive reads ../testdata: testdata/gpu/ab.sh runs it
 
 # 6. Speed: our allocator on the GPU vs PyTorch's own, per event, on the same workload shape.
 "$TRACER" record --workload small-tensors --device cuda -o "$OUT/speed.arrows" | tee "$OUT/speed-ours.log"
