@@ -180,6 +180,14 @@ var streamMax int64 = 64 << 20 // a variable for the tests
 // snapHook, when set, runs as an import starts (tests).
 var snapHook func()
 
+// Tests: noFollow makes a spilled import read its events back for the start
+// state and the scan, as it does where they were not followed; followHook
+// receives, per import, whether the start state came from the follower.
+var (
+	noFollow   bool
+	followHook func(followed bool)
+)
+
 // decodesInMemory reports whether openSnapshot decodes any of ins in memory.
 func decodesInMemory(ins []string) bool {
 	for _, in := range ins {
@@ -255,7 +263,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		snapHook()
 	}
 	var follow *importFollow
-	if !decodesInMemory([]string{in}) {
+	if !decodesInMemory([]string{in}) && !noFollow {
 		follow = &importFollow{}
 	}
 	snap, err := openSnapshot(in, out, follow)
@@ -295,6 +303,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		scanned <- scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
 	} else {
 		go scanSpill(snap, spilled, scanned)
+	}
+	if followHook != nil {
+		followHook(fw != nil && fw.Covers(snap.Devices[0]))
 	}
 	// Reconstruct: the metadata records whether the history is complete.
 	initial := make([][]trace.Event, len(snap.Devices))

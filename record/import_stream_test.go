@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -392,5 +393,62 @@ func TestImportGCPercent(t *testing.T) {
 		if after := debug.SetGCPercent(100); after != 100 {
 			t.Errorf("streamMax %d: GOGC %d after the import, want it restored to 100", tc.max, after)
 		}
+	}
+}
+
+// TestImportFollowed: a spilled import of a one-device snapshot that maps no
+// ranges takes its start state from the follower (no pass over the spill
+// before the annotation), and writes the same trace, warnings and result as
+// an import that reads its events back for them (noFollow), for every real
+// snapshot, the wrapped one among them. (torchsnap's TestForward_matchesUndo
+// checks the start state itself on histories cut anywhere.)
+func TestImportFollowed(t *testing.T) {
+	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no snapshots: %v", err)
+	}
+	followedAny := false
+	for _, in := range ins {
+		t.Run(snapshotName(in), func(t *testing.T) {
+			snap, err := torchsnap.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maps := false
+			for _, d := range snap.Devices {
+				for _, e := range d.Events {
+					maps = maps || e.Kind == trace.KindSegmentMap || e.Kind == trace.KindSegmentUnmap
+				}
+			}
+			dir := t.TempDir()
+			var followed []bool
+			followHook = func(f bool) { followed = append(followed, f) }
+			defer func() { followHook, noFollow = nil, false }()
+			fres, err := importOne(in, filepath.Join(dir, "followed.arrows"), ImportOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			noFollow = true
+			rres, err := importOne(in, filepath.Join(dir, "read.arrows"), ImportOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []bool{len(snap.Devices) == 1 && !maps, false}; !slices.Equal(followed, want) {
+				t.Errorf("start state from the follower: %v, want %v", followed, want)
+			}
+			followedAny = followedAny || followed[0]
+			a, _ := os.ReadFile(filepath.Join(dir, "followed.arrows"))
+			b, _ := os.ReadFile(filepath.Join(dir, "read.arrows"))
+			if len(a) == 0 || !bytes.Equal(a, b) {
+				t.Errorf("followed import wrote %d bytes, the one that reads its events back %d, not the same", len(a), len(b))
+			}
+			fres.Out, rres.Out = "", ""
+			if !reflect.DeepEqual(fres, rres) {
+				t.Errorf("results differ:\nfollowed %+v\nread     %+v", fres, rres)
+			}
+		})
+	}
+	if !followedAny {
+		t.Error("no import took its start state from the follower")
 	}
 }
