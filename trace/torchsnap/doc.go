@@ -77,10 +77,11 @@
 // each chunk, once written, to a function of the caller's on the spill's
 // goroutine: the import derives there, as decoding goes on, what its
 // passes after decoding would read the spill for, the start state above
-// all (Forward: the state Reconstruct's undo derives backwards, derived
-// forwards address by address, for one-device traces whose segment events
-// pair up and map no ranges; TestForward_matchesUndo checks it against
-// undo on every real snapshot cut at 0–99%). The
+// all (Forward: the state Reconstruct's undo derives backwards, its blocks
+// derived forwards address by address, its ranges by undoing the segment
+// events alone, kept as they pass, for one-device traces;
+// TestForward_matchesUndo checks it against undo on every real snapshot
+// cut at 0–99%). The
 // file's pages are in the page cache, which is not the process's memory, as
 // long as it is read and written rather than mapped. What decoding into a
 // spill still holds grows with the file only through the pickle memo (5

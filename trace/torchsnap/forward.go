@@ -1,9 +1,6 @@
 package torchsnap
 
 import (
-	"cmp"
-	"slices"
-
 	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -15,8 +12,9 @@ import (
 // the whole trace back once more (on a real 9.6 MB snapshot, 3–4 ms of a
 // 40 ms import on the GPU host). OpenFollowed feeds it.
 //
-// Undo's result for a block address depends only on that address's
-// events, each undone as in reconstruct.go:
+// Undo (reconstruct.go) changes the blocks and the segment ranges apart:
+// no block event touches a range, no segment event a block. Its result for
+// a block address depends only on that address's events:
 //   - first an alloc: no block at the start;
 //   - first a free_completed: the block it describes, pending and freed;
 //   - first a run of free_requested, ended by an alloc: the block the last
@@ -29,38 +27,24 @@ import (
 // Undo finds an unseen free where a free_completed is followed, at its
 // address, by another free, and where a block live at the start was freed.
 //
-// Segments are undone by address too, but a segment_alloc's undo removes
-// the range that contains its address, which is another range where two
-// overlapped: Forward follows segment events only while they pair up (a
-// segment_alloc of a free or new address, then a segment_free of it), no
-// range is mapped or unmapped (expandable segments, whose undo merges and
-// cuts ranges), and no two ranges were live at once where they overlap.
-// Anything else leaves the start state to undo (Covers reports false, or
-// startState's ok).
+// The ranges are not undone address by address (a segment_alloc's undo
+// removes the range that contains its address, an unmap's merges with its
+// neighbours), but segment events are few, a percent of a trace or less:
+// Forward keeps them and undoes them alone, backwards, at the end. Past
+// maxSegEvents of them it gives up, and undo decides (Covers).
 type Forward struct {
 	n       int64 // events followed
-	invalid bool  // an event Forward does not follow exactly
+	invalid bool  // more segment events than Forward keeps
 
 	addrs  addrmap.Map[fwdAddr]   // every block address seen
 	starts addrmap.Map[liveBlock] // the start block of the addresses whose first event is a free
-	segs   addrmap.Map[fwdSeg]    // every segment address seen
-	lives  []segLife              // every segment the trace allocated or freed, and when
+	segEvs []trace.Event          // the segment events, in order
 
 	unseenFree bool
 }
 
-// segLife is a segment range and when it was live: from event from (-1:
-// before the trace) to event to (maxLife: after it).
-type segLife struct {
-	addr     uint64
-	size     int64
-	from, to int64
-}
-
-const maxLife = int64(^uint64(0) >> 1)
-
-// maxLives bounds the segments Forward keeps: past it, undo decides.
-const maxLives = 1 << 16
+// maxSegEvents bounds the segment events a Forward keeps (88 bytes each).
+const maxSegEvents = 1 << 16
 
 // fwdAddr is what Forward knows of a block address.
 type fwdAddr struct {
@@ -76,30 +60,23 @@ const (
 	resChain               // only free_requested so far: starts holds the last one's block
 )
 
-// fwdSeg is what Forward knows of a segment address.
-type fwdSeg struct {
-	live  bool      // allocated now
-	life  int       // its last lifetime, in lives
-	start *segRange // the segment at the start (its first event was a segment_free), or nil
-}
-
 // Add follows evs, the next events of the trace.
 func (f *Forward) Add(evs []trace.Event) {
 	f.n += int64(len(evs))
 	if f.invalid {
 		return
 	}
-	seq := f.n - int64(len(evs))
 	for i := range evs {
 		e := &evs[i]
 		switch e.Kind {
 		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
 			f.block(e)
-		case trace.KindSegmentAlloc, trace.KindSegmentFree:
-			f.segment(e, seq+int64(i))
-		case trace.KindSegmentMap, trace.KindSegmentUnmap:
-			f.invalid = true
-			return
+		case trace.KindSegmentAlloc, trace.KindSegmentFree, trace.KindSegmentMap, trace.KindSegmentUnmap:
+			if len(f.segEvs) == maxSegEvents {
+				f.invalid, f.segEvs = true, nil
+				return
+			}
+			f.segEvs = append(f.segEvs, *e)
 		}
 	}
 }
@@ -142,51 +119,19 @@ func freedBlock(e *trace.Event, pending bool) liveBlock {
 	return liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: pending, freed: true}
 }
 
-// segment follows e, event seq.
-func (f *Forward) segment(e *trace.Event, seq int64) {
-	if len(f.lives) == maxLives {
-		f.invalid = true
-		return
-	}
-	s := f.segs.Ref(e.Addr)
-	alloc := e.Kind == trace.KindSegmentAlloc
-	switch {
-	case s == nil && alloc:
-		f.segs.Put(e.Addr, fwdSeg{live: true, life: len(f.lives)})
-		f.lives = append(f.lives, segLife{addr: e.Addr, size: e.Size, from: seq, to: maxLife})
-	case s == nil:
-		f.segs.Put(e.Addr, fwdSeg{life: len(f.lives), start: &segRange{addr: e.Addr, size: e.Size, stream: e.Stream,
-			pool: e.Pool, large: e.Size != smallBuffer, stack: trace.NoStack}})
-		f.lives = append(f.lives, segLife{addr: e.Addr, size: e.Size, from: -1, to: seq})
-	case s.live == alloc:
-		f.invalid = true // a second segment_alloc, or segment_free, in a row
-	case alloc:
-		s.live, s.life = true, len(f.lives)
-		f.lives = append(f.lives, segLife{addr: e.Addr, size: e.Size, from: seq, to: maxLife})
-	default:
-		if l := &f.lives[s.life]; l.size == e.Size {
-			s.live, l.to = false, seq
-		} else {
-			f.invalid = true // freed with another size than it was allocated with
-		}
-	}
-}
-
 // Followed reports whether f followed exactly d's events, no more and no
 // fewer: a snapshot with one device, whose trace is the spill's only run.
 func (f *Forward) Followed(d *Device) bool {
 	return f != nil && d.sp != nil && d.spLo == 0 && d.spN == f.n && d.sp.flushed == f.n
 }
 
-// Covers reports whether f followed exactly d's events, all of them in a
-// way that gives undo's start state.
+// Covers reports whether f followed exactly d's events and kept what it
+// needs of them to give undo's start state.
 func (f *Forward) Covers(d *Device) bool { return f.Followed(d) && !f.invalid }
 
 // startState is the state undo derives from d's end state and the events
-// f followed (Covers(d)), and whether the trace holds an unseen free; ok
-// is false where the end state contradicts the segment events in a way
-// undo resolves otherwise.
-func (f *Forward) startState(d *Device) (st *startState, unseenFree, ok bool) {
+// f followed (Covers(d)), and whether the trace holds an unseen free.
+func (f *Forward) startState(d *Device) (st *startState, unseenFree bool) {
 	end := newStartState(d)
 	st = &startState{}
 	// Blocks: the end state's where the trace does not decide otherwise.
@@ -206,44 +151,9 @@ func (f *Forward) startState(d *Device) (st *startState, unseenFree, ok bool) {
 			st.blocks.Put(a, *f.starts.Ref(a))
 		}
 	})
-	unseenFree = f.unseenFree || f.starts.Len() > 0
-	// Segments: the end state's that the trace never touched, and those
-	// whose first event freed them.
-	lives := slices.Clone(f.lives)
-	for _, s := range end.segs {
-		r := f.segs.Ref(s.addr)
-		if r == nil {
-			st.segs = append(st.segs, s)
-			lives = append(lives, segLife{addr: s.addr, size: s.size, from: -1, to: maxLife})
-			continue
-		}
-		if !r.live {
-			return nil, false, false // freed last, yet there at the end: undo inserts it twice
-		}
-	}
-	if overlapping(lives) {
-		return nil, false, false
-	}
-	f.segs.All(func(_ uint64, r *fwdSeg) {
-		if r.start != nil {
-			st.segs = append(st.segs, r.start)
-		}
-	})
-	slices.SortFunc(st.segs, func(a, b *segRange) int { return cmp.Compare(a.addr, b.addr) })
-	return st, unseenFree, true
-}
-
-// overlapping reports whether two of lives overlap, in addresses and in
-// time. It sorts lives.
-func overlapping(lives []segLife) bool {
-	slices.SortFunc(lives, func(a, b segLife) int { return cmp.Compare(a.addr, b.addr) })
-	for i := range lives {
-		a := &lives[i]
-		for j := i + 1; j < len(lives) && lives[j].addr < a.addr+uint64(a.size); j++ {
-			if b := &lives[j]; a.from < b.to && b.from < a.to {
-				return true
-			}
-		}
-	}
-	return false
+	// Ranges: the end state's, with the segment events undone, as undo
+	// does (it sees no block event among them).
+	end.undoEvents(f.segEvs, false)
+	st.segs = end.segs
+	return st, f.unseenFree || f.starts.Len() > 0
 }

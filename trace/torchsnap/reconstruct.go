@@ -51,11 +51,10 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 		return nil, fmt.Errorf("torchsnap: device %d: Reconstruct needs a rounding function", d.Index)
 	}
 	var st *startState
-	var unseenFree, ok bool
+	var unseenFree bool
 	if f.Covers(d) {
-		st, unseenFree, ok = f.startState(d)
-	}
-	if !ok {
+		st, unseenFree = f.startState(d)
+	} else {
 		st = newStartState(d)
 		var err error
 		if unseenFree, err = st.undoDevice(d); err != nil {
