@@ -144,7 +144,11 @@ func recBytes(rs []srec) []byte {
 // add appends e, which is event n of the spill.
 func (s *spill) add(e *cev) {
 	n := len(s.buf)
-	s.buf = s.buf[:n+1] // never full here: flushed as it fills
+	if n < cap(s.buf) {
+		s.buf = s.buf[:n+1] // flushed as it fills, while the writer runs
+	} else {
+		s.buf = append(s.buf, srec{})
+	}
 	r := &s.buf[n]
 	r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = e.TimeUs, e.Addr, e.Size, e.Stream, e.Pool, e.Stack, e.Kind
 	if n+1 == cap(s.buf) {
