@@ -225,26 +225,38 @@ func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, er
 // importFollow is what an import derives from a spilled trace as it is
 // decoded, on the spill's writer goroutine while the decoder goes on,
 // rather than in passes over the spill once decoding is done: the start
-// state (torchsnap.Forward), the reserved bytes for inferLimit, and which
-// events have no stack. It holds for the snapshot's device if the
-// snapshot has one and its trace is all that was spilled
+// state (torchsnap.Forward) and the eventScan. It holds for the snapshot's
+// device if the snapshot has one and its trace is all that was spilled
 // (Forward.Followed); otherwise the passes run as before.
 type importFollow struct {
-	fw       torchsnap.Forward
-	reserved reservedScan
-	noStack  []uint64 // a bit an event, by Seq
+	fw torchsnap.Forward
+	eventScan
 }
 
 func (f *importFollow) add(evs []trace.Event) {
 	f.fw.Add(evs)
-	f.reserved.add(evs)
+	f.eventScan.add(evs)
+}
+
+// eventScan is what an import learns from one pass over a device's
+// recorded events, in order: the reserved bytes for inferLimit, and which
+// events have no stack (a bit an event, by Seq), from which the stream
+// writer of a spilled trace learns, before it starts a batch, how many of
+// its events have none.
+type eventScan struct {
+	reserved reservedScan
+	noStack  []uint64
+}
+
+func (s *eventScan) add(evs []trace.Event) {
+	s.reserved.add(evs)
 	for j := range evs {
 		k := evs[j].Seq
-		for int64(len(f.noStack)) <= k/64 {
-			f.noStack = append(f.noStack, 0)
+		for int64(len(s.noStack)) <= k/64 {
+			s.noStack = append(s.noStack, 0)
 		}
 		if evs[j].Stack == trace.NoStack {
-			f.noStack[k/64] |= 1 << (k % 64)
+			s.noStack[k/64] |= 1 << (k % 64)
 		}
 	}
 }
@@ -292,18 +304,16 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	}
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
 	meta := importMeta(in, snap, opts)
-	// One pass over the recorded events, beside reconstruction, unless
-	// they were followed as they were decoded (importFollow): the reserved
-	// bytes for inferLimit, and, for a spilled trace, which events have no
-	// stack, from which the stream writer learns, before it starts a
-	// batch, how many of its events have none (a bit an event).
+	// One pass over the recorded events (eventScan), beside
+	// reconstruction, unless they were followed as they were decoded
+	// (importFollow).
 	scanned := make(chan scan, 1)
 	var fw *torchsnap.Forward // the start state, derived as the trace was decoded
 	if follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0]) {
 		fw = &follow.fw
 		scanned <- scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
 	} else {
-		go scanSpill(snap, spilled, scanned)
+		go scanSpill(snap, scanned)
 	}
 	if followHook != nil {
 		followHook(fw != nil && fw.Covers(snap.Devices[0]))
@@ -443,40 +453,28 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	return res, nil
 }
 
-// scan is what one pass over a snapshot's recorded events finds for the
-// import: each device's reserved bytes (inferLimit) and, for a spilled
-// trace, which of its events have no stack (batchNulls).
+// scan is each device's eventScan, or why one could not be made.
 type scan struct {
 	recorded []reservedScan
 	noStack  [][]uint64
 	err      error
 }
 
-// scanSpill makes snap's scan and sends it on scanned.
-func scanSpill(snap *torchsnap.Snapshot, spilled bool, scanned chan<- scan) {
+// scanSpill makes snap's scan, reading each device's events back, and
+// sends it on scanned.
+func scanSpill(snap *torchsnap.Snapshot, scanned chan<- scan) {
 	sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
 	buf := make([]trace.Event, torchsnap.ChunkSize)
 	for i, d := range snap.Devices {
-		var bits []uint64
-		if spilled {
-			bits = make([]uint64, (d.Len()+63)/64)
-		}
+		var es eventScan
 		for lo := int64(0); lo < d.Len() && sc.err == nil; lo += torchsnap.ChunkSize {
 			var evs []trace.Event
 			if evs, sc.err = d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf); sc.err != nil {
 				break
 			}
-			sc.recorded[i].add(evs)
-			if bits != nil {
-				for j := range evs {
-					if evs[j].Stack == trace.NoStack {
-						k := lo + int64(j)
-						bits[k/64] |= 1 << (k % 64)
-					}
-				}
-			}
+			es.add(evs) // Chunk's Seq is the index among d's events
 		}
-		sc.noStack[i] = bits
+		sc.recorded[i], sc.noStack[i] = es.reserved, es.noStack
 	}
 	scanned <- sc
 }
