@@ -118,9 +118,11 @@ func (a *Allocator) mapBlock(id blockID, size int64) (bool, error) {
 		}
 		return false, fmt.Errorf("allocator: map %d bytes at %#x: %w", msize, maddr, err)
 	}
-	p.unmapped.Delete(a.ukey(id))
+	old := a.ukey(id)
 	b.mapped = true
-	if msize < b.size {
+	if msize >= b.size {
+		p.unmapped.Delete(old)
+	} else {
 		rem := a.newBlock(b.addr+uint64(msize), b.size-msize, b.stream, p)
 		b = &a.blocks[id]
 		rb := &a.blocks[rem]
@@ -131,7 +133,9 @@ func (a *Allocator) mapBlock(id blockID, size int64) (bool, error) {
 		}
 		b.next = rem
 		b.size = msize
-		p.unmapped.ReplaceOrInsert(a.ukey(rem))
+		// The rest lies inside the block's range, so no other key of the
+		// stream sorts between the two: its key takes the block's place.
+		p.unmapped.Rekey(old, a.ukey(rem))
 	}
 	a.tryMerge(id, a.blocks[id].prev)
 	a.tryMerge(id, a.blocks[id].next)

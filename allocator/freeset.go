@@ -124,6 +124,19 @@ func (s *freeSet) Delete(k freeKey) {
 	s.deleteAt(ci, i)
 }
 
+// Rekey replaces key old, which must be present, with nk, which must sort
+// where old does: no key of the set lies between them. mapBlock moves an
+// unmapped block's key to the rest it leaves unmapped this way, in place,
+// where a Delete and an insertion would each move half a chunk.
+func (s *freeSet) Rekey(old, nk freeKey) {
+	ci, i := s.seek(&old)
+	c := s.chunks[ci]
+	c[i] = nk
+	if i == len(c)-1 {
+		s.tails[ci] = nk
+	}
+}
+
 // deleteAt removes the key at chunk ci, index i (as returned by seek).
 func (s *freeSet) deleteAt(ci, i int) {
 	s.n--
