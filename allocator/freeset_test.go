@@ -84,3 +84,42 @@ func cmpFreeKey(a, b freeKey) int {
 	}
 	return 0
 }
+
+// TestFreeSetRekey moves keys in place to new keys that sort between their
+// neighbours, as mapBlock does, and checks the set against a sorted slice.
+func TestFreeSetRekey(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	var s freeSet
+	var ref []freeKey
+	for len(ref) < 500 {
+		k := freeKey{stream: uint64(rng.Intn(2)), addr: uint64(rng.Intn(1<<20)) * 1024}
+		if i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey); !found {
+			ref = slices.Insert(ref, i, k)
+			s.ReplaceOrInsert(k)
+		}
+	}
+	for step := 0; step < 5000; step++ {
+		i := rng.Intn(len(ref))
+		old := ref[i]
+		// Any address up to the next key of the set, exclusive.
+		limit := old.addr + 1024
+		if i+1 < len(ref) && ref[i+1].stream == old.stream {
+			limit = ref[i+1].addr
+		}
+		nk := old
+		nk.addr += uint64(rng.Int63n(int64(limit - old.addr)))
+		nk.id = blockID(step + 1)
+		s.Rekey(old, nk)
+		ref[i] = nk
+		var got []freeKey
+		s.Ascend(func(k freeKey) bool { got = append(got, k); return true })
+		if !slices.Equal(got, ref) {
+			t.Fatalf("step %d: after Rekey(%v, %v) the set differs from the reference", step, old, nk)
+		}
+		for ci, c := range s.chunks {
+			if s.tails[ci] != c[len(c)-1] {
+				t.Fatalf("step %d: chunk %d's tail is stale", step, ci)
+			}
+		}
+	}
+}
