@@ -165,13 +165,12 @@ func (a *Allocator) findFree(r *request) blockID {
 	moved := false
 	if a.blocks[it.id].exp != 0 {
 		if r.expActive {
-			if second, ok := p.blocks.first(after(it)); ok {
-				found := a.expandableScan(p, it, second, r.stream)
-				// Where the scan stays put, the block is removed at the
-				// position already found.
-				moved = found.id != it.id
-				it = found
-			}
+			// The scan walks the stream's entries from the position found
+			// (the keys after it are its successors in the set), and the
+			// block it stops at is removed at its own position.
+			ci, ii = a.expandableScan(sb, r.stream, ci, ii)
+			h = sb.binAt(ci)
+			it = h.key(r.stream, ii)
 		} else {
 			found := false
 			moved = true
@@ -209,12 +208,6 @@ func (a *Allocator) findFree(r *request) blockID {
 	return it.id
 }
 
-// after is the smallest key greater than k.
-func after(k freeKey) freeKey {
-	k.addr++
-	return k
-}
-
 // expSize is a block's size plus the unmapped block right after it (§5).
 func (a *Allocator) expSize(id blockID) int64 {
 	b := &a.blocks[id]
@@ -225,19 +218,24 @@ func (a *Allocator) expSize(id blockID) int64 {
 	return s
 }
 
-// expandableScan moves from `it` to following blocks of the stream while their
-// expandable size strictly decreases and the current block is expandable.
-func (a *Allocator) expandableScan(p *blockPool, it, next freeKey, stream uint64) freeKey {
-	for {
-		if a.blocks[it.id].exp == 0 || next.stream != stream || a.expSize(next.id) >= a.expSize(it.id) {
-			return it
+// expandableScan moves from the entry at class c, position i of the
+// stream's bins sb to the following entries of the stream while their
+// expandable size strictly decreases and the current block is expandable
+// (§5), and returns the position it stops at.
+func (a *Allocator) expandableScan(sb *streamBins, stream uint64, c, i int) (int, int) {
+	cur := sb.binAt(c).at(i).id
+	for a.blocks[cur].exp != 0 {
+		nc, ni, ok := sb.succ(c, i)
+		if !ok {
+			break
 		}
-		it = next
-		var ok bool
-		if next, ok = p.blocks.first(after(it)); !ok {
-			return it
+		next := sb.binAt(nc).at(ni).id
+		if a.expSize(next) >= a.expSize(cur) {
+			break
 		}
+		c, i, cur = nc, ni, next
 	}
+	return c, i
 }
 
 // shouldSplit is should_split (§6).

@@ -298,6 +298,18 @@ func (b *streamBins) lastLE(size int64, addr uint64) (c, i int, ok bool) {
 	return c, b.bin(c).len() - 1, true
 }
 
+// succ is the position of the entry after the one at class c, position i,
+// within the stream; ok is false when that entry is the stream's last.
+func (b *streamBins) succ(c, i int) (nc, ni int, ok bool) {
+	if i+1 < b.binAt(c).len() {
+		return c, i + 1, true
+	}
+	if nc = b.next(c + 1); nc < 0 {
+		return 0, 0, false
+	}
+	return nc, 0, true
+}
+
 // first is the class and index of the smallest entry (c < 0 if none), where
 // ascendFrom starts a whole stream.
 func (b *streamBins) first() (c, i int) {
@@ -683,29 +695,6 @@ func (b *streamBins) key(st uint64, c, i int) freeKey {
 func (h *bin) key(st uint64, i int) freeKey {
 	e := h.at(i)
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
-}
-
-// first returns the first key not less than k. It is AscendGreaterOrEqual
-// stopped at the first key, written out: the expandable best fit calls it
-// on every malloc.
-func (s *sizeSet) first(k freeKey) (freeKey, bool) {
-	size, addr := k.size, k.addr
-	if size < 0 {
-		size, addr = 0, 0
-	}
-	if b := s.stream(k.stream); b != nil {
-		if c, i, ok := b.lowerBound(size, addr); ok {
-			return b.key(k.stream, c, i), true
-		}
-	}
-	for si := s.streamIndex(k.stream); si < len(s.streams); si++ {
-		if x := s.streams[si]; x.st != k.stream {
-			if c, i := x.b.first(); c >= 0 {
-				return x.b.key(x.st, c, i), true
-			}
-		}
-	}
-	return freeKey{}, false
 }
 
 // ascendFrom calls fn on the keys of stream si from class c, position i

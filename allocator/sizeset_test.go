@@ -36,14 +36,20 @@ func TestSizeSet(t *testing.T) {
 		}
 		stepOrderedSet(t, step, &s, &ref, rng.Intn(2) == 0, rk(), p)
 		j, _ := slices.BinarySearchFunc(ref, p, cmpFreeKey)
-		if f, ok := s.first(p); ok != (j < len(ref)) || (ok && f != ref[j]) {
-			t.Fatalf("step %d: first from %v = %v %v", step, p, f, ok)
-		}
 		if b := s.stream(p.stream); b != nil && p.size >= 0 {
 			c, i, ok := b.lowerBound(p.size, p.addr)
 			want := j < len(ref) && ref[j].stream == p.stream
 			if ok != want || (ok && b.key(p.stream, c, i) != ref[j]) {
 				t.Fatalf("step %d: lowerBound %v: %v", step, p, ok)
+			}
+			// The expandable scan's walk: succ steps to the next key of the
+			// stream, to the stream's end.
+			for k := j + 1; ok && k <= j+3; k++ {
+				c, i, ok = b.succ(c, i)
+				want := k < len(ref) && ref[k].stream == p.stream
+				if ok != want || (ok && b.key(p.stream, c, i) != ref[k]) {
+					t.Fatalf("step %d: succ to key %d of %v: %v", step, k, p, ok)
+				}
 			}
 		}
 		if step%1000 == 0 {
