@@ -10,7 +10,9 @@
 #
 #   testdata/gpu/ab.sh OLD NEW [SECTION...]
 #
-# sections: model (replays on one core), import (tracer import against
+# sections: model (replays on one core: the 10M-event generated streams
+# from memory and the snapshots on a Replayer; ROUNDS rounds, 3 unless set,
+# then each benchmark's rates and median ratio), import (tracer import against
 # python's pickle.load on a real 10 MB snapshot, a 9 MB one and a generated
 # 200 MB one; ROUNDS rounds, 5 unless set, then medians and ratios),
 # record (what recording adds to the allocator, sim and cuda devices); all
@@ -22,7 +24,7 @@ shift 2
 root=$(pwd)
 log() { echo; echo "######## $*"; }
 one=""
-if command -v taskset >/dev/null; then one="taskset -c 3"; fi
+if command -v taskset >/dev/null; then one="taskset -c $(($(nproc) > 3 ? 3 : $(nproc) - 1))"; fi
 sections="$*"
 on() { [ -z "$sections" ] && return 0; for w in $sections; do [ "$w" = "$1" ] && return 0; done; return 1; }
 have() { [ -x "$old/$1" ] && [ -x "$new/$1" ]; }
@@ -54,12 +56,27 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 date -u
 
 on model && have replay.test && {
-	log "allocator model on one core: old, new, old, new"
-	for b in "$old" "$new" "$old" "$new"; do
-		echo "== $b"
-		(cd replay && $one "$root/$b/replay.test" -test.run XXX -test.bench 'Replay/(training|generated)' -test.benchtime 3x -test.cpu 1 | grep Benchmark)
-		(cd replay && $one "$root/$b/replay.test" -test.run XXX -test.bench 'Replay/snapshot' -test.benchtime 300x -test.cpu 1 | grep Benchmark)
-	done
+	log "allocator model on one core: ${ROUNDS:-3} rounds of old and new alternately (events/s)"
+	for i in $(seq "${ROUNDS:-3}"); do
+		for b in "$old" "$new"; do
+			for args in "Replay/(training10M-mem|generated10M-mem)/ 2x" "Replay/snapshot-reuse 500x"; do
+				set -- $args
+				(cd replay && $one "$root/$b/replay.test" -test.run XXX -test.bench "$1" -test.benchtime "$2" -test.cpu 1) |
+					awk -v b="$b" '/^Benchmark/ { for (i = 3; i < NF; i++) if ($(i+1) == "events/s") print b, $1, $i }'
+			done
+		done
+	done | python3 -c '
+import collections, statistics, sys
+old, new = sys.argv[1:3]
+rates = collections.defaultdict(list)
+for line in sys.stdin:
+    b, name, v = line.split()
+    rates[name.replace("BenchmarkReplay/", ""), b].append(float(v) / 1e6)
+for name in sorted({n for n, _ in rates}):
+    o, w = rates[name, old], rates[name, new]
+    fmt = lambda xs: " ".join("%5.1f" % x for x in xs)
+    print("%-48s old %s  new %s  M/s  median ratio %.2f" % (name, fmt(o), fmt(w), statistics.median(w) / statistics.median(o)))
+' "$old" "$new"
 }
 
 on import && have tracer && {
