@@ -313,7 +313,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		fw = &follow.fw
 		scanned <- scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
 	} else {
-		go scanSpill(snap, scanned)
+		go scanEvents(snap, scanned)
 	}
 	if followHook != nil {
 		followHook(fw != nil && fw.Covers(snap.Devices[0]))
@@ -460,10 +460,13 @@ type scan struct {
 	err      error
 }
 
-// scanSpill makes snap's scan, reading each device's events back, and
-// sends it on scanned.
-func scanSpill(snap *torchsnap.Snapshot, scanned chan<- scan) {
+// scanEvents makes snap's scan, reading each device's events (back from
+// the spill, if spilled), and sends it on scanned. The no-stack bits are
+// for the stream writer of a spilled trace only: an in-memory one is
+// scanned for its reserved bytes alone.
+func scanEvents(snap *torchsnap.Snapshot, scanned chan<- scan) {
 	sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
+	spilled := snap.Spilled()
 	buf := make([]trace.Event, torchsnap.ChunkSize)
 	for i, d := range snap.Devices {
 		var es eventScan
@@ -472,7 +475,11 @@ func scanSpill(snap *torchsnap.Snapshot, scanned chan<- scan) {
 			if evs, sc.err = d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf); sc.err != nil {
 				break
 			}
-			es.add(evs) // Chunk's Seq is the index among d's events
+			if spilled {
+				es.add(evs) // Chunk's Seq is the index among d's events
+			} else {
+				es.reserved.add(evs)
+			}
 		}
 		sc.recorded[i], sc.noStack[i] = es.reserved, es.noStack
 	}
