@@ -1,0 +1,299 @@
+package main
+
+import (
+	"cmp"
+	"compress/gzip"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// The pairs: one real program run under several allocator settings on a GPU
+// (testdata/pairs/make.sh). Replaying the run under setting A with B's
+// settings must give what PyTorch really reported under B. The matrix of
+// which cells are exact is testdata/pairs/matrix.md; TestPairs fails when a
+// cell changes, in either direction, until the matrix is made again with
+// `go test ./cmd/tracer -run Pairs -update-pairs`.
+
+var updatePairs = flag.Bool("update-pairs", false, "write testdata/pairs/matrix.md from this run")
+
+const pairsDir = "../../testdata/pairs"
+
+// pairRun is one real run: its snapshot, imported, and what PyTorch said.
+type pairRun struct {
+	program, tag string
+	conf         string
+	limit        int64            // floor(fraction × total) on device 0, 0 for none
+	stats        map[string]int64 // device 0's memory_stats()
+	err          string           // the OOM that ended the run early, if any
+	trace        string           // the imported trace
+	requests     []request        // device 0's request stream
+}
+
+// request is what the program asked of the allocator, independent of what
+// the allocator answered: streams are numbered by first use.
+type request struct {
+	kind   trace.Kind
+	size   int64
+	stream int
+}
+
+func loadPairRuns(t *testing.T) map[string][]*pairRun {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(pairsDir, "snapshots", "*.pickle.gz"))
+	if len(files) == 0 {
+		t.Fatal("no pairs in testdata/pairs/snapshots")
+	}
+	dir := t.TempDir()
+	byProgram := map[string][]*pairRun{}
+	for _, gz := range files {
+		name := strings.TrimSuffix(filepath.Base(gz), ".pickle.gz")
+		program, tag, _ := strings.Cut(name, "__")
+		r := &pairRun{program: program, tag: tag}
+		r.readStats(t, strings.TrimSuffix(gz, ".pickle.gz")+".stats.json")
+		pickle := filepath.Join(dir, name+".pickle")
+		gunzip(t, gz, pickle)
+		r.trace = filepath.Join(dir, name+".arrows")
+		if code, _, stderr := tracer(t, "import", pickle, "-o", r.trace); code != 0 {
+			t.Fatalf("import %s: exit %d: %s", name, code, stderr)
+		}
+		r.requests = readRequests(t, r.trace)
+		byProgram[program] = append(byProgram[program], r)
+	}
+	for _, runs := range byProgram {
+		slices.SortFunc(runs, func(a, b *pairRun) int { return cmp.Compare(settingOrder(a.tag), settingOrder(b.tag)) })
+	}
+	return byProgram
+}
+
+// settingOrder orders the settings as testdata/pairs/settings.txt lists them.
+func settingOrder(tag string) int {
+	for i, s := range []string{"default", "expandable", "split64", "pow2div4", "pow2list", "gc60", "retry", "expsplit", "lseg30"} {
+		if s == tag {
+			return i
+		}
+	}
+	return 99
+}
+
+func (r *pairRun) readStats(t *testing.T, path string) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Conf     string  `json:"conf"`
+		Fraction *string `json:"fraction"`
+		Error    *string `json:"error"`
+		Devices  map[string]struct {
+			TotalMemory int64            `json:"total_memory"`
+			MemoryStats map[string]int64 `json:"memory_stats"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	d0, ok := s.Devices["0"]
+	if !ok {
+		t.Fatalf("%s: no device 0", path)
+	}
+	r.conf, r.stats = s.Conf, d0.MemoryStats
+	if s.Error != nil {
+		r.err = *s.Error
+	}
+	if s.Fraction != nil {
+		f, err := strconv.ParseFloat(*s.Fraction, 64)
+		if err != nil {
+			t.Fatalf("%s: fraction %q", path, *s.Fraction)
+		}
+		r.limit = int64(math.Floor(f * float64(d0.TotalMemory)))
+	}
+}
+
+func gunzip(t *testing.T, from, to string) {
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	zr, err := gzip.NewReader(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readRequests(t *testing.T, path string) []request {
+	rd, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	streams := map[uint64]int{}
+	var reqs []request
+	for rd.Next() {
+		ev := rd.Event()
+		if ev.Device != 0 || ev.Flags&trace.FlagReconstructed != 0 {
+			continue
+		}
+		switch ev.Kind {
+		case trace.KindAlloc, trace.KindFreeRequested:
+		default:
+			continue
+		}
+		s, ok := streams[ev.Stream]
+		if !ok {
+			s = len(streams)
+			streams[ev.Stream] = s
+		}
+		reqs = append(reqs, request{ev.Kind, ev.Size, s})
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return reqs
+}
+
+// pairKeys are the memory_stats() keys a cell compares: every key the
+// replay reports that PyTorch reported too.
+func pairCell(t *testing.T, a, b *pairRun) string {
+	args := []string{"replay", a.trace, "--json", "--conf", b.conf}
+	if b.limit > 0 {
+		args = append(args, "--limit", strconv.FormatInt(b.limit, 10))
+	}
+	code, stdout, stderr := tracer(t, args...)
+	if code != 0 {
+		return "fails: " + firstLine(stderr)
+	}
+	var out struct {
+		Replayed map[string]int64 `json:"replayed"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("replay %s under %s: %v", a.tag, b.tag, err)
+	}
+	var differ []string
+	for k, want := range b.stats {
+		if got, ok := out.Replayed[k]; ok && got != want {
+			differ = append(differ, k)
+		}
+	}
+	if len(out.Replayed) == 0 {
+		return "no stats"
+	}
+	if len(differ) == 0 {
+		return "exact"
+	}
+	slices.Sort(differ)
+	return fmt.Sprintf("%d keys: %s", len(differ), summarizeKeys(differ))
+}
+
+// summarizeKeys names differing keys by family (allocated_bytes, segment, ...)
+// so that a cell fits a table.
+func summarizeKeys(keys []string) string {
+	var fams []string
+	for _, k := range keys {
+		f, _, _ := strings.Cut(k, ".")
+		if !slices.Contains(fams, f) {
+			fams = append(fams, f)
+		}
+	}
+	return strings.Join(fams, ", ")
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+// TestPairs replays each real run of a program under the settings of every
+// other run of it and compares with PyTorch's memory_stats() of that run;
+// the table it makes is the README's exactness matrix.
+func TestPairs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports and replays every pair")
+	}
+	byProgram := loadPairRuns(t)
+	programs := make([]string, 0, len(byProgram))
+	for p := range byProgram {
+		programs = append(programs, p)
+	}
+	slices.Sort(programs)
+
+	var b strings.Builder
+	b.WriteString("<!-- made by: go test ./cmd/tracer -run Pairs -update-pairs -->\n")
+	b.WriteString("Each row: a real run (program, recorded setting) imported and replayed under the settings of another real run\n")
+	b.WriteString("of the same program, compared with PyTorch's memory_stats() of that run on every key tracer reports.\n\n")
+	b.WriteString("| program | recorded → replayed | result |\n|---|---|---|\n")
+	exact, cells := 0, 0
+	for _, p := range programs {
+		runs := byProgram[p]
+		for _, a := range runs {
+			for _, bb := range runs {
+				cell := pairCell(t, a, bb)
+				if !slices.Equal(a.requests, bb.requests) {
+					cell = "requests differ (the program's requests depend on the allocator): " + cell
+				}
+				cells++
+				if cell == "exact" {
+					exact++
+				}
+				fmt.Fprintf(&b, "| %s | %s → %s | %s |\n", p, a.tag, bb.tag, cell)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\n%d of %d pairs exact.\n", exact, cells)
+	t.Logf("%d of %d pairs exact", exact, cells)
+	path := filepath.Join(pairsDir, "matrix.md")
+	if *updatePairs {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Errorf("the pairs matrix changed (go test ./cmd/tracer -run Pairs -update-pairs makes it again):\n%s",
+			lineDiff(string(want), got))
+	}
+}
+
+// lineDiff lists the lines of want and got that differ, position by position.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "- %s\n+ %s\n", wl, gl)
+		}
+	}
+	return b.String()
+}
