@@ -16,6 +16,7 @@ type deviceReplay struct {
 	opts     *Options
 	recorded bool // opts.Recorded and not opts.SkipCompare: compare with the recording
 	annotate bool // opts.Annotate (with Recorded), until the model leaves the recording
+	rows     bool // the trace states its empty_cache calls (Options.EmptyCacheRows, or a row seen)
 	obs      Observer
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
@@ -39,7 +40,8 @@ type deviceReplay struct {
 	restored    bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
-	// attributed to a malloc or to empty_cache.
+	// attributed to a malloc or to empty_cache; with rows, the empty_cache
+	// rows not yet performed instead (they are, at the next request).
 	reclaim []trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
@@ -80,6 +82,7 @@ type expected struct {
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
 	r.annotate = opts.Annotate && opts.Recorded
+	r.rows = opts.EmptyCacheRows
 	var dev allocator.Device
 	switch {
 	case opts.NewDevice != nil:
@@ -386,8 +389,17 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
-		r.reclaim = append(r.reclaim, *ev)
+		if !r.rows {
+			r.reclaim = append(r.reclaim, *ev)
+		}
 		r.expectEv(ev)
+	case trace.KindEmptyCache:
+		if !r.rows {
+			// The first row of a trace that did not say it has them: the
+			// releases buffered so far are outcomes too.
+			r.rows, r.reclaim = true, r.reclaim[:0]
+		}
+		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
@@ -514,8 +526,9 @@ func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
 // events before the request req (nil for a non-malloc request). They belong
 // to req's malloc when the model says it would reclaim memory (Recorded mode)
 // or, under other settings, when the recording shows the malloc path's shape
-// (an oom, or a new segment, right after the run). Otherwise they were a
-// torch.cuda.empty_cache() call, replayed now.
+// (an oom, or a new segment, right after the run). Otherwise they were a torch.cuda.empty_cache() call,
+// replayed now. With rows, it performs the empty_cache rows buffered since
+// the last request instead: the trace says what the program asked for.
 //
 // The check for an empty buffer is inlined into every request's path; the
 // buffer is nearly always empty.
@@ -527,6 +540,15 @@ func (r *deviceReplay) settleReclaim(req *trace.Event) error {
 }
 
 func (r *deviceReplay) settle(req *trace.Event) error {
+	if r.rows {
+		for i := range r.reclaim {
+			if err := r.emptyCache(&r.reclaim[i], r.reclaim[i].Size); err != nil {
+				return err
+			}
+		}
+		r.reclaim = r.reclaim[:0]
+		return nil
+	}
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
@@ -536,12 +558,41 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
 		}
 	}
+	first := r.reclaim[0]
+	var released int64
+	for i := range r.reclaim {
+		released += r.reclaim[i].Size
+	}
 	r.reclaim = r.reclaim[:0]
 	if byMalloc {
 		return nil
 	}
+	if r.opts.EmptyCacheFound != nil {
+		r.opts.EmptyCacheFound(&first, released)
+	}
+	return r.emptyCache(&first, released)
+}
+
+// emptyCache performs a torch.cuda.empty_cache() call, stated by the row
+// at, or inferred from the run of releases that at begins, which released
+// released bytes in the recording. The observer gets it as an empty_cache
+// row before the releases it makes, so that a trace written from the
+// replay states its calls too; the comparison with the recording, which
+// has no such row, does not see it.
+func (r *deviceReplay) emptyCache(at *trace.Event, released int64) error {
 	r.res.EmptyCaches++
-	return r.a.EmptyCache()
+	time, stack := r.curTime, r.curStack
+	r.curTime, r.curStack = at.TimeUs, at.Stack
+	if r.obs != nil {
+		o := &r.out
+		*o = trace.Event{Seq: r.outSeq, TimeUs: at.TimeUs, Device: r.device, Kind: trace.KindEmptyCache,
+			Size: released, Stack: at.Stack}
+		r.outSeq++
+		r.obs.Event(o)
+	}
+	err := r.a.EmptyCache()
+	r.curTime, r.curStack = time, stack
+	return err
 }
 
 // gatherRestore collects a reconstructed segment or live block.

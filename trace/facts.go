@@ -41,8 +41,8 @@ func (f *Facts) Add(ev *Event) {
 			f.Devices = slices.Insert(f.Devices, i, ev.Device)
 		}
 	}
-	// Snapshot markers carry stream 0, not a real stream.
-	if ev.Kind != KindSnapshot && (!f.seenStream || ev.Stream != f.lastStream) {
+	// Snapshot markers and empty_cache calls carry stream 0, not a real stream.
+	if ev.Kind != KindSnapshot && ev.Kind != KindEmptyCache && (!f.seenStream || ev.Stream != f.lastStream) {
 		f.seenStream, f.lastStream = true, ev.Stream
 		if i, found := slices.BinarySearch(f.Streams, ev.Stream); !found {
 			f.Streams = slices.Insert(f.Streams, i, ev.Stream)
