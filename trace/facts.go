@@ -21,6 +21,7 @@ type Facts struct {
 	Truncated     bool  // the stream ended without its end-of-stream marker (set by the caller)
 
 	kinds      [numKinds]int64
+	reconKinds [numKinds]int64 // of the reconstructed events
 	lastDevice int32
 	lastStream uint64
 	seenDevice bool
@@ -58,6 +59,7 @@ func (f *Facts) Add(ev *Event) {
 	}
 	if ev.Flags&FlagReconstructed != 0 {
 		f.Reconstructed++
+		f.reconKinds[ev.Kind]++
 	}
 	if ev.Stack != NoStack {
 		f.WithStack++
@@ -78,6 +80,30 @@ func (f *Facts) Actions() map[string]int64 {
 	m := make(map[string]int64)
 	for k := KindAlloc; k < numKinds; k++ {
 		if n := f.kinds[k]; n > 0 {
+			m[k.String()] = n
+		}
+	}
+	return m
+}
+
+// RecordedActions returns Actions less the reconstructed events: what the
+// trace recorded, without the state tracer synthesised at its start.
+func (f *Facts) RecordedActions() map[string]int64 {
+	m := make(map[string]int64)
+	for k := KindAlloc; k < numKinds; k++ {
+		if n := f.kinds[k] - f.reconKinds[k]; n > 0 {
+			m[k.String()] = n
+		}
+	}
+	return m
+}
+
+// ReconstructedActions returns the counts by action name of the
+// reconstructed events alone.
+func (f *Facts) ReconstructedActions() map[string]int64 {
+	m := make(map[string]int64)
+	for k := KindAlloc; k < numKinds; k++ {
+		if n := f.reconKinds[k]; n > 0 {
 			m[k.String()] = n
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // readTruth returns the torch.cuda.memory_stats() PyTorch reported at the
@@ -159,5 +160,188 @@ func TestReplayFillsLimit(t *testing.T) {
 	var r replayJSON
 	if code != 0 || json.Unmarshal([]byte(stdout), &r) != nil || r.Reproduced || r.LimitFilledIn || r.LimitNote == "" {
 		t.Errorf("replay with a limit not the run's: exit %d, reproduced %v, filled in %v, note %q", code, r.Reproduced, r.LimitFilledIn, r.LimitNote)
+	}
+}
+
+// TestInfoSaysApproximate: where the import's model leaves the recording
+// (here a --fraction far above the run's, under which the model satisfies
+// the recorded OOM), info's figures are not PyTorch's, and info says so,
+// with the fix; for the import with the right limit they are PyTorch's,
+// and info does not.
+func TestInfoSaysApproximate(t *testing.T) {
+	const name = "oom__default__seed1"
+	truth := readTruth(t, name)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args   []string
+		approx bool
+	}{{[]string{"--fraction", "0.9", "--total-memory", "80GiB"}, true}, {nil, false}} {
+		out := importSnapshot(t, dir, name, c.args...)
+		code, stdout, stderr := tracer(t, "info", out, "--json")
+		if code != 0 {
+			t.Fatalf("info: exit %d: %s", code, stderr)
+		}
+		var info infoJSON
+		if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for k, v := range info.Stats {
+			if w, ok := truth[k].(float64); ok && int64(w) != v {
+				differ++
+			}
+		}
+		d := info.PerDevice["0"]
+		if d == nil {
+			t.Fatalf("%v: no per_device entry for device 0", c.args)
+		}
+		if info.Approximate != c.approx || d.Approximate != c.approx || (differ > 0) != c.approx {
+			t.Errorf("%v: approximate %v (device 0: %v), %d stats differ from memory_stats(); want approximate %v", c.args, info.Approximate, d.Approximate, differ, c.approx)
+		}
+		if c.approx && (!strings.Contains(info.ApproximateReason, "--fraction") || !strings.Contains(info.ApproximateReason, "event 125")) {
+			t.Errorf("reason %q: want where (event 125) and the fix (--fraction)", info.ApproximateReason)
+		}
+		_, text, _ := tracer(t, "info", out)
+		if strings.Contains(text, "APPROXIMATE") != c.approx {
+			t.Errorf("%v: text says APPROXIMATE: %v, want %v:\n%s", c.args, !c.approx, c.approx, text)
+		}
+	}
+}
+
+// TestInfoWrapped: for a history that wrapped, info counts the
+// reconstructed events apart from the recorded actions, and labels its
+// peaks lower bounds, which they are of PyTorch's.
+func TestInfoWrapped(t *testing.T) {
+	const name = "mlp_train__wrap1500"
+	truth := readTruth(t, name)
+	out := importSnapshot(t, t.TempDir(), name)
+	code, stdout, stderr := tracer(t, "info", out, "--json")
+	if code != 0 {
+		t.Fatalf("info: exit %d: %s", code, stderr)
+	}
+	var info infoJSON
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	if !info.PeaksLowerBound {
+		t.Error("peaks_lower_bound false for a wrapped history")
+	}
+	var recon int64
+	for a, n := range info.Actions {
+		if info.RecordedActions[a]+info.ReconstructedActions[a] != n {
+			t.Errorf("%s: %d recorded + %d reconstructed, %d in all", a, info.RecordedActions[a], info.ReconstructedActions[a], n)
+		}
+		recon += info.ReconstructedActions[a]
+	}
+	if recon == 0 || recon != info.Reconstructed {
+		t.Errorf("reconstructed_actions sum to %d, reconstructed_events %d", recon, info.Reconstructed)
+	}
+	// The retained window's allocations are fewer than the run's.
+	if got, all := info.RecordedActions["alloc"], int64(truth["allocation.all.allocated"].(float64)); got >= all {
+		t.Errorf("%d recorded allocs, the run made %d: the case checks nothing", got, all)
+	}
+	for k, v := range info.Stats {
+		if strings.HasSuffix(k, ".peak") {
+			if w, ok := truth[k].(float64); ok && v > int64(w) {
+				t.Errorf("%s = %d, above memory_stats()'s %d: not a lower bound", k, v, int64(w))
+			}
+		}
+	}
+	_, text, _ := tracer(t, "info", out)
+	if !strings.Contains(text, "lower bounds") || !strings.Contains(text, "reconstructed (the state at the start)") {
+		t.Errorf("the text does not label the peaks lower bounds or the reconstructed events:\n%s", text)
+	}
+}
+
+// twoDevices writes a copy of the trace at path whose events happen on
+// device 0 and again on device 1.
+func twoDevices(t *testing.T, path, out string) {
+	t.Helper()
+	rd, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var evs []trace.Event
+	for rd.Next() {
+		evs = append(evs, *rd.Event())
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.Create(out, rd.Meta(), trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range rd.Stacks() {
+		w.AddStack(st)
+	}
+	for dev := range int32(2) {
+		for _, ev := range evs {
+			ev.Device = dev
+			if err := w.Write(&ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplayDevices: replay and info report every device. A trace with a
+// snapshot's events on device 0 and again on device 1 replays, on each
+// device, to the counters PyTorch reported, under the recorded settings and
+// under a limit that fills in the run's.
+func TestReplayDevices(t *testing.T) {
+	const name = "oom__expandable__seed1"
+	truth := readTruth(t, name)
+	dir := t.TempDir()
+	two := filepath.Join(dir, "two.arrows")
+	twoDevices(t, importSnapshot(t, dir, name), two)
+	f, _ := strconv.ParseFloat(truth["fraction"].(string), 64)
+	limit := fmt.Sprint(int64(math.Floor(f * truth["total_memory"].(float64))))
+	for _, args := range [][]string{{"replay", two, "--json"}, {"replay", two, "--limit", limit, "--json"}} {
+		code, stdout, stderr := tracer(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var r replayJSON
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Devices) != 2 || !r.Reproduced {
+			t.Fatalf("%v: %d devices, reproduced %v", args, len(r.Devices), r.Reproduced)
+		}
+		for _, dev := range []string{"0", "1"} {
+			d := r.Devices[dev]
+			if d == nil {
+				t.Fatalf("%v: no device %s", args, dev)
+			}
+			sameStats(t, fmt.Sprintf("%v device %s replayed", args[2:], dev), d.Replayed, truth)
+			sameStats(t, fmt.Sprintf("%v device %s recorded", args[2:], dev), d.Recorded, truth)
+			if len(d.OOMs) != 1 || !d.OOMs[0].Recorded || d.Fragmentation["replayed"].GMLake == 0 {
+				t.Errorf("%v device %s: OOMs %+v, fragmentation %+v", args, dev, d.OOMs, d.Fragmentation)
+			}
+		}
+	}
+	_, text, _ := tracer(t, "replay", two)
+	if !strings.Contains(text, "device 0\n") || !strings.Contains(text, "device 1\n") || strings.Count(text, "device mallocs") != 2 {
+		t.Errorf("the text does not report each device:\n%s", text)
+	}
+	code, stdout, stderr := tracer(t, "info", two, "--json")
+	if code != 0 {
+		t.Fatalf("info: exit %d: %s", code, stderr)
+	}
+	var info infoJSON
+	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{"0", "1"} {
+		d := info.PerDevice[dev]
+		if d == nil {
+			t.Fatalf("info: no per_device entry for device %s", dev)
+		}
+		sameStats(t, "info device "+dev, d.Stats, truth)
 	}
 }
