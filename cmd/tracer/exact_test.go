@@ -104,6 +104,35 @@ func TestWhatIfKeepsEmptyCache(t *testing.T) {
 		t.Errorf("identity replay: reproduced %v, %d mismatches", r.Reproduced, r.Mismatches)
 	}
 	sameStats(t, "identity replay", r.Replayed, truth)
+
+	// A trace without the rows (an older import) still replays exactly
+	// under its recorded settings, the calls inferred as it goes.
+	old := filepath.Join(t.TempDir(), "old.arrows")
+	rewrite(t, out, old, func(m *trace.Meta, evs []trace.Event) []trace.Event {
+		m.EmptyCacheRows = false
+		var kept []trace.Event
+		for _, ev := range evs {
+			if ev.Kind != trace.KindEmptyCache {
+				kept = append(kept, ev)
+			}
+		}
+		if len(kept) != len(evs)-4 {
+			t.Fatalf("%d empty_cache rows, want 4", len(evs)-len(kept))
+		}
+		return kept
+	})
+	code, stdout, stderr = tracer(t, "replay", old, "--json")
+	if code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	r = replayJSON{}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Reproduced {
+		t.Errorf("identity replay of the trace without rows: reproduced %v, %d mismatches", r.Reproduced, r.Mismatches)
+	}
+	sameStats(t, "identity replay without rows", r.Replayed, truth)
 }
 
 // TestReplayFillsLimit: snapshots do not store the run's memory limit.
@@ -257,6 +286,22 @@ func TestInfoWrapped(t *testing.T) {
 // device 0 and again on device 1.
 func twoDevices(t *testing.T, path, out string) {
 	t.Helper()
+	rewrite(t, path, out, func(_ *trace.Meta, evs []trace.Event) []trace.Event {
+		two := make([]trace.Event, 0, 2*len(evs))
+		for dev := range int32(2) {
+			for _, ev := range evs {
+				ev.Device = dev
+				two = append(two, ev)
+			}
+		}
+		return two
+	})
+}
+
+// rewrite writes to out the trace at path with its metadata and events
+// changed by edit.
+func rewrite(t *testing.T, path, out string, edit func(*trace.Meta, []trace.Event) []trace.Event) {
+	t.Helper()
 	rd, err := trace.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -269,19 +314,18 @@ func twoDevices(t *testing.T, path, out string) {
 	if err := rd.Err(); err != nil {
 		t.Fatal(err)
 	}
-	w, err := trace.Create(out, rd.Meta(), trace.WriterOptions{})
+	meta := rd.Meta()
+	evs = edit(&meta, evs)
+	w, err := trace.Create(out, meta, trace.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range rd.Stacks() {
 		w.AddStack(st)
 	}
-	for dev := range int32(2) {
-		for _, ev := range evs {
-			ev.Device = dev
-			if err := w.Write(&ev); err != nil {
-				t.Fatal(err)
-			}
+	for i := range evs {
+		if err := w.Write(&evs[i]); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := w.Close(); err != nil {
