@@ -355,7 +355,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	rows := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
 		if recorded[i].released {
-			if rows[i], err = findEmptyCaches(conf, meta.MemoryLimit, initial[i], d, privateSegments(d)); err != nil {
+			if rows[i], err = findEmptyCaches(conf, meta.MemoryLimit, initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
 				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
 		}
@@ -563,6 +563,9 @@ type reservedScan struct {
 	end, peak  int64 // at the end, and the highest after a segment_alloc or segment_map
 	grew, ooms bool  // there was a segment_alloc or segment_map; an oom
 	released   bool  // there was a segment_free or segment_unmap
+	// lastRelease is the index of the last of them among the events
+	// scanned (n so far).
+	lastRelease, n int64
 }
 
 func scanReserved(evs []trace.Event) reservedScan {
@@ -583,11 +586,12 @@ func (s *reservedScan) add(evs []trace.Event) {
 			s.grew = true
 		case trace.KindSegmentFree, trace.KindSegmentUnmap:
 			s.end -= evs[j].Size
-			s.released = true
+			s.released, s.lastRelease = true, s.n+int64(j)
 		case trace.KindOOM:
 			s.ooms = true
 		}
 	}
+	s.n += int64(len(evs))
 }
 
 // annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,

@@ -19,15 +19,16 @@ import (
 // follows the recording). It returns one KindEmptyCache event per call, in
 // order, with Seq the index among d's events of the run's first release
 // (the row goes before it), its time and stack, and Size the bytes the run
-// released.
+// released. lastRelease is the index of d's last release: the replay ends
+// at the first request after it, which settles it.
 //
 // The import writes these rows into the trace, so that a replay under any
 // settings makes the requests the program made, rather than inferring them
 // again from releases that the new settings would not repeat.
-func findEmptyCaches(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
+func findEmptyCaches(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private []torchsnap.Segment) ([]trace.Event, error) {
 	var rows []trace.Event
-	src := &chunkSource{initial: initial, d: d, private: private}
+	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease}
 	_, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
 		SkipCompare: true, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
@@ -41,15 +42,18 @@ func findEmptyCaches(conf allocator.Conf, limit int64, initial []trace.Event, d 
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):
 // the reconstructed events, then d's events a chunk at a time, tagged with
-// their private pools.
+// their private pools, up to the chunk that holds the first request after
+// lastRelease: no attribution is made after it.
 type chunkSource struct {
-	initial []trace.Event
-	d       *torchsnap.Device
-	private []torchsnap.Segment
-	buf     []trace.Event
-	lo      int64
-	served  bool
-	err     error
+	initial     []trace.Event
+	d           *torchsnap.Device
+	private     []torchsnap.Segment
+	lastRelease int64
+	buf         []trace.Event
+	lo          int64
+	served      bool
+	done        bool
+	err         error
 }
 
 // NextBatch hands out initial, then d's chunks in order.
@@ -61,7 +65,7 @@ func (s *chunkSource) NextBatch() []trace.Event {
 		}
 	}
 	n := s.d.Len()
-	if s.lo >= n || s.err != nil {
+	if s.lo >= n || s.err != nil || s.done {
 		return nil
 	}
 	if s.buf == nil {
@@ -74,6 +78,12 @@ func (s *chunkSource) NextBatch() []trace.Event {
 		return nil
 	}
 	tagPools(evs, s.private)
+	for i := max(0, s.lastRelease+1-s.lo); i < int64(len(evs)) && !s.done; i++ {
+		switch evs[i].Kind {
+		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted, trace.KindOOM:
+			s.done = true // the replay settles the last release here
+		}
+	}
 	s.lo = hi
 	return evs
 }
