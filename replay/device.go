@@ -526,9 +526,10 @@ func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
 // events before the request req (nil for a non-malloc request). They belong
 // to req's malloc when the model says it would reclaim memory (Recorded mode)
 // or, under other settings, when the recording shows the malloc path's shape
-// (an oom, or a new segment, right after the run). Otherwise they were a torch.cuda.empty_cache() call,
-// replayed now. With rows, it performs the empty_cache rows buffered since
-// the last request instead: the trace says what the program asked for.
+// (an oom, or a new segment, right after the run). Otherwise they were a
+// torch.cuda.empty_cache() call, replayed now. With rows, it performs the
+// empty_cache rows buffered since the last request instead: the trace says
+// what the program asked for.
 //
 // The check for an empty buffer is inlined into every request's path; the
 // buffer is nearly always empty.

@@ -70,7 +70,7 @@ Without TRACE, the built-in sample trace is replayed.`,
   tracer replay run.arrows --device cuda            # on the GPU, with latencies
   tracer replay run.arrows --json | jq .replayed
   tracer replay run.arrows --json | jq '.devices["1"].replayed'   # a second GPU
-  tracer replay oom.arrows --limit 2550136209     # the run's limit, which snapshots do not store`,
+  tracer replay oom.arrows --limit 2550524805     # the run's limit, which snapshots do not store`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
