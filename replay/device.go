@@ -401,6 +401,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
+		calls := r.res.EmptyCaches
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -412,7 +413,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			pool, private = allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, true
 		}
 		if private {
-			if err := r.beginPool(pool, ev.Stream); err != nil {
+			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
 				return false, err
 			}
 		}
@@ -673,17 +674,21 @@ func (r *deviceReplay) privatePool(addr uint64) (allocator.PoolID, bool) {
 
 // beginPool routes the next malloc on stream to private pool id. The pool is
 // created, and kept in use, on its first appearance, after the empty_cache()
-// with which torch.cuda.graph starts a capture.
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64) error {
+// with which torch.cuda.graph starts a capture, unless emptied says the
+// replay has just made that call (an empty_cache row, or releases it
+// attributed to one, right before the pool's first allocation).
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
 	filter := func(s uint64) bool { return s == stream }
 	if r.poolsSeen == nil {
 		r.poolsSeen = map[allocator.PoolID]bool{}
 	}
 	if !r.poolsSeen[id] {
 		r.poolsSeen[id] = true
-		r.res.EmptyCaches++
-		if err := r.a.EmptyCache(); err != nil {
-			return err
+		if !emptied {
+			r.res.EmptyCaches++
+			if err := r.a.EmptyCache(); err != nil {
+				return err
+			}
 		}
 		r.a.BeginAllocateToPool(id, filter)
 		return nil
