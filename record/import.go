@@ -73,7 +73,7 @@ type Divergence struct {
 // String says where the model left the recording, for a warning.
 func (d Divergence) String() string {
 	if d.OOM {
-		return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (an out-of-memory of %s that the model satisfies): no block sizes from there on",
+		return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (an out-of-memory of %s that the model satisfies): no block sizes from there on (a memory limit above the run's does this: import with the run's --fraction and --total-memory)",
 			d.Device, d.Seq, allocator.FormatSize(d.Size))
 	}
 	return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (alloc of %s at %#x): no block sizes from there on",
