@@ -106,7 +106,7 @@ type Resolved struct {
 	Conf     allocator.Conf
 	Limit    int64 // bytes; 0 = none
 	Total    int64
-	Recorded bool   // identical to the recording's settings: exact comparison applies
+	Recorded bool // identical to the recording's settings: exact comparison applies
 	// FillsLimit: the recorded settings but for a limit that the trace does
 	// not know (LimitUnknown), which these give: if it is the run's, a
 	// replay with Recorded set reproduces the recording (tracer replay
