@@ -221,7 +221,7 @@ func approximateReason(in *pipeline.Input, device int32, res *replay.Result) str
 	case m.MemoryFraction > 0:
 		fix = "the --fraction given to tracer import may not be the run's: import again with the run's --fraction and --total-memory"
 	case in.LimitUnknown():
-		fix = "if the run had a memory limit (torch.cuda.set_per_process_memory_fraction), which snapshots do not store, import again with --fraction F --total-memory T"
+		fix = "if the run had a memory limit (torch.cuda.set_per_process_memory_fraction), which snapshots do not store, import again with --fraction F --total-memory T; otherwise the recorded settings or PyTorch version are not ones the model reproduces"
 	}
 	return fmt.Sprintf("device %d: %s, so peaks and fragmentation from there use rounded request sizes; %s", device, where, fix)
 }
