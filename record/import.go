@@ -361,6 +361,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 	}
 	meta.EmptyCacheRows = true
+	meta.Extra["empty_cache"] = "inferred: the allocator model, replaying the recording under its settings, decided which segment releases were empty_cache() calls"
 	var total int64
 	for i, d := range snap.Devices {
 		total += int64(len(initial[i])) + d.Len() + int64(len(rows[i]))

@@ -136,6 +136,7 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 	}
 	// The empty_cache rows the import adds; the events written are evs.
 	meta.EmptyCacheRows = true
+	meta.Extra["empty_cache"] = "inferred: the allocator model, replaying the recording under its settings, decided which segment releases were empty_cache() calls"
 	evs := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
 		if evs[i], err = withObservedEmptyCaches(conf, meta.MemoryLimit, initial[i], d.Events); err != nil {

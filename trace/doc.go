@@ -109,7 +109,7 @@ run belongs to the malloc after it when the model says that malloc would
 release cached memory, otherwise it was a call; exact while the model
 reproduces the recording), and writes one empty_cache row per call, before
 the releases it caused, with their first one's time and stack; it sets
-tracer.empty_cache. A replay, under any settings, then performs EmptyCache
+tracer.empty_cache, and tracer.x.empty_cache says the rows are inferred. A replay, under any settings, then performs EmptyCache
 at those rows: a changed setting does not change what the program asked for.
 A call that released nothing left no event and has no row. In a trace
 without tracer.empty_cache (older imports, other producers) a replay infers
