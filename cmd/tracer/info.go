@@ -103,8 +103,9 @@ type infoJSON struct {
 	// ApproximateReason says where, why and what fixes it.
 	Approximate       bool   `json:"approximate"`
 	ApproximateReason string `json:"approximate_reason,omitempty"`
-	// PeaksLowerBound: the history starts mid-run, so the peaks and
-	// counters are the retained window's, lower bounds of the run's.
+	// PeaksLowerBound: the history starts mid-run (or was cut short), so
+	// the peaks and counters are the retained window's, lower bounds of
+	// the run's.
 	PeaksLowerBound bool `json:"peaks_lower_bound"`
 	// PerDevice holds the same per CUDA device, by ordinal.
 	PerDevice map[string]*infoDeviceJSON `json:"per_device"`
@@ -168,7 +169,7 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 		Producer: m.Producer, AllocConf: m.AllocConf, DeviceName: m.DeviceName, DeviceTotal: m.DeviceTotal,
 		MemoryLimit: m.MemoryLimit, Stats: map[string]int64{}, DeviceStats: map[string]map[string]int64{},
 		Warnings: []string{}, RecordedActions: f.RecordedActions(), ReconstructedActions: f.ReconstructedActions(),
-		PeaksLowerBound: m.Truncated, PerDevice: map[string]*infoDeviceJSON{},
+		PeaksLowerBound: m.Truncated || f.Truncated, PerDevice: map[string]*infoDeviceJSON{},
 	}
 	for i, s := range run.Summaries {
 		if i == 0 {
@@ -212,9 +213,14 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 func approximateReason(in *pipeline.Input, device int32, res *replay.Result) string {
 	where := "some allocations carry no block size (the producer did not record them)"
 	for _, d := range res.Devices {
-		if d.Device == device && len(d.Mismatches) > 0 {
-			where = fmt.Sprintf("block sizes are unknown from event %d on, where the allocator model, replaying under the recorded settings, leaves the recording", d.Mismatches[0].Seq)
+		if d.Device != device || len(d.Mismatches) == 0 {
+			continue
 		}
+		first := d.Mismatches[0].Seq
+		for _, mm := range d.Mismatches {
+			first = min(first, mm.Seq)
+		}
+		where = fmt.Sprintf("block sizes are unknown from event %d on, where the allocator model, replaying under the recorded settings, leaves the recording", first)
 	}
 	fix := "the recorded settings are not the run's"
 	switch m := in.Meta; {
