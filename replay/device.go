@@ -16,6 +16,7 @@ type deviceReplay struct {
 	opts     *Options
 	recorded bool // opts.Recorded and not opts.SkipCompare: compare with the recording
 	annotate bool // opts.Annotate (with Recorded), until the model leaves the recording
+	rows     bool // the trace states its empty_cache calls (Options.EmptyCacheRows, or a row seen)
 	obs      Observer
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
@@ -39,7 +40,8 @@ type deviceReplay struct {
 	restored    bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
-	// attributed to a malloc or to empty_cache.
+	// attributed to a malloc or to empty_cache; with rows, the empty_cache
+	// rows not yet performed instead (they are, at the next request).
 	reclaim []trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
@@ -80,6 +82,7 @@ type expected struct {
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
 	r.annotate = opts.Annotate && opts.Recorded
+	r.rows = opts.EmptyCacheRows
 	var dev allocator.Device
 	switch {
 	case opts.NewDevice != nil:
@@ -386,9 +389,19 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
-		r.reclaim = append(r.reclaim, *ev)
+		if !r.rows {
+			r.reclaim = append(r.reclaim, *ev)
+		}
 		r.expectEv(ev)
+	case trace.KindEmptyCache:
+		if !r.rows {
+			// The first row of a trace that did not say it has them: the
+			// releases buffered so far are outcomes too.
+			r.rows, r.reclaim = true, r.reclaim[:0]
+		}
+		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
+		calls := r.res.EmptyCaches
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -400,7 +413,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			pool, private = allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, true
 		}
 		if private {
-			if err := r.beginPool(pool, ev.Stream); err != nil {
+			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
 				return false, err
 			}
 		}
@@ -515,7 +528,9 @@ func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
 // to req's malloc when the model says it would reclaim memory (Recorded mode)
 // or, under other settings, when the recording shows the malloc path's shape
 // (an oom, or a new segment, right after the run). Otherwise they were a
-// torch.cuda.empty_cache() call, replayed now.
+// torch.cuda.empty_cache() call, replayed now. With rows, it performs the
+// empty_cache rows buffered since the last request instead: the trace says
+// what the program asked for.
 //
 // The check for an empty buffer is inlined into every request's path; the
 // buffer is nearly always empty.
@@ -527,6 +542,15 @@ func (r *deviceReplay) settleReclaim(req *trace.Event) error {
 }
 
 func (r *deviceReplay) settle(req *trace.Event) error {
+	if r.rows {
+		for i := range r.reclaim {
+			if err := r.emptyCache(&r.reclaim[i], r.reclaim[i].Size); err != nil {
+				return err
+			}
+		}
+		r.reclaim = r.reclaim[:0]
+		return nil
+	}
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
@@ -536,12 +560,41 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
 		}
 	}
+	first := r.reclaim[0]
+	var released int64
+	for i := range r.reclaim {
+		released += r.reclaim[i].Size
+	}
 	r.reclaim = r.reclaim[:0]
 	if byMalloc {
 		return nil
 	}
+	if r.opts.EmptyCacheFound != nil {
+		r.opts.EmptyCacheFound(&first, released)
+	}
+	return r.emptyCache(&first, released)
+}
+
+// emptyCache performs a torch.cuda.empty_cache() call, stated by the row
+// at, or inferred from the run of releases that at begins, which released
+// released bytes in the recording. The observer gets it as an empty_cache
+// row before the releases it makes, so that a trace written from the
+// replay states its calls too; the comparison with the recording, which
+// has no such row, does not see it.
+func (r *deviceReplay) emptyCache(at *trace.Event, released int64) error {
 	r.res.EmptyCaches++
-	return r.a.EmptyCache()
+	time, stack := r.curTime, r.curStack
+	r.curTime, r.curStack = at.TimeUs, at.Stack
+	if r.obs != nil {
+		o := &r.out
+		*o = trace.Event{Seq: r.outSeq, TimeUs: at.TimeUs, Device: r.device, Kind: trace.KindEmptyCache,
+			Size: released, Stack: at.Stack}
+		r.outSeq++
+		r.obs.Event(o)
+	}
+	err := r.a.EmptyCache()
+	r.curTime, r.curStack = time, stack
+	return err
 }
 
 // gatherRestore collects a reconstructed segment or live block.
@@ -621,17 +674,21 @@ func (r *deviceReplay) privatePool(addr uint64) (allocator.PoolID, bool) {
 
 // beginPool routes the next malloc on stream to private pool id. The pool is
 // created, and kept in use, on its first appearance, after the empty_cache()
-// with which torch.cuda.graph starts a capture.
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64) error {
+// with which torch.cuda.graph starts a capture, unless emptied says the
+// replay has just made that call (an empty_cache row, or releases it
+// attributed to one, right before the pool's first allocation).
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
 	filter := func(s uint64) bool { return s == stream }
 	if r.poolsSeen == nil {
 		r.poolsSeen = map[allocator.PoolID]bool{}
 	}
 	if !r.poolsSeen[id] {
 		r.poolsSeen[id] = true
-		r.res.EmptyCaches++
-		if err := r.a.EmptyCache(); err != nil {
-			return err
+		if !emptied {
+			r.res.EmptyCaches++
+			if err := r.a.EmptyCache(); err != nil {
+				return err
+			}
 		}
 		r.a.BeginAllocateToPool(id, filter)
 		return nil

@@ -37,14 +37,17 @@ other producers.
 	device             int32                     -       CUDA device ordinal (optional, default 0)
 	action             dictionary<int8, utf8>    -       PyTorch's action name (see Kind): alloc, free_requested,
 	                                                     free_completed, segment_alloc, segment_free,
-	                                                     segment_map, segment_unmap, snapshot, oom
+	                                                     segment_map, segment_unmap, snapshot, oom; and
+	                                                     tracer's empty_cache (see Requests and outcomes)
 	addr               uint64                    -       block address (alloc, free_*), segment base
 	                                                     (segment_alloc/free), first byte mapped or unmapped
 	                                                     (segment_map/unmap); bytes free on the device for oom;
-	                                                     0 for snapshot
+	                                                     0 for snapshot and empty_cache
 	size_bytes         int64                     bytes   requested (unrounded) bytes for alloc and free_*;
 	                                                     segment bytes for segment_*; the rounded request for
-	                                                     oom; total active bytes for snapshot
+	                                                     oom; total active bytes for snapshot; for
+	                                                     empty_cache, the bytes the call released in the
+	                                                     recording
 	stream             uint64                    -       cudaStream_t as an integer; 0 = legacy default stream
 	pool_a, pool_b     uint64                    -       owning memory pool id (a, b); (0, 0) = default pools,
 	                                                     otherwise a CUDA graph or MemPool private pool
@@ -90,6 +93,30 @@ warnings; readers never fail on them):
     completion). Free blocks are the gaps between them. Replaying them and
     then the rest reproduces the final state PyTorch dumped.
 
+# Requests and outcomes
+
+A replay feeds a trace's requests to the allocator model: alloc (a malloc),
+free_requested and free_completed (frees), oom (a malloc that failed), and
+empty_cache, a torch.cuda.empty_cache() call. Everything else is an outcome
+of those requests, which a replay under the recorded settings compares with
+its own and a replay under other settings ignores.
+
+PyTorch does not record empty_cache() calls, only the segment_free and
+segment_unmap events they cause, which a malloc that reclaims cached memory
+causes too. tracer import decides which runs of releases were calls, with
+the allocator model replaying the recording under its recorded settings (a
+run belongs to the malloc after it when the model says that malloc would
+release cached memory, otherwise it was a call; exact while the model
+reproduces the recording), and writes one empty_cache row per call, before
+the releases it caused, with their first one's time and stack; it sets
+tracer.empty_cache, and tracer.x.empty_cache says the rows are inferred. A replay, under any settings, then performs EmptyCache
+at those rows: a changed setting does not change what the program asked for.
+A call that released nothing left no event and has no row. In a trace
+without tracer.empty_cache (older imports, other producers) a replay infers
+the calls from the releases as it goes, which under other settings is a
+guess. A replayed trace (tracer replay -o) has a row for every call its
+replay performed.
+
 # Schema metadata
 
 Key/value strings on the schema (Meta):
@@ -108,6 +135,8 @@ Key/value strings on the schema (Meta):
 	tracer.memory_limit_bytes  floor(fraction × total): bytes the allocator may reserve (0 = none)
 	tracer.history_truncated   "true" when events before the first were lost (ring buffer
 	                           wrapped, or recording began mid-run)
+	tracer.empty_cache         "rows" when every empty_cache() call that released memory is an
+	                           empty_cache row (see Requests and outcomes); absent otherwise
 	tracer.x.*                 free-form producer annotations (workload name, command line, ...)
 
 # Versions

@@ -19,6 +19,11 @@ const (
 	KindSegmentUnmap       // expandable segment pages released; Addr = first unmapped byte, Size = bytes
 	KindSnapshot           // a snapshot was taken; Size = active bytes at that moment
 	KindOOM                // an out-of-memory error is about to be raised; Addr = device free bytes, Size = rounded request
+	// KindEmptyCache is a torch.cuda.empty_cache() call: a request, not an
+	// allocator event, which PyTorch's history does not record. tracer
+	// import infers it (see doc.go); Size = the bytes the call released in
+	// the recording, Addr = 0. Its segment_free/segment_unmap rows follow.
+	KindEmptyCache
 	numKinds
 )
 
@@ -33,6 +38,7 @@ var kindNames = [numKinds]string{
 	KindSegmentUnmap:  "segment_unmap",
 	KindSnapshot:      "snapshot",
 	KindOOM:           "oom",
+	KindEmptyCache:    "empty_cache",
 }
 
 // Kinds lists every valid Kind in declaration order.

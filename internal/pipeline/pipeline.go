@@ -106,8 +106,24 @@ type Resolved struct {
 	Conf     allocator.Conf
 	Limit    int64 // bytes; 0 = none
 	Total    int64
-	Recorded bool   // identical to the recording's settings: exact comparison applies
-	Label    string // human-readable, e.g. "expandable_segments:True, round 4096"
+	Recorded bool // identical to the recording's settings: exact comparison applies
+	// FillsLimit: the recorded settings but for a limit that the trace does
+	// not know (LimitUnknown), which these give: if it is the run's, a
+	// replay with Recorded set reproduces the recording (tracer replay
+	// tries that first).
+	FillsLimit bool
+	Label      string // human-readable, e.g. "expandable_segments:True, round 4096"
+}
+
+// LimitUnknown reports whether the trace does not know the run's
+// per-process memory limit: a PyTorch snapshot stores none, so an import
+// without --fraction has either none or one inferred from its OOMs.
+func (in *Input) LimitUnknown() bool {
+	m := &in.Meta
+	if m.Source != trace.SourceSnapshot && m.Source != trace.SourcePythonProgram {
+		return false
+	}
+	return m.MemoryFraction == 0 && (m.MemoryLimit == 0 || strings.HasPrefix(m.Extra["memory_limit"], "inferred"))
 }
 
 // Resolve applies s over the input's recorded settings.
@@ -148,6 +164,7 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 	r.Conf = conf
 	base, _ := parseConf(recorded)
 	r.Recorded = confEqual(conf, base) && r.Limit == in.Meta.MemoryLimit
+	r.FillsLimit = confEqual(conf, base) && r.Limit > 0 && r.Limit != in.Meta.MemoryLimit && in.LimitUnknown()
 	r.Label = label(conf, r.Limit)
 	return r, nil
 }
@@ -272,6 +289,9 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		MemoryLimit: s.Limit,
 		Recorded:    s.Recorded,
 		NewDevice:   opt.NewDevice,
+		// The trace's empty_cache rows, when it says it has them, are the
+		// program's calls; otherwise the replay infers them.
+		EmptyCacheRows: in.Meta.EmptyCacheRows,
 	}, behind)
 	behind.close()
 	src.close()
