@@ -192,7 +192,7 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 	a.conf, a.dev, a.blocks = conf, dev, make([]block, 1, 16)
 	a.roundMask = conf.MinBlockSize - 1
 	for _, d := range conf.RoundupDivisions {
-		if d > 1 {
+		if uint64(d) > 1 {
 			a.roundMask = -1
 		}
 	}
