@@ -423,6 +423,17 @@ func (c *Conf) Validate() error {
 	return nil
 }
 
+// Modelled reports whether the model stands for the allocator c configures:
+// tracer models PyTorch's native caching allocator only, not the
+// cudaMallocAsync backend, whose blocks, segments and statistics are the
+// CUDA driver's memory pool's.
+func (c *Conf) Modelled() error {
+	if c.Backend != "native" {
+		return confErr("tracer models PyTorch's native caching allocator only, not backend:%s", c.Backend)
+	}
+	return nil
+}
+
 // String renders c as a PYTORCH_CUDA_ALLOC_CONF string listing the settings
 // that differ from the defaults (model constants as extra "tracer_*" keys,
 // which ParseConf does not accept). "" is the default configuration.
