@@ -162,3 +162,82 @@ func TestRestoreExpandablePage(t *testing.T) {
 		t.Errorf("%d bytes reserved after freeing everything", r)
 	}
 }
+
+// TestRestoreExpandableFamilies restores expandable segments (large and
+// small pool, two streams, free, allocated and pending-free blocks, unmapped
+// pages between ranges) under every fuzz family but those of another
+// quantum, expandable or not (a
+// replay of a wrapped trace under other settings), then drives random
+// requests, checking the invariants after each.
+func TestRestoreExpandableFamilies(t *testing.T) {
+	const page = 20 * mib
+	lbase, sbase, obase := uint64(1)<<40, uint64(1)<<41, uint64(3)<<40
+	segs := []SegmentInfo{
+		{Addr: lbase, Size: 2 * page, Expandable: true, Blocks: []BlockInfo{
+			{Addr: lbase, Size: 5 * mib, Requested: 5 * mib, State: ActiveAllocated},
+			{Addr: lbase + 10*mib, Size: 3 * mib, Requested: 3 * mib, State: ActivePendingFree}}},
+		{Addr: lbase + 3*page, Size: page, Expandable: true},
+		{Addr: lbase + 5*page, Size: page, Expandable: true, Blocks: []BlockInfo{
+			{Addr: lbase + 5*page + 2*mib, Size: 18 * mib, Requested: 17 * mib, State: ActiveAllocated}}},
+		{Addr: sbase, Size: 4 * mib, Small: true, Expandable: true, Blocks: []BlockInfo{
+			{Addr: sbase + 512, Size: 1024, Requested: 1000, State: ActiveAllocated}}},
+		{Addr: obase, Size: page, Stream: 0x100, Expandable: true, Blocks: []BlockInfo{
+			{Addr: obase, Size: 4 * mib, Requested: 4 * mib, State: ActiveAllocated}}},
+	}
+	for _, fam := range fuzzFamilies {
+		if fam.round != 0 {
+			continue // restored blocks have the recording's 512-byte quantum
+		}
+		conf, err := ParseConf(fam.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(conf, NewSimDevice(4*gib))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetMemoryLimit(fam.limit)
+		if err := a.Restore(segs); err != nil {
+			t.Fatalf("%q: %v", fam.conf, err)
+		}
+		if err := a.CheckInvariants(); err != nil {
+			t.Fatalf("%q: after restore: %v", fam.conf, err)
+		}
+		live := []uint64{lbase, lbase + 5*page + 2*mib, sbase + 512, obase}
+		x, served := uint32(7), 0
+		for step := 0; step < 1500; step++ {
+			x = x*1664525 + 1013904223
+			switch op := x >> 29; {
+			case op < 4:
+				size := int64(x>>8%(24*mib)) + 1
+				if op == 0 {
+					size %= 4096
+					size++
+				}
+				addr, err := a.Malloc(size, uint64(x>>7%2)<<8)
+				if err == nil {
+					live = append(live, addr)
+					served++
+				} else if !IsOOM(err) {
+					t.Fatalf("%q: step %d: %v", fam.conf, step, err)
+				}
+			case op < 7 && len(live) > 0:
+				i := int(x>>4) % len(live)
+				if err := a.Free(live[i]); err != nil {
+					t.Fatalf("%q: step %d: %v", fam.conf, step, err)
+				}
+				live = append(live[:i], live[i+1:]...)
+			case op == 7:
+				if err := a.EmptyCache(); err != nil {
+					t.Fatalf("%q: step %d: %v", fam.conf, step, err)
+				}
+			}
+			if err := a.CheckInvariants(); err != nil {
+				t.Fatalf("%q: step %d: %v", fam.conf, step, err)
+			}
+		}
+		if served < 100 {
+			t.Errorf("%q: %d requests served", fam.conf, served)
+		}
+	}
+}
