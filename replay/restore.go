@@ -144,22 +144,17 @@ func expandablePools(segs []allocator.SegmentInfo, conf allocator.Conf, total in
 	span := uint64(total + total/8)
 	for x := range rs {
 		s := &segs[rs[x].i]
-		k := rs[x].kind
-		if k == 0 {
-			k, best := int8(2), span
-			for _, y := range []int{before[x], after[x]} {
-				if y < 0 {
-					continue
-				}
-				o := &segs[rs[y].i]
-				if d := max(o.Addr, s.Addr) - min(o.Addr, s.Addr); d < best {
-					k, best = rs[y].kind, d
-				}
+		k, best := rs[x].kind, span
+		for _, y := range []int{before[x], after[x]} {
+			if rs[x].kind != 0 || y < 0 {
+				continue
 			}
-			s.Small = k == 1
-			continue
+			o := &segs[rs[y].i]
+			if d := max(o.Addr, s.Addr) - min(o.Addr, s.Addr); d < best {
+				k, best = rs[y].kind, d
+			}
 		}
-		s.Small = k == 1
+		s.Small = k == 1 // undecided, with no decided range in reach: large
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // state tracer import reconstructs (a segment_map per mapped range, then
 // the live blocks) under the recorded settings: no event differs from the
 // recording, and the replay ends in the dumped layout, block for block.
-// Restore refused the reconstructed segment_map before.
+// Restore refused the reconstructed segment_map before. Cut at 100%, the
+// history is empty, as in a dump of the state alone.
 func TestSnapshotWrappedExpandable(t *testing.T) {
 	for _, name := range []string{"mlp_train__expandable", "multistream__expandable__seed1", "oom__expandable__seed1",
 		"churn__expfrac__seed4", "churn__expsplit__seed3"} {
@@ -32,7 +33,7 @@ func TestSnapshotWrappedExpandable(t *testing.T) {
 		}
 		dev := snap.Devices[0]
 		all := dev.Events
-		for pct := 5; pct < 100; pct += 15 {
+		for _, pct := range []int{5, 20, 35, 50, 65, 80, 95, 100} { // 100: a state-only dump
 			t.Run(fmt.Sprintf("%s/%d%%", name, pct), func(t *testing.T) {
 				dev.Events = all[len(all)*pct/100:]
 				start, err := dev.Reconstruct(conf.RoundSize)
@@ -117,4 +118,36 @@ func TestRestoreGatherScales(t *testing.T) {
 		t.Errorf("gathering %d blocks examined %d segments, more than %d", n, examined, limit)
 	}
 	t.Logf("%d segments examined for %d blocks", examined, n)
+}
+
+// TestExpandablePools: the pool of a reconstructed mapped range comes from
+// its live blocks, else from its page tiling, else from the nearest decided
+// range of its stream within one reservation, else it is large.
+func TestExpandablePools(t *testing.T) {
+	const mib = 1 << 20
+	conf := allocator.DefaultConf()
+	base := uint64(1) << 40
+	blk := func(size int64) []allocator.BlockInfo {
+		return []allocator.BlockInfo{{Size: size}}
+	}
+	segs := []allocator.SegmentInfo{
+		{Addr: base, Size: 20 * mib, Blocks: blk(2 * mib)},                     // large block
+		{Addr: base + 100*mib, Size: 20 * mib},                                 // near the large range
+		{Addr: base + 1<<36, Size: 4 * mib, Blocks: blk(512)},                  // small block
+		{Addr: base + 1<<36 + 40*mib, Size: 20 * mib},                          // near the small range
+		{Addr: base + 1<<37, Size: 6 * mib},                                    // not whole 20 MiB pages
+		{Addr: base + 1<<38, Size: 40 * mib, Stream: 7},                        // alone on its stream
+		{Addr: base + 1<<36 + 60*mib, Size: 20 * mib, Stream: 7},               // near the small range, other stream
+		{Addr: base + 1<<39, Size: 2 * mib, Blocks: blk(2 * mib), Small: true}, // not expandable: kept
+	}
+	for i := range segs[:7] {
+		segs[i].Expandable = true
+	}
+	expandablePools(segs, conf, 80<<30)
+	want := []bool{false, false, true, true, true, false, false, true}
+	for i, s := range segs {
+		if s.Small != want[i] {
+			t.Errorf("range %d (%#x+%d): small %v, want %v", i, s.Addr, s.Size, s.Small, want[i])
+		}
+	}
 }
