@@ -37,6 +37,10 @@ var fuzzFamilies = []struct {
 	{conf: "roundup_power2_divisions:18014398509481984"},
 	{conf: "garbage_collection_threshold:1e-300", limit: 300 * mib},
 	{conf: "expandable_segments:True,per_process_memory_fraction:0.3,garbage_collection_threshold:0.99"},
+	// The fraction alone, and the keys the model accepts without effect.
+	{conf: "per_process_memory_fraction:0.5,garbage_collection_threshold:0.7,backend:native,release_lock_on_cudamalloc:True," +
+		"pinned_use_cuda_host_register:True,pinned_num_register_threads:128,pinned_use_background_threads:True," +
+		"pinned_reserve_segment_size_mb:18446744073709551615,graph_capture_record_stream_reuse:True"},
 }
 
 // fuzzPool is the private pool of the captures runOps makes.
