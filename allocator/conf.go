@@ -201,7 +201,9 @@ func clampMB(v uint64) int64 { return int64(min(v, maxSegmentMB)) * mib }
 // ParseConf parses a PYTORCH_CUDA_ALLOC_CONF string as torch 2.11 does,
 // starting from DefaultConf, with PyTorch's validation and messages (§16). As in
 // 2.11, separators are lenient: the token after a key and after a value is
-// skipped whatever it is. The empty string gives DefaultConf.
+// skipped whatever it is. Numbers are read as std::stoull and std::stod read
+// them (cStoull, cStod): "64MB" is 64 and "-1" is 2^64-1. The empty string
+// gives DefaultConf.
 func ParseConf(s string) (Conf, error) {
 	c := DefaultConf()
 	c.Raw = s
