@@ -219,3 +219,22 @@ func TestCNum(t *testing.T) {
 		t.Errorf("cStod(nan(123)) = %g, %v", v, ne)
 	}
 }
+
+// TestFractionZero: per_process_memory_fraction:0, which PyTorch accepts,
+// allows no memory: every request that needs a segment is an OOM (it was
+// taken as no limit).
+func TestFractionZero(t *testing.T) {
+	for _, s := range []string{"per_process_memory_fraction:0", "per_process_memory_fraction:1e-300", "per_process_memory_fraction:0,expandable_segments:True"} {
+		conf, err := ParseConf(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(conf, NewSimDevice(80<<30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Malloc(512, 0); !IsOOM(err) {
+			t.Errorf("%s: Malloc(512) = %v, want an OOM", s, err)
+		}
+	}
+}

@@ -34,7 +34,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 		if err != nil {
 			return fmt.Errorf("allocator: memory info: %w", err)
 		}
-		limit = int64(conf.MemoryFraction * float64(total))
+		limit = fractionLimit(conf.MemoryFraction, total)
 	}
 	a.FlushEvents()
 	sp := a.pages.spare
