@@ -242,8 +242,10 @@ func ParseConf(s string) (Conf, error) {
 			var v uint64
 			if v, err = z.uint(i + 1); err == nil {
 				i++
-				if v < 20 {
-					err = confErr("CachingAllocator option max_non_split_rounding_mb too small, must be >= 20")
+				// As max_split_size_mb: at least large_segment_size_mb (20).
+				least := uint64(c.LargeSegmentSize / mib)
+				if v < least {
+					err = confErr("CachingAllocator option max_non_split_rounding_mb too small, must be >= %d", least)
 				}
 				c.MaxNonSplitRounding = clampMB(v)
 			}

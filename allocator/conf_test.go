@@ -38,6 +38,8 @@ func TestParseConf(t *testing.T) {
 		{in: "large_segment_size_mb:10", err: "allocator: CachingAllocator option large_segment_size_mb must be > 10 MB"},
 		{in: "max_non_split_rounding_mb:19", err: "allocator: CachingAllocator option max_non_split_rounding_mb too small, must be >= 20"},
 		{in: "max_non_split_rounding_mb:64", chk: func(c Conf) bool { return c.MaxNonSplitRounding == 64*mib }},
+		{in: "large_segment_size_mb:30,max_non_split_rounding_mb:25", err: "allocator: CachingAllocator option max_non_split_rounding_mb too small, must be >= 30"},
+		{in: "large_segment_size_mb:12,max_non_split_rounding_mb:15", chk: func(c Conf) bool { return c.MaxNonSplitRounding == 15*mib }},
 		{in: "garbage_collection_threshold:1.0", err: "allocator: garbage_collect_threshold is invalid, set it in (0.0, 1.0)"},
 		{in: "garbage_collection_threshold:0.6", chk: func(c Conf) bool { return c.GCThreshold == 0.6 }},
 		{in: "roundup_power2_divisions:3", err: "allocator: For roundups, the divisions has to be power of 2"},
