@@ -34,7 +34,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 		if err != nil {
 			return fmt.Errorf("allocator: memory info: %w", err)
 		}
-		limit = int64(conf.MemoryFraction * float64(total))
+		limit = fractionLimit(conf.MemoryFraction, total)
 	}
 	a.FlushEvents()
 	sp := a.pages.spare
@@ -97,7 +97,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	a.conf, a.dev = conf, dev
 	a.roundMask = conf.MinBlockSize - 1
 	for _, d := range conf.RoundupDivisions {
-		if d > 1 {
+		if uint64(d) > 1 {
 			a.roundMask = -1
 		}
 	}

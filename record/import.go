@@ -56,6 +56,9 @@ type ImportResult struct {
 	// on the allocator model left the recording, and where: block sizes
 	// are left unknown from there on.
 	Diverged []Divergence
+	// Warnings are other things the import could not do as asked, one
+	// line each.
+	Warnings []string
 }
 
 // Divergence is where the allocator model, replaying a device's recording
@@ -302,6 +305,10 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
 	}
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
+	if conf.Modelled() != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("recorded with backend:%s, which tracer does not model: "+
+			"the block sizes and the replay check are the native caching allocator's", conf.Backend))
+	}
 	meta := importMeta(in, snap, opts)
 	// One pass over the recorded events (eventScan), beside
 	// reconstruction, unless they were followed as they were decoded

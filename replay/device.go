@@ -20,6 +20,7 @@ type deviceReplay struct {
 	obs      Observer
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
+	dev      allocator.Device
 
 	// held is a free_requested awaiting the next event of the device, which
 	// tells whether the free was synchronous. Other events need no lookahead
@@ -36,8 +37,10 @@ type deviceReplay struct {
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).
 	restoreSegs []allocator.SegmentInfo
-	restoreEvs  []trace.Event
-	restored    bool
+	// restoreUnsorted: restoreSegs are not in address order (restoreSeg).
+	restoreUnsorted bool
+	restoreEvs      []trace.Event
+	restored        bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
 	// attributed to a malloc or to empty_cache; with rows, the empty_cache
@@ -94,6 +97,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 		dev = allocator.NewSimDevice(opts.TotalMemory)
 	}
 	r.sim, _ = dev.(*allocator.SimDevice)
+	r.dev = dev
 	for _, sg := range opts.PrivateSegments {
 		if !sg.Pool.IsDefault() {
 			r.private = append(r.private, sg)
@@ -595,69 +599,6 @@ func (r *deviceReplay) emptyCache(at *trace.Event, released int64) error {
 	err := r.a.EmptyCache()
 	r.curTime, r.curStack = time, stack
 	return err
-}
-
-// gatherRestore collects a reconstructed segment or live block.
-func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
-	if r.restored {
-		return fmt.Errorf("reconstructed event after the trace started")
-	}
-	if r.obs != nil {
-		r.restoreEvs = append(r.restoreEvs, *ev)
-	}
-	conf := r.a.Conf()
-	switch ev.Kind {
-	case trace.KindSegmentAlloc:
-		r.restoreSegs = append(r.restoreSegs, allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size,
-			Stream: ev.Stream, Pool: allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, Small: ev.Size == conf.SmallBuffer})
-	case trace.KindAlloc:
-		for i := range r.restoreSegs {
-			s := &r.restoreSegs[i]
-			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
-				size := ev.BlockSize
-				if size == 0 {
-					size = conf.RoundSize(ev.Size)
-				}
-				st := allocator.ActiveAllocated
-				if ev.Flags&trace.FlagPending != 0 {
-					st = allocator.ActivePendingFree
-				}
-				s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
-				r.addrs.Put(ev.Addr, blockRef{addr: ev.Addr})
-				return nil
-			}
-		}
-		return fmt.Errorf("reconstructed block %#x lies in no reconstructed segment", ev.Addr)
-	default:
-		return fmt.Errorf("cannot restore a reconstructed %s", ev.Kind)
-	}
-	return nil
-}
-
-func (r *deviceReplay) applyRestore() error {
-	if r.restored {
-		return nil
-	}
-	r.restored = true
-	if len(r.restoreSegs) == 0 {
-		return nil
-	}
-	if err := r.a.Restore(r.restoreSegs); err != nil {
-		return err
-	}
-	// Restore installs the state without events. The observer gets the
-	// reconstructed events it came from, as the trace begins with them:
-	// the replay then starts from the same segments and live blocks, so a
-	// trace written from it is whole and an analysis of it counts them
-	// (without them, the frees of restored blocks drove its allocated
-	// bytes below zero and its fragmentation negative).
-	for i := range r.restoreEvs {
-		e := &r.restoreEvs[i]
-		e.Seq, e.Device = r.outSeq, r.device
-		r.outSeq++
-		r.obs.Event(e)
-	}
-	return nil
 }
 
 // privatePool reports the private pool whose segment holds the recorded

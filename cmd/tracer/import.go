@@ -114,6 +114,9 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		for _, d := range r.Diverged {
 			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, d)
 		}
+		for _, w := range r.Warnings {
+			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, w)
+		}
 	}
 	return err
 }

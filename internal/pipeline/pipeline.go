@@ -269,6 +269,9 @@ type Run struct {
 // Decoding, the model and the analysis run on three goroutines (see
 // stream.go).
 func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, error) {
+	if err := s.Conf.Modelled(); err != nil {
+		return nil, fmt.Errorf("%s: %v", in.Name, err)
+	}
 	rd, err := in.Reader()
 	if err != nil {
 		return nil, err
