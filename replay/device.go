@@ -85,7 +85,7 @@ type expected struct {
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
 	r.annotate = opts.Annotate && opts.Recorded
-	r.rows = opts.EmptyCacheRows
+	r.rows = opts.EmptyCacheRows && !opts.InferEmptyCaches
 	var dev allocator.Device
 	switch {
 	case opts.NewDevice != nil:
@@ -398,6 +398,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.expectEv(ev)
 	case trace.KindEmptyCache:
+		if r.opts.InferEmptyCaches {
+			break
+		}
 		if !r.rows {
 			// The first row of a trace that did not say it has them: the
 			// releases buffered so far are outcomes too.

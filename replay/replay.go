@@ -132,6 +132,12 @@ type Options struct {
 	// it the calls are inferred from the releases (settle), until the
 	// first KindEmptyCache row, which turns the rows on for its device.
 	EmptyCacheRows bool
+	// InferEmptyCaches, with Recorded, ignores the trace's KindEmptyCache
+	// rows and infers the calls from the releases on the model, as import
+	// does: rows that an import decided without the run's memory limit
+	// take the releases of garbage collection or of a retry under that
+	// limit for empty_cache() calls.
+	InferEmptyCaches bool
 	// EmptyCacheFound, if set, receives each run of recorded releases the
 	// replay attributes to an empty_cache() call it infers: the run's first
 	// event, and the bytes the run released (tracer import writes a

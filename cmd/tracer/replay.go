@@ -253,7 +253,7 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	if want.FillsLimit && opts.Device != "cuda" {
 		fillTried = true
 		try := want
-		try.Recorded = true
+		try.Recorded, try.InferEmptyCaches = true, true
 		if got, err = pipeline.Replay(ctx, in, try, popts); err != nil {
 			return err
 		}

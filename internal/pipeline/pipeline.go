@@ -112,7 +112,12 @@ type Resolved struct {
 	// replay with Recorded set reproduces the recording (tracer replay
 	// tries that first).
 	FillsLimit bool
-	Label      string // human-readable, e.g. "expandable_segments:True, round 4096"
+	// InferEmptyCaches, with Recorded, has the replay infer the program's
+	// empty_cache() calls on the model instead of taking the trace's rows
+	// (replay.Options.InferEmptyCaches): a fill-in of the run's limit does,
+	// since the import decided the rows without it.
+	InferEmptyCaches bool
+	Label            string // human-readable, e.g. "expandable_segments:True, round 4096"
 }
 
 // LimitUnknown reports whether the trace does not know the run's
@@ -294,7 +299,8 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		NewDevice:   opt.NewDevice,
 		// The trace's empty_cache rows, when it says it has them, are the
 		// program's calls; otherwise the replay infers them.
-		EmptyCacheRows: in.Meta.EmptyCacheRows,
+		EmptyCacheRows:   in.Meta.EmptyCacheRows,
+		InferEmptyCaches: s.InferEmptyCaches,
 	}, behind)
 	behind.close()
 	src.close()
