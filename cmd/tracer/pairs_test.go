@@ -36,14 +36,15 @@ const pairsDir = "../../testdata/pairs"
 type pairRun struct {
 	program, tag string
 	conf         string
-	limit        int64            // floor(fraction × total) on device 0, 0 for none
-	stats        map[string]int64 // device 0's memory_stats()
+	device       int32            // the device compared: 0, or the rank's own
+	limit        int64            // floor(fraction × total) on that device, 0 for none
+	stats        map[string]int64 // that device's memory_stats()
 	err          string           // the OOM that ended the run early, if any
 	trace        string           // the imported trace
-	requests     []request        // device 0's request stream
-	total        int64            // device 0's memory, bytes
+	requests     []request        // the device's request stream
+	total        int64            // the device's memory, bytes
 	events       []trace.Event    // the imported trace
-	segments     []trace.Event    // device 0's segment_alloc events, in order
+	segments     []trace.Event    // the device's segment_alloc events, in order
 }
 
 // request is what the program asked of the allocator, independent of what
@@ -65,6 +66,9 @@ func loadPairRuns(t *testing.T) map[string][]*pairRun {
 	for _, gz := range files {
 		name := strings.TrimSuffix(filepath.Base(gz), ".pickle.gz")
 		program, tag, _ := strings.Cut(name, "__")
+		if t, rank, ok := strings.Cut(tag, ".rank"); ok { // ddp: one snapshot per rank
+			program, tag = program+" rank "+rank, t
+		}
 		r := &pairRun{program: program, tag: tag}
 		r.readStats(t, strings.TrimSuffix(gz, ".pickle.gz")+".stats.json")
 		pickle := filepath.Join(dir, name+".pickle")
@@ -109,10 +113,19 @@ func (r *pairRun) readStats(t *testing.T, path string) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	d0, ok := s.Devices["0"]
+	// Device 0, or the one device a rank used.
+	dev := "0"
+	if _, ok := s.Devices[dev]; !ok && len(s.Devices) == 1 {
+		for k := range s.Devices {
+			dev = k
+		}
+	}
+	d0, ok := s.Devices[dev]
 	if !ok {
 		t.Fatalf("%s: no device 0", path)
 	}
+	n, _ := strconv.Atoi(dev)
+	r.device = int32(n)
 	r.conf, r.stats, r.total = s.Conf, d0.MemoryStats, d0.TotalMemory
 	if s.Error != nil {
 		r.err = *s.Error
@@ -160,7 +173,7 @@ func (r *pairRun) readTrace(t *testing.T) {
 	for rd.Next() {
 		ev := rd.Event()
 		r.events = append(r.events, *ev)
-		if ev.Device != 0 || ev.Flags&trace.FlagReconstructed != 0 {
+		if ev.Device != r.device || ev.Flags&trace.FlagReconstructed != 0 {
 			continue
 		}
 		if ev.Kind == trace.KindSegmentAlloc {
@@ -233,7 +246,7 @@ func exactWithAddresses(t *testing.T, a, b *pairRun) bool {
 	opts := replay.Options{Conf: conf, MemoryLimit: b.limit, TotalMemory: b.total, EmptyCacheRows: true,
 		NewDevice: func(d int32) allocator.Device {
 			sim := allocator.NewSimDevice(b.total)
-			if d == 0 {
+			if d == b.device {
 				for _, s := range b.segments {
 					sim.PlanMalloc(s.Addr, s.Size)
 				}
@@ -241,10 +254,14 @@ func exactWithAddresses(t *testing.T, a, b *pairRun) bool {
 			return plannedDevice{sim}
 		}}
 	res, err := replay.Run(context.Background(), replay.NewSliceSource(slices.Clone(a.events)), opts, nil)
-	if err != nil || len(res.Devices) == 0 {
+	if err != nil {
 		return false
 	}
-	got := res.Devices[0].Stats.Map()
+	i := slices.IndexFunc(res.Devices, func(d replay.DeviceResult) bool { return d.Device == a.device })
+	if i < 0 {
+		return false
+	}
+	got := res.Devices[i].Stats.Map()
 	for k, want := range b.stats {
 		if v, ok := got[k]; ok && v != want {
 			return false
@@ -266,18 +283,21 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 		return "fails: " + firstLine(stderr)
 	}
 	var out struct {
-		Replayed map[string]int64 `json:"replayed"`
+		Devices map[string]struct {
+			Replayed map[string]int64 `json:"replayed"`
+		} `json:"devices"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("replay %s under %s: %v", a.tag, b.tag, err)
 	}
+	replayed := out.Devices[strconv.Itoa(int(a.device))].Replayed
 	var differ []string
 	for k, want := range b.stats {
-		if got, ok := out.Replayed[k]; ok && got != want {
+		if got, ok := replayed[k]; ok && got != want {
 			differ = append(differ, k)
 		}
 	}
-	if len(out.Replayed) == 0 {
+	if len(replayed) == 0 {
 		return "no stats"
 	}
 	if len(differ) == 0 {
