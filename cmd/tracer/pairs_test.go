@@ -48,7 +48,9 @@ type pairRun struct {
 }
 
 // request is what the program asked of the allocator, independent of what
-// the allocator answered: streams are numbered by first use.
+// the allocator answered: allocations, frees, and the completions of frees
+// that waited for other streams (their moment is the GPU's, not the
+// allocator's); streams are numbered by first use.
 type request struct {
 	kind   trace.Kind
 	size   int64
@@ -180,7 +182,7 @@ func (r *pairRun) readTrace(t *testing.T) {
 			r.segments = append(r.segments, *ev)
 		}
 		switch ev.Kind {
-		case trace.KindAlloc, trace.KindFreeRequested:
+		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
 		default:
 			continue
 		}
