@@ -635,7 +635,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 // its own, made this annotation of a real 9.6 MB training snapshot cost
 // about a fifth more instructions.
 func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
-	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len(), full: full}
 	s.ready = readChunks(d, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
@@ -729,7 +729,7 @@ type chunkRead struct {
 // from free, tags them with their pools, and delivers them on the channel
 // it returns, which holds up to two chunks. It stops after the last chunk,
 // or after delivering a read error; then it calls lastRead, if set.
-func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
+func readChunks(d *torchsnap.Device, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, 2)
 	go func() {
 		if lastRead != nil {
@@ -753,40 +753,5 @@ func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []
 // reach, unannotated from the first disagreement on.
 func (s *annSource) finish() {
 	for s.load() {
-	}
-}
-
-// privateSegments returns the segments the snapshot reports as owned by a
-// private pool (a CUDA graph capture or a MemPool).
-func privateSegments(d *torchsnap.Device) []torchsnap.Segment {
-	var private []torchsnap.Segment
-	for _, s := range d.Segments {
-		if !s.Pool.IsDefault() {
-			private = append(private, s)
-		}
-	}
-	return private
-}
-
-// tagPools sets Event.Pool on the allocations and segment events that lie
-// in private, segments the snapshot reports as owned by a private pool.
-// torch 2.11's trace entries carry no pool id; without it a replay would
-// serve those requests from the default pools. Only segments alive at the
-// dump are known: a private segment freed before it is not tagged.
-func tagPools(evs []trace.Event, private []torchsnap.Segment) {
-	if len(private) == 0 {
-		return
-	}
-	for i := range evs {
-		ev := &evs[i]
-		switch ev.Kind {
-		case trace.KindAlloc, trace.KindSegmentAlloc, trace.KindSegmentMap:
-			for _, s := range private {
-				if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.TotalSize) {
-					ev.Pool = s.Pool
-					break
-				}
-			}
-		}
 	}
 }
