@@ -425,7 +425,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 					}()
 				}
 			}
-			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -562,6 +562,28 @@ func countBits(bits []uint64, lo, hi int64) int {
 	return n
 }
 
+// defaultDeviceTotal is the annotation's device when the trace does not
+// say (replay's default, an 80 GiB H100).
+const defaultDeviceTotal = 80 << 30
+
+// annotationTotal is the memory of the simulated device the annotation of
+// one device's recording replays on: the device's own (meta.DeviceTotal)
+// when known, else defaultDeviceTotal, and never less than the memory limit
+// or the most the recording reserved (initial, its reconstructed start, and
+// recorded, the scan of its recorded events), which a real device held.
+func annotationTotal(meta trace.Meta, initial []trace.Event, recorded reservedScan) int64 {
+	total := meta.DeviceTotal
+	if total <= 0 {
+		total = defaultDeviceTotal
+	}
+	s := scanReserved(initial)
+	total = max(total, meta.MemoryLimit, s.peak, s.end)
+	if recorded.grew {
+		total = max(total, s.end+recorded.peak)
+	}
+	return total
+}
+
 // inferLimit returns, for a recording with OOM events, the peak of its
 // reserved bytes: the smallest per-process limit under which every recorded
 // segment allocation succeeds, and — because the real limit was at least this
@@ -634,7 +656,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 // of the model's allocs that annotated them, and the frees from a map of
 // its own, made this annotation of a real 9.6 MB training snapshot cost
 // about a fifth more instructions.
-func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
+func annotateBlockSizes(conf allocator.Conf, limit, total int64, initial []trace.Event, d *torchsnap.Device,
 	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len(), full: full}
 	s.ready = readChunks(d, private, free, lastRead)
@@ -642,7 +664,7 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, and cost this
 	// replay a third of its instructions.
-	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
+	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
 		SkipCompare: true, Annotate: true, Left: s.leave}, nil)
 	s.finish()
 	if err != nil {

@@ -15,7 +15,7 @@ func poolsDevice(n int, rng *rand.Rand) *torchsnap.Device {
 	d := &torchsnap.Device{}
 	for _, i := range rng.Perm(n) {
 		d.Segments = append(d.Segments, torchsnap.Segment{Addr: uint64(i) << 22, TotalSize: 2 << 20,
-			Pool: trace.PoolID{1, uint64(i + 1)}})
+			Pool: trace.PoolID{A: 1, B: uint64(i + 1)}})
 	}
 	d.Segments = append(d.Segments, torchsnap.Segment{Addr: uint64(n) << 22, TotalSize: 2 << 20})
 	return d
@@ -58,13 +58,13 @@ func TestTagPoolsLogarithmic(t *testing.T) {
 // snapshot's order: the first that holds the address wins.
 func TestTagPoolsOverlap(t *testing.T) {
 	d := &torchsnap.Device{Segments: []torchsnap.Segment{
-		{Addr: 4 << 20, TotalSize: 2 << 20, Pool: trace.PoolID{1, 1}},
-		{Addr: 0, TotalSize: 8 << 20, Pool: trace.PoolID{1, 2}},
+		{Addr: 4 << 20, TotalSize: 2 << 20, Pool: trace.PoolID{A: 1, B: 1}},
+		{Addr: 0, TotalSize: 8 << 20, Pool: trace.PoolID{A: 1, B: 2}},
 	}}
 	evs := []trace.Event{{Kind: trace.KindAlloc, Addr: 5 << 20}, {Kind: trace.KindSegmentMap, Addr: 1 << 20},
 		{Kind: trace.KindFreeRequested, Addr: 1 << 20}}
 	tagPools(evs, privateSegments(d))
-	for i, want := range []trace.PoolID{{1, 1}, {1, 2}, {}} {
+	for i, want := range []trace.PoolID{{A: 1, B: 1}, {A: 1, B: 2}, {}} {
 		if evs[i].Pool != want {
 			t.Errorf("event %d: pool %v, want %v", i, evs[i].Pool, want)
 		}
