@@ -8,10 +8,14 @@ type block struct {
 	size, req int64 // block bytes and requested bytes
 	allocN    int64 // event index of the alloc
 	allocT    int64 // its TimeUs
-	seg       *segment
 	stack     trace.StackID
 	pending   bool // free_requested seen, free_completed not yet
 	recon     bool // existed before the trace began
+	// inSeg: the block is counted in the segment that holds its address
+	// (one did at its alloc, and has not been freed since).
+	inSeg bool
+	// misfit: the block is not wholly inside the segment counting it.
+	misfit bool
 }
 
 // site is the stack b counts under among the allocation sites: its own,
@@ -27,13 +31,15 @@ func (b *block) site() trace.StackID {
 // blocks maps addresses to live blocks. It is an open-addressing hash table
 // with linear probing over a slab of blocks: every alloc and free looks a
 // block up, and this is several times faster than a Go map of pointers, with
-// no allocation once the slab has grown to the live set.
+// no allocation once the slab has grown to the live set. The blocks are
+// also ordered by address in tree (blocktree.go).
 type blocks struct {
 	slots []int32 // 0 empty, else slab index + 1
 	slab  []block
 	free  []int32 // unused slab indexes
 	n     int
 	shift uint
+	tree  blockTree
 }
 
 func (t *blocks) hash(addr int64) int {
@@ -73,6 +79,7 @@ func (t *blocks) put(b block) *block {
 		t.slab = append(t.slab, b)
 	}
 	t.insert(b.addr, i+1)
+	t.treeInsert(i + 1)
 	t.n++
 	return &t.slab[i]
 }
@@ -111,6 +118,7 @@ func (t *blocks) del(addr int64) {
 			return
 		}
 		if t.slab[s-1].addr == addr {
+			t.treeRemove(addr)
 			t.free = append(t.free, s-1)
 			break
 		}
