@@ -294,9 +294,6 @@ func (s *Summarizer) willDecrease(allocated bool) {
 	}
 }
 
-
-
-
 func (s *Summarizer) recordGrow(ev *trace.Event, bs int64) {
 	var added int64
 	for _, e := range s.growRun {
