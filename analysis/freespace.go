@@ -160,16 +160,18 @@ func (s *Summarizer) flushGaps() {
 }
 
 // segGap is the largest free gap of g, its blocks and the extents in ext
-// (sorted) occupied, in O(log n) per extent inside g.
+// (sorted, not overlapping) occupied, in O(log n) per extent inside g.
 func (s *Summarizer) segGap(g *segment, ext []extent) int64 {
 	f := gapFold{cursor: g.addr}
 	if b := s.live.before(g.addr); b != nil {
 		f.cursor = max(f.cursor, b.addr+b.size)
 	}
 	pos := g.addr
-	for _, e := range ext {
-		if e.end <= g.addr || e.addr >= g.end() {
-			continue
+	// The extents do not overlap: their ends rise with their addresses.
+	first, _ := slices.BinarySearchFunc(ext, g.addr, func(e extent, a int64) int { return cmp.Compare(e.end, a+1) })
+	for _, e := range ext[first:] {
+		if e.addr >= g.end() {
+			break
 		}
 		if e.addr < g.addr {
 			f.cursor = max(f.cursor, e.end)
