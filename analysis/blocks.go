@@ -140,6 +140,7 @@ func (t *blocks) del(addr int64) {
 
 // each calls fn for every live block.
 func (t *blocks) each(fn func(b *block)) {
+	t.tree.visits += len(t.slots)
 	for _, s := range t.slots {
 		if s != 0 {
 			fn(&t.slab[s-1])
