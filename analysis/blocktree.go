@@ -178,9 +178,13 @@ func (t *blocks) removeAt(root int32, addr int64) int32 {
 	return root
 }
 
-// changed recomputes the sums on the path to the block at addr, after its
-// pending or inSeg changed.
-func (t *blocks) changed(addr int64) { t.changedAt(t.tree.root, addr) }
+// changed recomputes the sums on the path to b, after its pending or inSeg
+// changed (nothing to do while b is not in the tree).
+func (t *blocks) changed(b *block) {
+	if b.indexed {
+		t.changedAt(t.tree.root, b.addr)
+	}
+}
 
 func (t *blocks) changedAt(root int32, addr int64) {
 	if root == 0 {
@@ -199,11 +203,13 @@ func (t *blocks) changedAt(root int32, addr int64) {
 
 // overlapping reports whether two live blocks overlap (a corrupt trace).
 func (t *blocks) overlapping() bool {
+	t.sync()
 	return t.tree.root != 0 && t.tree.nodes[t.tree.root-1].ovl
 }
 
 // before returns the block with the greatest address below addr, or nil.
 func (t *blocks) before(addr int64) *block {
+	t.sync()
 	var best int32
 	for i := t.tree.root; i != 0; {
 		t.tree.visits++
@@ -222,6 +228,7 @@ func (t *blocks) before(addr int64) *block {
 // visit calls node for each block and sub for each whole subtree whose
 // addresses lie in [lo, hi), in address order, through O(log n) nodes.
 func (t *blocks) visit(lo, hi int64, node func(i int32), sub func(n *bnode)) {
+	t.sync()
 	var walk func(i int32, lo, hi bool)
 	// walk visits subtree i; lo and hi say whether its keys must still be
 	// checked against the lower and the upper bound.
@@ -283,6 +290,7 @@ func (t *blocks) foldGaps(lo, hi int64, f *gapFold) {
 // inRange calls fn for each block with an address in [lo, hi), in order:
 // O(log n) plus the blocks found.
 func (t *blocks) inRange(lo, hi int64, fn func(b *block)) {
+	t.sync()
 	var walk func(i int32)
 	walk = func(i int32) {
 		if i == 0 {

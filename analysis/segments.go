@@ -42,8 +42,10 @@ func (g *segment) splitFree() int64 {
 // layout was last copied.
 type segments struct {
 	tree ordered[*segment] // by address
-	last *segment          // the last segment found: allocations cluster
-	pool []*segment        // freed segments, reused: no allocation per segment_alloc
+	// The last two segments found: allocations cluster, in a segment of
+	// each pool.
+	last, prev *segment
+	pool       []*segment // freed segments, reused: no allocation per segment_alloc
 	// split sums splitFree over all segments and over the non-expandable
 	// ones (PyTorch's inactive_split_bytes ignores expandable segments).
 	split, splitFixed int64
@@ -82,10 +84,14 @@ func (s *segments) find(addr int64) *segment {
 	if g := s.last; g != nil && g.addr <= addr && addr < g.end() {
 		return g
 	}
+	if g := s.prev; g != nil && g.addr <= addr && addr < g.end() {
+		s.last, s.prev = g, s.last
+		return g
+	}
 	// The segments do not overlap, so only the last one starting at or
 	// before addr can hold it.
 	if n := s.tree.floor(addr); n != nil && addr < n.val.end() {
-		s.last = n.val
+		s.last, s.prev = n.val, s.last
 		return n.val
 	}
 	return nil
@@ -145,7 +151,7 @@ func (s *segments) insert(g *segment) {
 	}
 	s.tree.insert(g.addr, g)
 	g.inTree = true
-	s.last = nil
+	s.last, s.prev = nil, nil
 	s.split += g.splitFree()
 	if !g.expandable {
 		s.splitFixed += g.splitFree()
@@ -173,7 +179,7 @@ func (s *segments) remove(addr int64) *segment {
 		return nil
 	}
 	g.inTree = false
-	s.last = nil
+	s.last, s.prev = nil, nil
 	s.split -= g.splitFree()
 	if !g.expandable {
 		s.splitFixed -= g.splitFree()

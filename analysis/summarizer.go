@@ -168,7 +168,7 @@ func (s *Summarizer) segmentFree(addr int64) {
 					b.misfit = true
 					s.misfits++
 				}
-				s.live.changed(b.addr)
+				s.live.changed(b)
 			}
 		})
 	}
@@ -237,7 +237,7 @@ func (s *Summarizer) unallocate(b *block) {
 	s.nFrees++
 	s.sites.add(b.site(), -b.size, -b.req, -1)
 	b.pending = true
-	s.live.changed(b.addr)
+	s.live.changed(b)
 	if g := s.blockSegment(b); g != nil {
 		s.segs.addBlock(g, -b.size, 0, 0)
 	}

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/tracer-dev/tracer/trace"
 	"github.com/tracer-dev/tracer/trace/torchsnap"
@@ -69,4 +70,25 @@ func TestTagPoolsOverlap(t *testing.T) {
 			t.Errorf("event %d: pool %v, want %v", i, evs[i].Pool, want)
 		}
 	}
+}
+
+// BenchmarkTagPools tags 3n events among n private segments at n, 2n, 4n
+// and 8n, and reports the time's growth exponent (1 is linear).
+func BenchmarkTagPools(b *testing.B) {
+	ns := []int{4000, 8000, 16000, 32000}
+	times := make([]time.Duration, len(ns))
+	for range b.N {
+		for i, n := range ns {
+			rng := rand.New(rand.NewPCG(uint64(n), 1))
+			d := poolsDevice(n, rng)
+			evs := make([]trace.Event, 3*n)
+			for k := range evs {
+				evs[k] = trace.Event{Kind: trace.KindAlloc, Addr: uint64(k/3) << 22}
+			}
+			start := time.Now()
+			tagPools(evs, privateSegments(d))
+			times[i] += time.Since(start)
+		}
+	}
+	b.ReportMetric(growthExponent(ns, times), "growth-exp")
 }
