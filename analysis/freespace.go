@@ -3,6 +3,8 @@ package analysis
 import (
 	"cmp"
 	"slices"
+
+	"github.com/tracer-dev/tracer/internal/ordered"
 )
 
 // blockSegment returns the segment counting b, or nil.
@@ -52,9 +54,9 @@ func (s *Summarizer) snapshotLayout() {
 	s.layoutStale = false
 	sg := &s.segs
 	if sg.changedAll {
-		s.layout = ordered[SegmentLayout]{}
-		sg.tree.each(func(addr int64, g *segment) {
-			s.layout.insert(addr, layoutOf(g))
+		s.layout = ordered.Map[int64, SegmentLayout]{}
+		sg.tree.Each(func(addr int64, g *segment) {
+			s.layout.Insert(addr, layoutOf(g))
 			s.layoutCopies++
 			g.laidOut = false
 		})
@@ -62,9 +64,9 @@ func (s *Summarizer) snapshotLayout() {
 		return
 	}
 	for _, addr := range sg.changed {
-		s.layout.remove(addr)
-		if g, ok := sg.tree.get(addr); ok {
-			s.layout.insert(addr, layoutOf(g))
+		s.layout.Remove(addr)
+		if g, ok := sg.tree.Get(addr); ok {
+			s.layout.Insert(addr, layoutOf(g))
 			s.layoutCopies++
 			g.laidOut = false
 		}
@@ -78,7 +80,7 @@ func (s *Summarizer) layoutSlice() []SegmentLayout {
 		return nil
 	}
 	out := make([]SegmentLayout, 0, s.layout.Len())
-	s.layout.each(func(_ int64, l SegmentLayout) { out = append(out, l) })
+	s.layout.Each(func(_ int64, l SegmentLayout) { out = append(out, l) })
 	return out
 }
 
@@ -100,7 +102,7 @@ func (s *Summarizer) largestFree(stream uint64, extra []extent) (any, same int64
 	// answer, and come back with their gaps recomputed.
 	var touched []*segment
 	for _, e := range ext {
-		s.segs.tree.ascend(e.addr, func(_ int64, g *segment) bool {
+		s.segs.tree.Ascend(e.addr, func(_ int64, g *segment) bool {
 			if g.addr >= e.end {
 				return false
 			}

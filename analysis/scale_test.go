@@ -12,7 +12,7 @@ import (
 // the nodes of the block and segment trees (and every slot of a sweep of
 // the blocks), the layout copy's nodes, and the segments copied into it.
 func (s *Summarizer) work() int {
-	return s.live.tree.visits + s.segs.tree.visits + s.layout.visits + s.layoutCopies
+	return s.live.tree.visits + s.segs.tree.Visits + s.layout.Visits + s.layoutCopies
 }
 
 // TestAxesLogarithmic runs each axis at n = 2^13 and fails when the
@@ -35,31 +35,6 @@ func TestAxesLogarithmic(t *testing.T) {
 			t.Errorf("%s at n=%d: %d entries touched per event, want at most %d", ax.name, n, per, limit)
 		} else {
 			t.Logf("%s: %d entries per event (limit %d)", ax.name, per, limit)
-		}
-	}
-}
-
-// TestOrderedLogarithmic: each insert, floor and remove among 2^16 keys
-// steps through O(log n) nodes.
-func TestOrderedLogarithmic(t *testing.T) {
-	const n = 1 << 16
-	var o ordered[int]
-	rng := rand.New(rand.NewPCG(5, 6))
-	keys := rng.Perm(n)
-	for _, k := range keys {
-		o.insert(int64(k)*2, k)
-	}
-	limit := 4 * bits.Len(n) // expected depth is about 1.4·log2(n)
-	for i := range 1000 {
-		o.visits = 0
-		k := int64(keys[i]) * 2
-		if f := o.floor(k + 1); f == nil || f.key != k {
-			t.Fatalf("floor(%d) = %v, want %d", k+1, f, k)
-		}
-		o.remove(k)
-		o.insert(k, 0)
-		if o.visits > 3*limit {
-			t.Fatalf("floor, remove and insert of one key among %d touched %d nodes, want at most %d", n, o.visits, 3*limit)
 		}
 	}
 }
@@ -124,7 +99,7 @@ func TestLargestFreeMatchesSweep(t *testing.T) {
 			if i%97 == 0 {
 				s.snapshotLayout()
 				var want []SegmentLayout
-				s.segs.tree.each(func(_ int64, g *segment) { want = append(want, layoutOf(g)) })
+				s.segs.tree.Each(func(_ int64, g *segment) { want = append(want, layoutOf(g)) })
 				got := s.layoutSlice()
 				if len(got) != len(want) {
 					t.Fatalf("seed %d event %d: layout of %d segments, want %d", seed, i, len(got), len(want))

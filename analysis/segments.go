@@ -1,5 +1,7 @@
 package analysis
 
+import "github.com/tracer-dev/tracer/internal/ordered"
+
 // segment is one contiguous range of reserved memory: a cudaMalloc'd segment,
 // or a contiguous mapped range of an expandable segment (adjacent mapped
 // ranges merge; an unmap in the middle splits one). Blocks cannot span two
@@ -41,7 +43,7 @@ func (g *segment) splitFree() int64 {
 // the segments whose blocks changed), and which segments changed since the
 // layout was last copied.
 type segments struct {
-	tree ordered[*segment] // by address
+	tree ordered.Map[int64, *segment] // by address
 	// The last two segments found: allocations cluster, in a segment of
 	// each pool.
 	last, prev *segment
@@ -90,9 +92,9 @@ func (s *segments) find(addr int64) *segment {
 	}
 	// The segments do not overlap, so only the last one starting at or
 	// before addr can hold it.
-	if n := s.tree.floor(addr); n != nil && addr < n.val.end() {
-		s.last, s.prev = n.val, s.last
-		return n.val
+	if n := s.tree.Floor(addr); n != nil && addr < n.Val.end() {
+		s.last, s.prev = n.Val, s.last
+		return n.Val
 	}
 	return nil
 }
@@ -138,18 +140,18 @@ func (s *segments) noteChanged(addr int64) {
 }
 
 func (s *segments) insert(g *segment) {
-	if p := s.tree.floor(g.addr); p != nil && p.val.end() > g.addr {
+	if p := s.tree.Floor(g.addr); p != nil && p.Val.end() > g.addr {
 		s.overlap = true
 	}
-	if n := s.tree.floor(g.end() - 1); n != nil && n.val.addr >= g.addr {
+	if n := s.tree.Floor(g.end() - 1); n != nil && n.Val.addr >= g.addr {
 		s.overlap = true
 	}
 	if s.overlap {
-		if _, dup := s.tree.get(g.addr); dup {
+		if _, dup := s.tree.Get(g.addr); dup {
 			return // an exact duplicate cannot be keyed; it stays out, unmatched
 		}
 	}
-	s.tree.insert(g.addr, g)
+	s.tree.Insert(g.addr, g)
 	g.inTree = true
 	s.last, s.prev = nil, nil
 	s.split += g.splitFree()
@@ -174,7 +176,7 @@ func (s *segments) streamHeap(stream uint64) *segHeap {
 
 // remove deletes the segment starting at addr and returns it, or nil.
 func (s *segments) remove(addr int64) *segment {
-	g, ok := s.tree.remove(addr)
+	g, ok := s.tree.Remove(addr)
 	if !ok {
 		return nil
 	}
@@ -278,7 +280,7 @@ type extent struct{ addr, end int64 }
 // address: the exact rule for states whose blocks or segments overlap.
 func (s *segments) largestGaps(occupied []extent, stream uint64) (any, same int64) {
 	j := 0
-	s.tree.each(func(_ int64, g *segment) {
+	s.tree.Each(func(_ int64, g *segment) {
 		for j < len(occupied) && occupied[j].end <= g.addr {
 			j++
 		}

@@ -1,6 +1,10 @@
 package analysis
 
-import "github.com/tracer-dev/tracer/trace"
+import (
+	"github.com/tracer-dev/tracer/trace"
+
+	"github.com/tracer-dev/tracer/internal/ordered"
+)
 
 // Options configure a Summarizer. The zero value analyses device 0 with the
 // defaults below.
@@ -60,8 +64,8 @@ type Summarizer struct {
 	plateauAlloc int64
 	layoutStale  bool
 	layoutAt     Peak
-	layout       ordered[SegmentLayout] // by address; see snapshotLayout
-	layoutCopies int                    // segments copied into layout, for the tests
+	layout       ordered.Map[int64, SegmentLayout] // by address; see snapshotLayout
+	layoutCopies int                               // segments copied into layout, for the tests
 
 	growRun  []extent // ranges reserved since the last non-segment event
 	grow     Grow

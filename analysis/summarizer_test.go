@@ -237,7 +237,7 @@ func TestSummarizer_unmapSplitsRange(t *testing.T) {
 	if n := s.segs.tree.Len(); n != 2 {
 		t.Fatalf("%d ranges, want 2", n)
 	}
-	s.segs.tree.each(func(_ int64, g *segment) {
+	s.segs.tree.Each(func(_ int64, g *segment) {
 		if g.blocks != 1 || g.allocated != 2*MiB || g.size != 2*MiB {
 			t.Errorf("range %#x: %+v, want one 2 MiB block filling 2 MiB", g.addr, *g)
 		}
