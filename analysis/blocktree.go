@@ -229,9 +229,9 @@ func (t *blocks) before(addr int64) *block {
 // addresses lie in [lo, hi), in address order, through O(log n) nodes.
 func (t *blocks) visit(lo, hi int64, node func(i int32), sub func(n *bnode)) {
 	t.sync()
-	var walk func(i int32, lo, hi bool)
-	// walk visits subtree i; lo and hi say whether its keys must still be
-	// checked against the lower and the upper bound.
+	// walk visits subtree i; checkLo and checkHi say whether its keys must
+	// still be checked against the lower and the upper bound.
+	var walk func(i int32, checkLo, checkHi bool)
 	walk = func(i int32, checkLo, checkHi bool) {
 		if i == 0 {
 			return

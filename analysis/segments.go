@@ -160,9 +160,9 @@ func (s *segments) insert(g *segment) {
 	}
 	s.any.push(g)
 	s.streamHeap(g.stream).push(g)
-	g.gapStale = false // push below via touch
+	g.gapStale = false // so that touch lists it as stale, whatever it was
 	s.touch(g)
-	s.noteChanged(g.addr) // a segment new at a known address
+	s.noteChanged(g.addr) // its address, new even where laidOut was set
 }
 
 func (s *segments) streamHeap(stream uint64) *segHeap {
