@@ -362,7 +362,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	rows := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
 		if recorded[i].released {
-			if rows[i], err = findEmptyCaches(conf, meta.MemoryLimit, initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
+			if rows[i], err = findEmptyCaches(conf, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
 				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
 		}
@@ -444,7 +444,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 					}()
 				}
 			}
-			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, rows[i], privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -542,6 +542,28 @@ type eventWriter interface {
 	Abort()
 }
 
+// defaultDeviceTotal is the annotation's device when the trace does not
+// say (replay's default, an 80 GiB H100).
+const defaultDeviceTotal = 80 << 30
+
+// annotationTotal is the memory of the simulated device the annotation of
+// one device's recording replays on: the device's own (meta.DeviceTotal)
+// when known, else defaultDeviceTotal, and never less than the memory limit
+// or the most the recording reserved (initial, its reconstructed start, and
+// recorded, the scan of its recorded events), which a real device held.
+func annotationTotal(meta trace.Meta, initial []trace.Event, recorded reservedScan) int64 {
+	total := meta.DeviceTotal
+	if total <= 0 {
+		total = defaultDeviceTotal
+	}
+	s := scanReserved(initial)
+	total = max(total, meta.MemoryLimit, s.peak, s.end)
+	if recorded.grew {
+		total = max(total, s.end+recorded.peak)
+	}
+	return total
+}
+
 // inferLimit returns, for a recording with OOM events, the peak of its
 // reserved bytes: the smallest per-process limit under which every recorded
 // segment allocation succeeds, and — because the real limit was at least this
@@ -623,15 +645,15 @@ func (s *reservedScan) add(evs []trace.Event) {
 //
 // rows are d's empty_cache rows (findEmptyCaches): the chunks carry them,
 // and the replay performs them (replay.Options.EmptyCacheRows).
-func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
-	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+func annotateBlockSizes(conf allocator.Conf, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
+	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
 	s.ready = readChunks(d, rows, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, and cost this
 	// replay a third of its instructions.
-	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
+	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
 		SkipCompare: true, Annotate: true, Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
@@ -719,7 +741,7 @@ type chunkRead struct {
 // pools, and delivers them on the channel it returns, which holds up to
 // two chunks. It stops after the last chunk, or after delivering a read
 // error; then it calls lastRead, if set.
-func readChunks(d *torchsnap.Device, rows []trace.Event, private []torchsnap.Segment, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
+func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, 2)
 	go func() {
 		if lastRead != nil {
@@ -751,40 +773,5 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private []torchsnap.Seg
 // reach, unannotated from the first disagreement on.
 func (s *annSource) finish() {
 	for s.load() {
-	}
-}
-
-// privateSegments returns the segments the snapshot reports as owned by a
-// private pool (a CUDA graph capture or a MemPool).
-func privateSegments(d *torchsnap.Device) []torchsnap.Segment {
-	var private []torchsnap.Segment
-	for _, s := range d.Segments {
-		if !s.Pool.IsDefault() {
-			private = append(private, s)
-		}
-	}
-	return private
-}
-
-// tagPools sets Event.Pool on the allocations and segment events that lie
-// in private, segments the snapshot reports as owned by a private pool.
-// torch 2.11's trace entries carry no pool id; without it a replay would
-// serve those requests from the default pools. Only segments alive at the
-// dump are known: a private segment freed before it is not tagged.
-func tagPools(evs []trace.Event, private []torchsnap.Segment) {
-	if len(private) == 0 {
-		return
-	}
-	for i := range evs {
-		ev := &evs[i]
-		switch ev.Kind {
-		case trace.KindAlloc, trace.KindSegmentAlloc, trace.KindSegmentMap:
-			for _, s := range private {
-				if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.TotalSize) {
-					ev.Pool = s.Pool
-					break
-				}
-			}
-		}
 	}
 }

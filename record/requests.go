@@ -25,11 +25,11 @@ import (
 // The import writes these rows into the trace, so that a replay under any
 // settings makes the requests the program made, rather than inferring them
 // again from releases that the new settings would not repeat.
-func findEmptyCaches(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
-	private []torchsnap.Segment) ([]trace.Event, error) {
+func findEmptyCaches(conf allocator.Conf, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
+	private *privatePools) ([]trace.Event, error) {
 	var rows []trace.Event
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease}
-	_, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
+	_, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
 		SkipCompare: true, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
 				Kind: trace.KindEmptyCache, Size: released, Stack: first.Stack})
@@ -47,7 +47,7 @@ func findEmptyCaches(conf allocator.Conf, limit int64, initial []trace.Event, d 
 type chunkSource struct {
 	initial     []trace.Event
 	d           *torchsnap.Device
-	private     []torchsnap.Segment
+	private     *privatePools
 	lastRelease int64
 	buf         []trace.Event
 	lo          int64

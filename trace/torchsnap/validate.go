@@ -74,8 +74,8 @@ func (d *Device) Validate() []Problem {
 	fw := &startState{segs: segs}
 	var perSeg addrmap.Map[int]
 	track := func(a uint64, r *liveRec) {
-		if j, ok := fw.find(a); ok {
-			r.inSeg, r.base = true, fw.segs[j].addr
+		if g, ok := fw.segs.find(a); ok {
+			r.inSeg, r.base = true, g.addr
 			if c := perSeg.Ref(r.base); c != nil {
 				*c++
 			} else {
@@ -114,7 +114,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 			if r != nil {
 				v.add("alloc at an address that is already allocated", i, e.Addr)
 			}
-			j, ok := fw.find(e.Addr)
+			g, ok := fw.segs.find(e.Addr)
 			if !ok {
 				v.add("alloc outside every segment", i, e.Addr)
 			}
@@ -123,7 +123,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 			}
 			var rec liveRec // not pending
 			if ok {
-				rec.inSeg, rec.base = true, fw.segs[j].addr
+				rec.inSeg, rec.base = true, g.addr
 				if c := perSeg.Ref(rec.base); c != nil {
 					*c++
 				} else {
@@ -159,30 +159,30 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				live.DeleteAt(e.Addr, k)
 			}
 		case trace.KindSegmentAlloc:
-			if j, ok := fw.find(e.Addr); ok || (j < len(fw.segs) && fw.segs[j].addr < e.Addr+uint64(e.Size)) {
+			if g, ok := fw.segs.find(e.Addr); ok || (g != nil && g.addr < e.Addr+uint64(e.Size)) {
 				v.add("segment_alloc over an existing segment", i, e.Addr)
 			}
-			fw.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream})
+			fw.segs.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream})
 		case trace.KindSegmentFree:
-			j, ok := fw.find(e.Addr)
-			if !ok || fw.segs[j].addr != e.Addr {
+			g, ok := fw.segs.find(e.Addr)
+			if !ok || g.addr != e.Addr {
 				v.add("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
 			if c, _ := perSeg.Get(e.Addr); c > 0 {
 				v.add("segment_free of a segment with live blocks", i, e.Addr)
 			}
-			fw.segs = slices.Delete(fw.segs, j, j+1)
+			fw.segs.removeStart(e.Addr)
 		case trace.KindSegmentMap:
-			if _, ok := fw.find(e.Addr); ok {
+			if _, ok := fw.segs.find(e.Addr); ok {
 				v.add("segment_map of mapped memory", i, e.Addr)
 			}
 			fw.unmap(e) // undoing an unmap is mapping
 		case trace.KindSegmentUnmap:
-			if _, ok := fw.find(e.Addr); !ok {
+			if _, ok := fw.segs.find(e.Addr); !ok {
 				v.add("segment_unmap of unmapped memory", i, e.Addr)
 			}
-			fw.cut(e.Addr, e.Size)
+			fw.segs.cut(e.Addr, e.Size)
 		}
 	}
 }
