@@ -19,6 +19,7 @@ import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // The pairs: one real program run under several allocator settings on a GPU
@@ -45,6 +46,7 @@ type pairRun struct {
 	total        int64            // the device's memory, bytes
 	events       []trace.Event    // the imported trace
 	segments     []trace.Event    // the device's segment_alloc events, in order
+	layout       []string         // the device's dumped segments, without addresses (layoutShape)
 }
 
 // request is what the program asked of the allocator, independent of what
@@ -75,6 +77,7 @@ func loadPairRuns(t *testing.T) map[string][]*pairRun {
 		r.readStats(t, strings.TrimSuffix(gz, ".pickle.gz")+".stats.json")
 		pickle := filepath.Join(dir, name+".pickle")
 		gunzip(t, gz, pickle)
+		r.readLayout(t, pickle)
 		r.trace = filepath.Join(dir, name+".arrows")
 		if code, _, stderr := tracer(t, "import", pickle, "-o", r.trace); code != 0 {
 			t.Fatalf("import %s: exit %d: %s", name, code, stderr)
@@ -240,9 +243,52 @@ func sameRequests(a, b []request) bool {
 // which would otherwise replace the plan with the recording's.
 type plannedDevice struct{ *allocator.SimDevice }
 
-// exactWithAddresses replays a under b's settings on a device that hands out
-// b's real segment addresses, and reports whether every key then matches.
-func exactWithAddresses(t *testing.T, a, b *pairRun) bool {
+// readLayout reads the segments the run dumped at its end.
+func (r *pairRun) readLayout(t *testing.T, pickle string) {
+	snap, err := torchsnap.ReadFile(pickle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	for _, d := range snap.Devices {
+		if d.Index != r.device {
+			continue
+		}
+		for _, sg := range d.Segments {
+			blocks := make([]string, len(sg.Blocks))
+			for i, b := range sg.Blocks {
+				blocks[i] = fmt.Sprintf("%d%c", b.Size, "fap"[b.State])
+			}
+			r.layout = append(r.layout, segmentShape(!sg.Large, sg.Expandable, sg.Pool.IsDefault(), sg.TotalSize, blocks))
+		}
+	}
+	slices.Sort(r.layout)
+}
+
+// segmentShape describes a segment without its address: pool, size, and its
+// blocks' sizes and states (f free, a allocated, p pending free) in order.
+func segmentShape(small, expandable, defaultPool bool, size int64, blocks []string) string {
+	return fmt.Sprintf("small=%v exp=%v default=%v %d [%s]", small, expandable, defaultPool, size, strings.Join(blocks, " "))
+}
+
+// layoutShape is readLayout's description of a replay's final segments.
+func layoutShape(segs []allocator.SegmentInfo) []string {
+	var out []string
+	for _, sg := range segs {
+		blocks := make([]string, len(sg.Blocks))
+		for i, b := range sg.Blocks {
+			blocks[i] = fmt.Sprintf("%d%c", b.Size, "fap"[b.State])
+		}
+		out = append(out, segmentShape(sg.Small, sg.Expandable, sg.Pool.IsDefault(), sg.Size, blocks))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// withAddresses replays a under b's settings on a device that hands out
+// b's real segment addresses, and reports whether every memory_stats() key
+// then matches b's, and whether the final segments do.
+func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
 	conf, err := allocator.ParseConf(b.conf)
 	if err != nil {
 		t.Fatalf("%s: %v", b.conf, err)
@@ -259,19 +305,20 @@ func exactWithAddresses(t *testing.T, a, b *pairRun) bool {
 		}}
 	res, err := replay.Run(context.Background(), replay.NewSliceSource(slices.Clone(a.events)), opts, nil)
 	if err != nil {
-		return false
+		return false, false
 	}
 	i := slices.IndexFunc(res.Devices, func(d replay.DeviceResult) bool { return d.Device == a.device })
 	if i < 0 {
-		return false
+		return false, false
 	}
 	got := res.Devices[i].Stats.Map()
+	stats = true
 	for k, want := range b.stats {
 		if v, ok := got[k]; ok && v != want {
-			return false
+			stats = false
 		}
 	}
-	return true
+	return stats, slices.Equal(layoutShape(res.Devices[i].Allocator.Segments()), b.layout)
 }
 
 // pairCell replays a under b's settings as a user would (tracer replay
@@ -361,15 +408,21 @@ func TestPairs(t *testing.T) {
 					cell, brief = "requests differ (the program's requests depend on the allocator): "+cell, "requests differ"
 				case cell != "exact" && !slices.Equal(a.requests, bb.requests):
 					cell, brief = "the same requests, some frees in another order: "+cell, "frees reordered"
-				case cell == "exact":
-					exact++
-					brief = "exact"
-				case exactWithAddresses(t, a, bb):
-					withAddrs++
-					cell += " (exact with the real run's addresses)"
-					brief = "addresses"
 				default:
-					brief = strings.SplitN(cell, ":", 2)[0]
+					stats, layout := withAddresses(t, a, bb)
+					switch {
+					case cell == "exact" && !layout:
+						cell, brief = "memory_stats() exact; the final segments differ from the dumped ones", "layout differs"
+					case cell == "exact":
+						exact++
+						brief = "exact"
+					case stats && layout:
+						withAddrs++
+						cell += " (exact with the real run's addresses)"
+						brief = "addresses"
+					default:
+						brief = strings.SplitN(cell, ":", 2)[0]
+					}
 				}
 				cells++
 				fmt.Fprintf(&all, "| %s | %s → %s | %s |\n", p, a.tag, bb.tag, cell)
@@ -392,7 +445,8 @@ func TestPairs(t *testing.T) {
 	b.WriteString("<!-- made by: go test ./cmd/tracer -run Pairs -update-pairs -->\n")
 	b.WriteString("# What-if replays against real runs\n\n")
 	b.WriteString("A real run (program, recorded setting) is imported and replayed under the settings of another real run of the\n")
-	b.WriteString("same program, and compared with PyTorch's memory_stats() of that run on every key tracer reports.\n")
+	b.WriteString("same program, and compared with PyTorch's memory_stats() of that run on every key tracer reports, and with the\n")
+	b.WriteString("segments it dumped at its end (sizes, pools and blocks; addresses aside).\n")
 	b.WriteString("\"addresses\": exact only when the replay is given the real run's segment addresses (allocator/ADDRESSES.md);\n")
 	b.WriteString("\"N keys\": N keys differ; \"requests differ\": the two runs did not make the same requests; \"frees reordered\":\n")
 	b.WriteString("the same requests, but the program freed some tensors between two allocations in another order (a collection\n")
