@@ -72,7 +72,7 @@ func newSchema(meta *Meta) *arrow.Schema {
 }
 
 // FormatStack renders a stack as the trace stores it: one frame per line,
-// innermost first, each "name<TAB>file<TAB>line". Tabs and newlines inside
+// innermost first, each "name<TAB>file<TAB>line", line "?" when unknown. Tabs and newlines inside
 // names and file names become spaces, so the encoding is unambiguous.
 func FormatStack(s Stack) string {
 	var b strings.Builder
@@ -84,7 +84,11 @@ func FormatStack(s Stack) string {
 		b.WriteByte('\t')
 		b.WriteString(clean(f.File))
 		b.WriteByte('\t')
-		b.WriteString(strconv.Itoa(int(f.Line)))
+		if f.Line < 0 {
+			b.WriteByte('?')
+		} else {
+			b.WriteString(strconv.Itoa(int(f.Line)))
+		}
 	}
 	return b.String()
 }
@@ -103,8 +107,11 @@ func ParseStack(s string) Stack {
 			st[i] = Frame{Name: ln}
 			continue
 		}
-		line, _ := strconv.ParseInt(parts[2], 10, 32)
-		st[i] = Frame{Name: parts[0], File: parts[1], Line: int32(line)}
+		line := UnknownLine
+		if n, err := strconv.ParseInt(parts[2], 10, 64); err == nil {
+			line = LineOf(n)
+		}
+		st[i] = Frame{Name: parts[0], File: parts[1], Line: line}
 	}
 	return st
 }

@@ -405,6 +405,18 @@ func asInt(v value) (int64, error) {
 	return 0, fmt.Errorf("is a %v, want int", v.k)
 }
 
+// asLine reads a frame's line number: any integer, one out of the range of
+// a line (PyTorch's unsigned 2^64-1 above all) being trace.UnknownLine.
+func asLine(v value) (int32, error) {
+	switch v.k {
+	case vInt, vBool:
+		return trace.LineOf(v.i), nil
+	case vUint, vBig:
+		return trace.UnknownLine, nil
+	}
+	return 0, fmt.Errorf("is a %v, want int", v.k)
+}
+
 // asUint reads an address or stream handle: unsigned in meaning, but Python
 // writes them as plain ints, so negative values wrap as the C++ side would.
 func asUint(v value) (uint64, error) {
@@ -526,9 +538,7 @@ func (b *builder) toFrame(p []value) (value, error) {
 		case kName:
 			f.Name, err = b.str(p[j+1])
 		case kLine:
-			var n int64
-			n, err = asInt(p[j+1])
-			f.Line = int32(n)
+			f.Line, err = asLine(p[j+1])
 		}
 		if err != nil {
 			return value{}, &fieldErr{"frame", b.keyName(k), err}
@@ -545,11 +555,13 @@ func (b *builder) toFrame(p []value) (value, error) {
 
 func (b *builder) toEvent(p []value) (value, error) {
 	ev := cev{Stack: trace.NoStack}
+	hasAddr := false
 	for j := 0; j+1 < len(p); j += 2 {
 		k, v := p[j], p[j+1]
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
+		hasAddr = hasAddr || k.i == kAddr
 		var err error
 		switch k.i {
 		case kAction:
@@ -589,6 +601,9 @@ func (b *builder) toEvent(p []value) (value, error) {
 			return value{}, &fieldErr{"trace entry", b.keyName(k), err}
 		}
 	}
+	if !hasAddr && needsAddr(ev.Kind) {
+		return value{}, &fieldErr{"trace entry (" + ev.Kind.String() + ")", "addr", errors.New("is missing")}
+	}
 	if ev.Kind == trace.KindOOM {
 		// device_free may come after addr in the dict: read it last.
 		for j := 0; j+1 < len(p); j += 2 {
@@ -598,6 +613,13 @@ func (b *builder) toEvent(p []value) (value, error) {
 		}
 	}
 	return value{vEvent, b.events.add(&ev)}, nil
+}
+
+// needsAddr reports whether a trace entry of kind k must have an addr:
+// every kind but snapshot (addr 0) and oom (device_free instead). The fast
+// paths leave an entry without one to toEvent, which reports it.
+func needsAddr(k trace.Kind) bool {
+	return k >= trace.KindAlloc && k <= trace.KindSegmentUnmap
 }
 
 // kindOf returns the trace.Kind that string id names, if any, through a

@@ -1285,6 +1285,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	w.memoize(value{k: vOpen})
 	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
 	frames := value{k: vMark} // none yet
+	hasAddr := false
 	j := i + 3
 	for pairs := 0; ; pairs++ {
 		if j+10 > len(buf) || pairs == maxFlatItems/2 {
@@ -1378,6 +1379,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 				goto fail
 			}
 			ev.Addr = uint64(v.i)
+			hasAddr = hasAddr || key == kAddr
 		case kSize:
 			if !isInt {
 				goto fail
@@ -1410,6 +1412,9 @@ fail:
 	w.res.memo.truncate(slot)
 	return 0, false
 done:
+	if !hasAddr && needsAddr(ev.Kind) {
+		goto fail // the sequential machine reports it
+	}
 	if frames.k != vMark {
 		// Last, once nothing can fail: stackOf cannot, for these kinds.
 		ev.Stack, _ = w.stackOf(frames)
@@ -1421,6 +1426,7 @@ done:
 // event converts an entry's items as toEvent does.
 func (w *pworker) event(p []value) (cev, bool) {
 	ev := cev{Stack: trace.NoStack}
+	hasAddr := false
 	for j := 0; j+1 < len(p); j += 2 {
 		k, v := p[j], p[j+1]
 		if k.k == vExt || k.k == vLList {
@@ -1429,6 +1435,7 @@ func (w *pworker) event(p []value) (cev, bool) {
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
+		hasAddr = hasAddr || k.i == kAddr
 		var ok bool
 		switch k.i {
 		case kAction:
@@ -1470,8 +1477,8 @@ func (w *pworker) event(p []value) (cev, bool) {
 			}
 		}
 	}
-	if ev.Kind == 0 {
-		return cev{}, false // no action: toEvent would make an event of kind 0, let it
+	if ev.Kind == 0 || !hasAddr && needsAddr(ev.Kind) {
+		return cev{}, false // no action, or no addr: let toEvent tell
 	}
 	return ev, true
 }
@@ -1691,7 +1698,7 @@ func (w *pworker) frameItem(i int) (value, int, bool) {
 		case kLine:
 			var l int64
 			l, ok = wInt(v)
-			f.Line = int32(l)
+			f.Line = trace.LineOf(l)
 		default:
 			ok = true
 		}

@@ -981,6 +981,7 @@ func (u *unpickler) flatEvent() bool {
 	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
 	u.pendingList, u.pendingSpan = noList, nil
 	i := 0
+	hasAddr := false
 	for pairs := 0; ; pairs++ {
 		// The key, a reference to a string of the memo's first chunk, and
 		// q, the opcode and argument of the value after it. (Compared
@@ -1008,6 +1009,7 @@ func (u *unpickler) flatEvent() bool {
 			return false
 		}
 		key := int64(v0[idx])
+		hasAddr = hasAddr || key == kAddr
 		// The value, in the opcodes PyTorch writes for its key, converted
 		// here as flatValue would; any other, and the values that need
 		// calls (frames, strings), by flatValue. Dispatching on the key
@@ -1067,6 +1069,9 @@ func (u *unpickler) flatEvent() bool {
 		}
 	}
 done:
+	if !hasAddr && needsAddr(e.ev.Kind) {
+		return false // toEvent reports it
+	}
 	if e.frames.k != vMark && e.frames.k != vNone {
 		// Last, where toEvent converts it in key order: every other field
 		// converted, so that a failure leaves nothing flatDict would not.

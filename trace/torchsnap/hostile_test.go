@@ -1,0 +1,138 @@
+package torchsnap
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// entrySpec is a trace entry for snapshotOf: its keys and values in order;
+// a value is an int64, a string, or a []frameSpec.
+type entrySpec [][2]any
+
+type frameSpec struct {
+	file, name string
+	line       []byte // the LONG1 argument of the line, little-endian
+}
+
+// snapshotOf writes a protocol-4 snapshot of one device whose trace holds
+// entries, as CPython pickles one (strings and frame dicts memoized, keys
+// after their first use as memo references, so that every entry past the
+// first goes through the decoder's fast paths).
+func snapshotOf(entries []entrySpec) []byte {
+	var buf bytes.Buffer
+	p := newPickleWriter(&buf)
+	p.dict(func() {
+		p.str("device_traces")
+		p.list(1, func(int) {
+			p.list(len(entries), func(i int) {
+				p.dict(func() {
+					for _, kv := range entries[i] {
+						p.str(kv[0].(string))
+						switch v := kv[1].(type) {
+						case int64:
+							p.int(v)
+						case string:
+							p.str(v)
+						case []frameSpec:
+							p.list(len(v), func(j int) {
+								p.dict(func() {
+									p.str("filename")
+									p.str(v[j].file)
+									p.str("name")
+									p.str(v[j].name)
+									p.str("line")
+									p.op(opLong1, byte(len(v[j].line)))
+									p.op(v[j].line...)
+								})
+							})
+						}
+					}
+				})
+			})
+		})
+	})
+	p.op(opStop)
+	p.w.Flush()
+	return buf.Bytes()
+}
+
+func entry(action string, addr int64, frames []frameSpec) entrySpec {
+	return entrySpec{{"action", action}, {"addr", addr}, {"size", int64(512)}, {"stream", int64(0)},
+		{"time_us", int64(1700000000000000)}, {"frames", frames}}
+}
+
+// TestDecode_unknownLine: a frame's line may be any integer; PyTorch's
+// unsigned 2^64-1 (frees during exception unwinding, torch.compile frames),
+// a negative one or one past int32 is trace.UnknownLine, rendered "?".
+func TestDecode_unknownLine(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		line []byte
+		want int32
+	}{
+		{"2^64-1", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0}, trace.UnknownLine},
+		{"2^70", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0x40}, trace.UnknownLine},
+		{"-1", []byte{0xff}, trace.UnknownLine},
+		{"2^32+7", []byte{7, 0, 0, 0, 1}, trace.UnknownLine},
+		{"41", []byte{41}, 41},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fr := []frameSpec{{"a.py", "f", c.line}, {"b.py", "g", []byte{3}}}
+			// The same frames in several lists: the first entry is
+			// decoded by toEvent, the others by the fast paths.
+			data := snapshotOf([]entrySpec{entry("alloc", 1<<20, fr), entry("free_requested", 1<<20, fr),
+				entry("alloc", 2<<20, []frameSpec{{"c.py", "h", c.line}})})
+			s, err := Decode(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := s.Devices[0].Events
+			for i, e := range evs {
+				st := s.Stacks[e.Stack]
+				if st[0].Line != c.want {
+					t.Errorf("event %d: line %d, want %d", i, st[0].Line, c.want)
+				}
+			}
+			text := trace.FormatStack(s.Stacks[evs[0].Stack])
+			if c.want == trace.UnknownLine && !strings.HasPrefix(text, "f\ta.py\t?\n") {
+				t.Errorf("FormatStack gives %q, want the line as ?", text)
+			}
+			if back := trace.ParseStack(text); back[0].Line != c.want {
+				t.Errorf("ParseStack(%q) gives line %d, want %d", text, back[0].Line, c.want)
+			}
+			checkSpilled(t, data, s)
+		})
+	}
+}
+
+// TestDecode_missingAddr: an entry that must have an addr and has none is
+// reported as such, by whichever path decodes it, not as a reconstruction
+// error later.
+func TestDecode_missingAddr(t *testing.T) {
+	fr := []frameSpec{{"a.py", "f", []byte{1}}}
+	noAddr := entrySpec{{"action", "alloc"}, {"size", int64(512)}, {"stream", int64(0)}, {"frames", fr}}
+	for _, c := range []struct {
+		name    string
+		entries []entrySpec
+	}{
+		{"first", []entrySpec{noAddr}},
+		{"later", []entrySpec{entry("alloc", 1<<20, fr), noAddr}},
+		{"free", []entrySpec{entry("alloc", 1<<20, fr), {{"action", "free_requested"}, {"size", int64(512)}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(bytes.NewReader(snapshotOf(c.entries)))
+			if err == nil || !strings.Contains(err.Error(), "addr is missing") {
+				t.Errorf("error %v, want one saying the addr is missing", err)
+			}
+		})
+	}
+	// snapshot and oom entries have none.
+	ok := []entrySpec{entry("alloc", 1<<20, fr), {{"action", "snapshot"}, {"size", int64(0)}},
+		{{"action", "oom"}, {"device_free", int64(5)}, {"size", int64(1 << 30)}}}
+	if _, err := Decode(bytes.NewReader(snapshotOf(ok))); err != nil {
+		t.Errorf("snapshot and oom entries without addr: %v", err)
+	}
+}
