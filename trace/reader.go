@@ -312,8 +312,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 			return nil, nil
 		}
 		a, ok := c.(*array.Int64)
-		if !ok || a.NullN() > 0 || len(a.Int64Values()) < n {
-			return nil, fmt.Errorf("trace: %s: column %q must be non-null int64, is %s", r.name, name, c.DataType())
+		if !ok {
+			return nil, fmt.Errorf("trace: %s: column %q must be int64, is %s", r.name, name, c.DataType())
+		}
+		if err := r.checkValues(name, a.NullN(), len(a.Int64Values()), n); err != nil {
+			return nil, err
 		}
 		return a.Int64Values(), nil
 	}
@@ -323,8 +326,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 			return nil, nil
 		}
 		a, ok := c.(*array.Uint64)
-		if !ok || a.NullN() > 0 || len(a.Uint64Values()) < n {
-			return nil, fmt.Errorf("trace: %s: column %q must be non-null uint64, is %s", r.name, name, c.DataType())
+		if !ok {
+			return nil, fmt.Errorf("trace: %s: column %q must be uint64, is %s", r.name, name, c.DataType())
+		}
+		if err := r.checkValues(name, a.NullN(), len(a.Uint64Values()), n); err != nil {
+			return nil, err
 		}
 		return a.Uint64Values(), nil
 	}
@@ -351,8 +357,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 	r.device = nil
 	if c := col(ColDevice); c != nil {
 		a, ok := c.(*array.Int32)
-		if !ok || a.NullN() > 0 || len(a.Int32Values()) < n {
-			return fmt.Errorf("trace: %s: column %q must be non-null int32", r.name, ColDevice)
+		if !ok {
+			return fmt.Errorf("trace: %s: column %q must be int32, is %s", r.name, ColDevice, c.DataType())
+		}
+		if err := r.checkValues(ColDevice, a.NullN(), len(a.Int32Values()), n); err != nil {
+			return err
 		}
 		r.device = a.Int32Values()
 	}
@@ -396,6 +405,18 @@ func (r *Reader) bind(rec arrow.Record) error {
 		return err
 	}
 	r.defaults(n)
+	return nil
+}
+
+// checkValues returns the error for a column of the right type with nulls
+// (which no column but stack may have) or fewer than n values.
+func (r *Reader) checkValues(name string, nulls, values, n int) error {
+	if nulls > 0 {
+		return fmt.Errorf("trace: %s: column %q has %d null values in a batch of %d rows; it must have none", r.name, name, nulls, n)
+	}
+	if values < n {
+		return fmt.Errorf("trace: %s: column %q has %d values in a batch of %d rows", r.name, name, values, n)
+	}
 	return nil
 }
 

@@ -315,8 +315,12 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool) (_ *Snapshot, 
 		top, err = newUnpickler(br, b).run()
 	case '{', '[':
 		top, err = decodeJSON(br, b)
+	case '(', '}', ']', ')', 'c', 'd', 'l', 'I', 'N':
+		// What pickle.dump writes first at protocols 0 and 1, which have no
+		// PROTO opcode: a mark, an empty dict or list, a class, ...
+		return nil, fmt.Errorf(notSnapshot+"a pickle of protocol 0 or 1 (starts with %q); tracer reads pickle protocols 2 to 5 (what torch.cuda.memory._dump_snapshot writes) and JSON: load it and pickle.dump it again with protocol=4", first)
 	default:
-		return nil, fmt.Errorf(notSnapshot+"neither a pickle nor JSON (starts with %q)", first)
+		return nil, fmt.Errorf(notSnapshot+"neither a pickle (protocols 2 to 5) nor JSON (starts with %q)", first)
 	}
 	if err != nil {
 		return nil, err
