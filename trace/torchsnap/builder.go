@@ -86,9 +86,10 @@ type builder struct {
 	pairBuf      []value // scratch: a dict's items interleaved, for convert
 	kinds        []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
-	events   eventStore
-	blocks   []blockRec
-	segments []segRec
+	events    eventStore
+	blocks    []blockRec
+	segBlocks int // blocks in the segments converted so far
+	segments  []segRec
 
 	memo memo
 }
@@ -780,6 +781,12 @@ func (b *builder) toSegment(p []value) (value, error) {
 	}
 	if blocks.k == vList || blocks.k == vTuple {
 		vals := b.items(blocks)
+		// Each block dict belongs to one segment: more blocks in segments
+		// than block dicts decoded means a list or dict is shared, which
+		// could expand a small file without bound.
+		if b.segBlocks += len(vals); b.segBlocks > len(b.blocks) {
+			return value{}, errors.New("segment: blocks holds a block dict or list that another segment holds too (PyTorch never shares them)")
+		}
 		s.Blocks = make([]Block, len(vals))
 		addr := s.Addr
 		for i, bv := range vals {

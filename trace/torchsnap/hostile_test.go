@@ -136,3 +136,94 @@ func TestDecode_missingAddr(t *testing.T) {
 		t.Errorf("snapshot and oom entries without addr: %v", err)
 	}
 }
+
+// writeEntry writes a trace entry dict with p.
+func writeEntry(p *pickleWriter, e entrySpec) {
+	p.dict(func() {
+		for _, kv := range e {
+			p.str(kv[0].(string))
+			switch v := kv[1].(type) {
+			case int64:
+				p.int(v)
+			case string:
+				p.str(v)
+			}
+		}
+	})
+}
+
+// TestDecode_sharedLists: a trace list named by two devices, an entry
+// named twice, or a blocks list (or block) held by two segments is
+// refused: PyTorch never shares them, and a small file that does expands
+// without bound (issue 23.14: 590 KB to an 8 GB trace).
+func TestDecode_sharedLists(t *testing.T) {
+	e := func(i int) entrySpec {
+		return entrySpec{{"action", "alloc"}, {"addr", int64(1<<20 + 512*i)}, {"size", int64(512)}, {"stream", int64(0)}}
+	}
+	snapshot := func(body func(p *pickleWriter)) []byte {
+		var buf bytes.Buffer
+		p := newPickleWriter(&buf)
+		p.dict(func() { body(p) })
+		p.op(opStop)
+		p.w.Flush()
+		return buf.Bytes()
+	}
+	for _, c := range []struct {
+		name, want string
+		data       []byte
+	}{
+		{"list_twice", "device_traces[1] is the same list as device_traces[0]", snapshot(func(p *pickleWriter) {
+			p.str("device_traces")
+			p.op(opEmptyList)
+			p.memoize()
+			p.op(opMark)
+			l := p.list(2000, func(i int) { writeEntry(p, e(i)) })
+			p.get(l)
+			p.op(opAppends)
+		})},
+		{"entry_twice", "an entry is used more than once", snapshot(func(p *pickleWriter) {
+			p.str("device_traces")
+			p.list(1, func(int) {
+				p.list(3000, func(i int) {
+					if i < 1000 {
+						writeEntry(p, e(i))
+					} else {
+						p.get(p.memo - 1) // the last entry's last value... or the entry
+					}
+				})
+			})
+		})},
+		{"blocks_twice", "another segment holds too", snapshot(func(p *pickleWriter) {
+			p.str("segments")
+			var blocks int
+			p.list(2, func(i int) {
+				p.dict(func() {
+					p.str("address")
+					p.int(int64(i) << 30)
+					p.str("total_size")
+					p.int(2 << 20)
+					p.str("blocks")
+					if i == 0 {
+						blocks = p.list(1, func(int) {
+							p.dict(func() {
+								p.str("size")
+								p.int(2 << 20)
+								p.str("state")
+								p.str("inactive")
+							})
+						})
+					} else {
+						p.get(blocks)
+					}
+				})
+			})
+		})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(bytes.NewReader(c.data))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
