@@ -481,6 +481,14 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 	b.idBuf = ids
 	id := b.internStack(ids)
 	l.stack = int32(id)
+	if deriveFrames {
+		// Its items are the stack's frames: dropped, and derived again
+		// (underive) if the pickle uses the list as a value again, as a
+		// compact list's are. A frames list too long for the flat paths
+		// (over 1,000 frames) otherwise held 16 bytes a frame, for every
+		// trace entry, until the end of decoding.
+		l.vals, l.derived = nil, true
+	}
 	return id, nil
 }
 

@@ -2,6 +2,8 @@ package torchsnap
 
 import (
 	"bytes"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -226,4 +228,81 @@ func TestDecode_sharedLists(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deepSnapshot writes n trace entries, each with a new frames list of
+// depth frames (in CPython's batches of 1,000) drawn from 1,100 frame
+// dicts memoized once, making 4 distinct stacks, as a real snapshot of
+// deep recursion does.
+func deepSnapshot(n, depth int) []byte {
+	var buf bytes.Buffer
+	p := newPickleWriter(&buf)
+	frames := make([]int, 1100)
+	p.dict(func() {
+		p.str("device_traces")
+		p.list(1, func(int) {
+			p.list(n, func(i int) {
+				p.dict(func() {
+					p.str("action")
+					p.str("alloc")
+					p.str("addr")
+					p.int(int64(1<<30 + 512*i))
+					p.str("size")
+					p.int(512)
+					p.str("frames")
+					p.list(depth, func(j int) {
+						f := (i%4 + j) % len(frames)
+						if i > 0 || j >= len(frames) {
+							p.get(frames[f])
+							return
+						}
+						frames[f] = p.memo // the dict's MEMOIZE comes first
+						p.dict(func() {
+							p.str("filename")
+							p.str(fmt.Sprintf("m%d.py", f%50))
+							p.str("name")
+							p.str(fmt.Sprintf("fn%d", f))
+							p.str("line")
+							p.int(int64(f))
+						})
+					})
+				})
+			})
+		})
+	})
+	p.op(opStop)
+	p.w.Flush()
+	return buf.Bytes()
+}
+
+// TestDecode_deepStacks: frames lists of over 1,000 frames (several of
+// CPython's APPENDS batches) are decoded as compactly as shorter ones: a
+// list's items are not kept, nor even made, per trace entry. Before, each
+// entry's list held 16 bytes a frame until the end of decoding.
+func TestDecode_deepStacks(t *testing.T) {
+	const n, depth = 1500, 2500
+	data := deepSnapshot(n, depth)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, err := Decode(bytes.NewReader(data))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Stacks) != 4 || len(s.Devices[0].Events) != n {
+		t.Fatalf("%d stacks, %d events; want 4, %d", len(s.Stacks), len(s.Devices[0].Events), n)
+	}
+	for i, e := range s.Devices[0].Events {
+		st := s.Stacks[e.Stack]
+		if len(st) != depth || st[0].Name != fmt.Sprintf("fn%d", i%4) || st[depth-1].Name != fmt.Sprintf("fn%d", (i%4+depth-1)%1100) {
+			t.Fatalf("event %d: stack of %d frames from %s to %s", i, len(st), st[0].Name, st[len(st)-1].Name)
+		}
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes of pickle, %d allocated", len(data), alloc)
+	if limit := 3 * uint64(len(data)); alloc > limit {
+		t.Errorf("decoding %d bytes allocated %d, want at most %d", len(data), alloc, limit)
+	}
+	checkSpilled(t, data, s)
 }

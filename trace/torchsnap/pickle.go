@@ -878,8 +878,8 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 			i++
 		}
 	case opEmptyList:
-		// EMPTY_LIST MEMOIZE, then MARK (BINGET | LONG_BINGET)* APPENDS
-		// or nothing.
+		// EMPTY_LIST MEMOIZE, then (MARK (BINGET | LONG_BINGET)* APPENDS)*
+		// (CPython's batches of 1,000) or nothing.
 		if p[1] != opMemoize || *nm == len(memoized) {
 			return value{}, 0, false
 		}
@@ -904,6 +904,10 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 				var ok bool
 				switch buf[j] {
 				case opAppends:
+					if buf[j+1] == opMark {
+						j += 2 // CPython's next batch of 1,000
+						continue
+					}
 					j++
 					goto appended
 				case opBinGet:
@@ -1232,6 +1236,10 @@ func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 		}
 		switch buf[k] {
 		case opAppends:
+			if buf[k+1] == opMark {
+				k += 2 // the next batch of a list of over 1,000
+				continue
+			}
 			span := buf[start:k]
 			st, ok := u.spans.get(span, u.b.memo.rewrites)
 			if !ok {
