@@ -71,6 +71,7 @@ type builder struct {
 	lists     listStore
 	dicts     []dictObj
 	freeDicts []int32
+	listItems int64 // items appended to lists as values (not runs of events)
 
 	frames   []trace.Frame
 	frameIdx map[trace.Frame]int32
@@ -207,6 +208,7 @@ func (b *builder) appendItem(l value, v value) error {
 	}
 	b.materialize(o)
 	o.vals = append(o.vals, v)
+	b.listItems++
 	return nil
 }
 
@@ -235,6 +237,7 @@ func (b *builder) reserveDict(d value, n int) {
 // materialize turns a run of events back into one value per event, for a
 // list that turned out not to be a plain trace list.
 func (b *builder) materialize(o *listObj) {
+	b.listItems += o.evN
 	for i := int64(0); i < o.evN; i++ {
 		o.vals = append(o.vals, value{vEvent, o.evLo + i})
 	}
@@ -261,6 +264,7 @@ var deriveFrames = true
 func (b *builder) underive(o *listObj) {
 	st := b.stacks[o.stack]
 	o.vals = make([]value, len(st))
+	b.listItems += int64(len(st))
 	for i, f := range st {
 		o.vals[i] = value{vFrame, int64(b.frameIdx[f])}
 	}
@@ -482,6 +486,7 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 	id := b.internStack(ids)
 	l.stack = int32(id)
 	if deriveFrames {
+		b.listItems -= int64(len(l.vals))
 		// Its items are the stack's frames: dropped, and derived again
 		// (underive) if the pickle uses the list as a value again, as a
 		// compact list's are. A frames list too long for the flat paths

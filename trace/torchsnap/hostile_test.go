@@ -306,3 +306,43 @@ func TestDecode_deepStacks(t *testing.T) {
 	}
 	checkSpilled(t, data, s)
 }
+
+// TestDecode_floods: a pickle of one opcode repeated, each of which makes
+// the machine hold a value, object or list item (50 MB of DUP took 3.6 GB,
+// issue 23.15), is refused early, having allocated at most twice the file
+// (the event store is sized from it) and a constant, not 16 to 250 bytes
+// per byte of it.
+func TestDecode_floods(t *testing.T) {
+	const n = 8 << 20
+	for _, c := range []struct {
+		name       string
+		head, body string
+	}{
+		{"DUP", "N", "2"},
+		{"NONE", "", "N"},
+		{"EMPTY_DICT", "", "}"},
+		{"EMPTY_LIST", "", "]"},
+		{"EMPTY_TUPLE", "", ")"},
+		{"MARK", "", "("},
+		{"TUPLE1", "N", "\x85"},
+		{"BINGET", "N\x94", "h\x00"},
+		{"APPEND", "]", "Na"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := []byte("\x80\x04" + c.head + strings.Repeat(c.body, n/len(c.body)) + ".")
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := Decode(bytes.NewReader(data))
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), "to bound the decoder's memory") {
+				t.Errorf("error %v, want a refusal", err)
+			}
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d bytes, %d allocated", len(data), alloc)
+			if limit := 2*uint64(len(data)) + 16<<20; alloc > limit {
+				t.Errorf("decoding %d bytes allocated %d, want at most %d", len(data), alloc, limit)
+			}
+		})
+	}
+}

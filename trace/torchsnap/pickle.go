@@ -120,6 +120,7 @@ type unpickler struct {
 	// stack is made.
 	spans       spanCache
 	pendingSpan []byte
+	slow        int // opcodes through loop's general path (see bounded)
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource
@@ -156,8 +157,45 @@ func (u *unpickler) fill(need int) error {
 			u.srcErr = err
 		}
 	}
+	return u.bounded()
+}
+
+// bounded returns an error when the machine holds more generic objects
+// than the bytes read so far can account for: a snapshot holds few at once,
+// its trace entries and frames being converted as they come, and what it
+// holds many of (the entries of a trace list, a segment's blocks) takes
+// dozens of bytes each; a frames list's references, two bytes each, are
+// dropped once its stack is made. Without the bound, a flood of one-byte opcodes
+// that push (DUP, EMPTY_DICT, NONE, ...) would take 16 to 250 bytes of
+// memory for each byte of the file. It is checked as each buffer of input
+// is read and every boundEvery opcodes of the general path, so that
+// between checks the objects grow by little.
+func (u *unpickler) bounded() error {
+	read := u.offset()
+	b := u.b
+	for _, c := range [...]struct {
+		what string
+		n    int64
+		per  int64 // the fewest bytes of pickle each takes in a snapshot
+	}{
+		{"values on the pickle stack", int64(len(u.stack) + len(u.marks)), 8},
+		{"dicts", int64(len(b.dicts)), 8},
+		{"lists", b.lists.n, 8},
+		{"list items", b.listItems, 8},
+	} {
+		if c.n > read/c.per+boundSlack {
+			return fmt.Errorf("%d %s after %d bytes: more than a snapshot needs (one per %d bytes); refused, to bound the decoder's memory", c.n, c.what, read, c.per)
+		}
+	}
 	return nil
 }
+
+// boundSlack is what bounded allows beyond one object per so many bytes;
+// boundEvery how many opcodes of loop's general path go between checks.
+const (
+	boundSlack = 16 << 10
+	boundEvery = 4 << 10
+)
 
 // openAt makes the machine read the file from offset x on.
 func (u *unpickler) openAt(x int64) {
@@ -426,9 +464,6 @@ func (u *unpickler) loop() (value, error) {
 				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && u.flatDict() {
 					continue
 				}
-				u.stack = append(u.stack, b.newDict())
-				u.pos++
-				continue
 			}
 			u.pos++
 		} else {
@@ -437,6 +472,13 @@ func (u *unpickler) loop() (value, error) {
 				return value{}, err
 			}
 			op = c
+		}
+		// The opcodes that make objects come this way: check the bound
+		// every so often, not only as each buffer is read.
+		if u.slow++; u.slow%boundEvery == 0 {
+			if err := u.bounded(); err != nil {
+				return value{}, err
+			}
 		}
 		if first && op != opProto {
 			return value{}, fmt.Errorf(notSnapshot+"no pickle PROTO header (first byte %#02x); snapshots are pickled with protocol 2 or later", op)
