@@ -71,7 +71,7 @@ type builder struct {
 	lists     listStore
 	dicts     []dictObj
 	freeDicts []int32
-	listItems int64 // items appended to lists as values (not runs of events)
+	listItems int64 // items appended to lists (see unpickler.bounded)
 
 	frames   []trace.Frame
 	frameIdx map[trace.Frame]int32
@@ -208,7 +208,6 @@ func (b *builder) appendItem(l value, v value) error {
 	}
 	b.materialize(o)
 	o.vals = append(o.vals, v)
-	b.listItems++
 	return nil
 }
 
@@ -237,7 +236,6 @@ func (b *builder) reserveDict(d value, n int) {
 // materialize turns a run of events back into one value per event, for a
 // list that turned out not to be a plain trace list.
 func (b *builder) materialize(o *listObj) {
-	b.listItems += o.evN
 	for i := int64(0); i < o.evN; i++ {
 		o.vals = append(o.vals, value{vEvent, o.evLo + i})
 	}

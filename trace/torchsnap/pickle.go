@@ -675,6 +675,7 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
+			b.listItems++
 			if err := b.appendItem(*l, v); err != nil {
 				return value{}, err
 			}
@@ -687,6 +688,7 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
+			b.listItems += int64(len(items))
 			b.reserveList(*l, items)
 			for _, it := range items {
 				if err := b.appendItem(*l, it); err != nil {
@@ -984,6 +986,7 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 			u.pendingFrames, u.pendingList = ids, v.i
 		default:
 			v = b.newList(vList, nil)
+			b.listItems += int64(len(refs))
 			b.reserveList(v, refs)
 			for _, r := range refs {
 				b.appendItem(v, r) // cannot fail: v is a list, no r a dict

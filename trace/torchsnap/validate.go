@@ -100,6 +100,9 @@ func (d *Device) Validate() []Problem {
 			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
 			return v.list
 		}
+		for i := range evs {
+			v.kinds[evs[i].Kind&kindMask]++
+		}
 		v.events(evs, int(lo), &live, fw, &perSeg, untrack)
 	}
 	return v.final(d, &live)
@@ -111,7 +114,6 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 	for k := range evs {
 		e := &evs[k]
 		i := i0 + k
-		v.kinds[e.Kind&kindMask]++
 		switch e.Kind {
 		case trace.KindAlloc:
 			r := live.Ref(e.Addr)
