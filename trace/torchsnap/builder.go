@@ -208,6 +208,7 @@ func (b *builder) appendItem(l value, v value) error {
 	}
 	b.materialize(o)
 	o.vals = append(o.vals, v)
+	b.listItems++ // see unpickler.bounded
 	return nil
 }
 

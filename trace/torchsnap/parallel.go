@@ -1284,8 +1284,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	slot := len(w.res.memo.k)
 	w.memoize(value{k: vOpen})
 	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
-	frames := value{k: vMark} // none yet
-	hasAddr := false
+	frames, hasAddr := value{k: vMark}, false // none yet
 	j := i + 3
 	for pairs := 0; ; pairs++ {
 		if j+10 > len(buf) || pairs == maxFlatItems/2 {
@@ -1295,7 +1294,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		var idx uint64
 		switch p := (*[5]byte)(buf[j : j+5]); p[0] {
 		case opSetItems:
-			if pairs == 0 {
+			if pairs == 0 || !hasAddr && needsAddr(ev.Kind) { // the sequential machine reports a missing addr
 				goto fail
 			}
 			j++
@@ -1378,8 +1377,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 			if !isInt {
 				goto fail
 			}
-			ev.Addr = uint64(v.i)
-			hasAddr = hasAddr || key == kAddr
+			ev.Addr, hasAddr = uint64(v.i), hasAddr || key == kAddr
 		case kSize:
 			if !isInt {
 				goto fail
@@ -1412,9 +1410,6 @@ fail:
 	w.res.memo.truncate(slot)
 	return 0, false
 done:
-	if !hasAddr && needsAddr(ev.Kind) {
-		goto fail // the sequential machine reports it
-	}
 	if frames.k != vMark {
 		// Last, once nothing can fail: stackOf cannot, for these kinds.
 		ev.Stack, _ = w.stackOf(frames)

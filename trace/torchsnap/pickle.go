@@ -473,12 +473,8 @@ func (u *unpickler) loop() (value, error) {
 			}
 			op = c
 		}
-		// The opcodes that make objects come this way: check the bound
-		// every so often, not only as each buffer is read.
-		if u.slow++; u.slow%boundEvery == 0 {
-			if err := u.bounded(); err != nil {
-				return value{}, err
-			}
+		if u.slow++; u.slow%boundEvery == 0 && u.bounded() != nil { // objects are made this way
+			return value{}, u.bounded()
 		}
 		if first && op != opProto {
 			return value{}, fmt.Errorf(notSnapshot+"no pickle PROTO header (first byte %#02x); snapshots are pickled with protocol 2 or later", op)
@@ -675,7 +671,6 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
-			b.listItems++
 			if err := b.appendItem(*l, v); err != nil {
 				return value{}, err
 			}
@@ -688,7 +683,6 @@ func (u *unpickler) loop() (value, error) {
 			if err != nil {
 				return value{}, err
 			}
-			b.listItems += int64(len(items))
 			b.reserveList(*l, items)
 			for _, it := range items {
 				if err := b.appendItem(*l, it); err != nil {
@@ -986,7 +980,6 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 			u.pendingFrames, u.pendingList = ids, v.i
 		default:
 			v = b.newList(vList, nil)
-			b.listItems += int64(len(refs))
 			b.reserveList(v, refs)
 			for _, r := range refs {
 				b.appendItem(v, r) // cannot fail: v is a list, no r a dict
@@ -1029,8 +1022,7 @@ func (u *unpickler) flatEvent() bool {
 	}
 	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
 	u.pendingList, u.pendingSpan = noList, nil
-	i := 0
-	hasAddr := false
+	i, hasAddr := 0, false
 	for pairs := 0; ; pairs++ {
 		// The key, a reference to a string of the memo's first chunk, and
 		// q, the opcode and argument of the value after it. (Compared
@@ -1047,7 +1039,7 @@ func (u *unpickler) flatEvent() bool {
 		case opLongBinGet:
 			idx, q, i = uint64(binary.LittleEndian.Uint32(p[1:5])), (*[10]byte)(p[5:15]), i+5
 		case opSetItems:
-			if !completes(p[1]) {
+			if !completes(p[1]) || !hasAddr && !e.addr && needsAddr(e.ev.Kind) { // toEvent reports a missing addr
 				return false
 			}
 			goto done
@@ -1058,7 +1050,6 @@ func (u *unpickler) flatEvent() bool {
 			return false
 		}
 		key := int64(v0[idx])
-		hasAddr = hasAddr || key == kAddr
 		// The value, in the opcodes PyTorch writes for its key, converted
 		// here as flatValue would; any other, and the values that need
 		// calls (frames, strings), by flatValue. Dispatching on the key
@@ -1081,7 +1072,7 @@ func (u *unpickler) flatEvent() bool {
 			}
 		case kAddr:
 			if x, n := long1At(q); n != 0 {
-				e.ev.Addr, i = uint64(x), i+n
+				e.ev.Addr, i, hasAddr = uint64(x), i+n, true
 				continue
 			}
 		case kSize:
@@ -1118,9 +1109,6 @@ func (u *unpickler) flatEvent() bool {
 		}
 	}
 done:
-	if !hasAddr && needsAddr(e.ev.Kind) {
-		return false // toEvent reports it
-	}
 	if e.frames.k != vMark && e.frames.k != vNone {
 		// Last, where toEvent converts it in key order: every other field
 		// converted, so that a failure leaves nothing flatDict would not.
@@ -1153,7 +1141,8 @@ type flatEntry struct {
 	// frames is the frames' value, converted last (vMark: none yet;
 	// vNone: None, or a list whose stack was known as it was read).
 	frames value
-	nm     int // the values memoized in the entry, in unpickler.flatMemo
+	nm     int  // the values memoized in the entry, in unpickler.flatMemo
+	addr   bool // flatValue read its addr
 }
 
 // flatValue converts, for flatEvent, the value of key at buf[i], at least
@@ -1229,7 +1218,7 @@ func (u *unpickler) flatValue(buf []byte, i int, key int64, e *flatEntry) (int, 
 		if !isInt && v.k != vUint {
 			return 0, false
 		}
-		e.ev.Addr = uint64(v.i)
+		e.ev.Addr, e.addr = uint64(v.i), e.addr || key == kAddr
 	case kSize:
 		if !isInt {
 			return 0, false
