@@ -74,6 +74,7 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 		}
 		return 0
 	})
+	blocks = inSegments(segs, blocks)
 	d.Truncated = unseenFree || len(segs) > 0 || len(blocks) > 0
 	if len(segs) == 0 && len(blocks) == 0 {
 		return nil, nil
@@ -110,6 +111,23 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 		out[i].Seq = int64(i)
 	}
 	return out, nil
+}
+
+// inSegments returns the blocks, sorted by address, that lie in one of
+// segs (sorted by address), in place. A block live at the start lies in a
+// segment that existed then; one that does not cannot be restored: a free
+// whose alloc was not recorded (skip_actions=["alloc"]), of a block in a
+// segment allocated during the trace. Left out, its free is one of a block
+// never allocated, for Validate and the replay to report.
+func inSegments(segs []*segRange, blocks []liveBlock) []liveBlock {
+	kept := blocks[:0]
+	for _, b := range blocks {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].addr+uint64(segs[i].size) > b.addr })
+		if i < len(segs) && segs[i].addr <= b.addr {
+			kept = append(kept, b)
+		}
+	}
+	return kept
 }
 
 // startState returns the state just before d.Events[0], as undo derives it
