@@ -235,16 +235,8 @@ func (b *streamBins) emptyClasses() {
 	}
 }
 
-// reset empties s, keeping its chunks for newChunk.
-func (s *freeSet) reset() {
-	for _, c := range s.chunks {
-		s.spare = append(s.spare, c[:0])
-	}
-	clear(s.chunks)
-	s.chunks = s.chunks[:0]
-	s.tails = s.tails[:0]
-	s.n = 0
-}
+// reset empties s, keeping a few leaves for reuse.
+func (s *freeSet) reset() { s.t.clearKeep() }
 
 // reset makes the pages handed out since the last Reset (sizeSet.reset
 // emptied and counted them) the ones to hand out again: the slab of the
