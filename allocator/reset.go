@@ -215,7 +215,7 @@ func (s *sizeSet) reset() {
 			sp.bins = append(sp.bins, x.b)
 		}
 	}
-	s.streams, s.lastSt, s.lastB, s.n, s.ownRefs = nil, 0, nil, 0, [2]streamRef{}
+	s.streams, s.idx, s.lastSt, s.lastB, s.n, s.ownRefs = nil, nil, 0, nil, 0, [2]streamRef{}
 }
 
 // emptyClasses empties every non-empty class of b, keeping its rest
@@ -228,7 +228,7 @@ func (b *streamBins) emptyClasses() {
 		for m := b.words[w]; m != 0; m &= m - 1 {
 			h := b.binAt(w<<6 + bits.TrailingZeros64(m))
 			if h.rest != nil {
-				*h.rest = (*h.rest)[:0]
+				h.rest.empty()
 			}
 			*h = bin{rest: h.rest}
 		}

@@ -594,7 +594,7 @@ func spareDiff(a *Allocator) []string {
 	for i := range a.pages.free {
 		for j := range a.pages.free[i] {
 			h := &a.pages.free[i][j]
-			if h.id != 0 || h.size != 0 || h.addr != 0 || h.nrest != 0 || (h.rest != nil && len(*h.rest) != 0) {
+			if h.id != 0 || h.size != 0 || h.addr != 0 || h.nrest != 0 || (h.rest != nil && len(restEntries(h.rest)) != 0) {
 				d.add("pageSlab: page %d holds class %d: %+v", i, j, *h)
 			}
 		}
@@ -771,12 +771,13 @@ func (d *differ) cmp(x, y reflect.Value) {
 	}
 }
 
-// restOf is a bin's rest as a slice, nil when it was never made.
+// restOf is a bin's rest as a slice in descending order, nil when it was
+// never made.
 func restOf(v reflect.Value) reflect.Value {
 	if v.IsNil() {
 		return reflect.ValueOf([]sEntry(nil))
 	}
-	return v.Elem()
+	return reflect.ValueOf(restEntries((*restBuf)(v.UnsafePointer())))
 }
 
 // cmpAddrMap compares two addrmap.Maps by their entries: their tables may

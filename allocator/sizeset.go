@@ -48,7 +48,10 @@ import (
 // Positions in a class count in ascending order: 0 is the header's entry,
 // k ≥ 1 is rest[len(rest)-k].
 type sizeSet struct {
-	streams []streamRef // sorted by stream
+	// streams are sorted by stream while idx is nil; past streamsFlat
+	// streams idx finds and orders them, and new ones are appended.
+	streams []streamRef
+	idx     *streamIdx
 	// lastB is the bins of stream lastSt, the stream found last, checked
 	// first (nearly every request is on the same stream as the previous
 	// one). Streams are never removed, so the pointer stays valid.
@@ -62,6 +65,16 @@ type sizeSet struct {
 	own     streamBins
 	ownRefs [2]streamRef
 }
+
+// streamIdx finds a sizeSet's streams when it has many: m by stream, and
+// ord in order, each key the stream with its index in streams as id.
+type streamIdx struct {
+	m   map[uint64]*streamBins
+	ord kTree
+}
+
+// streamsFlat is the most streams a sizeSet finds by a scan.
+const streamsFlat = 8
 
 // streamRef is a stream and its bins. One slice of them, rather than a
 // slice of streams and one of bins, is one allocation less per pool.
@@ -78,20 +91,44 @@ type sEntry struct {
 }
 
 // bin is one size class of a stream: its smallest entry (id 0 when the
-// class is empty) and the others, all greater, in descending order. rest is
-// made on first need and kept, so a class that fills and empties again
-// allocates nothing.
+// class is empty) and the others, all greater, in its rest. rest is made on
+// first need and kept, so a class that fills and empties again allocates
+// nothing.
 type bin struct {
 	size  int64
 	addr  uint64
 	id    blockID
-	nrest int32 // len(*rest), read without following the pointer
-	rest  *[]sEntry
+	nrest int32 // the rest's length, read without following the pointer
+	rest  *restBuf
 }
+
+// restBuf is a class's rest: a slice in descending order, with room for its
+// first entries, or past restMax entries a kTree (in ascending order, the
+// stream left 0), which keeps every update O(log n) in a crowded class. The
+// tree goes back to a slice below restMax/4 entries.
+type restBuf struct {
+	s   []sEntry // empty while t is set
+	t   *kTree
+	buf [4]sEntry
+}
+
+// restMax is the longest flat rest (a variable only for the test that
+// measures the work of the flat rest alone).
+var restMax = 128
+
+// empty empties r, keeping its slice.
+func (r *restBuf) empty() { r.s, r.t = r.s[:0], nil }
+
+func entryKey(e sEntry) freeKey { return freeKey{size: e.size, addr: e.addr, id: e.id} }
+func keyEntry(k freeKey) sEntry { return sEntry{size: k.size, addr: k.addr, id: k.id} }
+
+// restWork counts the entries a flat rest moves, for the tests that bound
+// the work of an operation (see treeWork).
+var restWork int
 
 func (h *bin) head() sEntry       { return sEntry{size: h.size, addr: h.addr, id: h.id} }
 func (h *bin) setHead(e sEntry)   { h.size, h.addr, h.id = e.size, e.addr, e.id }
-func (h *bin) setRest(r []sEntry) { *h.rest, h.nrest = r, int32(len(r)) }
+func (h *bin) setRest(r []sEntry) { h.rest.s, h.nrest = r, int32(len(r)) }
 func (h *bin) below(size int64, addr uint64) bool {
 	return h.size < size || (h.size == size && h.addr < addr)
 }
@@ -189,7 +226,10 @@ func (h *bin) at(i int) sEntry {
 	if i == 0 {
 		return h.head()
 	}
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		return keyEntry(t.at(i - 1))
+	}
+	r := h.rest.s
 	return r[len(r)-i]
 }
 
@@ -210,7 +250,13 @@ func (h *bin) searchRest(size int64, addr uint64) int {
 	if h.nrest == 0 {
 		return -1
 	}
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		if j := t.lowerRank(freeKey{size: size, addr: addr}); j < t.n {
+			return j + 1
+		}
+		return -1
+	}
+	r := h.rest.s
 	j := ge(r, size, addr)
 	if j == 0 {
 		return -1
@@ -281,7 +327,15 @@ func (b *streamBins) lastLE(size int64, addr uint64) (c, i int, ok bool) {
 			if h.nrest == 0 {
 				return c, 0, true
 			}
-			r := *h.rest
+			if t := h.rest.t; t != nil {
+				k := freeKey{size: size, addr: addr}
+				j := t.lowerRank(k) // the entries less than the key
+				if j < t.n && t.at(j).size == size && t.at(j).addr == addr {
+					j++
+				}
+				return c, j, true
+			}
+			r := h.rest.s
 			j := ge(r, size, addr) // entries ≥ key come first
 			if j > 0 && r[j-1].is(size, addr) {
 				j--
@@ -448,6 +502,13 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	if s.lastB != nil && s.lastSt == st {
 		return s.lastB
 	}
+	if s.idx != nil {
+		b := s.idx.m[st]
+		if b != nil {
+			s.lastSt, s.lastB = st, b
+		}
+		return b
+	}
 	for _, x := range s.streams {
 		if x.st == st {
 			s.lastSt, s.lastB = st, x.b
@@ -457,13 +518,24 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	return nil
 }
 
-// streamIndex is the index of the first stream ≥ st.
+// streamIndex is the rank of the first stream ≥ st, in stream order.
 func (s *sizeSet) streamIndex(st uint64) int {
+	if s.idx != nil {
+		return s.idx.ord.lowerRank(freeKey{stream: st})
+	}
 	i := 0
 	for i < len(s.streams) && s.streams[i].st < st {
 		i++
 	}
 	return i
+}
+
+// ordered is the stream of rank j in stream order.
+func (s *sizeSet) ordered(j int) streamRef {
+	if s.idx != nil {
+		return s.streams[s.idx.ord.at(j).id]
+	}
+	return s.streams[j]
 }
 
 // Len returns the number of keys.
@@ -538,29 +610,34 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 
 // newStream adds the empty bins of stream st.
 func (s *sizeSet) newStream(st uint64) *streamBins {
-	i := s.streamIndex(st)
 	var b *streamBins
 	if s.streams == nil {
 		b, s.streams = &s.own, s.ownRefs[:0]
 	} else {
 		b = s.slab.streamBins()
 	}
-	s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
 	s.lastSt, s.lastB = st, b
+	if s.idx == nil && len(s.streams) < streamsFlat {
+		s.streams = slices.Insert(s.streams, s.streamIndex(st), streamRef{st: st, b: b})
+		return b
+	}
+	if s.idx == nil {
+		s.idx = &streamIdx{m: make(map[uint64]*streamBins, 2*streamsFlat)}
+		for i, x := range s.streams {
+			s.idx.m[x.st] = x.b
+			s.idx.ord.insert(freeKey{stream: x.st, id: blockID(i)})
+		}
+	}
+	s.idx.m[st] = b
+	s.idx.ord.insert(freeKey{stream: st, id: blockID(len(s.streams))})
+	s.streams = append(s.streams, streamRef{st: st, b: b})
 	return b
 }
 
-// restBuf is a class's rest with room for its first entries, in one
-// allocation.
-type restBuf struct {
-	s   []sEntry
-	buf [4]sEntry
-}
-
-func newRest() *[]sEntry {
+func newRest() *restBuf {
 	rb := new(restBuf)
 	rb.s = rb.buf[:0]
-	return &rb.s
+	return rb
 }
 
 // pushDown makes e, smaller than every entry, the header's entry.
@@ -568,7 +645,15 @@ func (h *bin) pushDown(e sEntry) {
 	if h.rest == nil {
 		h.rest = newRest()
 	}
-	h.setRest(append(*h.rest, h.head()))
+	if t := h.rest.t; t != nil {
+		t.insert(entryKey(h.head()))
+		h.nrest++
+	} else if int(h.nrest) < restMax {
+		h.setRest(append(h.rest.s, h.head()))
+	} else {
+		h.toTree().insert(entryKey(h.head()))
+		h.nrest++
+	}
 	h.setHead(e)
 }
 
@@ -578,19 +663,59 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	if h.rest == nil {
 		h.rest = newRest()
 	}
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		if t.insert(entryKey(e)) {
+			s.n++
+			h.nrest++
+		}
+		return
+	}
+	r := h.rest.s
 	i := ge(r, e.size, e.addr)
 	if i > 0 && r[i-1].is(e.size, e.addr) {
 		r[i-1] = e
 		return
 	}
 	s.n++
+	if len(r) >= restMax {
+		h.toTree().insert(entryKey(e))
+		h.nrest++
+		return
+	}
 	r = append(r, e)
 	if i < len(r)-1 {
+		restWork += len(r) - 1 - i
 		copy(r[i+1:], r[i:])
 		r[i] = e
 	}
 	h.setRest(r)
+}
+
+// toTree moves h's flat rest into a kTree and returns it.
+func (h *bin) toTree() *kTree {
+	t := new(kTree)
+	r := h.rest.s
+	restWork += len(r)
+	for i := len(r) - 1; i >= 0; i-- {
+		t.insert(entryKey(r[i]))
+	}
+	clear(r)
+	h.rest.s, h.rest.t = r[:0], t
+	return t
+}
+
+// toFlat moves h's tree rest, of restMax/4 entries, back into a slice.
+func (h *bin) toFlat() {
+	t := h.rest.t
+	r := h.rest.s[:0]
+	restWork += t.n
+	for l := t.first(); l != nil; l = l.next {
+		for _, k := range l.keys[:l.n] {
+			r = append(r, keyEntry(k))
+		}
+	}
+	slices.Reverse(r)
+	h.rest.s, h.rest.t = r, nil
 }
 
 // Delete removes k if present.
@@ -639,7 +764,16 @@ func (s *sizeSet) deleteRestKey(b *streamBins, c int, h *bin, size int64, addr u
 	if h.id == 0 || h.nrest == 0 {
 		return
 	}
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		j := t.lowerRank(freeKey{size: size, addr: addr})
+		if j < t.n {
+			if k := t.at(j); k.size == size && k.addr == addr {
+				s.deleteAt(b, c, h, j+1)
+			}
+		}
+		return
+	}
+	r := h.rest.s
 	j := ge(r, size, addr) // r[j-1] is the least entry not less than the key
 	if j == 0 || !r[j-1].is(size, addr) {
 		return
@@ -677,14 +811,33 @@ func (s *sizeSet) takeHead(h *bin) blockID {
 
 // deleteRest removes the entry at position i of a class of more than one.
 func (h *bin) deleteRest(i int) {
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, i)
+		return
+	}
+	r := h.rest.s
 	n := len(r) - 1
 	if i == 0 {
 		h.setHead(r[n])
 	} else if j := n + 1 - i; j < n {
+		restWork += n - j
 		copy(r[j:], r[j+1:])
 	}
 	h.setRest(r[:n])
+}
+
+// deleteTree is deleteRest of a class whose rest is the tree t.
+func (h *bin) deleteTree(t *kTree, i int) {
+	if i == 0 {
+		h.setHead(keyEntry(t.at(0)))
+	} else {
+		i--
+	}
+	t.deleteRank(i)
+	h.nrest--
+	if int(h.nrest) <= restMax/4 {
+		h.toFlat()
+	}
 }
 
 func (b *streamBins) key(st uint64, c, i int) freeKey {
@@ -697,10 +850,10 @@ func (h *bin) key(st uint64, i int) freeKey {
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 
-// ascendFrom calls fn on the keys of stream si from class c, position i
+// ascendFrom calls fn on the keys of stream x from class c, position i
 // on, in order; it reports whether fn asked to go on.
-func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
-	b, st := s.streams[si].b, s.streams[si].st
+func (s *sizeSet) ascendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool {
+	b, st := x.b, x.st
 	for c >= 0 {
 		h := b.bin(c)
 		for n := h.len(); i < n; i++ {
@@ -718,20 +871,22 @@ func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
 // until fn returns false. fn must not modify the set.
 func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	si := s.streamIndex(pivot.stream)
-	if si < len(s.streams) && s.streams[si].st == pivot.stream {
+	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
 		size, addr := pivot.size, pivot.addr
 		if size < 0 {
 			size, addr = 0, 0
 		}
-		if c, i, ok := s.streams[si].b.lowerBound(size, addr); ok {
-			if !s.ascendFrom(si, c, i, fn) {
+		x := s.ordered(si)
+		if c, i, ok := x.b.lowerBound(size, addr); ok {
+			if !s.ascendFrom(x, c, i, fn) {
 				return
 			}
 		}
 		si++
 	}
 	for ; si < len(s.streams); si++ {
-		if c, i := s.streams[si].b.first(); !s.ascendFrom(si, c, i, fn) {
+		x := s.ordered(si)
+		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
 			return
 		}
 	}
@@ -741,16 +896,17 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
 	for si := range s.streams {
-		if c, i := s.streams[si].b.first(); !s.ascendFrom(si, c, i, fn) {
+		x := s.ordered(si)
+		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
 			return
 		}
 	}
 }
 
-// descendFrom calls fn on the keys of stream si from class c, position i
+// descendFrom calls fn on the keys of stream x from class c, position i
 // down, in descending order.
-func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
-	b, st := s.streams[si].b, s.streams[si].st
+func (s *sizeSet) descendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool {
+	b, st := x.b, x.st
 	for c >= 0 {
 		h := b.bin(c)
 		for ; i >= 0; i-- {
@@ -770,17 +926,18 @@ func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
 // descending order, until fn returns false. fn must not modify the set.
 func (s *sizeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	si := s.streamIndex(pivot.stream)
-	if si < len(s.streams) && s.streams[si].st == pivot.stream {
-		if c, i, ok := s.streams[si].b.lastLE(pivot.size, pivot.addr); ok {
-			if !s.descendFrom(si, c, i, fn) {
+	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
+		x := s.ordered(si)
+		if c, i, ok := x.b.lastLE(pivot.size, pivot.addr); ok {
+			if !s.descendFrom(x, c, i, fn) {
 				return
 			}
 		}
 	}
 	for si--; si >= 0; si-- {
-		b := s.streams[si].b
-		if c := b.prev(maxClasses - 1); c >= 0 {
-			if !s.descendFrom(si, c, b.bin(c).len()-1, fn) {
+		x := s.ordered(si)
+		if c := x.b.prev(maxClasses - 1); c >= 0 {
+			if !s.descendFrom(x, c, x.b.bin(c).len()-1, fn) {
 				return
 			}
 		}
