@@ -90,8 +90,9 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	clear(a.uses)
 	a.pages.reset() // after the pools' sets, which count the pages
 
-	a.pending = a.pending[:0]
-	a.done = 0
+	a.pending, a.doneIDs = a.pending[:0], a.doneIDs[:0]
+	clear(a.pendAt)
+	a.pendDead, a.done = 0, 0
 	a.activeApart = false
 
 	a.conf, a.dev = conf, dev
