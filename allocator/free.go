@@ -189,6 +189,7 @@ func (a *Allocator) ProcessEvents() {
 	}
 	ids := a.doneIDs[:a.done]
 	a.done = 0
+	pendWork += len(ids)
 	pos := a.pendPos[:0]
 	for _, id := range ids {
 		pos = append(pos, a.pendIndex(id))
@@ -209,6 +210,10 @@ func (a *Allocator) ProcessEvents() {
 	a.doneIDs = ids[:0]
 }
 
+// pendWork counts the places of pending that ProcessEvents reads, for the
+// test that bounds its work.
+var pendWork int
+
 // pendIndex is the place of the pending block id in pending. An entry of
 // pendAt that pending does not agree with (a block that Restore made
 // pending, or one of a run before a Reset) makes it index them all again.
@@ -224,6 +229,7 @@ func (a *Allocator) pendIndex(id blockID) int32 {
 			a.pendAt[x] = int32(i)
 		}
 	}
+	pendWork += len(a.pending)
 	return a.pendAt[id]
 }
 
@@ -238,6 +244,7 @@ func (a *Allocator) compactPending() {
 		return
 	}
 	out := a.pending[:0]
+	pendWork += len(a.pending)
 	for _, id := range a.pending {
 		if id != 0 {
 			a.pendAt[id] = int32(len(out))

@@ -73,8 +73,9 @@ type streamIdx struct {
 	ord kTree
 }
 
-// streamsFlat is the most streams a sizeSet finds by a scan.
-const streamsFlat = 8
+// streamsFlat is the most streams a sizeSet finds by a scan (a variable
+// only for the test that measures the work of scans alone).
+var streamsFlat = 8
 
 // streamRef is a stream and its bins. One slice of them, rather than a
 // slice of streams and one of bins, is one allocation less per pool.
@@ -122,9 +123,10 @@ func (r *restBuf) empty() { r.s, r.t = r.s[:0], nil }
 func entryKey(e sEntry) freeKey { return freeKey{size: e.size, addr: e.addr, id: e.id} }
 func keyEntry(k freeKey) sEntry { return sEntry{size: k.size, addr: k.addr, id: k.id} }
 
-// restWork counts the entries a flat rest moves, for the tests that bound
-// the work of an operation (see treeWork).
-var restWork int
+// flatWork counts the entries a flat rest moves and the streams a scan
+// steps over or moves, for the tests that bound the work of an operation
+// (see treeWork).
+var flatWork int
 
 func (h *bin) head() sEntry       { return sEntry{size: h.size, addr: h.addr, id: h.id} }
 func (h *bin) setHead(e sEntry)   { h.size, h.addr, h.id = e.size, e.addr, e.id }
@@ -509,12 +511,14 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 		}
 		return b
 	}
-	for _, x := range s.streams {
+	for i, x := range s.streams {
 		if x.st == st {
+			flatWork += i
 			s.lastSt, s.lastB = st, x.b
 			return x.b
 		}
 	}
+	flatWork += len(s.streams)
 	return nil
 }
 
@@ -527,6 +531,7 @@ func (s *sizeSet) streamIndex(st uint64) int {
 	for i < len(s.streams) && s.streams[i].st < st {
 		i++
 	}
+	flatWork += i
 	return i
 }
 
@@ -618,7 +623,9 @@ func (s *sizeSet) newStream(st uint64) *streamBins {
 	}
 	s.lastSt, s.lastB = st, b
 	if s.idx == nil && len(s.streams) < streamsFlat {
-		s.streams = slices.Insert(s.streams, s.streamIndex(st), streamRef{st: st, b: b})
+		i := s.streamIndex(st)
+		flatWork += len(s.streams) - i
+		s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
 		return b
 	}
 	if s.idx == nil {
@@ -684,7 +691,7 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	}
 	r = append(r, e)
 	if i < len(r)-1 {
-		restWork += len(r) - 1 - i
+		flatWork += len(r) - 1 - i
 		copy(r[i+1:], r[i:])
 		r[i] = e
 	}
@@ -695,7 +702,7 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 func (h *bin) toTree() *kTree {
 	t := new(kTree)
 	r := h.rest.s
-	restWork += len(r)
+	flatWork += len(r)
 	for i := len(r) - 1; i >= 0; i-- {
 		t.insert(entryKey(r[i]))
 	}
@@ -708,7 +715,7 @@ func (h *bin) toTree() *kTree {
 func (h *bin) toFlat() {
 	t := h.rest.t
 	r := h.rest.s[:0]
-	restWork += t.n
+	flatWork += t.n
 	for l := t.first(); l != nil; l = l.next {
 		for _, k := range l.keys[:l.n] {
 			r = append(r, keyEntry(k))
@@ -820,7 +827,7 @@ func (h *bin) deleteRest(i int) {
 	if i == 0 {
 		h.setHead(r[n])
 	} else if j := n + 1 - i; j < n {
-		restWork += n - j
+		flatWork += n - j
 		copy(r[j:], r[j+1:])
 	}
 	h.setRest(r[:n])
