@@ -5,48 +5,25 @@ import (
 	"slices"
 )
 
-// sizeSet is a pool's free set of mapped blocks (BlockPool::blocks), ordered
-// by (stream, size, address) as BlockComparatorSize (§1). It is segregated:
-// one streamBins per stream, kept sorted by stream, and inside a stream the
-// blocks fall into log-linear size classes, with a two-level bitmap of the
-// non-empty classes. Best fit (the first key not less than (stream, size,
-// 0)) is then a class lookup, nearly always one comparison, and at most two
-// find-first-set instructions; updates move only the entries of one class.
+// sizeSet is a pool's free set of mapped blocks (BlockPool::blocks), in
+// the order of BlockComparatorSize (§1): stream, size, address. Each stream
+// has its bins (streamBins): log-linear size classes with a two-level
+// bitmap of the non-empty ones, so that best fit (the first key not less
+// than (stream, size, 0)) is a class lookup and at most two find-first-set
+// instructions.
 //
-// A class (bin) keeps its smallest entry in its 32-byte header and the
-// others in a slice sorted in descending order. Most classes hold at most
-// one free block, so most operations touch the header alone, one cache
-// line. Best fit takes a class's smallest entry, and a freed block usually
-// goes back where it was taken (a class of many equal sizes, such as the
-// whole free segments of the small pool, is ordered by address and best fit
-// takes the lowest): in a class that holds more, both happen at the header
-// and the end of the slice, with no entries to move.
-//
-// The classes that hold many entries are not where a coarse class would
-// suggest. In the stress trace (Replay/generated1M/default: sizes uniform
-// up to 1, 20 and 200 MiB, freed in random order) the insertions into a
-// rest that holds anything are nearly all in the exact classes of the
-// small pool: the free fragments of 512 bytes (85 entries on average at
-// an insertion), 1 KiB (63), 1.5 KiB (49), down to about 2 at 64 KiB; no
-// log-linear class averages more than 3.5. Their entries share one size
-// and are ordered by address, so finer classes above 64 KiB would not
-// split them. A rest chunked past 32 entries into chunks of 32 with each
-// chunk's least key beside it (a two-level B-tree) measured worse
-// (cachegrind, per event): 561 -> 577 instructions and 6.02 -> 6.05 L1
-// misses, and training1M 464 -> 477 (it has crowded classes too, the
-// whole free 2 MiB and 20 MiB segments, which it takes and returns at the
-// rest's end, where a flat rest moves nothing). A search of a class's
-// flat rest and its move touch few lines more than a chunk's; most of the
-// set's L1 misses come from reaching a random class at all (its header,
-// then its rest). What a crowded class did cost is mispredictions, at
-// nearly every step of its binary search: ge searches without branches,
-// which costs more instructions (551 -> 577 an event on generated1M, 463
-// -> 476 on training1M; cachegrind counts no misprediction's cost) and
-// takes 3% off both streams' time (median of 6 alternate rounds,
-// 2026-11-26).
+// A class keeps its smallest entry in its 32-byte header and the others in
+// its rest. Most classes hold at most one free block, so most operations
+// touch the header alone, one cache line. Best fit takes a class's
+// smallest entry, and a freed block usually goes back where it was taken:
+// the end of a rest kept in descending order, where a slice moves nothing.
+// Freed in another order, a crowded class (many free blocks of one size,
+// ordered by address) would move its whole rest on each insertion, so past
+// restMax entries the rest is a kTree, O(log n) in any order. Streams are
+// found by a scan up to streamsFlat of them, then by a map and a kTree.
 //
 // Positions in a class count in ascending order: 0 is the header's entry,
-// k ≥ 1 is rest[len(rest)-k].
+// k ≥ 1 the k-th entry of the rest.
 type sizeSet struct {
 	// streams are sorted by stream while idx is nil; past streamsFlat
 	// streams idx finds and orders them, and new ones are appended.
