@@ -205,6 +205,11 @@ func (h *bin) at(i int) sEntry {
 	if i == 0 {
 		return h.head()
 	}
+	return h.atRest(i)
+}
+
+// atRest is at of a position i ≥ 1, out of line so that at inlines.
+func (h *bin) atRest(i int) sEntry {
 	if t := h.rest.t; t != nil {
 		return keyEntry(t.at(i - 1))
 	}
@@ -550,6 +555,10 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 		s.n++
 	case e.below(h.size, h.addr):
 		s.n++
+		if h.rest != nil && (h.rest.t != nil || int(h.nrest) >= restMax) {
+			h.pushTree(e)
+			return
+		}
 		h.pushDown(e)
 	case h.is(e.size, e.addr):
 		h.setHead(e)
@@ -582,6 +591,10 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 		s.n++
 	case e.below(h.size, h.addr):
 		s.n++
+		if h.rest != nil && (h.rest.t != nil || int(h.nrest) >= restMax) {
+			h.pushTree(e)
+			return
+		}
 		h.pushDown(e)
 	case h.is(e.size, e.addr):
 		h.setHead(e)
@@ -624,20 +637,24 @@ func newRest() *restBuf {
 	return rb
 }
 
-// pushDown makes e, smaller than every entry, the header's entry.
+// pushDown makes e, smaller than every entry, the header's entry, where
+// the rest is a slice with room (pushTree otherwise). It inlines.
 func (h *bin) pushDown(e sEntry) {
 	if h.rest == nil {
 		h.rest = newRest()
 	}
-	if t := h.rest.t; t != nil {
-		t.insert(entryKey(h.head()))
-		h.nrest++
-	} else if int(h.nrest) < restMax {
-		h.setRest(append(h.rest.s, h.head()))
-	} else {
-		h.toTree().insert(entryKey(h.head()))
-		h.nrest++
+	h.setRest(append(h.rest.s, h.head()))
+	h.setHead(e)
+}
+
+// pushTree is pushDown where the rest is a tree or a full slice.
+func (h *bin) pushTree(e sEntry) {
+	t := h.rest.t
+	if t == nil {
+		t = h.toTree()
 	}
+	t.insert(entryKey(h.head()))
+	h.nrest++
 	h.setHead(e)
 }
 
@@ -724,6 +741,10 @@ func (s *sizeSet) Delete(k freeKey) {
 		return
 	}
 	s.n--
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, 0)
+		return
+	}
 	h.deleteRest(0)
 }
 
@@ -773,6 +794,10 @@ func (s *sizeSet) deleteAt(b *streamBins, c int, h *bin, i int) {
 		return
 	}
 	s.n--
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, i)
+		return
+	}
 	h.deleteRest(i)
 }
 
@@ -789,16 +814,17 @@ func (s *sizeSet) emptyClass(b *streamBins, c int, h *bin) {
 func (s *sizeSet) takeHead(h *bin) blockID {
 	id := h.id
 	s.n--
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, 0)
+		return id
+	}
 	h.deleteRest(0)
 	return id
 }
 
-// deleteRest removes the entry at position i of a class of more than one.
+// deleteRest removes the entry at position i of a class of more than one,
+// whose rest is a slice (deleteTree otherwise). It inlines.
 func (h *bin) deleteRest(i int) {
-	if t := h.rest.t; t != nil {
-		h.deleteTree(t, i)
-		return
-	}
 	r := h.rest.s
 	n := len(r) - 1
 	if i == 0 {
@@ -830,7 +856,10 @@ func (b *streamBins) key(st uint64, c, i int) freeKey {
 
 // key is the key of the entry at position i, on stream st.
 func (h *bin) key(st uint64, i int) freeKey {
-	e := h.at(i)
+	e := sEntry{size: h.size, addr: h.addr, id: h.id}
+	if i != 0 {
+		e = h.atRest(i)
+	}
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 
