@@ -161,10 +161,7 @@ func (a *Allocator) findFree(r *request) blockID {
 		}
 		h = sb.binAt(ci)
 	}
-	it := freeKey{stream: r.stream, size: h.size, addr: h.addr, id: h.id} // h.key(r.stream, 0), inline
-	if ii != 0 {
-		it = h.key(r.stream, ii)
-	}
+	it := h.key(r.stream, ii)
 	moved := false
 	if a.blocks[it.id].exp != 0 {
 		if r.expActive {

@@ -856,10 +856,17 @@ func (b *streamBins) key(st uint64, c, i int) freeKey {
 
 // key is the key of the entry at position i, on stream st.
 func (h *bin) key(st uint64, i int) freeKey {
-	e := sEntry{size: h.size, addr: h.addr, id: h.id}
-	if i != 0 {
-		e = h.atRest(i)
+	if i == 0 {
+		return freeKey{stream: st, size: h.size, addr: h.addr, id: h.id}
 	}
+	return h.keyRest(st, i)
+}
+
+// keyRest is key of a position i ≥ 1, out of line so that key inlines.
+//
+//go:noinline
+func (h *bin) keyRest(st uint64, i int) freeKey {
+	e := h.atRest(i)
 	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 
