@@ -1,9 +1,6 @@
 package allocator
 
-import (
-	"math/bits"
-	"slices"
-)
+import "math/bits"
 
 // sizeSet is a pool's free set of mapped blocks (BlockPool::blocks), in
 // the order of BlockComparatorSize (§1): stream, size, address. Each stream
@@ -43,24 +40,6 @@ type sizeSet struct {
 	ownRefs [2]streamRef
 }
 
-// streamIdx finds a sizeSet's streams when it has many: m by stream, and
-// ord in order, each key the stream with its index in streams as id.
-type streamIdx struct {
-	m   map[uint64]*streamBins
-	ord kTree
-}
-
-// streamsFlat is the most streams a sizeSet finds by a scan (a variable
-// only for the test that measures the work of scans alone).
-var streamsFlat = 8
-
-// streamRef is a stream and its bins. One slice of them, rather than a
-// slice of streams and one of bins, is one allocation less per pool.
-type streamRef struct {
-	st uint64
-	b  *streamBins
-}
-
 // sEntry is one free block of a stream.
 type sEntry struct {
 	size int64
@@ -79,31 +58,6 @@ type bin struct {
 	nrest int32 // the rest's length, read without following the pointer
 	rest  *restBuf
 }
-
-// restBuf is a class's rest: a slice in descending order, with room for its
-// first entries, or past restMax entries a kTree (in ascending order, the
-// stream left 0), which keeps every update O(log n) in a crowded class. The
-// tree goes back to a slice below restMax/4 entries.
-type restBuf struct {
-	s   []sEntry // empty while t is set
-	t   *kTree
-	buf [4]sEntry
-}
-
-// restMax is the longest flat rest (a variable only for the test that
-// measures the work of the flat rest alone).
-var restMax = 128
-
-// empty empties r, keeping its slice.
-func (r *restBuf) empty() { r.s, r.t = r.s[:0], nil }
-
-func entryKey(e sEntry) freeKey { return freeKey{size: e.size, addr: e.addr, id: e.id} }
-func keyEntry(k freeKey) sEntry { return sEntry{size: k.size, addr: k.addr, id: k.id} }
-
-// flatWork counts the entries a flat rest moves and the streams a scan
-// steps over or moves, for the tests that bound the work of an operation
-// (see treeWork).
-var flatWork int
 
 func (h *bin) head() sEntry       { return sEntry{size: h.size, addr: h.addr, id: h.id} }
 func (h *bin) setHead(e sEntry)   { h.size, h.addr, h.id = e.size, e.addr, e.id }
@@ -206,15 +160,6 @@ func (h *bin) at(i int) sEntry {
 		return h.head()
 	}
 	return h.atRest(i)
-}
-
-// atRest is at of a position i ≥ 1, out of line so that at inlines.
-func (h *bin) atRest(i int) sEntry {
-	if t := h.rest.t; t != nil {
-		return keyEntry(t.at(i - 1))
-	}
-	r := h.rest.s
-	return r[len(r)-i]
 }
 
 // search returns the position of the first entry not less than (size,
@@ -481,50 +426,6 @@ func (b *streamBins) clearBit(c int) {
 	}
 }
 
-// stream returns the bins of stream st, or nil.
-func (s *sizeSet) stream(st uint64) *streamBins {
-	if s.lastB != nil && s.lastSt == st {
-		return s.lastB
-	}
-	if s.idx != nil {
-		b := s.idx.m[st]
-		if b != nil {
-			s.lastSt, s.lastB = st, b
-		}
-		return b
-	}
-	for i, x := range s.streams {
-		if x.st == st {
-			flatWork += i
-			s.lastSt, s.lastB = st, x.b
-			return x.b
-		}
-	}
-	flatWork += len(s.streams)
-	return nil
-}
-
-// streamIndex is the rank of the first stream ≥ st, in stream order.
-func (s *sizeSet) streamIndex(st uint64) int {
-	if s.idx != nil {
-		return s.idx.ord.lowerRank(freeKey{stream: st})
-	}
-	i := 0
-	for i < len(s.streams) && s.streams[i].st < st {
-		i++
-	}
-	flatWork += i
-	return i
-}
-
-// ordered is the stream of rank j in stream order.
-func (s *sizeSet) ordered(j int) streamRef {
-	if s.idx != nil {
-		return s.streams[s.idx.ord.at(j).id]
-	}
-	return s.streams[j]
-}
-
 // Len returns the number of keys.
 func (s *sizeSet) Len() int { return s.n }
 
@@ -601,122 +502,6 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 	default:
 		s.insertRest(h, e)
 	}
-}
-
-// newStream adds the empty bins of stream st.
-func (s *sizeSet) newStream(st uint64) *streamBins {
-	var b *streamBins
-	if s.streams == nil {
-		b, s.streams = &s.own, s.ownRefs[:0]
-	} else {
-		b = s.slab.streamBins()
-	}
-	s.lastSt, s.lastB = st, b
-	if s.idx == nil && len(s.streams) < streamsFlat {
-		i := s.streamIndex(st)
-		flatWork += len(s.streams) - i
-		s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
-		return b
-	}
-	if s.idx == nil {
-		s.idx = &streamIdx{m: make(map[uint64]*streamBins, 2*streamsFlat)}
-		for i, x := range s.streams {
-			s.idx.m[x.st] = x.b
-			s.idx.ord.insert(freeKey{stream: x.st, id: blockID(i)})
-		}
-	}
-	s.idx.m[st] = b
-	s.idx.ord.insert(freeKey{stream: st, id: blockID(len(s.streams))})
-	s.streams = append(s.streams, streamRef{st: st, b: b})
-	return b
-}
-
-func newRest() *restBuf {
-	rb := new(restBuf)
-	rb.s = rb.buf[:0]
-	return rb
-}
-
-// pushDown makes e, smaller than every entry, the header's entry, where
-// the rest is a slice with room (pushTree otherwise). It inlines.
-func (h *bin) pushDown(e sEntry) {
-	if h.rest == nil {
-		h.rest = newRest()
-	}
-	h.setRest(append(h.rest.s, h.head()))
-	h.setHead(e)
-}
-
-// pushTree is pushDown where the rest is a tree or a full slice.
-func (h *bin) pushTree(e sEntry) {
-	t := h.rest.t
-	if t == nil {
-		t = h.toTree()
-	}
-	t.insert(entryKey(h.head()))
-	h.nrest++
-	h.setHead(e)
-}
-
-// insertRest adds e, greater than the header's entry, to h's rest,
-// replacing an equal entry.
-func (s *sizeSet) insertRest(h *bin, e sEntry) {
-	if h.rest == nil {
-		h.rest = newRest()
-	}
-	if t := h.rest.t; t != nil {
-		if t.insert(entryKey(e)) {
-			s.n++
-			h.nrest++
-		}
-		return
-	}
-	r := h.rest.s
-	i := ge(r, e.size, e.addr)
-	if i > 0 && r[i-1].is(e.size, e.addr) {
-		r[i-1] = e
-		return
-	}
-	s.n++
-	if len(r) >= restMax {
-		h.toTree().insert(entryKey(e))
-		h.nrest++
-		return
-	}
-	r = append(r, e)
-	if i < len(r)-1 {
-		flatWork += len(r) - 1 - i
-		copy(r[i+1:], r[i:])
-		r[i] = e
-	}
-	h.setRest(r)
-}
-
-// toTree moves h's flat rest into a kTree and returns it.
-func (h *bin) toTree() *kTree {
-	t := new(kTree)
-	r := h.rest.s
-	flatWork += len(r)
-	for i := len(r) - 1; i >= 0; i-- {
-		t.insert(entryKey(r[i]))
-	}
-	clear(r)
-	h.rest.s, h.rest.t = r[:0], t
-	return t
-}
-
-// toFlat moves h's tree rest, of restMax/4 entries, back into a slice.
-func (h *bin) toFlat() {
-	t := h.rest.t
-	r := h.rest.s[:0]
-	flatWork += t.n
-	for l := t.first(); l != nil; l = l.next {
-		for _, k := range l.keys[:l.n] {
-			r = append(r, keyEntry(k))
-		}
-	}
-	slices.Reverse(r)
-	h.rest.s, h.rest.t = r, nil
 }
 
 // Delete removes k if present.
@@ -822,34 +607,6 @@ func (s *sizeSet) takeHead(h *bin) blockID {
 	return id
 }
 
-// deleteRest removes the entry at position i of a class of more than one,
-// whose rest is a slice (deleteTree otherwise). It inlines.
-func (h *bin) deleteRest(i int) {
-	r := h.rest.s
-	n := len(r) - 1
-	if i == 0 {
-		h.setHead(r[n])
-	} else if j := n + 1 - i; j < n {
-		flatWork += n - j
-		copy(r[j:], r[j+1:])
-	}
-	h.setRest(r[:n])
-}
-
-// deleteTree is deleteRest of a class whose rest is the tree t.
-func (h *bin) deleteTree(t *kTree, i int) {
-	if i == 0 {
-		h.setHead(keyEntry(t.at(0)))
-	} else {
-		i--
-	}
-	t.deleteRank(i)
-	h.nrest--
-	if int(h.nrest) <= restMax/4 {
-		h.toFlat()
-	}
-}
-
 func (b *streamBins) key(st uint64, c, i int) freeKey {
 	return b.binAt(c).key(st, i)
 }
@@ -860,14 +617,6 @@ func (h *bin) key(st uint64, i int) freeKey {
 		return freeKey{stream: st, size: h.size, addr: h.addr, id: h.id}
 	}
 	return h.keyRest(st, i)
-}
-
-// keyRest is key of a position i ≥ 1, out of line so that key inlines.
-//
-//go:noinline
-func (h *bin) keyRest(st uint64, i int) freeKey {
-	e := h.atRest(i)
-	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
 }
 
 // ascendFrom calls fn on the keys of stream x from class c, position i
