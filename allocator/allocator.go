@@ -118,8 +118,15 @@ type Allocator struct {
 
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
-	pending []blockID
-	done    int // pending blocks whose events completed (events < 0)
+	// A processed block leaves a 0 there until a compaction (pendDead
+	// counts them), and pendAt finds a block's place (an entry is valid
+	// where pending agrees with it).
+	pending  []blockID
+	pendAt   map[blockID]int32
+	pendDead int
+	done     int       // pending blocks whose events completed (events < 0)
+	doneIDs  []blockID // those blocks, in the order they completed
+	pendPos  []int32   // ProcessEvents' scratch
 	// activeApart says Active and ActiveBytes are kept on their own (see
 	// activeStats): a block has been pending, or Restore installed them.
 	activeApart bool
