@@ -355,7 +355,11 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 		return "exact"
 	}
 	slices.Sort(differ)
-	return fmt.Sprintf("%d keys: %s", len(differ), summarizeKeys(differ))
+	noun := "keys"
+	if len(differ) == 1 {
+		noun = "key"
+	}
+	return fmt.Sprintf("%d %s: %s", len(differ), noun, summarizeKeys(differ))
 }
 
 // summarizeKeys names differing keys by family (allocated_bytes, segment, ...)
@@ -458,6 +462,8 @@ func TestPairs(t *testing.T) {
 	b.WriteString("\n## Every pair\n\n")
 	b.WriteString(all.String())
 	t.Logf("%d of %d pairs exact, %d more with the real addresses", exact, cells, withAddrs)
+	syncReadme(t, fmt.Sprintf("%d of %d pairs exact; %d more exact with the real run's segment addresses.\n\n",
+		exact, cells, withAddrs)+fromDefaults.String())
 	path := filepath.Join(pairsDir, "matrix.md")
 	if *updatePairs {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -472,6 +478,34 @@ func TestPairs(t *testing.T) {
 	if got := b.String(); got != string(want) {
 		t.Errorf("the pairs matrix changed (go test ./cmd/tracer -run Pairs -update-pairs makes it again):\n%s",
 			lineDiff(string(want), got))
+	}
+}
+
+// syncReadme checks that the README's exactness table (between its
+// pairs:begin and pairs:end marks) is table, or writes it there with
+// -update-pairs.
+func syncReadme(t *testing.T, table string) {
+	const path = "../../README.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	begin := strings.Index(text, "<!-- pairs:begin")
+	end := strings.Index(text, "<!-- pairs:end -->")
+	if begin < 0 || end < begin {
+		t.Fatal("README.md has no pairs:begin/pairs:end marks")
+	}
+	begin += strings.Index(text[begin:], "\n") + 1
+	if *updatePairs {
+		if err := os.WriteFile(path, []byte(text[:begin]+table+text[end:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got := text[begin:end]; got != table {
+		t.Errorf("README.md's exactness table differs from the pairs (go test ./cmd/tracer -run Pairs -update-pairs):\n%s",
+			lineDiff(got, table))
 	}
 }
 
