@@ -86,7 +86,7 @@ func Record(ctx context.Context, opts Options) (*Result, error) {
 	}
 	// In place, so that a killed recording leaves its flushed batches; the
 	// recorder decides when to flush (by size and by age).
-	tw, err := trace.Create(opts.Out, recordMeta(&opts, a), trace.WriterOptions{InPlace: true, BatchRows: math.MaxInt32})
+	tw, err := trace.Create(opts.Out, recordMeta(&opts, a), trace.WriterOptions{Live: true, BatchRows: math.MaxInt32})
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
