@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 	"github.com/tracer-dev/tracer/trace/torchsnap"
@@ -129,7 +130,7 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 				errs[i] = err
 				return
 			}
-			results[i], errs[i] = importOne(ins[i], outs[i], opts)
+			results[i], errs[i] = importOne(ctx, ins[i], outs[i], opts)
 			if opts.Progress != nil && errs[i] == nil {
 				mu.Lock()
 				fmt.Fprintf(opts.Progress, "imported %s → %s (%d events)\n", ins[i], outs[i], results[i].Events)
@@ -146,8 +147,13 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 	return results, nil
 }
 
+// outputPaths names each input's output, and refuses outputs that are
+// inputs (snap.arrows that is a pickle would be replaced by its own trace)
+// or that two inputs share (a/s.pickle and b/s.pickle into one directory),
+// with an *outfile.ConflictError.
 func outputPaths(ins []string, out string) ([]string, error) {
 	outs := make([]string, len(ins))
+	from := map[string]string{} // cleaned output → its input
 	for i, in := range ins {
 		base := strings.TrimSuffix(filepath.Base(in), filepath.Ext(in)) + ".arrows"
 		switch {
@@ -155,12 +161,24 @@ func outputPaths(ins []string, out string) ([]string, error) {
 			outs[i] = filepath.Join(filepath.Dir(in), base)
 		case len(ins) == 1 && !isDir(out):
 			outs[i] = out
+		case outfile.Direct(out):
+			return nil, &outfile.ConflictError{Msg: fmt.Sprintf("import: %d snapshots cannot all be written to %s: give a directory", len(ins), out)}
 		default:
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return nil, fmt.Errorf("import: %w", err)
 			}
 			outs[i] = filepath.Join(out, base)
 		}
+		if err := outfile.Check(outs[i], ins...); err != nil {
+			return nil, fmt.Errorf("import: %w", err)
+		}
+		if outfile.Direct(outs[i]) {
+			continue // written one after the other; nothing is replaced
+		}
+		if prev, ok := from[filepath.Clean(outs[i])]; ok {
+			return nil, &outfile.ConflictError{Msg: fmt.Sprintf("import: %s and %s would both be written to %s: import them into different directories", prev, in, outs[i])}
+		}
+		from[filepath.Clean(outs[i])] = in
 	}
 	return outs, nil
 }
@@ -207,7 +225,7 @@ func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, er
 	if decodesInMemory([]string{in}) {
 		return torchsnap.ReadFileMapped(in)
 	}
-	dir := filepath.Dir(out)
+	dir := outfile.ScratchDir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		// Say so before decoding: the scratch file goes there first, and
 		// an error about it would not name the output.
@@ -271,7 +289,7 @@ func (s *eventScan) add(evs []trace.Event) {
 // Reconstruct backwards and a scan for the output's batches and the memory
 // limit — and the output is written a piece of a batch at a time
 // (trace.StreamWriter).
-func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
+func importOne(ctx context.Context, in, out string, opts ImportOptions) (*ImportResult, error) {
 	if snapHook != nil {
 		snapHook()
 	}
@@ -282,6 +300,10 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	snap, err := openSnapshot(in, out, follow)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		snap.Close()
+		return nil, fmt.Errorf("import %s: %w", in, err)
 	}
 	// The spill is closed as soon as its last reader is done (below), so
 	// that the kernel frees its pages beside the writer's last work and
@@ -429,6 +451,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 			close(full)
 		}()
 		for evs := range full {
+			if err == nil {
+				err = ctx.Err() // a signal stops the import between chunks
+			}
 			if err == nil {
 				err = write(evs)
 			}
