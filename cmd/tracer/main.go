@@ -12,8 +12,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tracer-dev/tracer/internal/outfile"
+	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/internal/textpages"
 	"golang.org/x/sys/unix"
 )
@@ -98,12 +100,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue *usageError
 	var ce *outfile.ConflictError
-	if errors.As(err, &ue) || errors.As(err, &ce) || isCobraUsage(err) {
-		fmt.Fprintf(stderr, "tracer: %v\nRun 'tracer --help' for usage.\n", err)
+	var se *pipeline.SettingsError
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &se) || isCobraUsage(err) {
+		fmt.Fprintf(stderr, "tracer: %s\nRun 'tracer --help' for usage.\n", clipLine(err.Error()))
 		return 2
 	}
-	fmt.Fprintf(stderr, "tracer: %v\n", err)
+	fmt.Fprintf(stderr, "tracer: %s\n", clipLine(err.Error()))
 	return 1
+}
+
+// maxLine bounds an error line: a value echoed in it (a conf string, a
+// token of one) may be any size.
+const maxLine = 400
+
+// clipLine cuts msg to maxLine bytes, saying how long it was.
+func clipLine(msg string) string {
+	if len(msg) <= maxLine {
+		return msg
+	}
+	cut := maxLine
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", msg[:cut], len(msg))
 }
 
 // usageError is a mistake in the command line: exit status 2.

@@ -11,6 +11,7 @@ import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/cuda"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/record"
 	"github.com/tracer-dev/tracer/trace"
@@ -84,7 +85,7 @@ Without TRACE, the built-in sample trace is replayed.`,
 	f.Int64Var(&opts.Round, "round", 0, "rounding quantum in bytes, a power of two (PyTorch: 512)")
 	f.StringVar(&opts.Limit, "limit", "", `per-process memory limit, e.g. 24GiB, 512MiB, bytes, or "none"`)
 	f.StringVar(&opts.Device, "device", "sim", "sim (simulated device) or cuda (real GPU memory)")
-	f.StringVarP(&opts.Output, "output", "o", "", "write the replayed events as a trace")
+	f.StringVarP(&opts.Output, "output", "o", "", "write the replayed events as a trace (- for stdout; the report then goes to stderr)")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON (a stable contract) instead of text")
 	return cmd
 }
@@ -160,7 +161,7 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	}
 	want, err := in.Resolve(s)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	base, err := in.RecordedSettings()
 	if err != nil {
@@ -187,6 +188,12 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	}
 	var w *trace.Writer
 	if opts.Output != "" {
+		if err := outfile.Check(opts.Output, opts.Path); err != nil {
+			return err
+		}
+		if opts.Output == outfile.Stdout {
+			opts.Out = opts.Err // the trace itself goes to stdout
+		}
 		meta := in.Meta
 		meta.Producer, meta.Source, meta.SourceFile = "tracer "+record.Version, trace.SourceReplay, in.Name
 		// A wrapped trace's replay begins with its reconstructed events too
