@@ -464,7 +464,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		}
 		if err != nil {
 			w.Abort()
-			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+			return nil, fmt.Errorf("import %s: device %d: %w", in, d.Index, err)
 		}
 		if diverged != nil {
 			diverged.Device, diverged.Seq = d.Index, base+diverged.Seq

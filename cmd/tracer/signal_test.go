@@ -216,3 +216,26 @@ func TestRecordProgramDiesWithTracer(t *testing.T) {
 	}
 	only(t, tmp)
 }
+
+// SIGINT stops a workload's recording: what it recorded is kept, whole, at
+// the output (a recording is not made again as an import is), with 130.
+func TestRecordSignalled(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/long.workload", []byte("repeat 1000000000\n  alloc a 1KiB\n  free a\nend\n"), 0o644)
+	cmd, stderr := startTracer(t, dir, nil, "record", "--workload", "long.workload", "--device", "sim", "-o", "r.arrows")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m, _ := filepath.Glob(dir + "/r.partial-*.arrows"); len(m) == 1 {
+			break
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd, 10*time.Second); code != 130 || !strings.Contains(stderr.String(), "interrupted (SIGINT)") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	b, _ := os.ReadFile(dir + "/r.arrows")
+	if n, rest, err := readTraceRest(b); err != nil || rest != 0 || n == 0 {
+		t.Errorf("r.arrows: %d events, %d bytes after them, %v", n, rest, err)
+	}
+	only(t, dir, "long.workload", "r.arrows")
+}
