@@ -280,7 +280,7 @@ func sweepRunDirs(tmp string) []string {
 	return warnings
 }
 
-// runChild runs the program with the hook in place and returns its exit
+// runChild runs the program with the hook set up and returns its exit
 // status. The first SIGINT or SIGTERM is forwarded: the program decides
 // when it ends (the hook dumps first), and tracer waits for it. A second
 // one kills it (SIGKILL). The program dies with tracer (childAttr).
