@@ -17,7 +17,6 @@ import (
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/internal/textpages"
-	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -38,7 +37,7 @@ func (e *interrupted) Error() string {
 	if e.sig == syscall.SIGINT {
 		return "interrupted (SIGINT)"
 	}
-	return "stopped (" + unix.SignalName(e.sig) + ")"
+	return "stopped (SIGTERM)" // the only other signal stopOn is sent
 }
 
 // status is the exit status of a process that a signal stopped.
