@@ -29,6 +29,12 @@ import (
 // Stdout is the output path that means standard output.
 const Stdout = "-"
 
+// errUnsupported is openUnnamed's answer where files cannot be unnamed.
+var errUnsupported = errors.New("outfile: no unnamed files here")
+
+// noUnnamed makes Create use its fallback, a named hidden file (tests).
+var noUnnamed bool
+
 // File is an output being written. Write to File(); then Commit, or Abort.
 type File struct {
 	f      *os.File
@@ -63,10 +69,7 @@ func create(path string, partial bool) (*File, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory", path)
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := filepath.Dir(path), filepath.Base(path)
 	if partial {
 		ext := filepath.Ext(base)
 		f, err := os.CreateTemp(dir, strings.TrimSuffix(base, ext)+".partial-*"+ext)
@@ -80,11 +83,19 @@ func create(path string, partial bool) (*File, error) {
 		}
 		return &File{f: f, path: path, tmp: f.Name(), keep: true}, nil
 	}
-	if f, err := openUnnamed(dir); err == nil {
+	f, err := openUnnamed(dir)
+	if noUnnamed {
+		f.Close()
+		err = errUnsupported
+	}
+	if err == nil {
 		return &File{f: f, path: path}, nil
 	}
+	if !errors.Is(err, errUnsupported) {
+		return nil, err // no such folder, no permission: say so
+	}
 	removeStale(dir, base)
-	f, err := os.CreateTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
+	f, err = os.CreateTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
 		return nil, err
 	}

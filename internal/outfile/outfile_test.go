@@ -256,3 +256,33 @@ func TestRemoveStale(t *testing.T) {
 		}
 	}
 }
+
+// Where files cannot be unnamed, the output is written to a hidden file
+// named after it and the process, renamed at Commit, removed at Abort.
+func TestCreateFallback(t *testing.T) {
+	noUnnamed = true
+	defer func() { noUnnamed = false }()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.arrows")
+	for _, commit := range []bool{true, false} {
+		o, err := Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, o, "data")
+		n := names(t, dir)
+		if !strings.HasPrefix(n[0], fmt.Sprintf(".out.arrows.tracer-%d-", os.Getpid())) {
+			t.Errorf("while writing: %v", n)
+		}
+		if commit {
+			if err := o.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			o.Abort()
+		}
+		if n := names(t, dir); len(n) != 1 || n[0] != "out.arrows" {
+			t.Errorf("commit %v: left %v", commit, n)
+		}
+	}
+}

@@ -25,10 +25,13 @@ var procOK = sync.OnceValue(func() bool {
 // it remains if the process dies before link.
 func openUnnamed(dir string) (*os.File, error) {
 	if !procOK() {
-		return nil, errors.New("no /proc to link unnamed files by")
+		return nil, errUnsupported
 	}
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
-	if err != nil {
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL):
+		return nil, errUnsupported // a file system (or kernel) without O_TMPFILE
+	case err != nil:
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	return os.NewFile(uintptr(fd), filepath.Join(dir, "(unnamed)")), nil
@@ -61,7 +64,7 @@ func link(f *os.File, path string) error {
 	}
 	// Another writer's output took the path since: link beside it, then
 	// rename over it (the last to finish wins).
-	dir, base := filepath.Split(path)
+	dir, base := filepath.Dir(path), filepath.Base(path)
 	for i := 0; ; i++ {
 		tmp := filepath.Join(dir, fmt.Sprintf("%s%d-%d", tempPrefix(base), os.Getpid(), i))
 		err = unix.Linkat(unix.AT_FDCWD, from, unix.AT_FDCWD, tmp, unix.AT_SYMLINK_FOLLOW)

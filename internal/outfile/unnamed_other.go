@@ -9,7 +9,7 @@ import (
 )
 
 // openUnnamed: only Linux has O_TMPFILE; Create falls back to named files.
-func openUnnamed(dir string) (*os.File, error) { return nil, errors.New("no O_TMPFILE") }
+func openUnnamed(dir string) (*os.File, error) { return nil, errUnsupported }
 
 // anonymous opens a scratch file in dir that loses its name at once.
 func anonymous(dir string) (*os.File, error) {
