@@ -296,7 +296,8 @@ func clip(s string) string {
 	return s
 }
 
-// "-o -" writes the trace to stdout, and the report to stderr.
+// "-o -" writes the trace to stdout, and the report to stderr: import,
+// replay and record.
 func TestOutputStdout(t *testing.T) {
 	dir := t.TempDir()
 	copyFile(t, filepath.Join(snapshots, "mlp_train__default.pickle"), dir+"/s.pickle")
@@ -308,6 +309,10 @@ func TestOutputStdout(t *testing.T) {
 	code, stdout, stderr = execTracer(t, dir, "replay", "t.arrows", "--round", "4096", "-o", "-")
 	if _, err := readTrace([]byte(stdout)); code != 0 || err != nil || !strings.Contains(stderr, "reserved peak") {
 		t.Fatalf("replay -o -: exit %d, %v, stderr %q", code, err, stderr)
+	}
+	code, stdout, stderr = execTracer(t, dir, "record", "--workload", "backward-1gib", "--device", "sim", "-o", "-")
+	if _, err := readTrace([]byte(stdout)); code != 0 || err != nil || !strings.Contains(stderr, "→ -") {
+		t.Fatalf("record -o -: exit %d, %v, stderr %q", code, err, stderr)
 	}
 	only(t, dir, "s.pickle", "t.arrows")
 }

@@ -117,7 +117,7 @@ A symbolic link at OUT is replaced, not written through.`,
 	f.StringVarP(&opts.Workload, "workload", "w", "", "built-in workload name or workload file (default "+record.DefaultWorkload+")")
 	f.StringVar(&opts.Device, "device", record.DeviceAuto, "where memory comes from: cuda, sim, or auto (the GPU if there is one)")
 	f.IntVar(&opts.GPU, "gpu", 0, "CUDA device ordinal for --device cuda")
-	f.StringVarP(&opts.Out, "output", "o", "trace.arrows", "output trace")
+	f.StringVarP(&opts.Out, "output", "o", "trace.arrows", "output trace (- for stdout)")
 	f.BoolVar(&opts.List, "list-workloads", false, "list the built-in workloads and exit")
 	f.StringVar(&opts.Conf, "conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: $PYTORCH_CUDA_ALLOC_CONF)")
 	f.StringVar(&opts.Limit, "limit", "", "cap on reserved memory, e.g. 1100MiB (as set_per_process_memory_fraction)")
@@ -226,7 +226,11 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 	res, err := record.Record(ctx, ro)
 	if res != nil {
 		st := res.Stats
-		fmt.Fprintf(opts.Stdout, "%s on %s: %d events in %v, peak reserved %s, peak allocated %s → %s\n",
+		say := opts.Stdout
+		if opts.Out == outfile.Stdout {
+			say = opts.Stderr // the trace itself goes to stdout
+		}
+		fmt.Fprintf(say, "%s on %s: %d events in %v, peak reserved %s, peak allocated %s → %s\n",
 			res.Workload, res.Device, res.Events, roundDuration(res.Elapsed), allocator.FormatSize(st.ReservedBytes[0].Peak),
 			allocator.FormatSize(st.AllocatedBytes[0].Peak), res.Out)
 		if res.SampleErr != nil {
