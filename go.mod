@@ -8,6 +8,7 @@ require (
 	github.com/apache/arrow/go/v15 v15.0.2
 	github.com/nlpodyssey/gopickle v0.3.0
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/sys v0.35.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -29,7 +30,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.27.0 // indirect
 	golang.org/x/sync v0.16.0 // indirect
-	golang.org/x/sys v0.35.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 	golang.org/x/tools v0.36.0 // indirect
 	golang.org/x/xerrors v0.0.0-20220907171357-04be3eba64a2 // indirect

@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/outfile"
 )
 
 // Options tune a chart; the zero value is good.
@@ -52,7 +53,21 @@ func Save(p *plot.Plot, path string) error {
 	default:
 		return fmt.Errorf("plots: cannot tell the image format of %q: use .png, .svg or .pdf", path)
 	}
-	if err := p.Save(Width, Height, path); err != nil {
+	wt, err := p.WriterTo(Width, Height, ext[1:])
+	if err != nil {
+		return fmt.Errorf("plots: save %s: %w", path, err)
+	}
+	// Through a file with no name that takes path's at the end: a full
+	// disk or a signal leaves no partial image (internal/outfile).
+	out, err := outfile.Create(path)
+	if err != nil {
+		return fmt.Errorf("plots: save %s: %w", path, err)
+	}
+	if _, err = wt.WriteTo(out.File()); err == nil {
+		err = out.Commit()
+	}
+	if err != nil {
+		out.Abort()
 		return fmt.Errorf("plots: save %s: %w", path, err)
 	}
 	return nil

@@ -12,11 +12,13 @@ Package record captures GPU allocation events into traces, three ways:
     snapshot the program dumps when it ends, however it ends.
   - ImportSnapshots converts snapshot files (import.go).
 
-Live recordings are crash-safe: the trace is written in place, and a batch
-is flushed when it holds 64K events or is a second old, so a killed
-`tracer record` leaves a trace readable up to its last batch, which
-trace.Reader reports as Truncated. A failing statement (an OOM most often)
-or an interruption ends the trace normally, with everything up to it.
+Live recordings are crash-safe: the trace grows in a partial file beside
+its output (trace.WriterOptions.Live), renamed to the output at the end, and
+a batch is flushed when it holds 64K events or is a second old, so a killed
+`tracer record` leaves that partial file, a trace readable up to its last
+batch, which trace.Reader reports as Truncated. A failing statement (an OOM
+most often) or an interruption ends the trace normally, with everything up
+to it.
 
 # Workloads
 

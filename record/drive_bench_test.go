@@ -63,7 +63,7 @@ func BenchmarkRecordDrive(b *testing.B) {
 			a.SetObserver(nil)
 
 			out := filepath.Join(b.TempDir(), "drive.arrows")
-			tw, err := trace.Create(out, trace.Meta{Producer: "BenchmarkRecordDrive"}, trace.WriterOptions{InPlace: true})
+			tw, err := trace.Create(out, trace.Meta{Producer: "BenchmarkRecordDrive"}, trace.WriterOptions{Live: true})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 	"github.com/tracer-dev/tracer/trace/torchsnap"
@@ -131,7 +131,7 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 				errs[i] = err
 				return
 			}
-			results[i], errs[i] = importOne(ins[i], outs[i], opts)
+			results[i], errs[i] = importOne(ctx, ins[i], outs[i], opts)
 			if opts.Progress != nil && errs[i] == nil {
 				mu.Lock()
 				fmt.Fprintf(opts.Progress, "imported %s → %s (%d events)\n", ins[i], outs[i], results[i].Events)
@@ -146,30 +146,6 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 		}
 	}
 	return results, nil
-}
-
-func outputPaths(ins []string, out string) ([]string, error) {
-	outs := make([]string, len(ins))
-	for i, in := range ins {
-		base := strings.TrimSuffix(filepath.Base(in), filepath.Ext(in)) + ".arrows"
-		switch {
-		case out == "":
-			outs[i] = filepath.Join(filepath.Dir(in), base)
-		case len(ins) == 1 && !isDir(out):
-			outs[i] = out
-		default:
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return nil, fmt.Errorf("import: %w", err)
-			}
-			outs[i] = filepath.Join(out, base)
-		}
-	}
-	return outs, nil
-}
-
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
 }
 
 // streamMax is the largest file imported through a spill (torchsnap.Open)
@@ -209,7 +185,7 @@ func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, er
 	if decodesInMemory([]string{in}) {
 		return torchsnap.ReadFileMapped(in)
 	}
-	dir := filepath.Dir(out)
+	dir := outfile.ScratchDir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		// Say so before decoding: the scratch file goes there first, and
 		// an error about it would not name the output.
@@ -273,7 +249,7 @@ func (s *eventScan) add(evs []trace.Event) {
 // Reconstruct backwards and a scan for the output's batches and the memory
 // limit — and the output is written a piece of a batch at a time
 // (trace.StreamWriter).
-func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
+func importOne(ctx context.Context, in, out string, opts ImportOptions) (*ImportResult, error) {
 	if snapHook != nil {
 		snapHook()
 	}
@@ -284,6 +260,10 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	snap, err := openSnapshot(in, out, follow)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		snap.Close()
+		return nil, fmt.Errorf("import %s: %w", in, err)
 	}
 	// The spill is closed as soon as its last reader is done (below), so
 	// that the kernel frees its pages beside the writer's last work and
@@ -449,6 +429,9 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}()
 		for evs := range full {
 			if err == nil {
+				err = ctx.Err() // a signal stops the import between chunks
+			}
+			if err == nil {
 				err = write(evs)
 			}
 			free <- evs[:cap(evs)]
@@ -458,7 +441,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 		if err != nil {
 			w.Abort()
-			return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+			return nil, fmt.Errorf("import %s: device %d: %w", in, d.Index, err)
 		}
 		if diverged != nil {
 			diverged.Device, diverged.Seq = d.Index, base+diverged.Seq

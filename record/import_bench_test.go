@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ func BenchmarkImport(b *testing.B) {
 			b.ReportAllocs()
 			var events int64
 			for i := 0; i < b.N; i++ {
-				res, err := importOne(in, out, ImportOptions{})
+				res, err := importOne(context.Background(), in, out, ImportOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -48,7 +48,7 @@ func testImportMatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gres, err := importOne(in, got, ImportOptions{})
+		gres, err := importOne(context.Background(), in, got, ImportOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -469,12 +469,12 @@ func TestImportFollowed(t *testing.T) {
 			var followed []bool
 			followHook = func(f bool) { followed = append(followed, f) }
 			defer func() { followHook, noFollow = nil, false }()
-			fres, err := importOne(in, filepath.Join(dir, "followed.arrows"), ImportOptions{})
+			fres, err := importOne(context.Background(), in, filepath.Join(dir, "followed.arrows"), ImportOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			noFollow = true
-			rres, err := importOne(in, filepath.Join(dir, "read.arrows"), ImportOptions{})
+			rres, err := importOne(context.Background(), in, filepath.Join(dir, "read.arrows"), ImportOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,7 +28,7 @@ type Options struct {
 	// torch.cuda.set_per_process_memory_fraction does; 0 keeps the one of
 	// Conf (per_process_memory_fraction), if any.
 	Limit int64
-	Out   string            // the trace to write (in place: crash-safe)
+	Out   string            // the trace to write (through a partial file beside it: crash-safe)
 	Extra map[string]string // more Meta.Extra annotations
 
 	// BatchRows is the largest number of events per flushed batch
@@ -64,9 +64,10 @@ type Result struct {
 // time (µs since the Unix epoch, monotonic within the run) and, on a GPU,
 // NVML's latest reading of the device's used memory.
 //
-// The trace is written in place and flushed in bounded batches, so a
-// recording killed mid-run leaves a trace readable up to its last batch
-// (trace.Reader.Truncated reports the cut). When a statement fails (an
+// The trace grows in a partial file beside opts.Out, renamed to it at the
+// end (trace.WriterOptions.Live), and is flushed in bounded batches, so a
+// recording killed mid-run leaves that partial file, readable up to its
+// last batch (trace.Reader.Truncated reports the cut). When a statement fails (an
 // out-of-memory most often: its oom event is the trace's last) or ctx is
 // cancelled, the trace is closed normally and Record returns the Result with
 // the error (a *StatementError for a statement).
@@ -84,9 +85,9 @@ func Record(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Limit > 0 {
 		a.SetMemoryLimit(opts.Limit)
 	}
-	// In place, so that a killed recording leaves its flushed batches; the
+	// Live, so that a killed recording leaves its flushed batches; the
 	// recorder decides when to flush (by size and by age).
-	tw, err := trace.Create(opts.Out, recordMeta(&opts, a), trace.WriterOptions{InPlace: true, BatchRows: math.MaxInt32})
+	tw, err := trace.Create(opts.Out, recordMeta(&opts, a), trace.WriterOptions{Live: true, BatchRows: math.MaxInt32})
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/record"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -266,9 +267,15 @@ func TestRecordKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The recording grows in a partial file beside the output, named so.
+	partial := ""
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if st, err := os.Stat(out); err == nil && st.Size() > 1<<20 {
+		m, _ := filepath.Glob(outfile.PartialPattern(out))
+		if len(m) == 1 {
+			partial = m[0]
+		}
+		if st, err := os.Stat(partial); err == nil && st.Size() > 1<<20 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -279,7 +286,10 @@ func TestRecordKilled(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	rd, err := trace.Open(out)
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a killed recording left a file at the output %s: it goes there whole, at the end", out)
+	}
+	rd, err := trace.Open(partial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +328,11 @@ func TestRecordFlushesByAge(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
-		rd, err := trace.Open(out)
+		m, _ := filepath.Glob(outfile.PartialPattern(out))
+		if len(m) != 1 {
+			continue
+		}
+		rd, err := trace.Open(m[0])
 		if err != nil {
 			continue
 		}

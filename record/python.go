@@ -12,13 +12,16 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/cuda"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -122,7 +125,10 @@ func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, er
 	if !contains(StackModes, opts.Stacks) {
 		return nil, fmt.Errorf("record: stacks %q: want python, all or none", opts.Stacks)
 	}
-	dir, err := os.MkdirTemp("", "tracer-record-")
+	// A folder of this process's pid: the next run removes it if this one
+	// is killed (sweepRunDirs), and keeps the snapshots it holds.
+	warnings := sweepRunDirs(os.TempDir())
+	dir, err := os.MkdirTemp("", runDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
@@ -130,17 +136,23 @@ func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, er
 	if err := os.WriteFile(filepath.Join(dir, "sitecustomize.py"), hookSource, 0o600); err != nil {
 		return nil, fmt.Errorf("record: write startup hook: %w", err)
 	}
+	if abs, err := filepath.Abs(opts.Out); err == nil {
+		os.WriteFile(filepath.Join(dir, "output"), []byte(abs), 0o600)
+	}
 
 	code, err := runChild(&opts, dir)
 	if err != nil {
 		return nil, err
 	}
-	res := &ProgramResult{ExitCode: code}
+	res := &ProgramResult{ExitCode: code, Warnings: warnings}
+	for _, p := range survivors(dir) {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("process %s, started by the program, still runs after it: its memory history is not recorded", p))
+	}
 	st, err := readStatus(filepath.Join(dir, "status"))
 	if err != nil {
 		return res, fmt.Errorf("record: %w", err)
 	}
-	res.Warnings = st.errors
+	res.Warnings = append(res.Warnings, st.errors...)
 	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*.pickle"))
 	if len(snaps) == 0 {
 		return res, st.why(opts.Args[0], code)
@@ -149,6 +161,7 @@ func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, er
 	// The program is over: a signal that stopped it must not stop the import.
 	ctx = context.WithoutCancel(ctx)
 	name, total := deviceInfo()
+	var first error
 	for _, snap := range snaps {
 		pid := pidOf(snap)
 		out := opts.Out
@@ -167,24 +180,122 @@ func RecordProgram(ctx context.Context, opts ProgramOptions) (*ProgramResult, er
 		}
 		imp, err := ImportSnapshots(ctx, []string{snap}, ImportOptions{Out: out, DeviceName: name, DeviceTotal: total,
 			Source: trace.SourcePythonProgram, Extra: extra})
-		if err != nil {
-			return res, fmt.Errorf("record: %w", err)
+		if err == nil {
+			pt.Import = imp[0]
+			pt.Events, pt.Peak, err = measure(out)
 		}
-		pt.Import = imp[0]
-		if pt.Events, pt.Peak, err = measure(out); err != nil {
-			return res, fmt.Errorf("record: %w", err)
+		if err != nil {
+			// The run cannot be made again: keep what it dumped.
+			if kept, kerr := keepSnapshot(snap, out, pid); kerr != nil {
+				err = fmt.Errorf("record: %w (and the snapshot could not be kept: %v)", err, kerr)
+			} else {
+				err = fmt.Errorf("record: %w; the snapshot is kept as %s", err, kept)
+			}
+			if first == nil {
+				first = err
+			} else {
+				res.Warnings = append(res.Warnings, err.Error())
+			}
+			continue
 		}
 		res.Traces = append(res.Traces, pt)
 	}
-	return res, nil
+	return res, first
 }
 
-// runChild runs the program with the hook in place and returns its exit
-// status. Signals are forwarded, never acted on: the program decides when
-// it ends (the hook dumps first), and tracer waits for it.
+// runDirPrefix begins the names of RecordProgram's temporary folders,
+// followed by tracer's pid.
+const runDirPrefix = "tracer-record-"
+
+// keepSnapshot moves the snapshot of process pid, which did not become the
+// trace out, beside out: out's name without its extension, then
+// .snapshot-PID.pickle ("-" and devices: in the current folder).
+func keepSnapshot(snap, out string, pid int) (string, error) {
+	base := strings.TrimSuffix(out, filepath.Ext(out))
+	if outfile.Direct(out) {
+		base = "tracer"
+	}
+	kept := fmt.Sprintf("%s.snapshot-%d.pickle", base, pid)
+	if err := outfile.Check(kept, snap); err != nil {
+		return "", err
+	}
+	if os.Rename(snap, kept) == nil {
+		return kept, nil
+	}
+	// Another file system: copy.
+	in, err := os.Open(snap)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	o, err := outfile.Create(kept)
+	if err != nil {
+		return "", err
+	}
+	if _, err = io.Copy(o.File(), in); err == nil {
+		err = o.Commit()
+	}
+	if err != nil {
+		o.Abort()
+		return "", err
+	}
+	return kept, nil
+}
+
+// sweepRunDirs removes the temporary folders in tmp of RecordProgram runs
+// whose tracer is gone (killed), keeping each snapshot they hold beside
+// the output that run was writing, and says so.
+func sweepRunDirs(tmp string) []string {
+	ents, _ := os.ReadDir(tmp)
+	var warnings []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), runDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		p, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(p)
+		if err != nil || pid <= 0 || pid == os.Getpid() || running(pid) {
+			continue
+		}
+		dir := filepath.Join(tmp, e.Name())
+		out, err := os.ReadFile(filepath.Join(dir, "output"))
+		snaps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*.pickle"))
+		if len(snaps) > 0 && err != nil {
+			continue // nowhere known to keep them: leave the folder
+		}
+		kept := true
+		for _, snap := range snaps {
+			k, err := keepSnapshot(snap, string(out), pidOf(snap))
+			if err != nil {
+				kept = false
+				continue
+			}
+			warnings = append(warnings, fmt.Sprintf("a recording killed before it imported its snapshot left %s", k))
+		}
+		if kept {
+			os.RemoveAll(dir)
+		}
+	}
+	return warnings
+}
+
+// runChild runs the program with the hook set up and returns its exit
+// status. The first SIGINT or SIGTERM is forwarded: the program decides
+// when it ends (the hook dumps first), and tracer waits for it. A second
+// one kills it (SIGKILL). The program dies with tracer (childAttr).
 func runChild(opts *ProgramOptions, dir string) (int, error) {
 	cmd := exec.Command(opts.Args[0], opts.Args[1:]...)
 	cmd.Env = childEnv(opts, dir)
+	cmd.SysProcAttr = childAttr()
+	// Output copied through a pipe (Stdout not a file) is waited for only
+	// so long once the program is gone: a process it left running may hold
+	// the pipe for ever.
+	cmd.WaitDelay = time.Second
+	// The signal that childAttr asks for comes when the thread that started
+	// the program ends, not the process: keep this one until it is over.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
@@ -210,10 +321,15 @@ func runChild(opts *ProgramOptions, dir string) (int, error) {
 	}
 	done := make(chan struct{})
 	go func() {
-		for {
+		for n := 0; ; n++ {
 			select {
 			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
+				if n == 0 {
+					_ = cmd.Process.Signal(s)
+					continue
+				}
+				fmt.Fprintf(cmd.Stderr, "tracer: %v again: killing %s (its memory history is lost)\n", s, opts.Args[0])
+				_ = cmd.Process.Kill()
 			case <-done:
 				return
 			}
@@ -221,7 +337,7 @@ func runChild(opts *ProgramOptions, dir string) (int, error) {
 	}()
 	err := cmd.Wait()
 	close(done)
-	if err == nil {
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) {
 		return 0, nil
 	}
 	var ee *exec.ExitError

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -204,5 +207,76 @@ func TestHookNoTorch(t *testing.T) {
 	var pe *record.ProgramError
 	if !errors.As(err, &pe) || pe.Reason != "no-torch" || res.ExitCode != 0 {
 		t.Errorf("res %+v, err %v", res, err)
+	}
+}
+
+// A snapshot that fails to import is kept beside the output, and the error
+// says where: the run cannot be made again.
+func TestRecordProgramKeepsSnapshot(t *testing.T) {
+	fake, _ := filepath.Abs("testdata/fakepython.sh")
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pickle")
+	os.WriteFile(bad, []byte("\x80\x04not a whole pickle"), 0o644)
+	out := filepath.Join(dir, "run.arrows")
+	res, err, _, _ := runProgram(t, record.ProgramOptions{Args: []string{fake}, Out: out,
+		Env: append(os.Environ(), "FAKE_SNAPSHOT="+bad)})
+	if err == nil || res == nil {
+		t.Fatalf("res %+v, err %v", res, err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(dir, "run.snapshot-*.pickle"))
+	if len(kept) != 1 || !strings.Contains(err.Error(), "the snapshot is kept as "+kept[0]) {
+		t.Fatalf("kept %v; err %v", kept, err)
+	}
+	if b, _ := os.ReadFile(kept[0]); string(b) != "\x80\x04not a whole pickle" {
+		t.Errorf("kept snapshot holds %q", b)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a failed import left %s", out)
+	}
+}
+
+// The temporary folder of a tracer that was killed is removed by the next
+// recording, and a snapshot left in it is kept beside that run's output.
+func TestRecordProgramSweepsKilledRuns(t *testing.T) {
+	fake, _ := filepath.Abs("testdata/fakepython.sh")
+	tmp, dir := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	stale := filepath.Join(tmp, "tracer-record-1073741824-123")
+	os.Mkdir(stale, 0o700)
+	earlier := filepath.Join(dir, "earlier.arrows")
+	os.WriteFile(filepath.Join(stale, "output"), []byte(earlier), 0o600)
+	os.WriteFile(filepath.Join(stale, "snapshot-77.pickle"), []byte("dumped"), 0o600)
+	empty := filepath.Join(tmp, "tracer-record-1073741825-456") // killed before anything was dumped
+	os.Mkdir(empty, 0o700)
+	res, err, _, _ := runProgram(t, record.ProgramOptions{Args: []string{fake}, Out: filepath.Join(dir, "now.arrows"), Env: fakeEnv()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(dir, "earlier.snapshot-77.pickle")
+	if b, _ := os.ReadFile(kept); string(b) != "dumped" {
+		t.Errorf("the killed run's snapshot was not kept at %s", kept)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], kept) {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("left in the temporary directory: %v", ents)
+	}
+}
+
+// A process the program leaves running is named in a warning.
+func TestRecordProgramWarnsSurvivors(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("survivors are found through /proc")
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	res, _, _, _ := runProgram(t, record.ProgramOptions{Args: []string{"sh", "-c", "sleep 30 & echo $! > " + pidFile}})
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid > 0 {
+		defer syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if res == nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], fmt.Sprintf("process %d (sleep)", pid)) {
+		t.Errorf("pid %d, res %+v", pid, res)
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 const (
 	// asyncBlock is the size of the blocks a Create'd trace is written in,
-	// and asyncBlocks how many may be in flight; liveBlocks for a trace
-	// written in place (a live recording), whose encoder hands over a whole
+	// and asyncBlocks how many may be in flight; liveBlocks for a live
+	// recording (WriterOptions.Live), whose encoder hands over a whole
 	// batch (about 5 MiB) at a time and should not wait for the file while
 	// it does (16 MiB). Blocks are allocated as needed, up to that many:
 	// each is memory the process faults in. An import's writes (a batch
@@ -19,24 +19,25 @@ const (
 	asyncBlock  = 256 << 10
 	asyncBlocks = 4
 	liveBlocks  = 64
-	// In place (a live recording), an fsync starts beside the writes, one
+	// In a live recording, an fsync starts beside the writes, one
 	// at a time, once liveSyncEvery bytes were written since the last one
 	// began, or once written bytes have waited liveSyncAge for one; syncs
 	// follow the writes closely (about one per batch at full speed), so
-	// that Close waits only for the last few MiB. A temporary file renamed
-	// on Close (an import, a replay's output) is not synced at all: see
+	// that Close waits only for the last few MiB. An output put in place
+	// at Close (an import, a replay's output) is not synced at all: see
 	// Create.
 	liveSyncEvery = 4 << 20
 	liveSyncAge   = time.Second
 )
 
 // asyncFile is the output of a trace that Create writes: writes are copied
-// into blocks that a goroutine of its own writes, and, in place, it syncs
-// what it wrote as it goes, beside the writes. The producer (an import, a
-// replay, a live recording's encoder) converts events while the write calls
-// run, and the fsync that Close does in place waits only for the tail.
+// into blocks that a goroutine of its own writes, and, for a live
+// recording, it syncs what it wrote as it goes, beside the writes. The
+// producer (an import, a replay, a live recording's encoder) converts events
+// while the write calls run, and the fsync that Close does for a live
+// recording waits only for the tail.
 //
-// A trace written in place (a live recording) is handed over at the end of
+// A live recording's trace (in its partial file) is handed over at the end of
 // each batch (push). The guarantee that a killed recording leaves a trace
 // readable up to its last batch needs no fsync: what write(2) took is in the
 // page cache, which outlives the process, and the goroutine writes the

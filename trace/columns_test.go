@@ -131,7 +131,7 @@ func BenchmarkWriteColumns(b *testing.B) {
 func TestWriteColumnsInPlaceSameBytes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "live.arrows")
 	var buf bytes.Buffer
-	fw, err := trace.Create(path, meta(), trace.WriterOptions{InPlace: true})
+	fw, err := trace.Create(path, meta(), trace.WriterOptions{Live: true})
 	if err != nil {
 		t.Fatal(err)
 	}

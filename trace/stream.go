@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/tracer-dev/tracer/internal/outfile"
 )
 
 // StreamWriter writes a trace whose length, and the number of events
@@ -41,7 +41,7 @@ import (
 type StreamWriter struct {
 	w         *Writer // schema, stack table, dictionaries; its IPC writer writes to pf
 	pf        *payloadFile
-	tmpPath   string
+	dest      *outfile.File
 	finalPath string
 	total     int64 // events announced
 	nulls     []int // events without a stack in each batch
@@ -74,25 +74,19 @@ var zeroBlock [8 * DefaultBatchRows]byte
 const streamPiece = 2048
 
 // CreateStream writes a trace of total events to path, as Create would (a
-// temporary file renamed into place on Close), in batches of
+// file with no name put at path on Close), in batches of
 // DefaultBatchRows; nulls[b] is the number of events with Stack NoStack in
 // batch b (events [b·DefaultBatchRows, (b+1)·DefaultBatchRows)).
 func CreateStream(path string, meta Meta, total int64, nulls []int) (*StreamWriter, error) {
 	if want := (total + DefaultBatchRows - 1) / DefaultBatchRows; int64(len(nulls)) != want {
 		return nil, fmt.Errorf("trace: create %s: %d null counts for %d batches", path, len(nulls), want)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
+	dest, err := outfile.Create(path)
 	if err != nil {
-		if f != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
 		return nil, fmt.Errorf("trace: create %s: %w", path, err)
 	}
-	s := &StreamWriter{tmpPath: f.Name(), finalPath: path, total: total, nulls: nulls, batch: -1,
+	f := dest.File()
+	s := &StreamWriter{dest: dest, finalPath: path, total: total, nulls: nulls, batch: -1,
 		pf: &payloadFile{f: f}, jobs: make(chan *pieceJob, 1), back: make(chan pieceBack, 2)}
 	s.piece = &s.pieces[0]
 	s.back <- pieceBack{p: &s.pieces[1]}
@@ -305,7 +299,7 @@ func (s *StreamWriter) flushPiece() error {
 	return nil
 }
 
-// Close ends the stream and renames the file into place. After a failed
+// Close ends the stream and puts the file at its path (outfile). After a failed
 // Close nothing is left at the destination.
 func (s *StreamWriter) Close() error {
 	if s.closed {
@@ -330,16 +324,12 @@ func (s *StreamWriter) Close() error {
 	if ferr := s.pf.flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("trace: write %s: %w", s.finalPath, ferr)
 	}
-	if cerr := s.pf.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("trace: close %s: %w", s.finalPath, cerr)
-	}
 	if err == nil {
-		if rerr := replaceFile(s.tmpPath, s.finalPath); rerr != nil {
-			err = fmt.Errorf("trace: %w", rerr)
+		if cerr := s.dest.Commit(); cerr != nil {
+			err = fmt.Errorf("trace: write %s: %w", s.finalPath, cerr)
 		}
-	}
-	if err != nil {
-		os.Remove(s.tmpPath)
+	} else {
+		s.dest.Abort()
 	}
 	w.err = err
 	if err == nil {
@@ -358,8 +348,7 @@ func (s *StreamWriter) Abort() {
 	s.stopPieces()
 	s.w.ipc.Close()
 	s.w.release()
-	s.pf.f.Close()
-	os.Remove(s.tmpPath)
+	s.dest.Abort()
 }
 
 // stopPieces waits for the pieces handed to writePieces to be written,

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/tracer-dev/tracer/internal/outfile"
 )
 
 // DefaultBatchRows is the number of events per Arrow record batch. A killed
@@ -20,13 +19,16 @@ const DefaultBatchRows = 64 << 10
 // WriterOptions tune a Writer. The zero value is fine.
 type WriterOptions struct {
 	BatchRows int // events per record batch; DefaultBatchRows when 0
-	// InPlace writes straight to the destination instead of a temporary file
-	// renamed on Close, and hands each batch to the file as it ends. Live
-	// recordings use it so that a killed process leaves a trace readable up
-	// to its last flushed batch; imports do not, so that a failed import
-	// leaves nothing behind.
-	InPlace bool
-	Mem     memory.Allocator // arrow allocator; memory.DefaultAllocator when nil
+	// Live is for a live recording, which cannot be made again: the trace
+	// is written to a visible partial file beside the destination
+	// (outfile.PartialPattern: trace.partial-*.arrows for trace.arrows),
+	// each batch handed to the file as it ends and synced as it goes, and
+	// renamed to the destination at Close. A killed process leaves that
+	// file, readable up to its last flushed batch. Otherwise the trace
+	// goes to a file with no name until Close (outfile.Create), so that a
+	// failed or killed write leaves nothing behind.
+	Live bool
+	Mem  memory.Allocator // arrow allocator; memory.DefaultAllocator when nil
 	// Events, when known, is how many events will be written: the batch
 	// buffers that WriteEvents fills are then sized once, to the batch or
 	// to what is left of the trace, instead of grown as events come. A
@@ -38,10 +40,9 @@ type WriterOptions struct {
 // Memory is bounded by one batch plus the stack table.
 type Writer struct {
 	out       io.Writer
-	file      *os.File
-	async     *asyncFile // file's writer
-	inPlace   bool       // async hands each batch to the file as it ends
-	tmpPath   string     // "" when writing in place or to a plain io.Writer
+	dest      *outfile.File // nil for a plain io.Writer
+	async     *asyncFile    // dest's writer
+	live      bool          // async hands each batch to the file as it ends
 	finalPath string
 
 	mem    memory.Allocator
@@ -62,48 +63,51 @@ type Writer struct {
 	closed          bool
 }
 
-// Create writes a trace to path. Unless opts.InPlace, the events go to a
-// temporary file in the same directory that Close renames to path, so a
-// failed, killed or interrupted write leaves nothing at path.
+// Create writes a trace to path. Unless opts.Live, the events go to a file
+// with no name (outfile.Create) that Close puts at path whole, so a failed,
+// killed or interrupted write leaves nothing at path. A path that is not a
+// regular file (a device, a FIFO, "-" for standard output) gets the trace
+// copied to it at Close; a symbolic link at path is replaced.
 //
-// That temporary file is not fsynced before the rename, as go build, cp and
+// That file is not fsynced before it is put in place, as go build, cp and
 // tar do not sync theirs: such a trace is made from something that still
 // exists (a snapshot, another trace) and can be made again, and the sync
 // would be 10-25% of an import's time. What it gives up is the power-loss
-// case: a machine that goes down right after the rename may leave a short
-// or empty file at path, which the reader then refuses as cut short or not
-// a trace, never misreads. A live recording (InPlace) cannot be made again,
-// so it syncs as it goes and at Close (asyncfile.go). A file already at
-// path is unlinked just before the rename, not renamed over (replaceFile),
-// so a reader opening path in that moment finds nothing there.
+// case: a machine that goes down right after Close may leave a short or
+// empty file at path, which the reader then refuses as cut short or not a
+// trace, never misreads. A live recording cannot be made again, so it
+// syncs as it goes and at Close (asyncfile.go).
 func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
-	var f *os.File
+	var dest *outfile.File
 	var err error
-	w := &Writer{finalPath: path}
-	if opts.InPlace {
-		f, err = os.Create(path)
+	if opts.Live {
+		dest, err = outfile.CreatePartial(path)
 	} else {
-		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-		if f != nil {
-			w.tmpPath = f.Name()
-			// CreateTemp makes the file private; a trace is an ordinary output.
-			err = f.Chmod(0o644)
-		}
+		dest, err = outfile.Create(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("trace: create %s: %w", path, err)
 	}
-	w.file = f
-	if opts.InPlace {
+	w := &Writer{finalPath: path, dest: dest}
+	if opts.Live {
 		// A killed recording must leave its batches in the file: each goes
 		// to the writing goroutine as it ends (writeBatch).
-		w.inPlace = true
-		w.async = newAsyncFile(f, liveBlocks, liveSyncEvery)
+		w.live = true
+		w.async = newAsyncFile(dest.File(), liveBlocks, liveSyncEvery)
 	} else {
-		w.async = newAsyncFile(f, asyncBlocks, 0)
+		w.async = newAsyncFile(dest.File(), asyncBlocks, 0)
 	}
 	w.init(w.async, meta, opts)
 	return w, nil
+}
+
+// Partial is the file a live recording is being written to until Close
+// ("" for other writers).
+func (w *Writer) Partial() string {
+	if w.dest == nil {
+		return ""
+	}
+	return w.dest.Partial()
 }
 
 // NewWriter writes a trace to out. Close flushes it but does not close out.
@@ -376,16 +380,17 @@ func (w *Writer) writeBatch(c *columns) error {
 	if err := w.ipc.Write(rec); err != nil {
 		return fmt.Errorf("trace: write batch: %w", err)
 	}
-	if w.inPlace {
+	if w.live {
 		// The batch goes to the file now, not once a block is full.
 		w.async.push()
 	}
 	return nil
 }
 
-// Close flushes the last batch, ends the stream and, for Create, renames the
-// temporary file into place. After a failed Close nothing is left at the
-// destination (unless InPlace).
+// Close flushes the last batch, ends the stream and, for Create, puts the
+// file at its path. After a failed Close nothing is left at the
+// destination; a live recording's partial file stays, and the error says
+// where.
 func (w *Writer) Close() error {
 	if w.closed {
 		return w.err
@@ -406,24 +411,21 @@ func (w *Writer) Close() error {
 			err = fmt.Errorf("trace: write %s: %w", w.finalPath, ferr)
 		}
 	}
-	if w.file != nil {
-		if w.inPlace { // a temporary file is not synced: see Create
-			if serr := w.file.Sync(); err == nil && serr != nil {
+	if w.dest != nil {
+		if w.live { // other outputs are not synced: see Create
+			if serr := w.dest.File().Sync(); err == nil && serr != nil {
 				err = fmt.Errorf("trace: sync %s: %w", w.finalPath, serr)
 			}
 		}
-		if cerr := w.file.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("trace: close %s: %w", w.finalPath, cerr)
-		}
-		if w.tmpPath != "" {
-			if err == nil {
-				if rerr := replaceFile(w.tmpPath, w.finalPath); rerr != nil {
-					err = fmt.Errorf("trace: %w", rerr)
-				}
+		if err == nil {
+			if cerr := w.dest.Commit(); cerr != nil {
+				err = fmt.Errorf("trace: write %s: %w", w.finalPath, cerr)
 			}
-			if err != nil {
-				os.Remove(w.tmpPath)
-			}
+		} else if w.live && w.dest.Partial() != "" {
+			w.dest.File().Close() // the partial recording stays: say where
+			err = fmt.Errorf("%w (the recording so far is in %s)", err, w.dest.Partial())
+		} else {
+			w.dest.Abort()
 		}
 	}
 	w.err = err
@@ -433,23 +435,8 @@ func (w *Writer) Close() error {
 	return err
 }
 
-// replaceFile renames tmp to path. A regular file already at path is
-// unlinked first: renamed over, it would make ext4 (auto_da_alloc) start
-// writing tmp's data out within the rename, a safeguard for writers that
-// skip fsync which costs about as long as writing the file (10 ms for a
-// 9 MB trace, a quarter of a small import). Create does not sync the
-// temporary file by design (see there), so it gives up nothing the comment
-// there does not already: between the unlink and the rename nothing is at
-// path, as after a failed write.
-func replaceFile(tmp, path string) error {
-	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() {
-		os.Remove(path) // if this fails, the rename replaces it as before
-	}
-	return os.Rename(tmp, path)
-}
-
-// Abort discards the output: the temporary file is removed and nothing
-// appears at the destination. Safe to call after Close (then it does nothing).
+// Abort discards the output: nothing appears at the destination, and a
+// live recording's partial file is removed. Safe to call after Close (then it does nothing).
 func (w *Writer) Abort() {
 	if w.closed {
 		return
@@ -461,11 +448,8 @@ func (w *Writer) Abort() {
 	if w.async != nil {
 		w.async.finish()
 	}
-	if w.file != nil {
-		w.file.Close()
-		if w.tmpPath != "" {
-			os.Remove(w.tmpPath)
-		}
+	if w.dest != nil {
+		w.dest.Abort()
 	}
 }
 

@@ -83,7 +83,7 @@ func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64
 	}
 	r, err := in.Resolve(s)
 	if err != nil {
-		return nil, "", usagef("%v", err)
+		return nil, "", err
 	}
 	run, err := pipeline.Replay(ctx, in, r, pipeline.Options{Analysis: aopt})
 	if err != nil {

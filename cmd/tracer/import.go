@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/record"
 )
 
@@ -51,7 +52,10 @@ store the per-process memory limit either: give it with --fraction and
 recording.
 
 Several files (one per rank) import in parallel. Each output is written to a
-temporary file and renamed at the end: a failed import leaves nothing behind.
+file with no name that takes the output's name at the end: a failed or
+interrupted import leaves nothing behind. An output that is one of the inputs,
+or that two inputs would share, is refused. "-o -" writes the trace to
+standard output; a device or FIFO is written to, never replaced.
 Decoded events wait in an unlinked scratch file beside the output (56 bytes per
 trace entry: the disk there needs the room), so memory stays small: a 9 MB
 snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
@@ -72,7 +76,7 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 			return runF(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "output trace (one input) or directory (several); default: beside each input, .arrows")
+	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "output trace (one input; - for stdout) or directory (several); default: beside each input, .arrows")
 	cmd.Flags().Float64Var(&opts.Fraction, "fraction", 0, "the run's torch.cuda.set_per_process_memory_fraction, which snapshots do not record")
 	cmd.Flags().StringVar(&opts.Total, "total-memory", "", "the GPU's total memory (e.g. 80GiB), needed with --fraction")
 	cmd.Flags().StringVar(&opts.Device, "device-name", "", "the GPU's name, for the record")
@@ -104,7 +108,11 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		if r.Truncated {
 			note = fmt.Sprintf(", history wrapped: %d reconstructed events restore the state at its start", r.Reconstructed)
 		}
-		fmt.Fprintf(opts.Stdout, "%s: %d events, %d device(s)%s\n", r.Out, r.Events, r.Devices, note)
+		say := opts.Stdout
+		if r.Out == outfile.Stdout {
+			say = opts.Stderr // the trace itself goes to stdout
+		}
+		fmt.Fprintf(say, "%s: %d events, %d device(s)%s\n", r.Out, r.Events, r.Devices, note)
 		for name, n := range r.Skipped {
 			fmt.Fprintf(opts.Stderr, "warning: %s: skipped %d events with unknown action %q\n", r.In, n, name)
 		}

@@ -9,8 +9,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
+	"time"
+	"unicode/utf8"
 
+	"github.com/tracer-dev/tracer/internal/outfile"
+	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/internal/textpages"
 )
 
@@ -18,25 +23,67 @@ func main() {
 	// Initialization touched pages of nearly every package linked in;
 	// let only those the command uses stay resident (see textpages).
 	textpages.Release()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go stopOn(sigs, cancel, os.Stderr)
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// interrupted is the cause of a command's context cancelled by a signal.
+type interrupted struct{ sig syscall.Signal }
+
+func (e *interrupted) Error() string {
+	if e.sig == syscall.SIGINT {
+		return "interrupted (SIGINT)"
+	}
+	return "stopped (SIGTERM)" // the only other signal stopOn is sent
+}
+
+// status is the exit status of a process that a signal stopped.
+func (e *interrupted) status() int { return 128 + int(e.sig) }
+
+// stopGrace is how long a command has, after the first signal, to stop and
+// remove what it was writing before the process ends anyway.
+const stopGrace = 3 * time.Second
+
+// forwarding is set while a command hands signals to a program it runs
+// (record -- PROGRAM): the program decides when it ends, and stopOn does
+// not end the process.
+var forwarding atomic.Bool
+
+// stopOn cancels the command's context at the first SIGINT or SIGTERM:
+// every command stops between two pieces of work, removes what it was
+// writing, and run returns 130 or 143. A command stuck in a system call (a
+// FIFO that no one opens) that has not returned stopGrace later, or a
+// second signal, ends the process: outputs are unnamed files until they
+// are complete (internal/outfile), so nothing half-written stays.
+func stopOn(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer) {
+	s, _ := (<-sigs).(syscall.Signal)
+	cause := &interrupted{s}
+	cancel(cause)
+	grace := time.After(stopGrace)
+	for {
+		select {
+		case <-sigs:
+		case <-grace:
+		}
+		if !forwarding.Load() {
+			fmt.Fprintf(stderr, "tracer: %v\n", cause)
+			os.Exit(cause.status())
+		}
+	}
 }
 
 // run executes one command line and returns the process exit status:
-// 0 success, 1 failure, 2 usage error. Errors are printed once, on one line.
+// 0 success, 1 failure, 2 usage error, 128+N after signal N stopped the
+// command. Errors are printed once, on one line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
-	}
-	var ue *usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
-		fmt.Fprintf(stderr, "tracer: %v\nRun 'tracer --help' for usage.\n", err)
-		return 2
 	}
 	var ex *exitError
 	if errors.As(err, &ex) {
@@ -45,8 +92,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ex.code
 	}
-	fmt.Fprintf(stderr, "tracer: %v\n", err)
+	var sig *interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		fmt.Fprintf(stderr, "tracer: %v\n", sig)
+		return sig.status()
+	}
+	var ue *usageError
+	var ce *outfile.ConflictError
+	var se *pipeline.SettingsError
+	if errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &se) || isCobraUsage(err) {
+		fmt.Fprintf(stderr, "tracer: %s\nRun 'tracer --help' for usage.\n", clipLine(err.Error()))
+		return 2
+	}
+	fmt.Fprintf(stderr, "tracer: %s\n", clipLine(err.Error()))
 	return 1
+}
+
+// maxLine bounds an error line: a value echoed in it (a conf string, a
+// token of one) may be any size.
+const maxLine = 400
+
+// clipLine cuts msg to maxLine bytes, saying how long it was.
+func clipLine(msg string) string {
+	if len(msg) <= maxLine {
+		return msg
+	}
+	cut := maxLine
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", msg[:cut], len(msg))
 }
 
 // usageError is a mistake in the command line: exit status 2.

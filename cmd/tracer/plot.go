@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/plots"
 	"github.com/tracer-dev/tracer/replay"
@@ -92,6 +93,9 @@ a peak is never lost. Without TRACE the built-in sample is drawn.`,
 }
 
 func runPlot(ctx context.Context, opts *plotOptions) error {
+	if err := outfile.Check(opts.Out, opts.Traces...); err != nil {
+		return err
+	}
 	paths := opts.Traces
 	if len(paths) == 0 {
 		paths = []string{""}
@@ -140,6 +144,9 @@ func runPlot(ctx context.Context, opts *plotOptions) error {
 		}
 	}
 	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := plots.Save(p, opts.Out); err != nil {
@@ -191,7 +198,7 @@ func comparePlot(ctx context.Context, opts *plotOptions, inputs []*pipeline.Inpu
 	for _, s := range settings {
 		r, err := inputs[0].Resolve(s)
 		if err != nil {
-			return nil, usagef("%v", err)
+			return nil, err
 		}
 		run, err := pipeline.Replay(ctx, inputs[0], r, pipeline.Options{Replayer: &rp})
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/outfile"
+	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/record"
 )
 
@@ -57,11 +59,21 @@ With a program after --, tracer runs it unchanged with PyTorch's memory
 history switched on from its start (a startup hook on PYTHONPATH), and when
 it ends (normally, on an exception, on a CUDA OOM, on Ctrl-C or SIGTERM,
 which tracer forwards) imports the snapshot it dumps. The program's output
-and exit status pass through; tracer exits with the program's status.
+and exit status pass through; tracer exits with the program's status. A
+second Ctrl-C or SIGTERM kills the program (SIGKILL: nothing is dumped), and
+the program dies with tracer if tracer is killed. A snapshot that fails to
+import is kept beside OUT (OUT's name, .snapshot-PID.pickle), and tracer
+says so. Processes the program started that outlive it are named in a
+warning: their history is not recorded.
 
-The trace is written in place, in batches of at most 64K events and at least
-one a second, so a killed recording leaves a readable trace ('tracer info'
-says it was cut short).`,
+A workload's trace grows in OUT.partial-*.arrows beside OUT (the name
+without its extension, then .partial-, digits, the extension), written in
+batches of at most 64K events and at least one a second, and takes OUT's
+name when the recording ends, so that OUT is always whole: a recording
+killed mid-run leaves that partial file, a trace readable up to its last
+batch ('tracer info' says it was cut short). Ctrl-C or SIGTERM stops the
+workload and keeps what it recorded at OUT (exit status 130 or 143).
+A symbolic link at OUT is replaced, not written through.`,
 		Example: `  # The default workload, on the GPU if there is one, into trace.arrows
   tracer record
 
@@ -83,6 +95,9 @@ says it was cut short).`,
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usagef("unexpected argument %q: put the program after --, as in: tracer record -- python train.py", args[0])
 			}
+			if len(args) == 0 && cmd.ArgsLenAtDash() == 0 {
+				return usagef("no program after --: tracer record -- python train.py records a program; without -- a workload")
+			}
 			opts.Command = args
 			opts.ConfGiven = cmd.Flags().Changed("conf")
 			if !opts.ConfGiven {
@@ -102,7 +117,7 @@ says it was cut short).`,
 	f.StringVarP(&opts.Workload, "workload", "w", "", "built-in workload name or workload file (default "+record.DefaultWorkload+")")
 	f.StringVar(&opts.Device, "device", record.DeviceAuto, "where memory comes from: cuda, sim, or auto (the GPU if there is one)")
 	f.IntVar(&opts.GPU, "gpu", 0, "CUDA device ordinal for --device cuda")
-	f.StringVarP(&opts.Out, "output", "o", "trace.arrows", "output trace")
+	f.StringVarP(&opts.Out, "output", "o", "trace.arrows", "output trace (- for stdout)")
 	f.BoolVar(&opts.List, "list-workloads", false, "list the built-in workloads and exit")
 	f.StringVar(&opts.Conf, "conf", "", "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: $PYTORCH_CUDA_ALLOC_CONF)")
 	f.StringVar(&opts.Limit, "limit", "", "cap on reserved memory, e.g. 1100MiB (as set_per_process_memory_fraction)")
@@ -166,6 +181,11 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 	if name == "" {
 		name = record.DefaultWorkload
 	}
+	if _, ok := record.Builtin(name); !ok {
+		if err := outfile.Check(opts.Out, name); err != nil {
+			return err
+		}
+	}
 	w, err := record.LoadWorkload(name)
 	if err != nil {
 		return err
@@ -179,7 +199,7 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 		if !opts.ConfGiven {
 			src = "PYTORCH_CUDA_ALLOC_CONF"
 		}
-		return usagef("%s %q: %v", src, opts.Conf, err)
+		return usagef("%s %s: %v", src, pipeline.Clip(opts.Conf), err)
 	}
 	var limit, simMem int64
 	if opts.Limit != "" {
@@ -209,7 +229,11 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 	res, err := record.Record(ctx, ro)
 	if res != nil {
 		st := res.Stats
-		fmt.Fprintf(opts.Stdout, "%s on %s: %d events in %v, peak reserved %s, peak allocated %s → %s\n",
+		say := opts.Stdout
+		if opts.Out == outfile.Stdout {
+			say = opts.Stderr // the trace itself goes to stdout
+		}
+		fmt.Fprintf(say, "%s on %s: %d events in %v, peak reserved %s, peak allocated %s → %s\n",
 			res.Workload, res.Device, res.Events, roundDuration(res.Elapsed), allocator.FormatSize(st.ReservedBytes[0].Peak),
 			allocator.FormatSize(st.AllocatedBytes[0].Peak), res.Out)
 		if res.SampleErr != nil {
@@ -224,6 +248,14 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 }
 
 func runRecordProgram(ctx context.Context, opts *recordOptions) error {
+	// The program's own files (its script, what it reads) are inputs too.
+	if err := outfile.Check(opts.Out, opts.Command...); err != nil {
+		return err
+	}
+	// The program decides when it ends: tracer forwards it signals
+	// (record.RecordProgram) and waits, rather than ending on its own.
+	forwarding.Store(true)
+	defer forwarding.Store(false)
 	po := record.ProgramOptions{
 		Args: opts.Command, Out: opts.Out, MaxEntries: opts.MaxEntries, Stacks: opts.Stacks,
 		Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,

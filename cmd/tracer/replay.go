@@ -12,6 +12,7 @@ import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/cuda"
+	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/record"
 	"github.com/tracer-dev/tracer/trace"
@@ -94,7 +95,7 @@ Without TRACE, the built-in sample trace is replayed.`,
 	f.Int64Var(&opts.Round, "round", 0, "rounding quantum in bytes, a power of two (PyTorch: 512)")
 	f.StringVar(&opts.Limit, "limit", "", `per-process memory limit, e.g. 24GiB, 512MiB, bytes, or "none"`)
 	f.StringVar(&opts.Device, "device", "sim", "sim (simulated device) or cuda (real GPU memory)")
-	f.StringVarP(&opts.Output, "output", "o", "", "write the replayed events as a trace")
+	f.StringVarP(&opts.Output, "output", "o", "", "write the replayed events as a trace (- for stdout; the report then goes to stderr)")
 	f.BoolVar(&opts.JSON, "json", false, "print JSON (a stable contract) instead of text")
 	return cmd
 }
@@ -192,7 +193,7 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	}
 	want, err := in.Resolve(s)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	base, err := in.RecordedSettings()
 	if err != nil {
@@ -218,6 +219,14 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 		want.Recorded = false
 	}
 	var w *trace.Writer
+	if opts.Output != "" {
+		if err := outfile.Check(opts.Output, opts.Path); err != nil {
+			return err
+		}
+		if opts.Output == outfile.Stdout {
+			opts.Out = opts.Err // the trace itself goes to stdout
+		}
+	}
 	create := func() error {
 		if opts.Output == "" {
 			return nil

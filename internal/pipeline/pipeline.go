@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
@@ -69,12 +70,29 @@ func (in *Input) Reader() (*trace.Reader, error) {
 	if in.Sample {
 		return trace.NewReader(bytes.NewReader(sample.Bytes()), "built-in sample")
 	}
-	if st, err := os.Stat(in.Path); err == nil && !st.IsDir() && st.Size() > 0 {
+	if st, err := os.Stat(in.Path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+		// A FIFO would block the open until a writer comes, and a trace
+		// is read more than once (a replay beside the analysis).
+		return nil, fmt.Errorf("%s is not a regular file (%s): a trace is read more than once; save it to a file first", in.Path, kindOf(st.Mode()))
+	} else if err == nil && !st.IsDir() && st.Size() > 0 {
 		if looksLikeSnapshot(in.Path) {
 			return nil, fmt.Errorf("%s: this is a PyTorch snapshot, not a trace: run 'tracer import %s' first", in.Path, in.Path)
 		}
 	}
 	return trace.Open(in.Path)
+}
+
+// kindOf names a file type that is neither a regular file nor a directory.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a plain file"
 }
 
 // looksLikeSnapshot recognises a pickle (0x80 protocol byte) or a JSON
@@ -136,7 +154,7 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 	recorded := in.Meta.AllocConf
 	conf, err := parseConf(recorded)
 	if err != nil {
-		return Resolved{}, fmt.Errorf("%s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in.Name, recorded, err)
+		return Resolved{}, fmt.Errorf("%s: recorded PYTORCH_CUDA_ALLOC_CONF %s: %v", in.Name, Clip(recorded), err)
 	}
 	r := Resolved{Total: in.Meta.DeviceTotal, Limit: in.Meta.MemoryLimit}
 	if s.Conf != "" {
@@ -145,14 +163,14 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 			merged = recorded + "," + s.Conf
 		}
 		if conf, err = parseConf(merged); err != nil {
-			return Resolved{}, fmt.Errorf("--conf %q: %v", s.Conf, err)
+			return Resolved{}, &SettingsError{fmt.Errorf("--conf %s: %v", Clip(s.Conf), err)}
 		}
 	}
 	if s.Round != 0 {
 		conf.MinBlockSize = s.Round
 	}
 	if err := conf.Validate(); err != nil {
-		return Resolved{}, err
+		return Resolved{}, &SettingsError{err}
 	}
 	switch {
 	case s.Limit > 0:
@@ -172,6 +190,27 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 	r.FillsLimit = confEqual(conf, base) && r.Limit > 0 && r.Limit != in.Meta.MemoryLimit && in.LimitUnknown()
 	r.Label = label(conf, r.Limit)
 	return r, nil
+}
+
+// SettingsError is a problem with the settings asked for (a command's
+// flags), not with the trace: a usage error.
+type SettingsError struct{ Err error }
+
+func (e *SettingsError) Error() string { return e.Err.Error() }
+func (e *SettingsError) Unwrap() error { return e.Err }
+
+// Clip quotes s for an error message, cut to its first 80 bytes (and its
+// length) when longer: a conf string may be any size.
+func Clip(s string) string {
+	const keep = 80
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	cut := keep
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
 
 // RecordedSettings are the settings the trace was recorded under.
