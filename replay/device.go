@@ -46,8 +46,8 @@ type deviceReplay struct {
 	expect     []expected
 	expectHead int
 
-	poolsSeen map[allocator.PoolID]bool
-	private   []allocator.SegmentInfo // Options.PrivateSegments of private pools
+	pools   poolRoute               // private pools (pools.go)
+	private []allocator.SegmentInfo // Options.PrivateSegments of private pools
 
 	// The request being replayed, for the TimeUs and Stack of what it emits.
 	curTime  int64
@@ -231,7 +231,7 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 		r.hold(ev)
 		return nil
 	case trace.KindAlloc:
-		if r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0 {
+		if r.plain(ev) && ev.Pool.IsDefault() && !r.routed() {
 			return r.alloc(ev)
 		}
 	}
@@ -375,6 +375,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanMalloc(ev.Addr, ev.Size)
 		}
+		if r.annotate {
+			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size}
+		}
 		r.expectEv(ev)
 	case trace.KindSegmentMap:
 		// A malloc creates at most one expandable segment, before mapping
@@ -386,6 +389,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
+		r.segmentFreed(ev)
 		r.reclaim = append(r.reclaim, *ev)
 		r.expectEv(ev)
 	case trace.KindAlloc:
@@ -393,12 +397,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
-		pool, private := r.privatePool(ev.Addr)
-		if !ev.Pool.IsDefault() {
-			// The trace names the pool (tracer import tags allocations in
-			// segments a snapshot reports as private).
-			pool, private = allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, true
-		}
+		pool := r.allocPool(ev)
+		private := !pool.IsDefault()
 		if private {
 			if err := r.beginPool(pool, ev.Stream); err != nil {
 				return false, err
@@ -413,6 +413,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			if !allocator.IsOOM(err) {
 				return false, err
 			}
+			r.pools.fresh = allocator.SegmentInfo{}
 			if r.annotate {
 				r.leave(ev)
 			}
@@ -420,6 +421,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, nil
 		}
 		r.addrs.Put(ev.Addr, blockRef{addr, h})
+		r.allocated(ev, pool)
 		if r.annotate {
 			r.placed(ev, addr, h)
 		}
@@ -536,6 +538,9 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
 		}
 	}
+	if !byMalloc {
+		r.releasePools()
+	}
 	r.reclaim = r.reclaim[:0]
 	if byMalloc {
 		return nil
@@ -604,39 +609,5 @@ func (r *deviceReplay) applyRestore() error {
 		r.outSeq++
 		r.obs.Event(e)
 	}
-	return nil
-}
-
-// privatePool reports the private pool whose segment holds the recorded
-// address addr, if Options.PrivateSegments names one.
-func (r *deviceReplay) privatePool(addr uint64) (allocator.PoolID, bool) {
-	for i := range r.private {
-		s := &r.private[i]
-		if addr >= s.Addr && addr < s.Addr+uint64(s.Size) {
-			return s.Pool, true
-		}
-	}
-	return allocator.PoolID{}, false
-}
-
-// beginPool routes the next malloc on stream to private pool id. The pool is
-// created, and kept in use, on its first appearance, after the empty_cache()
-// with which torch.cuda.graph starts a capture.
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64) error {
-	filter := func(s uint64) bool { return s == stream }
-	if r.poolsSeen == nil {
-		r.poolsSeen = map[allocator.PoolID]bool{}
-	}
-	if !r.poolsSeen[id] {
-		r.poolsSeen[id] = true
-		r.res.EmptyCaches++
-		if err := r.a.EmptyCache(); err != nil {
-			return err
-		}
-		r.a.BeginAllocateToPool(id, filter)
-		return nil
-	}
-	r.a.BeginAllocateToPool(id, filter)
-	r.a.ReleasePool(id) // keep one use, held since the first appearance
 	return nil
 }

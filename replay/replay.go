@@ -343,7 +343,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				}
 			}
 			r.hold(ev)
-		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0:
+		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && !r.routed():
 			err = r.alloc(ev)
 		default:
 			err = r.push(ev)
