@@ -387,6 +387,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanReserve(ev.Addr)
 		}
+		if r.annotate && r.pools.fresh.Size == 0 {
+			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size, Expandable: true}
+		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
 		r.segmentFreed(ev)

@@ -50,7 +50,7 @@ const inventedPool = 1 << 63
 // routed reports whether an alloc may need more than the default pools:
 // Options.PrivateSegments names some, or the annotation is inferring pools.
 func (r *deviceReplay) routed() bool {
-	return len(r.private) > 0 || r.pools.fresh.Size != 0 || len(r.pools.segs) != 0
+	return len(r.private) > 0 || r.pools.fresh.Size != 0 || len(r.pools.segs) != 0 || r.pools.made != 0
 }
 
 // privatePool reports the private pool whose segment holds the recorded
@@ -85,7 +85,19 @@ func (r *deviceReplay) allocPool(ev *trace.Event) allocator.PoolID {
 
 // inferPool is allocPool's inference for the recorded alloc ev.
 func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
-	if r.pools.fresh.Size == 0 || r.pools.fresh.Addr != ev.Addr {
+	f := &r.pools.fresh
+	if f.Expandable {
+		// With expandable segments the request mapped pages: into a
+		// segment the model knows (whose pool it is), or into a new
+		// reservation, which a pool makes only when it has none for the
+		// stream.
+		if p, ok := r.a.ExpandableOwner(f.Addr); ok {
+			return p
+		}
+	} else if f.Size == 0 || f.Addr != ev.Addr {
+		if p, ok := r.a.ExpandableOwner(ev.Addr); ok {
+			return p
+		}
 		for i := range r.pools.segs {
 			s := &r.pools.segs[i]
 			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
@@ -98,7 +110,7 @@ func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
 	if !cand.IsDefault() && !r.a.InUse(cand) {
 		cand = allocator.PoolID{} // released: its graphs are gone
 	}
-	if !r.a.Fits(cand, ev.Size, ev.Stream) {
+	if !r.a.Fits(cand, ev.Size, ev.Stream) && !(f.Expandable && r.a.HasExpandable(cand, ev.Size, ev.Stream)) {
 		return cand
 	}
 	r.pools.made++
@@ -118,7 +130,7 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		r.pools.last = map[uint64]allocator.PoolID{}
 	}
 	r.pools.last[ev.Stream] = p
-	if f := r.pools.fresh; f.Size != 0 && f.Addr == ev.Addr && !p.IsDefault() {
+	if f := r.pools.fresh; f.Size != 0 && !f.Expandable && f.Addr == ev.Addr && !p.IsDefault() {
 		f.Pool = p
 		r.pools.segs = append(r.pools.segs, f)
 	}
@@ -129,6 +141,12 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 // segment_unmap ev with the pool of the segment it frees.
 func (r *deviceReplay) segmentFreed(ev *trace.Event) {
 	if !r.annotate || !ev.Pool.IsDefault() {
+		return
+	}
+	if ev.Kind == trace.KindSegmentUnmap {
+		if p, ok := r.a.ExpandableOwner(ev.Addr); ok {
+			ev.Pool = trace.PoolID{A: p.A, B: p.B}
+		}
 		return
 	}
 	for i := range r.pools.segs {
