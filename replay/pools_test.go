@@ -1,0 +1,118 @@
+package replay
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+const mib = 1 << 20
+
+// captureTrace is a CUDA graph capture as torch 2.11 records it, with no
+// pool ids: on stream 7, a default-pool segment keeps a block while the rest
+// of it is free (so the capture's empty_cache cannot return it); the capture
+// then makes a new segment for a request that free rest could serve (so the
+// capture's pool made it), puts a second block after the first, and frees
+// both; an empty_cache after the graph is destroyed frees both segments.
+func captureTrace() []trace.Event {
+	const a, b = 0x10000000, 0x20000000
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: a, Size: 20 * mib, Stream: 7},
+		{Kind: trace.KindAlloc, Addr: a, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindAlloc, Addr: a + 4*mib, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeRequested, Addr: a + 4*mib, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeCompleted, Addr: a + 4*mib, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindSegmentAlloc, Addr: b, Size: 20 * mib, Stream: 7},
+		{Kind: trace.KindAlloc, Addr: b, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindAlloc, Addr: b + 4*mib, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeRequested, Addr: b, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeCompleted, Addr: b, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeRequested, Addr: b + 4*mib, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeCompleted, Addr: b + 4*mib, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeRequested, Addr: a, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindFreeCompleted, Addr: a, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindSegmentFree, Addr: a, Size: 20 * mib, Stream: 7},
+		{Kind: trace.KindSegmentFree, Addr: b, Size: 20 * mib, Stream: 7},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
+	}
+	return evs
+}
+
+func annotatePools(t *testing.T, evs []trace.Event) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(),
+		Recorded: true, SkipCompare: true, Annotate: true,
+		Left: func(ev *trace.Event) { t.Errorf("the model left the recording at seq %d", ev.Seq) }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestInferPools: the annotation tags the capture's allocations and its
+// segment's free with one private (graph) pool, and the default-pool ones
+// with none.
+func TestInferPools(t *testing.T) {
+	evs := captureTrace()
+	annotatePools(t, evs)
+	p := evs[6].Pool
+	if p.IsDefault() || p.A == 0 {
+		t.Fatalf("the capture's alloc has pool %v, want a graph pool", p)
+	}
+	for _, i := range []int{7, 15} {
+		if evs[i].Pool != p {
+			t.Errorf("event %d (%s) has pool %v, want %v", i, evs[i].Kind, evs[i].Pool, p)
+		}
+	}
+	for _, i := range []int{1, 2, 14} {
+		if !evs[i].Pool.IsDefault() {
+			t.Errorf("event %d (%s) has pool %v, want the default pools", i, evs[i].Kind, evs[i].Pool)
+		}
+	}
+}
+
+// TestInferPools_memPool: a pool first met on stream 0 is a MemPool (graph
+// captures never run on the legacy default stream).
+func TestInferPools_memPool(t *testing.T) {
+	evs := captureTrace()
+	for i := range evs {
+		evs[i].Stream = 0
+	}
+	annotatePools(t, evs)
+	if p := evs[6].Pool; p.A != 0 || p.B == 0 {
+		t.Fatalf("the alloc has pool %v, want a MemPool", p)
+	}
+}
+
+// TestReleasePools: an empty_cache that frees a private pool's segment
+// releases the pool first, as PyTorch does once the graph is destroyed: the
+// replay returns both segments, in the annotation and in a replay of the
+// tagged trace under other settings.
+func TestReleasePools(t *testing.T) {
+	evs := captureTrace()
+	res := annotatePools(t, evs)
+	check := func(what string, res *Result) {
+		t.Helper()
+		st := res.Devices[0].Stats
+		if got := st.Segment[0].Current; got != 0 {
+			t.Errorf("%s: %d segments left, want 0", what, got)
+		}
+		if st.NumDeviceFree != 2 {
+			t.Errorf("%s: num_device_free %d, want 2", what, st.NumDeviceFree)
+		}
+	}
+	check("annotating", res)
+	conf, err := allocator.ParseConf("max_split_size_mb:64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = Run(context.Background(), NewSliceSource(evs), Options{Conf: conf}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("replayed", res)
+}
