@@ -102,3 +102,29 @@ func TestExpandableOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyPoolCache_sync: the empty_cache of one private pool (a MemPool's
+// destruction) syncs, and counts in num_sync_all_streams, only when the pool
+// is freeable, and returns that pool's segments alone.
+func TestEmptyPoolCache_sync(t *testing.T) {
+	h := newHarness(t, "", 80*gib)
+	pool := PoolID{B: 1}
+	h.free(h.malloc(4 * mib)) // a cached default segment
+	h.a.BeginAllocateToPool(pool, nil)
+	h.free(h.malloc(4 * mib))
+	h.a.EndAllocateToPool(pool)
+	if err := h.a.EmptyPoolCache(pool); err != nil {
+		t.Fatal(err)
+	}
+	h.stats(map[string]int64{"num_sync_all_streams": 0, "segment.all.current": 2})
+	h.a.ReleasePool(pool)
+	if err := h.a.EmptyPoolCache(pool); err != nil {
+		t.Fatal(err)
+	}
+	h.check()
+	h.stats(map[string]int64{"num_sync_all_streams": 1, "segment.all.current": 1, "num_device_free": 1})
+	if err := h.a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	h.stats(map[string]int64{"num_sync_all_streams": 2, "segment.all.current": 0})
+}

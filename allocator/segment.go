@@ -129,6 +129,9 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		if pp.useCount > 0 || (!id.IsDefault() && pid != id) {
 			continue
 		}
+		if !id.IsDefault() {
+			a.syncPoolEvents(pp)
+		}
 		if err := a.releaseBlocks(pp.small); err != nil {
 			return err
 		}
@@ -140,6 +143,33 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		}
 	}
 	return nil
+}
+
+// syncPoolEvents is synchronize_and_free_events for one private pool, as
+// the empty_cache of that pool alone (a MemPool's destruction) runs it: it
+// counts in num_sync_all_streams and frees the pool's pending blocks.
+func (a *Allocator) syncPoolEvents(pp *privatePool) {
+	a.stats.NumSyncAllStreams++
+	var freed []blockID
+	out := a.pending[:0]
+	a.done = 0
+	for _, id := range a.pending {
+		b := &a.blocks[id]
+		switch {
+		case a.pools[b.pool].owner == pp:
+			freed = append(freed, id)
+		case b.events < 0:
+			a.done++
+			fallthrough
+		default:
+			out = append(out, id)
+		}
+	}
+	a.pending = out
+	for _, id := range freed {
+		a.blocks[id].events = 0
+		a.freeBlock(id)
+	}
 }
 
 func (a *Allocator) hasExpandable(pp *privatePool) bool {

@@ -541,15 +541,13 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
 		}
 	}
-	if !byMalloc {
-		r.releasePools()
-	}
-	r.reclaim = r.reclaim[:0]
 	if byMalloc {
+		r.reclaim = r.reclaim[:0]
 		return nil
 	}
-	r.res.EmptyCaches++
-	return r.a.EmptyCache()
+	err := r.emptyCaches()
+	r.reclaim = r.reclaim[:0]
+	return err
 }
 
 // gatherRestore collects a reconstructed segment or live block.

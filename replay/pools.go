@@ -159,21 +159,44 @@ func (r *deviceReplay) segmentFreed(ev *trace.Event) {
 	}
 }
 
-// releasePools drops the use the replay holds of every private pool whose
-// segments the recorded empty_cache in r.reclaim freed: its graphs or
-// MemPool were destroyed before it (releasePool), so that EmptyCache returns
-// the pool's free segments.
-func (r *deviceReplay) releasePools() {
-	for i := range r.reclaim {
-		ev := &r.reclaim[i]
-		if ev.Pool.IsDefault() {
-			continue
+// emptyCaches replays the recorded segment releases in r.reclaim, which no
+// malloc explains, as the empty_cache calls they came from. Releases that
+// begin with a MemPool's segments are first that pool's own empty_cache,
+// which its destruction runs (releasePool, then emptyCache of its id: a
+// default flush would have come first); the rest is a torch.cuda.empty_cache().
+// Every private pool whose segments a call frees was released before it
+// (its graphs or MemPool were destroyed), so the replay drops the use it
+// holds first, and EmptyCache returns the pool's free segments.
+func (r *deviceReplay) emptyCaches() error {
+	rest := r.reclaim
+	if p := (allocator.PoolID{A: rest[0].Pool.A, B: rest[0].Pool.B}); p.A == 0 && p.B != 0 {
+		n := 1
+		for n < len(rest) && rest[n].Pool == rest[0].Pool {
+			n++
 		}
-		p := allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}
-		if r.a.InUse(p) {
-			r.a.ReleasePool(p)
-			delete(r.pools.seen, p)
+		r.releasePool(p)
+		r.res.EmptyCaches++
+		if err := r.a.EmptyPoolCache(p); err != nil {
+			return err
 		}
+		if rest = rest[n:]; len(rest) == 0 {
+			return nil
+		}
+	}
+	for i := range rest {
+		if p := rest[i].Pool; !p.IsDefault() {
+			r.releasePool(allocator.PoolID{A: p.A, B: p.B})
+		}
+	}
+	r.res.EmptyCaches++
+	return r.a.EmptyCache()
+}
+
+// releasePool drops the use the replay holds of private pool p, if any.
+func (r *deviceReplay) releasePool(p allocator.PoolID) {
+	if r.a.InUse(p) {
+		r.a.ReleasePool(p)
+		delete(r.pools.seen, p)
 	}
 }
 

@@ -116,3 +116,36 @@ func TestReleasePools(t *testing.T) {
 	}
 	check("replayed", res)
 }
+
+// TestEmptyCaches_memPool: releases that begin with a MemPool's segments are
+// that pool's own empty_cache (its destruction) and then a
+// torch.cuda.empty_cache(): two flushes, each counted in
+// num_sync_all_streams.
+func TestEmptyCaches_memPool(t *testing.T) {
+	const a, b = 0x10000000, 0x20000000
+	pool := trace.PoolID{B: 1}
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: a, Size: 20 * mib, Pool: pool},
+		{Kind: trace.KindAlloc, Addr: a, Size: 4 * mib, Pool: pool},
+		{Kind: trace.KindSegmentAlloc, Addr: b, Size: 20 * mib},
+		{Kind: trace.KindAlloc, Addr: b, Size: 4 * mib},
+		{Kind: trace.KindFreeRequested, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindFreeRequested, Addr: b, Size: 4 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: b, Size: 4 * mib},
+		{Kind: trace.KindSegmentFree, Addr: a, Size: 20 * mib, Pool: pool},
+		{Kind: trace.KindSegmentFree, Addr: b, Size: 20 * mib},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
+	}
+	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Devices[0]
+	if d.Stats.NumSyncAllStreams != 2 || d.EmptyCaches != 2 || d.Stats.Segment[0].Current != 0 {
+		t.Errorf("num_sync_all_streams %d, %d empty caches, %d segments left; want 2, 2, 0",
+			d.Stats.NumSyncAllStreams, d.EmptyCaches, d.Stats.Segment[0].Current)
+	}
+}
