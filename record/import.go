@@ -425,7 +425,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 					}()
 				}
 			}
-			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, initial[i], d, privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateBlockSizes(conf, snap.Settings.JSON != "", meta.MemoryLimit, initial[i], d, privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -624,7 +624,10 @@ func (s *reservedScan) add(evs []trace.Event) {
 // d's events, tagged with their private pools (tagPools) and annotated, to
 // the writer on full, in order, a chunk at a time, in buffers from free, and
 // reports where the model left the recording (nil if it did not; Seq is
-// the index among d's events, Device left for the caller).
+// the index among d's events, Device left for the caller). inferPools says
+// conf is the recording's own (the snapshot has its allocator_settings): the
+// replay then also infers the private pool of each allocation
+// (replay.Options.InferPools).
 //
 // readChunks reads the chunks into buffers from free, and tags them with
 // their pools, a chunk ahead on a goroutine of its own; the replay's source
@@ -634,7 +637,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 // of the model's allocs that annotated them, and the frees from a map of
 // its own, made this annotation of a real 9.6 MB training snapshot cost
 // about a fifth more instructions.
-func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event, d *torchsnap.Device,
+func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit int64, initial []trace.Event, d *torchsnap.Device,
 	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len(), full: full}
 	s.ready = readChunks(d, private, free, lastRead)
@@ -643,7 +646,7 @@ func annotateBlockSizes(conf allocator.Conf, limit int64, initial []trace.Event,
 	// every event would have the allocator report them all, and cost this
 	// replay a third of its instructions.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
-		SkipCompare: true, Annotate: true, Left: s.leave}, nil)
+		SkipCompare: true, Annotate: true, InferPools: inferPools, Left: s.leave}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err

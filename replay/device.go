@@ -375,7 +375,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanMalloc(ev.Addr, ev.Size)
 		}
-		if r.annotate {
+		if r.annotate && r.opts.InferPools {
 			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size}
 		}
 		r.expectEv(ev)
@@ -387,7 +387,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanReserve(ev.Addr)
 		}
-		if r.annotate && r.pools.fresh.Size == 0 {
+		if r.annotate && r.opts.InferPools && r.pools.fresh.Size == 0 {
 			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size, Expandable: true}
 		}
 		r.expectEv(ev)

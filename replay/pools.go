@@ -9,7 +9,7 @@ import (
 //
 // torch 2.11's trace entries carry no pool id, and a snapshot names the pool
 // only of the segments alive at the dump. The import's annotation pass (a
-// Recorded replay, Annotate) therefore infers the pool of every recorded
+// Recorded replay, Annotate, InferPools) therefore infers the pool of every recorded
 // allocation from what the recording shows, and writes it into the event
 // (Event.Pool), which later replays under other settings follow:
 //
@@ -75,7 +75,7 @@ func (r *deviceReplay) allocPool(ev *trace.Event) allocator.PoolID {
 	if p, ok := r.privatePool(ev.Addr); ok {
 		return p
 	}
-	if !r.annotate {
+	if !r.annotate || !r.opts.InferPools {
 		return allocator.PoolID{}
 	}
 	p := r.inferPool(ev)
@@ -123,7 +123,7 @@ func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
 // allocated notes, annotating, that the recorded alloc ev went to pool p:
 // the stream's latest pool, and the owner of the segment it made, if any.
 func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
-	if !r.annotate {
+	if !r.annotate || !r.opts.InferPools {
 		return
 	}
 	if r.pools.last == nil {
@@ -140,7 +140,7 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 // segmentFreed tags, annotating, the recorded segment_free or
 // segment_unmap ev with the pool of the segment it frees.
 func (r *deviceReplay) segmentFreed(ev *trace.Event) {
-	if !r.annotate || !ev.Pool.IsDefault() {
+	if !r.annotate || !r.opts.InferPools || !ev.Pool.IsDefault() {
 		return
 	}
 	if ev.Kind == trace.KindSegmentUnmap {

@@ -45,7 +45,7 @@ func captureTrace() []trace.Event {
 func annotatePools(t *testing.T, evs []trace.Event) *Result {
 	t.Helper()
 	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(),
-		Recorded: true, SkipCompare: true, Annotate: true,
+		Recorded: true, SkipCompare: true, Annotate: true, InferPools: true,
 		Left: func(ev *trace.Event) { t.Errorf("the model left the recording at seq %d", ev.Seq) }}, nil)
 	if err != nil {
 		t.Fatal(err)
