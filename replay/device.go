@@ -370,6 +370,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	}
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	a := r.a
+	if ev.Kind != trace.KindAlloc && ev.Kind != trace.KindSegmentAlloc && ev.Kind != trace.KindSegmentMap {
+		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
+	}
 	switch ev.Kind {
 	case trace.KindSegmentAlloc:
 		if r.opts.Recorded && r.sim != nil {
