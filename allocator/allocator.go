@@ -118,8 +118,15 @@ type Allocator struct {
 
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
-	pending []blockID
-	done    int // pending blocks whose events completed (events < 0)
+	// A processed block leaves a 0 there until a compaction (pendDead
+	// counts them), and pendAt finds a block's place (an entry is valid
+	// where pending agrees with it).
+	pending  []blockID
+	pendAt   map[blockID]int32
+	pendDead int
+	done     int       // pending blocks whose events completed (events < 0)
+	doneIDs  []blockID // those blocks, in the order they completed
+	pendPos  []int32   // ProcessEvents' scratch
 	// activeApart says Active and ActiveBytes are kept on their own (see
 	// activeStats): a block has been pending, or Restore installed them.
 	activeApart bool
@@ -192,7 +199,7 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 	a.conf, a.dev, a.blocks = conf, dev, make([]block, 1, 16)
 	a.roundMask = conf.MinBlockSize - 1
 	for _, d := range conf.RoundupDivisions {
-		if d > 1 {
+		if uint64(d) > 1 {
 			a.roundMask = -1
 		}
 	}
@@ -204,9 +211,17 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("allocator: memory info: %w", err)
 		}
-		a.limit = int64(conf.MemoryFraction * float64(total))
+		a.limit = fractionLimit(conf.MemoryFraction, total)
 	}
 	return a, nil
+}
+
+// fractionLimit is allowed_memory_maximum, ⌊f × total⌋, for f < 1. Where it
+// is 0 (per_process_memory_fraction:0, or a fraction too small), PyTorch
+// refuses every new segment; a limit of 0 means none here, and one byte,
+// which every segment passes, refuses them all alike.
+func fractionLimit(f float64, total int64) int64 {
+	return max(int64(f*float64(total)), 1)
 }
 
 // Conf returns the allocator's configuration.

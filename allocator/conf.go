@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"strconv"
 	"strings"
 )
 
@@ -13,6 +12,11 @@ import (
 const Unlimited int64 = math.MaxInt64
 
 const mib = 1 << 20
+
+// pageGranularity is the CUDA driver's physical allocation granularity on
+// the GPUs PyTorch's expandable segments run on: every page they map is a
+// multiple of it.
+const pageGranularity = 2 * mib
 
 // Conf is the allocator configuration: the keys of PYTORCH_CUDA_ALLOC_CONF
 // (spec §16) plus the internal constants of §2, exposed so what-if replays can
@@ -24,7 +28,9 @@ type Conf struct {
 	MaxNonSplitRounding int64
 	// GCThreshold is garbage_collection_threshold; 0 disables GC (§10).
 	GCThreshold float64
-	// RoundupDivisions is the roundup_power2_divisions table (§3.2).
+	// RoundupDivisions is the roundup_power2_divisions table (§3.2). PyTorch
+	// holds it as size_t: a division of 2^63 is held here as math.MinInt64,
+	// and read as uint64.
 	RoundupDivisions [16]int64
 	// ExpandableSegments is expandable_segments (§9).
 	ExpandableSegments bool
@@ -123,34 +129,38 @@ func (z *tokenizer) at(i int) (string, error) {
 	return z.t[i], nil
 }
 
-func (z *tokenizer) uint(i int) (int64, error) {
+// uint is toSizeT: std::stoull of token i.
+func (z *tokenizer) uint(i int) (uint64, error) {
 	s, err := z.at(i)
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return math.MaxInt64, nil
-		}
-		return 0, confErr("stoull: invalid value '%s' at index %d", s, i)
+	v, ne := cStoull(s)
+	if ne != nil {
+		return 0, convErr("stoull", s, i, ne)
 	}
-	if v > math.MaxInt64 {
-		v = math.MaxInt64
-	}
-	return int64(v), nil
+	return v, nil
 }
 
+// float is toDouble: std::stod of token i.
 func (z *tokenizer) float(i int) (float64, error) {
 	s, err := z.at(i)
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, confErr("stod: invalid value '%s' at index %d", s, i)
+	v, ne := cStod(s)
+	if ne != nil {
+		return 0, convErr("stod", s, i, ne)
 	}
 	return v, nil
+}
+
+// convErr is the exception std::stoull or std::stod throws, with the token.
+func convErr(fn, s string, i int, ne *numErr) error {
+	if ne.rangeErr {
+		return confErr("%s: value '%s' at index %d is out of range", fn, s, i)
+	}
+	return confErr("%s: invalid value '%s' at index %d", fn, s, i)
 }
 
 func (z *tokenizer) boolean(i int) (bool, error) {
@@ -169,18 +179,31 @@ func (z *tokenizer) boolean(i int) (bool, error) {
 
 func isPow2(v int64) bool { return v > 0 && v&(v-1) == 0 }
 
-// mbToBytes is PyTorch's MB-to-bytes conversion, clamped like SIZE_MAX/MiB.
-func mbToBytes(v int64) int64 {
+func isPow2u(v uint64) bool { return v != 0 && v&(v-1) == 0 }
+
+// mbToBytes is PyTorch's MB-to-bytes conversion: values above SIZE_MAX/MiB
+// are clamped to it, which here (sizes are int64) is Unlimited.
+func mbToBytes(v uint64) int64 {
 	if v > math.MaxInt64/mib {
 		return Unlimited
 	}
-	return v * mib
+	return int64(v) * mib
 }
+
+// maxSegmentMB is the largest size in MiB whose bytes an int64 holds.
+const maxSegmentMB = math.MaxInt64 / mib
+
+// clampMB converts MiB to bytes for the sizes other than max_split_size_mb,
+// clamped to maxSegmentMB as PyTorch clamps to SIZE_MAX/MiB: Conf.String
+// writes the clamped value back exactly.
+func clampMB(v uint64) int64 { return int64(min(v, maxSegmentMB)) * mib }
 
 // ParseConf parses a PYTORCH_CUDA_ALLOC_CONF string as torch 2.11 does,
 // starting from DefaultConf, with PyTorch's validation and messages (§16). As in
 // 2.11, separators are lenient: the token after a key and after a value is
-// skipped whatever it is. The empty string gives DefaultConf.
+// skipped whatever it is. Numbers are read as std::stoull and std::stod read
+// them (cStoull, cStod): "64MB" is 64 and "-1" is 2^64-1. The empty string
+// gives DefaultConf.
 func ParseConf(s string) (Conf, error) {
 	c := DefaultConf()
 	c.Raw = s
@@ -196,7 +219,7 @@ func ParseConf(s string) (Conf, error) {
 			if v <= 10 {
 				return c, confErr("CachingAllocator option large_segment_size_mb must be > 10 MB")
 			}
-			c.LargeSegmentSize = mbToBytes(v)
+			c.LargeSegmentSize = clampMB(v)
 		}
 	}
 	c.MaxNonSplitRounding = c.LargeSegmentSize
@@ -206,29 +229,31 @@ func ParseConf(s string) (Conf, error) {
 		i++ // the ':' after the key, not checked (2.11 ignores checkToken)
 		switch key {
 		case "max_split_size_mb":
-			var v int64
+			var v uint64
 			if v, err = z.uint(i + 1); err == nil {
 				i++
-				min := c.LargeSegmentSize / mib
-				if v < min {
-					err = confErr("CachingAllocator option max_split_size_mb too small, must be >= %d", min)
+				least := uint64(c.LargeSegmentSize / mib)
+				if v < least {
+					err = confErr("CachingAllocator option max_split_size_mb too small, must be >= %d", least)
 				}
 				c.MaxSplitSize = mbToBytes(v)
 			}
 		case "max_non_split_rounding_mb":
-			var v int64
+			var v uint64
 			if v, err = z.uint(i + 1); err == nil {
 				i++
-				if v < 20 {
-					err = confErr("CachingAllocator option max_non_split_rounding_mb too small, must be >= 20")
+				// As max_split_size_mb: at least large_segment_size_mb (20).
+				least := uint64(c.LargeSegmentSize / mib)
+				if v < least {
+					err = confErr("CachingAllocator option max_non_split_rounding_mb too small, must be >= %d", least)
 				}
-				c.MaxNonSplitRounding = mbToBytes(v)
+				c.MaxNonSplitRounding = clampMB(v)
 			}
 		case "garbage_collection_threshold":
 			var v float64
 			if v, err = z.float(i + 1); err == nil {
 				i++
-				if v <= 0 || v >= 1 {
+				if !(v > 0 && v < 1) { // NaN too, as PyTorch's check
 					err = confErr("garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
 				}
 				c.GCThreshold = v
@@ -245,7 +270,7 @@ func ParseConf(s string) (Conf, error) {
 			var v float64
 			if v, err = z.float(i + 1); err == nil {
 				i++
-				if v < 0 || v > 1 {
+				if !(v >= 0 && v <= 1) {
 					err = confErr("per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
 				}
 				c.MemoryFraction = v
@@ -272,24 +297,24 @@ func ParseConf(s string) (Conf, error) {
 			c.GraphCaptureRecordStreamReuse, err = z.boolean(i + 1)
 			i++
 		case "pinned_num_register_threads":
-			var v int64
+			var v uint64
 			if v, err = z.uint(i + 1); err == nil {
 				i++
-				if !isPow2(v) {
+				if !isPow2u(v) {
 					err = confErr("Number of register threads has to be power of 2, got %d", v)
 				} else if v > 128 {
 					err = confErr("Number of register threads should be less than or equal to 128, got %d", v)
 				}
-				c.PinnedNumRegisterThreads = v
+				c.PinnedNumRegisterThreads = int64(v)
 			}
 		case "pinned_reserve_segment_size_mb":
-			var v int64
+			var v uint64
 			if v, err = z.uint(i + 1); err == nil {
 				i++
-				if v <= 0 {
+				if v == 0 {
 					err = confErr("Pinned reserve segment size has to be greater than 0")
 				}
-				c.PinnedReserveSegmentSize = mbToBytes(v)
+				c.PinnedReserveSegmentSize = clampMB(v)
 			}
 		default:
 			err = confErr("Unrecognized key '%s' in CUDA allocator config.", key)
@@ -316,11 +341,11 @@ func parseRoundup(z *tokenizer, i int, div *[16]int64) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		if !isPow2(v) {
+		if !isPow2u(v) {
 			return i, confErr("For roundups, the divisions has to be power of 2")
 		}
 		for k := range div {
-			div[k] = v
+			div[k] = int64(v)
 		}
 		return i, nil
 	}
@@ -340,17 +365,18 @@ func parseRoundup(z *tokenizer, i int, div *[16]int64) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		if v != 0 && !isPow2(v) {
+		if v != 0 && !isPow2u(v) {
 			return i, confErr("For roundups, the divisions has to be power of 2 or 0 to disable roundup")
 		}
+		dv := int64(v) // 2^63 wraps, as RoundupDivisions documents
 		if k == ">" {
 			for j := last + 1; j < len(div); j++ {
-				div[j] = v
+				div[j] = dv
 			}
 		} else {
-			kv, err := strconv.ParseUint(k, 10, 64)
-			if err != nil {
-				return i, confErr("stoul: invalid value '%s'", k)
+			kv, ne := cStoull(k)
+			if ne != nil {
+				return i, convErr("stoull", k, i-2, ne)
 			}
 			if kv == 0 || kv&(kv-1) != 0 {
 				return i, confErr("For roundups, the intervals have to be power of 2")
@@ -358,11 +384,11 @@ func parseRoundup(z *tokenizer, i int, div *[16]int64) (int, error) {
 			idx := min(bits.Len64(kv)-1, len(div)-1)
 			if first {
 				for j := 0; j < idx; j++ {
-					div[j] = v
+					div[j] = dv
 				}
 				first = false
 			}
-			div[idx] = v
+			div[idx] = dv
 			last = idx
 		}
 		if n, err := z.at(i + 1); err == nil && n != "]" {
@@ -385,12 +411,29 @@ func (c *Conf) Validate() error {
 		return confErr("large rounding %d must be a multiple of the quantum %d", c.RoundLarge, c.MinBlockSize)
 	case c.MinLargeAlloc < c.SmallSize:
 		return confErr("min large alloc %d must be >= the small-request limit %d", c.MinLargeAlloc, c.SmallSize)
-	case c.LargeSegmentSize < c.MinLargeAlloc || c.LargeSegmentSize%c.RoundLarge != 0:
-		return confErr("large segment size %d must be >= min large alloc %d and a multiple of the large rounding %d", c.LargeSegmentSize, c.MinLargeAlloc, c.RoundLarge)
+	case c.LargeSegmentSize < c.MinLargeAlloc || c.LargeSegmentSize%c.MinBlockSize != 0:
+		return confErr("large segment size %d must be >= min large alloc %d and a multiple of the quantum %d", c.LargeSegmentSize, c.MinLargeAlloc, c.MinBlockSize)
+	case c.ExpandableSegments && c.LargeSegmentSize%pageGranularity != 0:
+		// PyTorch accepts such a size, and its first cuMemCreate of a
+		// page fails with a driver error (not an out-of-memory).
+		return confErr("expandable segments map pages of large_segment_size_mb, which must be a multiple of the driver's 2 MiB granularity: cuMemCreate fails on a page of %d bytes", c.LargeSegmentSize)
 	case c.MaxSplitSize <= 0 || c.MaxNonSplitRounding <= 0:
 		return confErr("max_split_size and max_non_split_rounding must be positive")
-	case c.MemoryFraction < 0 || c.MemoryFraction > 1:
+	case !(c.MemoryFraction >= 0 && c.MemoryFraction <= 1):
 		return confErr("per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
+	case c.GCThreshold != 0 && !(c.GCThreshold > 0 && c.GCThreshold < 1):
+		return confErr("garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
+	}
+	return nil
+}
+
+// Modelled reports whether the model stands for the allocator c configures:
+// tracer models PyTorch's native caching allocator only, not the
+// cudaMallocAsync backend, whose blocks, segments and statistics are the
+// CUDA driver's memory pool's.
+func (c *Conf) Modelled() error {
+	if c.Backend != "native" {
+		return confErr("tracer models PyTorch's native caching allocator only, not backend:%s", c.Backend)
 	}
 	return nil
 }
@@ -423,17 +466,37 @@ func (c Conf) String() string {
 			same = same && v == c.RoundupDivisions[0]
 		}
 		if same {
-			add("roundup_power2_divisions:%d", c.RoundupDivisions[0])
+			add("roundup_power2_divisions:%d", uint64(c.RoundupDivisions[0]))
 		} else {
 			var l []string
 			for i, v := range c.RoundupDivisions {
-				l = append(l, fmt.Sprintf("%d:%d", 1<<i, v))
+				l = append(l, fmt.Sprintf("%d:%d", 1<<i, uint64(v)))
 			}
 			add("roundup_power2_divisions:[%s]", strings.Join(l, ","))
 		}
 	}
 	if c.MemoryFraction != 1 {
 		add("per_process_memory_fraction:%g", c.MemoryFraction)
+	}
+	// Keys with no effect on the model, so that the string parses back
+	// to c.
+	if c.Backend != d.Backend {
+		add("backend:%s", c.Backend)
+	}
+	boolKey := func(k string, v bool) {
+		if v {
+			add("%s:True", k)
+		}
+	}
+	boolKey("release_lock_on_cudamalloc", c.ReleaseLockOnCudaMalloc)
+	boolKey("pinned_use_cuda_host_register", c.PinnedUseHostRegister)
+	boolKey("pinned_use_background_threads", c.PinnedUseBackgroundThreads)
+	boolKey("graph_capture_record_stream_reuse", c.GraphCaptureRecordStreamReuse)
+	if c.PinnedNumRegisterThreads != d.PinnedNumRegisterThreads {
+		add("pinned_num_register_threads:%d", c.PinnedNumRegisterThreads)
+	}
+	if c.PinnedReserveSegmentSize != d.PinnedReserveSegmentSize {
+		add("pinned_reserve_segment_size_mb:%d", c.PinnedReserveSegmentSize/mib)
 	}
 	if c.MinBlockSize != d.MinBlockSize {
 		add("tracer_round:%d", c.MinBlockSize)

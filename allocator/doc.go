@@ -53,8 +53,9 @@
 // Blocks live in an arena indexed by int32. A pool's free mapped blocks are
 // a sizeSet: per stream, log-linear size classes whose 32-byte header holds
 // the class's smallest block (most classes hold at most one), with a bitmap
-// of the non-empty classes; the unmapped tails of expandable segments are a
-// freeSet of sorted chunks. Addresses map to active blocks through a hash
+// of the non-empty classes, and a crowded class's other blocks in a B+tree
+// (kTree); the unmapped tails of expandable segments are a kTree too, so
+// that every update is O(log n) whatever the order of the frees. Addresses map to active blocks through a hash
 // map that is built on the first call naming a block by address (Free,
 // RecordStream, Pending, ...) and kept from then on: a caller that keeps
 // the Handle MallocHandle returns and frees with FreeHandle, as the replay

@@ -85,7 +85,7 @@ func (a *Allocator) findExpandable(r *request) (blockID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("allocator: memory info: %w", err)
 	}
-	size := (total + total/8) / page * page
+	size := reservationSize(total, page)
 	base, err := a.dev.Reserve(size)
 	if err != nil {
 		return 0, fmt.Errorf("allocator: reserve %d bytes: %w", size, err)
@@ -110,7 +110,7 @@ func (a *Allocator) mapBlock(id blockID, size int64) (bool, error) {
 	e, p := a.expTab[b.exp], a.pools[b.pool]
 	off := int64(b.addr - e.base)
 	begin := off / e.page
-	end := (off + size + e.page - 1) / e.page
+	end := ceilDiv(off+size, e.page) // off+size lies in the reservation: no overflow
 	maddr, msize := e.base+uint64(begin*e.page), (end-begin)*e.page
 	if err := a.dev.Map(maddr, msize); err != nil {
 		if errors.Is(err, ErrDeviceOOM) {
@@ -212,4 +212,22 @@ func (a *Allocator) unmapBlock(id blockID) error {
 		}
 	}
 	return nil
+}
+
+// reservationSize is the address space an ExpandableSegment reserves:
+// numSegments(total + total/8) pages, the page count rounded up, so at
+// least one page even where a page is larger than the device
+// (large_segment_size_mb beyond it: mapping that page then fails as out of
+// memory, as cuMemCreate does).
+func reservationSize(total, page int64) int64 {
+	return ceilDiv(total+total/8, page) * page
+}
+
+// ceilDiv is ⌈n/d⌉ for n ≥ 0, d > 0, without the overflow of n+d-1.
+func ceilDiv(n, d int64) int64 {
+	q := n / d
+	if n%d != 0 {
+		q++
+	}
+	return q
 }

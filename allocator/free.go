@@ -71,6 +71,10 @@ func (a *Allocator) free(id blockID, slot int) {
 		b.events += int32(len(a.uses[id]))
 		b.used = false
 		delete(a.uses, id)
+		if a.pendAt == nil {
+			a.pendAt = make(map[blockID]int32)
+		}
+		a.pendAt[id] = int32(len(a.pending))
 		a.pending = append(a.pending, id)
 		return
 	}
@@ -170,31 +174,85 @@ func (a *Allocator) MarkEventsDone(addr uint64) {
 func (a *Allocator) markDone(id blockID) {
 	if a.blocks[id].events > 0 {
 		a.blocks[id].events = -a.blocks[id].events // negative: completed, not yet processed
+		a.doneIDs = append(a.doneIDs[:a.done], id)
 		a.done++
 	}
 }
 
 // ProcessEvents is process_events (§8): pending blocks whose events have
-// completed are freed, in the order they were freed.
+// completed are freed, in the order they were freed. It costs O(k log k)
+// for the k blocks completed since its last call, not a pass over every
+// pending block: their places in pending, sorted, give that order.
 func (a *Allocator) ProcessEvents() {
 	if a.done == 0 {
 		return
 	}
+	ids := a.doneIDs[:a.done]
 	a.done = 0
-	out := a.pending[:0]
-	var done []blockID
-	for _, id := range a.pending {
-		if a.blocks[id].events < 0 {
-			done = append(done, id)
-		} else {
-			out = append(out, id)
-		}
+	pendWork += len(ids)
+	pos := a.pendPos[:0]
+	for _, id := range ids {
+		pos = append(pos, a.pendIndex(id))
 	}
-	a.pending = out
-	for _, id := range done {
+	slices.Sort(pos)
+	for j, i := range pos {
+		ids[j] = a.pending[i]
+		a.pending[i] = 0
+	}
+	a.pendDead += len(pos)
+	a.pendPos = pos[:0]
+	a.compactPending()
+	for _, id := range ids {
+		delete(a.pendAt, id)
 		a.blocks[id].events = 0
 		a.freeBlock(id)
 	}
+	a.doneIDs = ids[:0]
+}
+
+// pendWork counts the places of pending that ProcessEvents reads, for the
+// test that bounds its work.
+var pendWork int
+
+// pendIndex is the place of the pending block id in pending. An entry of
+// pendAt that pending does not agree with (a block that Restore made
+// pending, or one of a run before a Reset) makes it index them all again.
+func (a *Allocator) pendIndex(id blockID) int32 {
+	if i, ok := a.pendAt[id]; ok && int(i) < len(a.pending) && a.pending[i] == id {
+		return i
+	}
+	if a.pendAt == nil {
+		a.pendAt = make(map[blockID]int32)
+	}
+	for i, x := range a.pending {
+		if x != 0 {
+			a.pendAt[x] = int32(i)
+		}
+	}
+	pendWork += len(a.pending)
+	return a.pendAt[id]
+}
+
+// compactPending drops the 0s of processed blocks from pending once they
+// are half of it: amortised O(1) a block.
+func (a *Allocator) compactPending() {
+	if a.pendDead == len(a.pending) {
+		a.pending, a.pendDead = a.pending[:0], 0
+		return
+	}
+	if a.pendDead < 16 || 2*a.pendDead < len(a.pending) {
+		return
+	}
+	out := a.pending[:0]
+	pendWork += len(a.pending)
+	for _, id := range a.pending {
+		if id != 0 {
+			a.pendAt[id] = int32(len(out))
+			out = append(out, id)
+		}
+	}
+	clear(a.pending[len(out):])
+	a.pending, a.pendDead = out, 0
 }
 
 // syncAndFreeEvents is synchronize_and_free_events: wait for every
@@ -204,8 +262,12 @@ func (a *Allocator) syncAndFreeEvents() {
 	a.stats.NumSyncAllStreams++
 	p := a.pending
 	a.pending = nil
-	a.done = 0
+	a.done, a.pendDead = 0, 0
 	for _, id := range p {
+		if id == 0 {
+			continue
+		}
+		delete(a.pendAt, id)
 		a.blocks[id].events = 0
 		a.freeBlock(id)
 	}

@@ -16,10 +16,8 @@ func TestFreeSet(t *testing.T) {
 	}
 	for step := 0; step < 20000; step++ {
 		stepOrderedSet(t, step, &s, &ref, rng.Intn(2) == 0, rk(), rk())
-		for ci, c := range s.chunks {
-			if len(c) == 0 || s.tails[ci] != c[len(c)-1] {
-				t.Fatalf("step %d: chunk %d empty or its tail is stale", step, ci)
-			}
+		if err := s.t.check(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
 		}
 	}
 }
@@ -116,10 +114,8 @@ func TestFreeSetRekey(t *testing.T) {
 		if !slices.Equal(got, ref) {
 			t.Fatalf("step %d: after Rekey(%v, %v) the set differs from the reference", step, old, nk)
 		}
-		for ci, c := range s.chunks {
-			if s.tails[ci] != c[len(c)-1] {
-				t.Fatalf("step %d: chunk %d's tail is stale", step, ci)
-			}
+		if err := s.t.check(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
 		}
 	}
 }

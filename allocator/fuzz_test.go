@@ -6,7 +6,8 @@ import (
 )
 
 // fuzzFamilies are the setting families FuzzAllocator drives: every behaviour
-// switch of the model (§3.2, §5–§10, §14) and a non-default quantum.
+// switch of the model (§3.2, §5–§10, §14), a non-default quantum, and the
+// extreme values ParseConf accepts.
 var fuzzFamilies = []struct {
 	conf  string
 	limit int64
@@ -21,6 +22,25 @@ var fuzzFamilies = []struct {
 	{conf: "large_segment_size_mb:32"},
 	{conf: "", round: 4096, limit: 700 * mib},
 	{conf: "roundup_power2_divisions:4,max_non_split_rounding_mb:64,max_split_size_mb:24"},
+	// Values at the edges of what the parser accepts: segments and pages
+	// larger than the device (every large-pool segment or page fails as out
+	// of memory), sizes clamped to SIZE_MAX/MiB, an odd segment size,
+	// divisions whose product with the quantum wraps in size_t, tiny
+	// thresholds and the limit of a memory fraction.
+	{conf: "large_segment_size_mb:21"},
+	{conf: "large_segment_size_mb:100000"},
+	{conf: "large_segment_size_mb:18446744073709551615"},
+	{conf: "expandable_segments:True,large_segment_size_mb:2048"},
+	{conf: "expandable_segments:True,large_segment_size_mb:8796093022206"},
+	{conf: "max_split_size_mb:-1,max_non_split_rounding_mb:18446744073709551615"},
+	{conf: "roundup_power2_divisions:[1:9223372036854775808,>:0]"},
+	{conf: "roundup_power2_divisions:18014398509481984"},
+	{conf: "garbage_collection_threshold:1e-300", limit: 300 * mib},
+	{conf: "expandable_segments:True,per_process_memory_fraction:0.3,garbage_collection_threshold:0.99"},
+	// The fraction alone, and the keys the model accepts without effect.
+	{conf: "per_process_memory_fraction:0.5,garbage_collection_threshold:0.7,backend:native,release_lock_on_cudamalloc:True," +
+		"pinned_use_cuda_host_register:True,pinned_num_register_threads:128,pinned_use_background_threads:True," +
+		"pinned_reserve_segment_size_mb:18446744073709551615,graph_capture_record_stream_reuse:True"},
 }
 
 // fuzzPool is the private pool of the captures runOps makes.

@@ -34,7 +34,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 		if err != nil {
 			return fmt.Errorf("allocator: memory info: %w", err)
 		}
-		limit = int64(conf.MemoryFraction * float64(total))
+		limit = fractionLimit(conf.MemoryFraction, total)
 	}
 	a.FlushEvents()
 	sp := a.pages.spare
@@ -90,14 +90,15 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	clear(a.uses)
 	a.pages.reset() // after the pools' sets, which count the pages
 
-	a.pending = a.pending[:0]
-	a.done = 0
+	a.pending, a.doneIDs = a.pending[:0], a.doneIDs[:0]
+	clear(a.pendAt)
+	a.pendDead, a.done = 0, 0
 	a.activeApart = false
 
 	a.conf, a.dev = conf, dev
 	a.roundMask = conf.MinBlockSize - 1
 	for _, d := range conf.RoundupDivisions {
-		if d > 1 {
+		if uint64(d) > 1 {
 			a.roundMask = -1
 		}
 	}
@@ -215,7 +216,7 @@ func (s *sizeSet) reset() {
 			sp.bins = append(sp.bins, x.b)
 		}
 	}
-	s.streams, s.lastSt, s.lastB, s.n, s.ownRefs = nil, 0, nil, 0, [2]streamRef{}
+	s.streams, s.idx, s.lastSt, s.lastB, s.n, s.ownRefs = nil, nil, 0, nil, 0, [2]streamRef{}
 }
 
 // emptyClasses empties every non-empty class of b, keeping its rest
@@ -228,23 +229,15 @@ func (b *streamBins) emptyClasses() {
 		for m := b.words[w]; m != 0; m &= m - 1 {
 			h := b.binAt(w<<6 + bits.TrailingZeros64(m))
 			if h.rest != nil {
-				*h.rest = (*h.rest)[:0]
+				h.rest.empty()
 			}
 			*h = bin{rest: h.rest}
 		}
 	}
 }
 
-// reset empties s, keeping its chunks for newChunk.
-func (s *freeSet) reset() {
-	for _, c := range s.chunks {
-		s.spare = append(s.spare, c[:0])
-	}
-	clear(s.chunks)
-	s.chunks = s.chunks[:0]
-	s.tails = s.tails[:0]
-	s.n = 0
-}
+// reset empties s, keeping a few leaves for reuse.
+func (s *freeSet) reset() { s.t.clearKeep() }
 
 // reset makes the pages handed out since the last Reset (sizeSet.reset
 // emptied and counted them) the ones to hand out again: the slab of the

@@ -104,8 +104,12 @@ func (d *SimDevice) invent(size int64) uint64 {
 }
 
 func (d *SimDevice) charge(size int64) error {
+	budget := d.Total - d.ContextOverhead - d.OtherProcesses
+	if size > budget-d.used { // before granUp, which would overflow near MaxInt64
+		return fmt.Errorf("sim: %d bytes: %w", size, ErrDeviceOOM)
+	}
 	s := granUp(size)
-	if d.used+s > d.Total-d.ContextOverhead-d.OtherProcesses {
+	if d.used+s > budget {
 		return fmt.Errorf("sim: %d bytes: %w", size, ErrDeviceOOM)
 	}
 	d.used += s

@@ -8,8 +8,10 @@ func (c *Conf) roundSize(n int64) int64 {
 	if n < q {
 		return q
 	}
+	// In size_t arithmetic, as PyTorch: a division of 2^63 (RoundupDivisions
+	// holds it as a negative int64) is valid, and q*d may wrap around.
 	d := c.divisions(n)
-	if d > 1 && n > q*d {
+	if uint64(d) > 1 && uint64(n) > uint64(q)*uint64(d) {
 		return roundupNextDivision(n, d)
 	}
 	return (n + q - 1) &^ (q - 1)

@@ -1,54 +1,31 @@
 package allocator
 
-import (
-	"math/bits"
-	"slices"
-)
+import "math/bits"
 
-// sizeSet is a pool's free set of mapped blocks (BlockPool::blocks), ordered
-// by (stream, size, address) as BlockComparatorSize (§1). It is segregated:
-// one streamBins per stream, kept sorted by stream, and inside a stream the
-// blocks fall into log-linear size classes, with a two-level bitmap of the
-// non-empty classes. Best fit (the first key not less than (stream, size,
-// 0)) is then a class lookup, nearly always one comparison, and at most two
-// find-first-set instructions; updates move only the entries of one class.
+// sizeSet is a pool's free set of mapped blocks (BlockPool::blocks), in
+// the order of BlockComparatorSize (§1): stream, size, address. Each stream
+// has its bins (streamBins): log-linear size classes with a two-level
+// bitmap of the non-empty ones, so that best fit (the first key not less
+// than (stream, size, 0)) is a class lookup and at most two find-first-set
+// instructions.
 //
-// A class (bin) keeps its smallest entry in its 32-byte header and the
-// others in a slice sorted in descending order. Most classes hold at most
-// one free block, so most operations touch the header alone, one cache
-// line. Best fit takes a class's smallest entry, and a freed block usually
-// goes back where it was taken (a class of many equal sizes, such as the
-// whole free segments of the small pool, is ordered by address and best fit
-// takes the lowest): in a class that holds more, both happen at the header
-// and the end of the slice, with no entries to move.
-//
-// The classes that hold many entries are not where a coarse class would
-// suggest. In the stress trace (Replay/generated1M/default: sizes uniform
-// up to 1, 20 and 200 MiB, freed in random order) the insertions into a
-// rest that holds anything are nearly all in the exact classes of the
-// small pool: the free fragments of 512 bytes (85 entries on average at
-// an insertion), 1 KiB (63), 1.5 KiB (49), down to about 2 at 64 KiB; no
-// log-linear class averages more than 3.5. Their entries share one size
-// and are ordered by address, so finer classes above 64 KiB would not
-// split them. A rest chunked past 32 entries into chunks of 32 with each
-// chunk's least key beside it (a two-level B-tree) measured worse
-// (cachegrind, per event): 561 -> 577 instructions and 6.02 -> 6.05 L1
-// misses, and training1M 464 -> 477 (it has crowded classes too, the
-// whole free 2 MiB and 20 MiB segments, which it takes and returns at the
-// rest's end, where a flat rest moves nothing). A search of a class's
-// flat rest and its move touch few lines more than a chunk's; most of the
-// set's L1 misses come from reaching a random class at all (its header,
-// then its rest). What a crowded class did cost is mispredictions, at
-// nearly every step of its binary search: ge searches without branches,
-// which costs more instructions (551 -> 577 an event on generated1M, 463
-// -> 476 on training1M; cachegrind counts no misprediction's cost) and
-// takes 3% off both streams' time (median of 6 alternate rounds,
-// 2026-11-26).
+// A class keeps its smallest entry in its 32-byte header and the others in
+// its rest. Most classes hold at most one free block, so most operations
+// touch the header alone, one cache line. Best fit takes a class's
+// smallest entry, and a freed block usually goes back where it was taken:
+// the end of a rest kept in descending order, where a slice moves nothing.
+// Freed in another order, a crowded class (many free blocks of one size,
+// ordered by address) would move its whole rest on each insertion, so past
+// restMax entries the rest is a kTree, O(log n) in any order. Streams are
+// found by a scan up to streamsFlat of them, then by a map and a kTree.
 //
 // Positions in a class count in ascending order: 0 is the header's entry,
-// k ≥ 1 is rest[len(rest)-k].
+// k ≥ 1 the k-th entry of the rest.
 type sizeSet struct {
-	streams []streamRef // sorted by stream
+	// streams are sorted by stream while idx is nil; past streamsFlat
+	// streams idx finds and orders them, and new ones are appended.
+	streams []streamRef
+	idx     *streamIdx
 	// lastB is the bins of stream lastSt, the stream found last, checked
 	// first (nearly every request is on the same stream as the previous
 	// one). Streams are never removed, so the pointer stays valid.
@@ -63,13 +40,6 @@ type sizeSet struct {
 	ownRefs [2]streamRef
 }
 
-// streamRef is a stream and its bins. One slice of them, rather than a
-// slice of streams and one of bins, is one allocation less per pool.
-type streamRef struct {
-	st uint64
-	b  *streamBins
-}
-
 // sEntry is one free block of a stream.
 type sEntry struct {
 	size int64
@@ -78,20 +48,20 @@ type sEntry struct {
 }
 
 // bin is one size class of a stream: its smallest entry (id 0 when the
-// class is empty) and the others, all greater, in descending order. rest is
-// made on first need and kept, so a class that fills and empties again
-// allocates nothing.
+// class is empty) and the others, all greater, in its rest. rest is made on
+// first need and kept, so a class that fills and empties again allocates
+// nothing.
 type bin struct {
 	size  int64
 	addr  uint64
 	id    blockID
-	nrest int32 // len(*rest), read without following the pointer
-	rest  *[]sEntry
+	nrest int32 // the rest's length, read without following the pointer
+	rest  *restBuf
 }
 
 func (h *bin) head() sEntry       { return sEntry{size: h.size, addr: h.addr, id: h.id} }
 func (h *bin) setHead(e sEntry)   { h.size, h.addr, h.id = e.size, e.addr, e.id }
-func (h *bin) setRest(r []sEntry) { *h.rest, h.nrest = r, int32(len(r)) }
+func (h *bin) setRest(r []sEntry) { h.rest.s, h.nrest = r, int32(len(r)) }
 func (h *bin) below(size int64, addr uint64) bool {
 	return h.size < size || (h.size == size && h.addr < addr)
 }
@@ -189,8 +159,7 @@ func (h *bin) at(i int) sEntry {
 	if i == 0 {
 		return h.head()
 	}
-	r := *h.rest
-	return r[len(r)-i]
+	return h.atRest(i)
 }
 
 // search returns the position of the first entry not less than (size,
@@ -210,7 +179,13 @@ func (h *bin) searchRest(size int64, addr uint64) int {
 	if h.nrest == 0 {
 		return -1
 	}
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		if j := t.lowerRank(freeKey{size: size, addr: addr}); j < t.n {
+			return j + 1
+		}
+		return -1
+	}
+	r := h.rest.s
 	j := ge(r, size, addr)
 	if j == 0 {
 		return -1
@@ -281,7 +256,15 @@ func (b *streamBins) lastLE(size int64, addr uint64) (c, i int, ok bool) {
 			if h.nrest == 0 {
 				return c, 0, true
 			}
-			r := *h.rest
+			if t := h.rest.t; t != nil {
+				k := freeKey{size: size, addr: addr}
+				j := t.lowerRank(k) // the entries less than the key
+				if j < t.n && t.at(j).size == size && t.at(j).addr == addr {
+					j++
+				}
+				return c, j, true
+			}
+			r := h.rest.s
 			j := ge(r, size, addr) // entries ≥ key come first
 			if j > 0 && r[j-1].is(size, addr) {
 				j--
@@ -443,29 +426,6 @@ func (b *streamBins) clearBit(c int) {
 	}
 }
 
-// stream returns the bins of stream st, or nil.
-func (s *sizeSet) stream(st uint64) *streamBins {
-	if s.lastB != nil && s.lastSt == st {
-		return s.lastB
-	}
-	for _, x := range s.streams {
-		if x.st == st {
-			s.lastSt, s.lastB = st, x.b
-			return x.b
-		}
-	}
-	return nil
-}
-
-// streamIndex is the index of the first stream ≥ st.
-func (s *sizeSet) streamIndex(st uint64) int {
-	i := 0
-	for i < len(s.streams) && s.streams[i].st < st {
-		i++
-	}
-	return i
-}
-
 // Len returns the number of keys.
 func (s *sizeSet) Len() int { return s.n }
 
@@ -496,6 +456,10 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 		s.n++
 	case e.below(h.size, h.addr):
 		s.n++
+		if h.rest != nil && (h.rest.t != nil || int(h.nrest) >= restMax) {
+			h.pushTree(e)
+			return
+		}
 		h.pushDown(e)
 	case h.is(e.size, e.addr):
 		h.setHead(e)
@@ -528,69 +492,16 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 		s.n++
 	case e.below(h.size, h.addr):
 		s.n++
+		if h.rest != nil && (h.rest.t != nil || int(h.nrest) >= restMax) {
+			h.pushTree(e)
+			return
+		}
 		h.pushDown(e)
 	case h.is(e.size, e.addr):
 		h.setHead(e)
 	default:
 		s.insertRest(h, e)
 	}
-}
-
-// newStream adds the empty bins of stream st.
-func (s *sizeSet) newStream(st uint64) *streamBins {
-	i := s.streamIndex(st)
-	var b *streamBins
-	if s.streams == nil {
-		b, s.streams = &s.own, s.ownRefs[:0]
-	} else {
-		b = s.slab.streamBins()
-	}
-	s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
-	s.lastSt, s.lastB = st, b
-	return b
-}
-
-// restBuf is a class's rest with room for its first entries, in one
-// allocation.
-type restBuf struct {
-	s   []sEntry
-	buf [4]sEntry
-}
-
-func newRest() *[]sEntry {
-	rb := new(restBuf)
-	rb.s = rb.buf[:0]
-	return &rb.s
-}
-
-// pushDown makes e, smaller than every entry, the header's entry.
-func (h *bin) pushDown(e sEntry) {
-	if h.rest == nil {
-		h.rest = newRest()
-	}
-	h.setRest(append(*h.rest, h.head()))
-	h.setHead(e)
-}
-
-// insertRest adds e, greater than the header's entry, to h's rest,
-// replacing an equal entry.
-func (s *sizeSet) insertRest(h *bin, e sEntry) {
-	if h.rest == nil {
-		h.rest = newRest()
-	}
-	r := *h.rest
-	i := ge(r, e.size, e.addr)
-	if i > 0 && r[i-1].is(e.size, e.addr) {
-		r[i-1] = e
-		return
-	}
-	s.n++
-	r = append(r, e)
-	if i < len(r)-1 {
-		copy(r[i+1:], r[i:])
-		r[i] = e
-	}
-	h.setRest(r)
 }
 
 // Delete removes k if present.
@@ -615,6 +526,10 @@ func (s *sizeSet) Delete(k freeKey) {
 		return
 	}
 	s.n--
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, 0)
+		return
+	}
 	h.deleteRest(0)
 }
 
@@ -639,7 +554,16 @@ func (s *sizeSet) deleteRestKey(b *streamBins, c int, h *bin, size int64, addr u
 	if h.id == 0 || h.nrest == 0 {
 		return
 	}
-	r := *h.rest
+	if t := h.rest.t; t != nil {
+		j := t.lowerRank(freeKey{size: size, addr: addr})
+		if j < t.n {
+			if k := t.at(j); k.size == size && k.addr == addr {
+				s.deleteAt(b, c, h, j+1)
+			}
+		}
+		return
+	}
+	r := h.rest.s
 	j := ge(r, size, addr) // r[j-1] is the least entry not less than the key
 	if j == 0 || !r[j-1].is(size, addr) {
 		return
@@ -655,6 +579,10 @@ func (s *sizeSet) deleteAt(b *streamBins, c int, h *bin, i int) {
 		return
 	}
 	s.n--
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, i)
+		return
+	}
 	h.deleteRest(i)
 }
 
@@ -671,20 +599,12 @@ func (s *sizeSet) emptyClass(b *streamBins, c int, h *bin) {
 func (s *sizeSet) takeHead(h *bin) blockID {
 	id := h.id
 	s.n--
+	if t := h.rest.t; t != nil {
+		h.deleteTree(t, 0)
+		return id
+	}
 	h.deleteRest(0)
 	return id
-}
-
-// deleteRest removes the entry at position i of a class of more than one.
-func (h *bin) deleteRest(i int) {
-	r := *h.rest
-	n := len(r) - 1
-	if i == 0 {
-		h.setHead(r[n])
-	} else if j := n + 1 - i; j < n {
-		copy(r[j:], r[j+1:])
-	}
-	h.setRest(r[:n])
 }
 
 func (b *streamBins) key(st uint64, c, i int) freeKey {
@@ -693,14 +613,16 @@ func (b *streamBins) key(st uint64, c, i int) freeKey {
 
 // key is the key of the entry at position i, on stream st.
 func (h *bin) key(st uint64, i int) freeKey {
-	e := h.at(i)
-	return freeKey{stream: st, size: e.size, addr: e.addr, id: e.id}
+	if i == 0 {
+		return freeKey{stream: st, size: h.size, addr: h.addr, id: h.id}
+	}
+	return h.keyRest(st, i)
 }
 
-// ascendFrom calls fn on the keys of stream si from class c, position i
+// ascendFrom calls fn on the keys of stream x from class c, position i
 // on, in order; it reports whether fn asked to go on.
-func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
-	b, st := s.streams[si].b, s.streams[si].st
+func (s *sizeSet) ascendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool {
+	b, st := x.b, x.st
 	for c >= 0 {
 		h := b.bin(c)
 		for n := h.len(); i < n; i++ {
@@ -718,20 +640,22 @@ func (s *sizeSet) ascendFrom(si, c, i int, fn func(freeKey) bool) bool {
 // until fn returns false. fn must not modify the set.
 func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	si := s.streamIndex(pivot.stream)
-	if si < len(s.streams) && s.streams[si].st == pivot.stream {
+	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
 		size, addr := pivot.size, pivot.addr
 		if size < 0 {
 			size, addr = 0, 0
 		}
-		if c, i, ok := s.streams[si].b.lowerBound(size, addr); ok {
-			if !s.ascendFrom(si, c, i, fn) {
+		x := s.ordered(si)
+		if c, i, ok := x.b.lowerBound(size, addr); ok {
+			if !s.ascendFrom(x, c, i, fn) {
 				return
 			}
 		}
 		si++
 	}
 	for ; si < len(s.streams); si++ {
-		if c, i := s.streams[si].b.first(); !s.ascendFrom(si, c, i, fn) {
+		x := s.ordered(si)
+		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
 			return
 		}
 	}
@@ -741,16 +665,17 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
 	for si := range s.streams {
-		if c, i := s.streams[si].b.first(); !s.ascendFrom(si, c, i, fn) {
+		x := s.ordered(si)
+		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
 			return
 		}
 	}
 }
 
-// descendFrom calls fn on the keys of stream si from class c, position i
+// descendFrom calls fn on the keys of stream x from class c, position i
 // down, in descending order.
-func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
-	b, st := s.streams[si].b, s.streams[si].st
+func (s *sizeSet) descendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool {
+	b, st := x.b, x.st
 	for c >= 0 {
 		h := b.bin(c)
 		for ; i >= 0; i-- {
@@ -770,17 +695,18 @@ func (s *sizeSet) descendFrom(si, c, i int, fn func(freeKey) bool) bool {
 // descending order, until fn returns false. fn must not modify the set.
 func (s *sizeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
 	si := s.streamIndex(pivot.stream)
-	if si < len(s.streams) && s.streams[si].st == pivot.stream {
-		if c, i, ok := s.streams[si].b.lastLE(pivot.size, pivot.addr); ok {
-			if !s.descendFrom(si, c, i, fn) {
+	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
+		x := s.ordered(si)
+		if c, i, ok := x.b.lastLE(pivot.size, pivot.addr); ok {
+			if !s.descendFrom(x, c, i, fn) {
 				return
 			}
 		}
 	}
 	for si--; si >= 0; si-- {
-		b := s.streams[si].b
-		if c := b.prev(maxClasses - 1); c >= 0 {
-			if !s.descendFrom(si, c, b.bin(c).len()-1, fn) {
+		x := s.ordered(si)
+		if c := x.b.prev(maxClasses - 1); c >= 0 {
+			if !s.descendFrom(x, c, x.b.bin(c).len()-1, fn) {
 				return
 			}
 		}

@@ -1,14 +1,22 @@
 package allocator
 
 import (
+	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
 )
 
 // TestSizeSet checks sizeSet against a sorted slice under random updates,
-// with sizes spread over many size classes.
+// with sizes spread over many size classes, on 3 streams and on more than
+// a scan finds (streamsFlat), which come in no order.
 func TestSizeSet(t *testing.T) {
+	for _, ns := range []int{3, 5 * streamsFlat} {
+		t.Run(fmt.Sprint("streams=", ns), func(t *testing.T) { testSizeSet(t, ns) })
+	}
+}
+
+func testSizeSet(t *testing.T, streams int) {
 	rng := rand.New(rand.NewSource(5))
 	s := sizeSet{slab: new(pageSlab)}
 	var ref []freeKey
@@ -27,7 +35,7 @@ func TestSizeSet(t *testing.T) {
 		// Block ids start at 1 (an empty class has id 0); an id that
 		// follows from the key keeps replacing an equal key a no-op.
 		addr := uint64(rng.Intn(20))
-		return freeKey{stream: uint64(rng.Intn(3)), size: sizes(), addr: addr, id: blockID(addr + 1)}
+		return freeKey{stream: uint64(rng.Intn(streams)) * 0x9e3779b97f4a7c15 % 1000003, size: sizes(), addr: addr, id: blockID(addr + 1)}
 	}
 	for step := 0; step < 60000; step++ {
 		p := rk()
@@ -84,8 +92,27 @@ func TestSizeClass(t *testing.T) {
 // log-linear one). Phases of growth and of shrinking fill classes far
 // past the rest buffer's inline room and empty them again, and malloc's
 // best-fit removal runs among the updates.
+//
+// It runs with the default restMax and with a small one, which turns
+// crowded classes into trees and back all the time.
 func TestSizeSetCrowded(t *testing.T) {
+	for _, rm := range []int{restMax, 6} {
+		t.Run(fmt.Sprint("restMax=", rm), func(t *testing.T) {
+			defer func(old int) { restMax = old }(restMax)
+			restMax = rm
+			testSizeSetCrowded(t)
+		})
+	}
+}
+
+func testSizeSetCrowded(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
+	trees := 0 // classes found in tree form at the checks
+	defer func() {
+		if !t.Failed() && trees == 0 {
+			t.Errorf("no class grew past restMax %d", restMax)
+		}
+	}()
 	s := sizeSet{slab: new(pageSlab)}
 	var ref []freeKey
 	sizes := func() int64 {
@@ -137,7 +164,7 @@ func TestSizeSetCrowded(t *testing.T) {
 		}
 		stepOrderedSet(t, step, &s, &ref, insert, k, p)
 		if step%500 == 0 {
-			checkRests(t, step, &s)
+			trees += checkRests(t, step, &s)
 			var all []freeKey
 			s.Ascend(func(k freeKey) bool { all = append(all, k); return true })
 			if !slices.Equal(all, ref) {
@@ -149,7 +176,8 @@ func TestSizeSetCrowded(t *testing.T) {
 
 // checkRests checks the representation of every class of s: nrest counts
 // its rest, which is sorted in descending order above the header's entry.
-func checkRests(t *testing.T, step int, s *sizeSet) {
+// It returns the number of classes whose rest is a tree.
+func checkRests(t *testing.T, step int, s *sizeSet) (trees int) {
 	t.Helper()
 	for _, x := range s.streams {
 		for c := x.b.next(0); c >= 0; c = x.b.next(c + 1) {
@@ -160,7 +188,16 @@ func checkRests(t *testing.T, step int, s *sizeSet) {
 				}
 				continue
 			}
-			r := *h.rest
+			if h.rest.t != nil {
+				trees++
+				if err := h.rest.t.check(); err != nil {
+					t.Fatalf("step %d: class %d: %v", step, c, err)
+				}
+				if len(h.rest.s) != 0 || h.rest.t.n <= restMax/4 {
+					t.Fatalf("step %d: class %d: a tree of %d and a slice of %d", step, c, h.rest.t.n, len(h.rest.s))
+				}
+			}
+			r := restEntries(h.rest)
 			if len(r) != int(h.nrest) {
 				t.Fatalf("step %d: class %d: rest of %d, nrest %d", step, c, len(r), h.nrest)
 			}
@@ -175,4 +212,21 @@ func checkRests(t *testing.T, step int, s *sizeSet) {
 			}
 		}
 	}
+	return trees
+}
+
+// restEntries is a rest's entries in descending order, from its slice or
+// its tree.
+func restEntries(r *restBuf) []sEntry {
+	if r.t == nil {
+		return r.s
+	}
+	var out []sEntry
+	for l := r.t.first(); l != nil; l = l.next {
+		for _, k := range l.keys[:l.n] {
+			out = append(out, keyEntry(k))
+		}
+	}
+	slices.Reverse(out)
+	return out
 }

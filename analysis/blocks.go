@@ -8,10 +8,18 @@ type block struct {
 	size, req int64 // block bytes and requested bytes
 	allocN    int64 // event index of the alloc
 	allocT    int64 // its TimeUs
-	seg       *segment
 	stack     trace.StackID
 	pending   bool // free_requested seen, free_completed not yet
 	recon     bool // existed before the trace began
+	// inSeg: the block is counted in the segment that holds its address
+	// (one did at its alloc, and has not been freed since).
+	inSeg bool
+	// misfit: the block is not wholly inside the segment counting it.
+	misfit bool
+	live   bool // the slab entry holds a live block
+	// indexed: the block is in the address tree; blocks enter it when a
+	// query needs it (blocks.sync), so most short-lived ones never do.
+	indexed bool
 }
 
 // site is the stack b counts under among the allocation sites: its own,
@@ -27,13 +35,16 @@ func (b *block) site() trace.StackID {
 // blocks maps addresses to live blocks. It is an open-addressing hash table
 // with linear probing over a slab of blocks: every alloc and free looks a
 // block up, and this is several times faster than a Go map of pointers, with
-// no allocation once the slab has grown to the live set.
+// no allocation once the slab has grown to the live set. The blocks are
+// also ordered by address in tree (blocktree.go).
 type blocks struct {
 	slots []int32 // 0 empty, else slab index + 1
 	slab  []block
 	free  []int32 // unused slab indexes
 	n     int
 	shift uint
+	tree  blockTree
+	fresh []int32 // slab indexes of blocks put since the last sync
 }
 
 func (t *blocks) hash(addr int64) int {
@@ -63,6 +74,7 @@ func (t *blocks) put(b block) *block {
 	if 2*(t.n+1) > len(t.slots) {
 		t.rehash(max(64, 2*len(t.slots)))
 	}
+	b.live, b.indexed = true, false
 	var i int32
 	if k := len(t.free); k > 0 {
 		i = t.free[k-1]
@@ -73,6 +85,10 @@ func (t *blocks) put(b block) *block {
 		t.slab = append(t.slab, b)
 	}
 	t.insert(b.addr, i+1)
+	if len(t.fresh) > 2*t.n+64 {
+		t.compactFresh()
+	}
+	t.fresh = append(t.fresh, i)
 	t.n++
 	return &t.slab[i]
 }
@@ -110,7 +126,11 @@ func (t *blocks) del(addr int64) {
 		if s == 0 {
 			return
 		}
-		if t.slab[s-1].addr == addr {
+		if b := &t.slab[s-1]; b.addr == addr {
+			if b.indexed {
+				t.treeRemove(addr)
+			}
+			b.live, b.indexed = false, false
 			t.free = append(t.free, s-1)
 			break
 		}
@@ -132,9 +152,39 @@ func (t *blocks) del(addr int64) {
 
 // each calls fn for every live block.
 func (t *blocks) each(fn func(b *block)) {
+	t.tree.visits += len(t.slots)
 	for _, s := range t.slots {
 		if s != 0 {
 			fn(&t.slab[s-1])
 		}
 	}
+}
+
+// sync puts the blocks that are live and not yet in the address tree into
+// it: each block at most once, O(log n), and only when a query needs the
+// order (the largest free block, an unmap, a segment freed under blocks).
+func (t *blocks) sync() {
+	for _, i := range t.fresh {
+		if b := &t.slab[i]; b.live && !b.indexed {
+			b.indexed = true
+			t.treeInsert(i + 1)
+		}
+	}
+	t.fresh = t.fresh[:0]
+}
+
+// compactFresh drops from fresh the blocks freed since (and the repeats of
+// a reused slab entry), so that it stays within the live blocks.
+func (t *blocks) compactFresh() {
+	out := t.fresh[:0]
+	for _, i := range t.fresh {
+		if b := &t.slab[i]; b.live && !b.indexed {
+			b.indexed = true // marks it kept
+			out = append(out, i)
+		}
+	}
+	for _, i := range out {
+		t.slab[i].indexed = false
+	}
+	t.fresh = out
 }

@@ -1,7 +1,5 @@
 package analysis
 
-import "slices"
-
 // Finalize returns the Summary of the events seen. It takes the pending
 // peak copies (a peak at the very end of the trace has had no decrease to
 // trigger them); the Summarizer must not be used afterwards.
@@ -33,7 +31,7 @@ func (s *Summarizer) Finalize() *Summary {
 			Active:    peak(Active),
 			Requested: peak(Requested),
 		},
-		Segments:   slices.Clone(s.layout),
+		Segments:   s.layoutSlice(),
 		SegmentsAt: s.layoutAt,
 		OOMs:       s.ooms,
 		Timeline:   tl,

@@ -1,10 +1,9 @@
 package analysis
 
 import (
-	"cmp"
-	"slices"
-
 	"github.com/tracer-dev/tracer/trace"
+
+	"github.com/tracer-dev/tracer/internal/ordered"
 )
 
 // Options configure a Summarizer. The zero value analyses device 0 with the
@@ -52,6 +51,11 @@ type Summarizer struct {
 	live  blocks
 	segs  segments
 	sites sites
+	// misfits counts the live blocks not wholly inside the one segment
+	// counting them (a corrupt trace); corrupt is set for good when an unmap
+	// removed memory under blocks. Either makes largestFree sweep.
+	misfits int64
+	corrupt bool
 
 	sitesStale bool // allocated hit a new maximum not yet copied into sites.atPeak
 
@@ -60,7 +64,8 @@ type Summarizer struct {
 	plateauAlloc int64
 	layoutStale  bool
 	layoutAt     Peak
-	layout       []SegmentLayout
+	layout       ordered.Map[int64, SegmentLayout] // by address; see snapshotLayout
+	layoutCopies int                               // segments copied into layout, for the tests
 
 	growRun  []extent // ranges reserved since the last non-segment event
 	grow     Grow
@@ -91,7 +96,7 @@ func NewSummarizer(opt Options) *Summarizer {
 	if opt.MaxOOMs <= 0 {
 		opt.MaxOOMs = 16
 	}
-	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets)}
+	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments()}
 }
 
 // Event folds one event into the summary. Events must come in trace order.
@@ -126,13 +131,7 @@ func (s *Summarizer) Event(ev *trace.Event) {
 	case trace.KindSegmentMap:
 		s.v[Reserved] += ev.Size
 		s.nDevAlloc++
-		if gone, into := s.segs.mapRange(int64(ev.Addr), ev.Size, ev.Stream); gone != nil {
-			s.live.each(func(b *block) {
-				if b.seg == gone {
-					b.seg = into
-				}
-			})
-		}
+		s.segs.mapRange(int64(ev.Addr), ev.Size, ev.Stream)
 		s.growRun = append(s.growRun, extent{int64(ev.Addr), int64(ev.Addr) + ev.Size})
 	case trace.KindSegmentFree:
 		s.growRun = s.growRun[:0]
@@ -146,9 +145,7 @@ func (s *Summarizer) Event(ev *trace.Event) {
 		s.willDecrease(false)
 		s.v[Reserved] -= ev.Size
 		s.nDevFree++
-		if s.segs.unmapRange(int64(ev.Addr), ev.Size) {
-			s.recount()
-		}
+		s.unmap(int64(ev.Addr), ev.Size)
 	case trace.KindOOM:
 		s.growRun = s.growRun[:0]
 		s.oom(ev)
@@ -168,9 +165,14 @@ func (s *Summarizer) segmentFree(addr int64) {
 	}
 	if g.blocks > 0 {
 		s.unmatch++ // its blocks were never freed: detach them
-		s.live.each(func(b *block) {
-			if b.seg == g {
-				b.seg = nil
+		s.live.inRange(g.addr, g.end(), func(b *block) {
+			if b.inSeg {
+				b.inSeg = false
+				if !b.misfit {
+					b.misfit = true
+					s.misfits++
+				}
+				s.live.changed(b)
 			}
 		})
 	}
@@ -196,8 +198,13 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 	if len(s.growRun) > 0 && (!s.hasGrow || bs > int64(s.grow.BlockSize)) {
 		s.recordGrow(ev, bs)
 	}
+	g := s.segs.find(addr)
+	misfit := g == nil || addr+bs > g.end()
+	if misfit {
+		s.misfits++
+	}
 	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, allocN: s.n, allocT: ev.TimeUs,
-		stack: ev.Stack, seg: s.segs.find(addr),
+		stack: ev.Stack, inSeg: g != nil, misfit: misfit,
 		recon:   ev.Flags&trace.FlagReconstructed != 0,
 		pending: ev.Flags&trace.FlagPending != 0})
 	s.v[Active] += bs
@@ -211,8 +218,8 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.nAllocs++
 		s.sites.add(b.site(), bs, ev.Size, 1)
 	}
-	if b.seg != nil {
-		s.segs.addBlock(b.seg, allocd, bs, 1)
+	if g != nil {
+		s.segs.addBlock(g, allocd, bs, 1)
 	}
 }
 
@@ -234,8 +241,9 @@ func (s *Summarizer) unallocate(b *block) {
 	s.nFrees++
 	s.sites.add(b.site(), -b.size, -b.req, -1)
 	b.pending = true
-	if b.seg != nil {
-		s.segs.addBlock(b.seg, -b.size, 0, 0)
+	s.live.changed(b)
+	if g := s.blockSegment(b); g != nil {
+		s.segs.addBlock(g, -b.size, 0, 0)
 	}
 	if b.recon {
 		s.nRecon++
@@ -267,8 +275,13 @@ func (s *Summarizer) release(b *block, lost bool) {
 	}
 	s.v[Active] -= b.size
 	s.v[Requested] -= b.req
-	if b.seg != nil {
-		s.segs.addBlock(b.seg, 0, -b.size, -1)
+	if g := s.blockSegment(b); g != nil {
+		s.segs.addBlock(g, 0, -b.size, -1)
+	} else if g := s.segs.find(b.addr); g != nil {
+		s.segs.touch(g) // its free space changed
+	}
+	if b.misfit {
+		s.misfits--
 	}
 	s.live.del(b.addr)
 }
@@ -283,57 +296,6 @@ func (s *Summarizer) willDecrease(allocated bool) {
 	if s.layoutStale {
 		s.snapshotLayout()
 	}
-}
-
-func (s *Summarizer) snapshotLayout() {
-	s.layoutStale = false
-	s.layout = s.layout[:0]
-	for _, g := range s.segs.list {
-		l := SegmentLayout{Addr: uint64(g.addr), Size: Bytes(g.size), Stream: g.stream,
-			Expandable: g.expandable, Blocks: g.blocks, Allocated: Bytes(g.allocated),
-			PendingFree: Bytes(g.active - g.allocated)}
-		if g.blocks > 0 {
-			l.SplitFree = Bytes(g.size - g.active)
-		} else {
-			l.Free = Bytes(g.size - g.active)
-		}
-		s.layout = append(s.layout, l)
-	}
-}
-
-// recount rebuilds every segment's block counters from the live blocks,
-// after an unmap split a mapped range holding blocks (rare).
-func (s *Summarizer) recount() {
-	for _, g := range s.segs.list {
-		g.allocated, g.active, g.blocks = 0, 0, 0
-	}
-	s.segs.split, s.segs.splitFixed = 0, 0
-	s.live.each(func(b *block) {
-		b.seg = s.segs.find(b.addr)
-		if g := b.seg; g != nil {
-			if !b.pending {
-				g.allocated += b.size
-			}
-			g.active += b.size
-			g.blocks++
-		}
-	})
-	for _, g := range s.segs.list {
-		s.segs.split += g.splitFree()
-		if !g.expandable {
-			s.segs.splitFixed += g.splitFree()
-		}
-	}
-}
-
-// largestFree sweeps the segments for their largest free gaps, treating the
-// extra ranges as occupied.
-func (s *Summarizer) largestFree(stream uint64, extra []extent) (any, same int64) {
-	occ := append(s.scratch[:0], extra...)
-	s.live.each(func(b *block) { occ = append(occ, extent{b.addr, b.addr + b.size}) })
-	slices.SortFunc(occ, func(a, b extent) int { return cmp.Compare(a.addr, b.addr) })
-	s.scratch = occ
-	return s.segs.largestGaps(occ, stream)
 }
 
 func (s *Summarizer) recordGrow(ev *trace.Event, bs int64) {

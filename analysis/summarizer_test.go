@@ -234,14 +234,14 @@ func TestSummarizer_unmapSplitsRange(t *testing.T) {
 		ev.Seq = int64(i)
 		s.Event(&ev)
 	}
-	if n := len(s.segs.list); n != 2 {
+	if n := s.segs.tree.Len(); n != 2 {
 		t.Fatalf("%d ranges, want 2", n)
 	}
-	for _, g := range s.segs.list {
+	s.segs.tree.Each(func(_ int64, g *segment) {
 		if g.blocks != 1 || g.allocated != 2*MiB || g.size != 2*MiB {
 			t.Errorf("range %#x: %+v, want one 2 MiB block filling 2 MiB", g.addr, *g)
 		}
-	}
+	})
 }
 
 func TestSummarizer_oom(t *testing.T) {

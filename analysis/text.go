@@ -257,6 +257,9 @@ func ShortFrame(f trace.Frame) string {
 	if f.File == "" {
 		file = "?"
 	}
+	if f.Line < 0 {
+		return fmt.Sprintf("%s:? %s", file, f.Name)
+	}
 	return fmt.Sprintf("%s:%d %s", file, f.Line, f.Name)
 }
 

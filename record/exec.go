@@ -33,9 +33,9 @@ type executor struct {
 	ctx     context.Context
 	w       *Workload
 	a       *allocator.Allocator
-	live    [][]uint64 // per group: addresses of live buffers, oldest first
+	live    []liveList // per group: addresses of live buffers, oldest first
 	pending []uint64   // freed blocks awaiting their record_stream events
-	scratch []uint64
+	sel     []int      // the selected buffers' indexes in their liveList
 
 	// setStmt tells the recorder which statement the next events belong to;
 	// nil when nothing records (benchmarks).
@@ -47,7 +47,7 @@ type executor struct {
 }
 
 func newExecutor(ctx context.Context, w *Workload, a *allocator.Allocator) *executor {
-	return &executor{ctx: ctx, w: w, a: a, live: make([][]uint64, len(w.groups))}
+	return &executor{ctx: ctx, w: w, a: a, live: make([]liveList, len(w.groups))}
 }
 
 // run executes the workload from the start.
@@ -88,31 +88,31 @@ func (x *executor) exec(s *stmt) error {
 	}
 	switch s.op {
 	case opAlloc:
-		g := x.live[s.group]
+		g := &x.live[s.group]
 		for i := int64(0); i < s.count; i++ {
 			addr, err := x.a.Malloc(s.size, s.stream)
 			if err != nil {
-				x.live[s.group] = g
 				return x.fail(s, err)
 			}
-			g = append(g, addr)
+			g.push(addr)
 			if err := x.step(s); err != nil {
-				x.live[s.group] = g
 				return err
 			}
 		}
-		x.live[s.group] = g
 	case opFree:
 		return x.free(s)
 	case opRecordStream:
-		g := x.live[s.group]
-		if len(g) == 0 {
+		g := &x.live[s.group]
+		if g.Len() == 0 {
 			return x.fail(s, fmt.Errorf("no live %s buffers", x.w.groups[s.group]))
 		}
-		for _, addr := range g {
-			if err := x.a.RecordStream(addr, s.stream); err != nil {
-				return x.fail(s, err)
-			}
+		var err error
+		g.each(func(addr uint64) bool {
+			err = x.a.RecordStream(addr, s.stream)
+			return err == nil
+		})
+		if err != nil {
+			return x.fail(s, err)
 		}
 	case opSync:
 		// The streams' work is done: every pending free's events complete,
@@ -150,10 +150,11 @@ func (x *executor) exec(s *stmt) error {
 
 // free releases the selected live buffers of a group: positions from,
 // from+step, ... (from counts from the end when negative), at most limit of
-// them, oldest first or, with reverse, newest first.
+// them, oldest first or, with reverse, newest first. Its cost is that of
+// the buffers it frees, O(log n) each, whatever the group's length.
 func (x *executor) free(s *stmt) error {
-	g := x.live[s.group]
-	n := int64(len(g))
+	g := &x.live[s.group]
+	n := int64(g.Len())
 	start := s.from
 	if start < 0 {
 		start += n
@@ -168,46 +169,33 @@ func (x *executor) free(s *stmt) error {
 	if s.limit > 0 && sel > s.limit {
 		sel = s.limit
 	}
-	last := start + (sel-1)*s.step
-	// Free first, then drop the freed entries, so that a failure (or an
-	// interruption) leaves the list describing exactly the live buffers.
+	// The positions are those before this statement: find them all first.
+	x.sel = x.sel[:0]
+	for k := range sel {
+		p := start + k*s.step
+		if s.reverse {
+			p = start + (sel-1-k)*s.step
+		}
+		x.sel = append(x.sel, g.index(int(p)))
+	}
+	// Each buffer is dropped from the list once freed, so that a failure
+	// (or an interruption) leaves the list describing exactly the live ones.
 	var err error
-	done := int64(0)
-	freeOne := func(addr uint64) bool {
+	for _, i := range x.sel {
+		addr := g.at(i)
 		if e := x.a.Free(addr); e != nil {
 			err = x.fail(s, e)
-			return false
+			break
 		}
-		done++
+		g.drop(i)
 		if x.a.Pending(addr) {
 			x.pending = append(x.pending, addr)
 		}
-		err = x.step(s)
-		return err == nil
-	}
-	if s.reverse {
-		for i := last; i >= start && freeOne(g[i]); i -= s.step {
-		}
-	} else {
-		for i := start; i <= last && freeOne(g[i]); i += s.step {
+		if err = x.step(s); err != nil {
+			break
 		}
 	}
-	freed := func(i int64) bool {
-		if i < start || i > last || (i-start)%s.step != 0 {
-			return false
-		}
-		if s.reverse {
-			return i > last-done*s.step
-		}
-		return i < start+done*s.step
-	}
-	out := g[:0]
-	for i, addr := range g {
-		if !freed(int64(i)) {
-			out = append(out, addr)
-		}
-	}
-	x.live[s.group] = out
+	g.compact()
 	return err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	mbits "math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -57,6 +56,9 @@ type ImportResult struct {
 	// on the allocator model left the recording, and where: block sizes
 	// are left unknown from there on.
 	Diverged []Divergence
+	// Warnings are other things the import could not do as asked, one
+	// line each.
+	Warnings []string
 }
 
 // Divergence is where the allocator model, replaying a device's recording
@@ -74,7 +76,7 @@ type Divergence struct {
 // String says where the model left the recording, for a warning.
 func (d Divergence) String() string {
 	if d.OOM {
-		return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (an out-of-memory of %s that the model satisfies): no block sizes from there on",
+		return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (an out-of-memory of %s that the model satisfies): no block sizes from there on (a memory limit above the run's does this: import with the run's --fraction and --total-memory)",
 			d.Device, d.Seq, allocator.FormatSize(d.Size))
 	}
 	return fmt.Sprintf("device %d: the allocator model leaves the recording at seq %d (alloc of %s at %#x): no block sizes from there on",
@@ -303,6 +305,10 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: recorded PYTORCH_CUDA_ALLOC_CONF %q: %v", in, snap.Settings.AllocConf, err)
 	}
 	res := &ImportResult{In: in, Out: out, Devices: len(snap.Devices), Skipped: map[string]int{}}
+	if conf.Modelled() != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("recorded with backend:%s, which tracer does not model: "+
+			"the block sizes and the replay check are the native caching allocator's", conf.Backend))
+	}
 	meta := importMeta(in, snap, opts)
 	// One pass over the recorded events (eventScan), beside
 	// reconstruction, unless they were followed as they were decoded
@@ -343,13 +349,37 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 	}
 	res.Truncated = meta.Truncated
 	recorded := sc.recorded
+	if meta.MemoryLimit == 0 {
+		if limit := inferLimit(initial, recorded); limit > 0 {
+			meta.MemoryLimit = limit
+			meta.Extra["memory_limit"] = "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"
+			res.InferredLimit = limit
+		}
+	}
+	// The program's empty_cache() calls, decided on the model before
+	// anything is written: they are rows of the trace, whose length the
+	// writer is told first. Only a device that released memory has any.
+	// Under the recording's own settings (the snapshot has its
+	// allocator_settings) the model also infers the private pool of each
+	// allocation (replay.Options.InferPools), here and in the annotation.
+	inferPools := snap.Settings.JSON != ""
+	rows := make([][]trace.Event, len(snap.Devices))
+	for i, d := range snap.Devices {
+		if recorded[i].released {
+			if rows[i], err = findEmptyCaches(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
+				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
+			}
+		}
+	}
+	meta.EmptyCacheRows = true
+	meta.Extra["empty_cache"] = "inferred: the allocator model, replaying the recording under its settings, decided which segment releases were empty_cache() calls"
 	var total int64
 	for i, d := range snap.Devices {
-		total += int64(len(initial[i])) + d.Len()
+		total += int64(len(initial[i])) + d.Len() + int64(len(rows[i]))
 	}
 	var nulls []int // for the stream writer
 	if spilled {
-		nulls = batchNulls(total, initial, snap.Devices, sc.noStack)
+		nulls = batchNulls(total, initial, snap.Devices, sc.noStack, rows)
 	}
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
@@ -364,13 +394,6 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 		problems <- all
 	}()
 	defer func() { res.Problems = <-problems }()
-	if meta.MemoryLimit == 0 {
-		if limit := inferLimit(initial, recorded); limit > 0 {
-			meta.MemoryLimit = limit
-			meta.Extra["memory_limit"] = "inferred: the recording's peak reserved, the smallest limit consistent with its OOMs"
-			res.InferredLimit = limit
-		}
-	}
 	// A spilled trace is written a piece of a batch at a time; one decoded
 	// in memory (a large file on many cores), whose memory is the events
 	// anyway, by Create's writer, which lays whole batches out on several
@@ -425,7 +448,7 @@ func importOne(in, out string, opts ImportOptions) (*ImportResult, error) {
 					}()
 				}
 			}
-			diverged, annErr = annotateBlockSizes(conf, snap.Settings.JSON != "", meta.MemoryLimit, initial[i], d, privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateBlockSizes(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -523,43 +546,26 @@ type eventWriter interface {
 	Abort()
 }
 
-// batchNulls returns how many events of each batch of the output have no
-// stack: total events, each device's initial ones (noted in their Stack),
-// then its recorded ones (a bit set in noStack[i]).
-func batchNulls(total int64, initial [][]trace.Event, devs []*torchsnap.Device, noStack [][]uint64) []int {
-	nulls := make([]int, (total+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
-	var row int64
-	for i, d := range devs {
-		for j := range initial[i] {
-			if initial[i][j].Stack == trace.NoStack {
-				nulls[(row+int64(j))/trace.DefaultBatchRows]++
-			}
-		}
-		row += int64(len(initial[i]))
-		for k := int64(0); k < d.Len(); {
-			// The recorded events [k, hi) fall in one batch.
-			hi := min(d.Len(), k+trace.DefaultBatchRows-(row+k)%trace.DefaultBatchRows)
-			nulls[(row+k)/trace.DefaultBatchRows] += countBits(noStack[i], k, hi)
-			k = hi
-		}
-		row += d.Len()
-	}
-	return nulls
-}
+// defaultDeviceTotal is the annotation's device when the trace does not
+// say (replay's default, an 80 GiB H100).
+const defaultDeviceTotal = 80 << 30
 
-// countBits returns the number of bits set in bits[lo, hi).
-func countBits(bits []uint64, lo, hi int64) int {
-	n := 0
-	for ; lo < hi && lo%64 != 0; lo++ {
-		n += int(bits[lo/64] >> (lo % 64) & 1)
+// annotationTotal is the memory of the simulated device the annotation of
+// one device's recording replays on: the device's own (meta.DeviceTotal)
+// when known, else defaultDeviceTotal, and never less than the memory limit
+// or the most the recording reserved (initial, its reconstructed start, and
+// recorded, the scan of its recorded events), which a real device held.
+func annotationTotal(meta trace.Meta, initial []trace.Event, recorded reservedScan) int64 {
+	total := meta.DeviceTotal
+	if total <= 0 {
+		total = defaultDeviceTotal
 	}
-	for ; lo+64 <= hi; lo += 64 {
-		n += mbits.OnesCount64(bits[lo/64])
+	s := scanReserved(initial)
+	total = max(total, meta.MemoryLimit, s.peak, s.end)
+	if recorded.grew {
+		total = max(total, s.end+recorded.peak)
 	}
-	for ; lo < hi; lo++ {
-		n += int(bits[lo/64] >> (lo % 64) & 1)
-	}
-	return n
+	return total
 }
 
 // inferLimit returns, for a recording with OOM events, the peak of its
@@ -590,6 +596,10 @@ func inferLimit(initial [][]trace.Event, recorded []reservedScan) int64 {
 type reservedScan struct {
 	end, peak  int64 // at the end, and the highest after a segment_alloc or segment_map
 	grew, ooms bool  // there was a segment_alloc or segment_map; an oom
+	released   bool  // there was a segment_free or segment_unmap
+	// lastRelease is the index of the last of them among the events
+	// scanned (n so far).
+	lastRelease, n int64
 }
 
 func scanReserved(evs []trace.Event) reservedScan {
@@ -610,10 +620,12 @@ func (s *reservedScan) add(evs []trace.Event) {
 			s.grew = true
 		case trace.KindSegmentFree, trace.KindSegmentUnmap:
 			s.end -= evs[j].Size
+			s.released, s.lastRelease = true, s.n+int64(j)
 		case trace.KindOOM:
 			s.ooms = true
 		}
 	}
+	s.n += int64(len(evs))
 }
 
 // annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,
@@ -637,16 +649,19 @@ func (s *reservedScan) add(evs []trace.Event) {
 // of the model's allocs that annotated them, and the frees from a map of
 // its own, made this annotation of a real 9.6 MB training snapshot cost
 // about a fifth more instructions.
-func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit int64, initial []trace.Event, d *torchsnap.Device,
-	private []torchsnap.Segment, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
-	s := &annSource{initial: initial, n: d.Len(), full: full}
-	s.ready = readChunks(d, private, free, lastRead)
+//
+// rows are d's empty_cache rows (findEmptyCaches): the chunks carry them,
+// and the replay performs them (replay.Options.EmptyCacheRows).
+func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
+	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
+	s.ready = readChunks(d, rows, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, and cost this
 	// replay a third of its instructions.
-	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, Recorded: true,
-		SkipCompare: true, Annotate: true, InferPools: inferPools, Left: s.leave}, nil)
+	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
+		SkipCompare: true, Annotate: true, InferPools: inferPools, Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
@@ -664,7 +679,7 @@ func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit int64, initi
 // after the model has left the recording: nothing more can be annotated.
 type annSource struct {
 	initial []trace.Event
-	n       int64            // the device's events
+	n       int64            // the device's events and empty_cache rows
 	ready   <-chan chunkRead // d's chunks in order (readChunks)
 	full    chan<- []trace.Event
 	buf     []trace.Event // the current chunk: events [lo, lo+len(buf)) of d
@@ -697,7 +712,7 @@ func (s *annSource) Err() error          { return s.err }
 
 // leave notes that the model left the recording at ev, a recorded alloc
 // or OOM of the device, whose Seq is its index among the device's events
-// (Device.Chunk) (replay.Options.Left).
+// and empty_cache rows (withRows) (replay.Options.Left).
 func (s *annSource) leave(ev *trace.Event) {
 	s.left = &Divergence{Seq: ev.Seq, Addr: ev.Addr, Size: ev.Size, OOM: ev.Kind == trace.KindOOM}
 }
@@ -729,21 +744,30 @@ type chunkRead struct {
 }
 
 // readChunks reads d's events a chunk at a time, in order, into buffers
-// from free, tags them with their pools, and delivers them on the channel
-// it returns, which holds up to two chunks. It stops after the last chunk,
-// or after delivering a read error; then it calls lastRead, if set.
-func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
+// from free, inserts its empty_cache rows (withRows), tags them with their
+// pools, and delivers them on the channel it returns, which holds up to
+// two chunks. It stops after the last chunk, or after delivering a read
+// error; then it calls lastRead, if set.
+func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, 2)
 	go func() {
 		if lastRead != nil {
 			defer lastRead()
 		}
 		n := d.Len()
+		before := 0 // rows before lo
 		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
-			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), <-free)
+			buf := <-free
+			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), buf)
 			if err != nil {
 				ready <- chunkRead{err: err}
 				return
+			}
+			if len(rows) > 0 {
+				evs = withRows(evs, buf, lo, rows, before)
+				for before < len(rows) && rows[before].Seq < lo+torchsnap.ChunkSize {
+					before++
+				}
 			}
 			tagPools(evs, private)
 			ready <- chunkRead{evs: evs}
@@ -756,40 +780,5 @@ func readChunks(d *torchsnap.Device, private []torchsnap.Segment, free <-chan []
 // reach, unannotated from the first disagreement on.
 func (s *annSource) finish() {
 	for s.load() {
-	}
-}
-
-// privateSegments returns the segments the snapshot reports as owned by a
-// private pool (a CUDA graph capture or a MemPool).
-func privateSegments(d *torchsnap.Device) []torchsnap.Segment {
-	var private []torchsnap.Segment
-	for _, s := range d.Segments {
-		if !s.Pool.IsDefault() {
-			private = append(private, s)
-		}
-	}
-	return private
-}
-
-// tagPools sets Event.Pool on the allocations and segment events that lie
-// in private, segments the snapshot reports as owned by a private pool.
-// torch 2.11's trace entries carry no pool id; without it a replay would
-// serve those requests from the default pools. Only segments alive at the
-// dump are known: a private segment freed before it is not tagged.
-func tagPools(evs []trace.Event, private []torchsnap.Segment) {
-	if len(private) == 0 {
-		return
-	}
-	for i := range evs {
-		ev := &evs[i]
-		switch ev.Kind {
-		case trace.KindAlloc, trace.KindSegmentAlloc, trace.KindSegmentMap:
-			for _, s := range private {
-				if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.TotalSize) {
-					ev.Pool = s.Pool
-					break
-				}
-			}
-		}
 	}
 }

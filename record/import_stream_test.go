@@ -134,9 +134,18 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 			res.InferredLimit = limit
 		}
 	}
-	var total int64
+	// The empty_cache rows the import adds; the events written are evs.
+	meta.EmptyCacheRows = true
+	meta.Extra["empty_cache"] = "inferred: the allocator model, replaying the recording under its settings, decided which segment releases were empty_cache() calls"
+	evs := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
-		total += int64(len(initial[i]) + len(d.Events))
+		if evs[i], err = withObservedEmptyCaches(conf, meta.MemoryLimit, initial[i], d.Events); err != nil {
+			return nil, err
+		}
+	}
+	var total int64
+	for i := range snap.Devices {
+		total += int64(len(initial[i]) + len(evs[i]))
 	}
 	w, err := trace.Create(out, meta, trace.WriterOptions{Events: total})
 	if err != nil {
@@ -166,13 +175,13 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 		var at int
 		var annErr error
 		go func() {
-			at, annErr = annotateInMemory(conf, meta.MemoryLimit, initial[i], d.Events, progress)
+			at, annErr = annotateInMemory(conf, meta.MemoryLimit, initial[i], evs[i], progress)
 			close(progress)
 		}()
 		done := 0
 		for upTo := range progress {
 			if err == nil {
-				err = write(d.Events[done:upTo])
+				err = write(evs[i][done:upTo])
 			}
 			done = upTo
 		}
@@ -180,7 +189,7 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 			err = annErr
 		}
 		if err == nil {
-			err = write(d.Events[done:])
+			err = write(evs[i][done:])
 		}
 		if err != nil {
 			w.Abort()
@@ -188,8 +197,8 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 		}
 		if at >= 0 {
 			dv := Divergence{Device: d.Index, Seq: base + int64(at)}
-			if at < len(d.Events) {
-				dv.Addr, dv.Size = d.Events[at].Addr, d.Events[at].Size
+			if at < len(evs[i]) {
+				dv.Addr, dv.Size = evs[i][at].Addr, evs[i][at].Size
 			}
 			res.Diverged = append(res.Diverged, dv)
 		}
@@ -199,6 +208,48 @@ func importInMemory(in, out string, opts ImportOptions) (*ImportResult, error) {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
 	return res, nil
+}
+
+// withObservedEmptyCaches returns a copy of events with the empty_cache
+// rows the import writes, found another way than the import's: the rows an
+// observer of a replay under the recorded settings sees, each put before the
+// recorded release that matches the next release the observer sees (the
+// model reproduces the recording).
+func withObservedEmptyCaches(conf allocator.Conf, limit int64, initial, events []trace.Event) ([]trace.Event, error) {
+	var releases []int // indices of the recorded releases, in order
+	for i := range events {
+		if k := events[i].Kind; k == trace.KindSegmentFree || k == trace.KindSegmentUnmap {
+			releases = append(releases, i)
+		}
+	}
+	before := map[int]trace.Event{} // release index → row
+	seen, pending := 0, []trace.Event(nil)
+	obs := replay.ObserverFunc(func(ev *trace.Event) {
+		switch ev.Kind {
+		case trace.KindEmptyCache:
+			pending = append(pending, *ev)
+		case trace.KindSegmentFree, trace.KindSegmentUnmap:
+			if len(pending) > 0 && seen < len(releases) {
+				before[releases[seen]] = pending[0]
+				pending = pending[1:]
+			}
+			seen++
+		}
+	})
+	src := append(append([]trace.Event(nil), initial...), events...)
+	if _, err := replay.Run(context.Background(), replay.NewSliceSource(src), replay.Options{Conf: conf, MemoryLimit: limit,
+		Recorded: true, SkipCompare: true}, obs); err != nil {
+		return nil, err
+	}
+	out := make([]trace.Event, 0, len(events)+len(before))
+	for i, ev := range events {
+		if row, ok := before[i]; ok {
+			row.Seq, row.Device, row.Stream = 0, ev.Device, 0
+			out = append(out, row)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
 }
 
 // annotateInMemory is annotateBlockSizes as 4eee959 had it: it fills Event.BlockSize of the recorded allocs and frees,

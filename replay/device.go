@@ -16,9 +16,11 @@ type deviceReplay struct {
 	opts     *Options
 	recorded bool // opts.Recorded and not opts.SkipCompare: compare with the recording
 	annotate bool // opts.Annotate (with Recorded), until the model leaves the recording
+	rows     bool // the trace states its empty_cache calls (Options.EmptyCacheRows, or a row seen)
 	obs      Observer
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
+	dev      allocator.Device
 
 	// held is a free_requested awaiting the next event of the device, which
 	// tells whether the free was synchronous. Other events need no lookahead
@@ -35,11 +37,15 @@ type deviceReplay struct {
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).
 	restoreSegs []allocator.SegmentInfo
-	restoreEvs  []trace.Event
-	restored    bool
+	// restoreUnsorted: restoreSegs are not in address order (restoreSeg).
+	restoreUnsorted bool
+	restoreEvs      []trace.Event
+	restored        bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
-	// attributed to a malloc or to empty_cache.
+	// attributed to a malloc or to empty_cache; with rows, the empty_cache
+	// rows not yet performed instead (they are, at the next request), each
+	// followed by the recorded releases after it.
 	reclaim []trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
@@ -80,6 +86,7 @@ type expected struct {
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
 	r.annotate = opts.Annotate && opts.Recorded
+	r.rows = opts.EmptyCacheRows && !opts.InferEmptyCaches
 	var dev allocator.Device
 	switch {
 	case opts.NewDevice != nil:
@@ -91,6 +98,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 		dev = allocator.NewSimDevice(opts.TotalMemory)
 	}
 	r.sim, _ = dev.(*allocator.SimDevice)
+	r.dev = dev
 	for _, sg := range opts.PrivateSegments {
 		if !sg.Pool.IsDefault() {
 			r.private = append(r.private, sg)
@@ -396,9 +404,24 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
 		r.segmentFreed(ev)
-		r.reclaim = append(r.reclaim, *ev)
+		if !r.rows || len(r.reclaim) > 0 {
+			// With rows, only the releases after a row: they tell
+			// which private pools its call found released (settle).
+			r.reclaim = append(r.reclaim, *ev)
+		}
 		r.expectEv(ev)
+	case trace.KindEmptyCache:
+		if r.opts.InferEmptyCaches {
+			break
+		}
+		if !r.rows {
+			// The first row of a trace that did not say it has them: the
+			// releases buffered so far are outcomes too.
+			r.rows, r.reclaim = true, r.reclaim[:0]
+		}
+		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
+		calls := r.res.EmptyCaches
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -406,7 +429,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		pool := r.allocPool(ev)
 		private := !pool.IsDefault()
 		if private {
-			if err := r.beginPool(pool, ev.Stream); err != nil {
+			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
 				return false, err
 			}
 		}
@@ -523,7 +546,10 @@ func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
 // to req's malloc when the model says it would reclaim memory (Recorded mode)
 // or, under other settings, when the recording shows the malloc path's shape
 // (an oom, or a new segment, right after the run). Otherwise they were a
-// torch.cuda.empty_cache() call, replayed now.
+// torch.cuda.empty_cache() call, replayed now. With rows, it performs the
+// empty_cache rows buffered since the last request instead: the trace says
+// what the program asked for; the releases buffered after each row say
+// only which private pools it found released (emptyCaches).
 //
 // The check for an empty buffer is inlined into every request's path; the
 // buffer is nearly always empty.
@@ -535,6 +561,23 @@ func (r *deviceReplay) settleReclaim(req *trace.Event) error {
 }
 
 func (r *deviceReplay) settle(req *trace.Event) error {
+	if r.rows {
+		// Each row, with the releases that followed it (step buffers
+		// them only after a row).
+		rel := r.reclaim
+		for len(rel) > 0 {
+			n := 1
+			for n < len(rel) && rel[n].Kind != trace.KindEmptyCache {
+				n++
+			}
+			if err := r.emptyCache(&rel[0], rel[0].Size, rel[1:n]); err != nil {
+				return err
+			}
+			rel = rel[n:]
+		}
+		r.reclaim = r.reclaim[:0]
+		return nil
+	}
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
@@ -548,70 +591,37 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 		r.reclaim = r.reclaim[:0]
 		return nil
 	}
-	err := r.emptyCaches()
+	first := r.reclaim[0]
+	var released int64
+	for i := range r.reclaim {
+		released += r.reclaim[i].Size
+	}
+	if r.opts.EmptyCacheFound != nil {
+		r.opts.EmptyCacheFound(&first, released)
+	}
+	err := r.emptyCache(&first, released, r.reclaim)
 	r.reclaim = r.reclaim[:0]
 	return err
 }
 
-// gatherRestore collects a reconstructed segment or live block.
-func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
-	if r.restored {
-		return fmt.Errorf("reconstructed event after the trace started")
-	}
+// emptyCache performs a torch.cuda.empty_cache() call, stated by the row
+// at, or inferred from the run of releases that at begins, which released
+// released bytes in the recording; rel are the recorded releases that
+// followed it, from which emptyCaches learns the private pools it found
+// released. The observer gets it as an empty_cache row before the releases
+// it makes, so that a trace written from the replay states its calls too;
+// the comparison with the recording, which has no such row, does not see it.
+func (r *deviceReplay) emptyCache(at *trace.Event, released int64, rel []trace.Event) error {
+	time, stack := r.curTime, r.curStack
+	r.curTime, r.curStack = at.TimeUs, at.Stack
 	if r.obs != nil {
-		r.restoreEvs = append(r.restoreEvs, *ev)
-	}
-	conf := r.a.Conf()
-	switch ev.Kind {
-	case trace.KindSegmentAlloc:
-		r.restoreSegs = append(r.restoreSegs, allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size,
-			Stream: ev.Stream, Pool: allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, Small: ev.Size == conf.SmallBuffer})
-	case trace.KindAlloc:
-		for i := range r.restoreSegs {
-			s := &r.restoreSegs[i]
-			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
-				size := ev.BlockSize
-				if size == 0 {
-					size = conf.RoundSize(ev.Size)
-				}
-				st := allocator.ActiveAllocated
-				if ev.Flags&trace.FlagPending != 0 {
-					st = allocator.ActivePendingFree
-				}
-				s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
-				r.addrs.Put(ev.Addr, blockRef{addr: ev.Addr})
-				return nil
-			}
-		}
-		return fmt.Errorf("reconstructed block %#x lies in no reconstructed segment", ev.Addr)
-	default:
-		return fmt.Errorf("cannot restore a reconstructed %s", ev.Kind)
-	}
-	return nil
-}
-
-func (r *deviceReplay) applyRestore() error {
-	if r.restored {
-		return nil
-	}
-	r.restored = true
-	if len(r.restoreSegs) == 0 {
-		return nil
-	}
-	if err := r.a.Restore(r.restoreSegs); err != nil {
-		return err
-	}
-	// Restore installs the state without events. The observer gets the
-	// reconstructed events it came from, as the trace begins with them:
-	// the replay then starts from the same segments and live blocks, so a
-	// trace written from it is whole and an analysis of it counts them
-	// (without them, the frees of restored blocks drove its allocated
-	// bytes below zero and its fragmentation negative).
-	for i := range r.restoreEvs {
-		e := &r.restoreEvs[i]
-		e.Seq, e.Device = r.outSeq, r.device
+		o := &r.out
+		*o = trace.Event{Seq: r.outSeq, TimeUs: at.TimeUs, Device: r.device, Kind: trace.KindEmptyCache,
+			Size: released, Stack: at.Stack}
 		r.outSeq++
-		r.obs.Event(e)
+		r.obs.Event(o)
 	}
-	return nil
+	err := r.emptyCaches(rel)
+	r.curTime, r.curStack = time, stack
+	return err
 }

@@ -159,32 +159,41 @@ func (r *deviceReplay) segmentFreed(ev *trace.Event) {
 	}
 }
 
-// emptyCaches replays the recorded segment releases in r.reclaim, which no
-// malloc explains, as the empty_cache calls they came from. Releases that
-// begin with a MemPool's segments are first that pool's own empty_cache,
-// which its destruction runs (releasePool, then emptyCache of its id: a
-// default flush would have come first); the rest is a torch.cuda.empty_cache().
-// Every private pool whose segments a call frees was released before it
-// (its graphs or MemPool were destroyed), so the replay drops the use it
-// holds first, and EmptyCache returns the pool's free segments.
-func (r *deviceReplay) emptyCaches() error {
-	rest := r.reclaim
-	if p := (allocator.PoolID{A: rest[0].Pool.A, B: rest[0].Pool.B}); p.A == 0 && p.B != 0 {
-		n := 1
-		for n < len(rest) && rest[n].Pool == rest[0].Pool {
-			n++
-		}
-		r.releasePool(p)
-		r.res.EmptyCaches++
-		if err := r.a.EmptyPoolCache(p); err != nil {
-			return err
-		}
-		if rest = rest[n:]; len(rest) == 0 {
-			return nil
+// emptyCaches makes the flushes of one empty_cache call, stated by a row or
+// inferred from a run of releases; rel are the recorded releases that
+// followed it (with rows, those between the row and the next request).
+// Releases that begin with a MemPool's segments are first that pool's own
+// empty_cache, which its destruction runs (releasePool, then EmptyPoolCache
+// of its id: a default flush would have come first); the rest is a
+// torch.cuda.empty_cache(). Every private pool whose segments a call frees
+// was released before it (its graphs or MemPool were destroyed), so the
+// replay drops the use it holds first, and EmptyCache returns the pool's
+// free segments.
+//
+// With rows the recorded releases are outcomes, but they are still read
+// here, rather than pool releases decided at import and stored: they are in
+// every trace whatever the replay's settings, the import tags them with
+// their pools (segmentFreed), and a row is performed at the next request,
+// after them; the trace format needs nothing new.
+func (r *deviceReplay) emptyCaches(rel []trace.Event) error {
+	if len(rel) > 0 {
+		if p := (allocator.PoolID{A: rel[0].Pool.A, B: rel[0].Pool.B}); p.A == 0 && p.B != 0 {
+			n := 1
+			for n < len(rel) && rel[n].Pool == rel[0].Pool {
+				n++
+			}
+			r.releasePool(p)
+			r.res.EmptyCaches++
+			if err := r.a.EmptyPoolCache(p); err != nil {
+				return err
+			}
+			if rel = rel[n:]; len(rel) == 0 {
+				return nil
+			}
 		}
 	}
-	for i := range rest {
-		if p := rest[i].Pool; !p.IsDefault() {
+	for i := range rel {
+		if p := rel[i].Pool; !p.IsDefault() {
 			r.releasePool(allocator.PoolID{A: p.A, B: p.B})
 		}
 	}
@@ -203,15 +212,17 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 // beginPool routes the next malloc on stream to private pool id. The pool is
 // created, and kept in use, on its first appearance; a CUDA graph's pool
 // after the empty_cache() with which torch.cuda.graph starts a capture
-// (use_mem_pool, a MemPool's, empties nothing).
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64) error {
+// (use_mem_pool, a MemPool's, empties nothing), unless emptied says the
+// replay has just made that call (an empty_cache row, or releases it
+// attributed to one, right before the pool's first allocation).
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
 	filter := func(s uint64) bool { return s == stream }
 	if r.pools.seen == nil {
 		r.pools.seen = map[allocator.PoolID]bool{}
 	}
 	if !r.pools.seen[id] {
 		r.pools.seen[id] = true
-		if id.A != 0 {
+		if id.A != 0 && !emptied {
 			r.res.EmptyCaches++
 			if err := r.a.EmptyCache(); err != nil {
 				return err

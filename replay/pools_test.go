@@ -149,3 +149,80 @@ func TestEmptyCaches_memPool(t *testing.T) {
 			d.Stats.NumSyncAllStreams, d.EmptyCaches, d.Stats.Segment[0].Current)
 	}
 }
+
+// withRow returns evs with an empty_cache row inserted before event i, and
+// every Seq renumbered.
+func withRow(evs []trace.Event, i int) []trace.Event {
+	out := append([]trace.Event(nil), evs[:i]...)
+	out = append(out, trace.Event{Kind: trace.KindEmptyCache, Stack: trace.NoStack})
+	out = append(out, evs[i:]...)
+	for j := range out {
+		out[j].Seq = int64(j)
+	}
+	return out
+}
+
+// TestReleasePools_rows: with empty_cache rows (the import's traces), the
+// recorded releases after a row are outcomes, yet they still tell which
+// private pools its call found released: the annotation, which tags them,
+// and a replay of the tagged trace under other settings both return the
+// capture's segment.
+func TestReleasePools_rows(t *testing.T) {
+	evs := withRow(captureTrace(), 14)
+	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(),
+		Recorded: true, SkipCompare: true, Annotate: true, InferPools: true, EmptyCacheRows: true,
+		Left: func(ev *trace.Event) { t.Errorf("the model left the recording at seq %d", ev.Seq) }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := evs[16].Pool; p.IsDefault() {
+		t.Fatalf("the capture segment's release has no pool")
+	}
+	conf, err := allocator.ParseConf("max_split_size_mb:64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: conf, EmptyCacheRows: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, res := range map[string]*Result{"annotating": res, "replayed": replayed} {
+		d := res.Devices[0]
+		if d.Stats.Segment[0].Current != 0 || d.Stats.NumDeviceFree != 2 || d.EmptyCaches != 2 {
+			t.Errorf("%s: %d segments left, num_device_free %d, %d empty caches; want 0, 2, 2 (the capture's and the row's)",
+				what, d.Stats.Segment[0].Current, d.Stats.NumDeviceFree, d.EmptyCaches)
+		}
+	}
+}
+
+// TestEmptyCaches_memPoolRow: a row whose releases begin with a MemPool's
+// segments is that pool's own empty_cache, then a torch.cuda.empty_cache(),
+// as without rows (TestEmptyCaches_memPool).
+func TestEmptyCaches_memPoolRow(t *testing.T) {
+	const a, b = 0x10000000, 0x20000000
+	pool := trace.PoolID{B: 1}
+	evs := withRow([]trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: a, Size: 20 * mib, Pool: pool},
+		{Kind: trace.KindAlloc, Addr: a, Size: 4 * mib, Pool: pool},
+		{Kind: trace.KindSegmentAlloc, Addr: b, Size: 20 * mib},
+		{Kind: trace.KindAlloc, Addr: b, Size: 4 * mib},
+		{Kind: trace.KindFreeRequested, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindFreeRequested, Addr: b, Size: 4 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: b, Size: 4 * mib},
+		{Kind: trace.KindSegmentFree, Addr: a, Size: 20 * mib, Pool: pool},
+		{Kind: trace.KindSegmentFree, Addr: b, Size: 20 * mib},
+	}, 8)
+	for i := range evs {
+		evs[i].Stack = trace.NoStack
+	}
+	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(), EmptyCacheRows: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Devices[0]
+	if d.Stats.NumSyncAllStreams != 2 || d.EmptyCaches != 2 || d.Stats.Segment[0].Current != 0 {
+		t.Errorf("num_sync_all_streams %d, %d empty caches, %d segments left; want 2, 2, 0",
+			d.Stats.NumSyncAllStreams, d.EmptyCaches, d.Stats.Segment[0].Current)
+	}
+}

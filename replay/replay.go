@@ -129,6 +129,25 @@ type Options struct {
 	// comparison has the allocator report every event, which cost the
 	// import's annotation of a real snapshot a third of its instructions.
 	SkipCompare bool
+	// EmptyCacheRows says the trace states the user's empty_cache() calls
+	// as KindEmptyCache rows (trace.Meta.EmptyCacheRows, tracer import's
+	// traces): the replay performs EmptyCache at each row and treats the
+	// recorded segment_free/segment_unmap rows as outcomes only, so that
+	// every replay, under any settings, makes the same requests. Without
+	// it the calls are inferred from the releases (settle), until the
+	// first KindEmptyCache row, which turns the rows on for its device.
+	EmptyCacheRows bool
+	// InferEmptyCaches, with Recorded, ignores the trace's KindEmptyCache
+	// rows and infers the calls from the releases on the model, as import
+	// does: rows that an import decided without the run's memory limit
+	// take the releases of garbage collection or of a retry under that
+	// limit for empty_cache() calls.
+	InferEmptyCaches bool
+	// EmptyCacheFound, if set, receives each run of recorded releases the
+	// replay attributes to an empty_cache() call it infers: the run's first
+	// event, and the bytes the run released (tracer import writes a
+	// KindEmptyCache row there).
+	EmptyCacheFound func(first *trace.Event, released int64)
 }
 
 // OOM is one failed allocation of the replay.
@@ -177,7 +196,8 @@ type Result struct {
 // from the recording: alloc → Malloc(size, stream); free_requested → Free,
 // pending when its free_completed does not follow at once; a later
 // free_completed → CompleteFree; oom → a Malloc of the rounded size expected
-// to fail; segment_free/segment_unmap runs no malloc explains → EmptyCache;
+// to fail; empty_cache → EmptyCache (or, in a trace without such rows,
+// segment_free/segment_unmap runs no malloc explains → EmptyCache);
 // leading FlagReconstructed events → Restore.
 //
 // A Replayer replays as Run does, reusing its memory from one replay to the

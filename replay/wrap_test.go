@@ -185,9 +185,9 @@ func checkStartReported(t *testing.T, start, got []trace.Event) {
 			}
 			delete(live, e.Addr)
 			allocated -= size
-		case trace.KindSegmentAlloc:
+		case trace.KindSegmentAlloc, trace.KindSegmentMap:
 			reserved += e.Size
-		case trace.KindSegmentFree:
+		case trace.KindSegmentFree, trace.KindSegmentUnmap:
 			reserved -= e.Size
 		}
 		if allocated < 0 || reserved < 0 || allocated > reserved {

@@ -21,14 +21,16 @@ type columns struct {
 	device                         []int32
 	action                         []int8
 	addr, stream, poolA, poolB     []uint64
-	stack                          []int32
-	stackValid                     []byte // validity bitmap of stack (LSB first)
+	stack, frame                   []int32
+	stackValid                     []byte // validity bitmap of stack and frame (LSB first)
 	stackNulls                     int
 	recon, pending                 []byte // bitmaps
 	n                              int
 }
 
-func (c *columns) add(ev *Event, seq int64) {
+// add appends ev, the seq-th event; first is the stack table's innermost
+// frame of each stack (stackTable.first).
+func (c *columns) add(ev *Event, seq int64, first []int32) {
 	i := c.n
 	c.n++
 	c.seq = append(c.seq, seq)
@@ -50,9 +52,11 @@ func (c *columns) add(ev *Event, seq int64) {
 	bit := byte(1) << (i & 7)
 	if ev.Stack == NoStack {
 		c.stack = append(c.stack, 0)
+		c.frame = append(c.frame, 0)
 		c.stackNulls++
 	} else {
 		c.stack = append(c.stack, int32(ev.Stack))
+		c.frame = append(c.frame, first[ev.Stack])
 		c.stackValid[i>>3] |= bit
 	}
 	if ev.Flags&FlagReconstructed != 0 {
@@ -68,12 +72,13 @@ func (c *columns) reset() {
 	c.device, c.action = c.device[:0], c.action[:0]
 	c.addr, c.stream, c.poolA, c.poolB = c.addr[:0], c.stream[:0], c.poolA[:0], c.poolB[:0]
 	c.stack, c.stackValid, c.recon, c.pending = c.stack[:0], c.stackValid[:0], c.recon[:0], c.pending[:0]
+	c.frame = c.frame[:0]
 	c.stackNulls, c.n = 0, 0
 }
 
 // arrays wraps the batch as Arrow arrays in schema order. They borrow the
 // slices' memory: write them before the next add.
-func (c *columns) arrays(actionDict, stackDict arrow.Array) []arrow.Array {
+func (c *columns) arrays(actionDict, frameDict, stackDict arrow.Array) []arrow.Array {
 	out := make([]arrow.Array, numCols)
 	out[idxSeq] = fixed(arrow.PrimitiveTypes.Int64, c.n, arrow.Int64Traits.CastToBytes(c.seq), nil, 0)
 	out[idxTimeUs] = fixed(arrow.PrimitiveTypes.Int64, c.n, arrow.Int64Traits.CastToBytes(c.timeUs), nil, 0)
@@ -93,6 +98,9 @@ func (c *columns) arrays(actionDict, stackDict arrow.Array) []arrow.Array {
 	si := fixed(arrow.PrimitiveTypes.Int32, c.n, arrow.Int32Traits.CastToBytes(c.stack), valid, c.stackNulls)
 	out[idxStack] = array.NewDictionaryArray(stackType, si, stackDict)
 	si.Release()
+	fi := fixed(arrow.PrimitiveTypes.Int32, c.n, arrow.Int32Traits.CastToBytes(c.frame), valid, c.stackNulls)
+	out[idxFrame] = array.NewDictionaryArray(frameType, fi, frameDict)
+	fi.Release()
 	out[idxBlock] = fixed(arrow.PrimitiveTypes.Int64, c.n, arrow.Int64Traits.CastToBytes(c.block), nil, 0)
 	out[idxReconstructed] = fixed(arrow.FixedWidthTypes.Boolean, c.n, c.recon, nil, 0)
 	out[idxPending] = fixed(arrow.FixedWidthTypes.Boolean, c.n, c.pending, nil, 0)
@@ -121,11 +129,13 @@ type bulkScratch struct {
 	action     []int8
 	zero       []byte
 	stackValid []byte
+	frame      []int32
 }
 
-// columns checks c's first c.N rows (kinds, stack ids below nstacks) and
-// returns them as a batch, borrowing c's slices.
-func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, error) {
+// columns checks c's first c.N rows (kinds, stack ids below len(first))
+// and returns them as a batch, borrowing c's slices.
+func (s *bulkScratch) columns(c *Columns, seq0 int64, first []int32) (*columns, error) {
+	nstacks := len(first)
 	n := c.N
 	if len(c.TimeUs) < n || len(c.Kind) < n || len(c.Addr) < n || len(c.Size) < n || len(c.Stream) < n ||
 		len(c.PoolA) < n || len(c.PoolB) < n || len(c.Stack) < n || len(c.BlockSize) < n || len(c.DeviceUsed) < n {
@@ -138,6 +148,7 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 		s.action = make([]int8, n)
 		s.zero = make([]byte, (n+7)/8)
 		s.stackValid = make([]byte, (n+7)/8)
+		s.frame = make([]int32, n)
 	}
 	seq, action := s.seq[:n], s.action[:n]
 	for i := range seq {
@@ -156,6 +167,7 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 		action[i] = int8(k - 1)
 	}
 	stack := unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(c.Stack))), n)
+	frame := s.frame[:n]
 	nulls := 0
 	for i, id := range stack {
 		if id < 0 || int(id) >= nstacks {
@@ -163,7 +175,10 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 				return nil, fmt.Errorf("trace: write event %d: stack id %d was not added", seq0+int64(i), id)
 			}
 			nulls++
+			frame[i] = 0
+			continue
 		}
+		frame[i] = first[id]
 	}
 	nb := (n + 7) / 8
 	valid := s.stackValid[:nb]
@@ -178,7 +193,7 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 	return &columns{
 		seq: seq, timeUs: c.TimeUs[:n], size: c.Size[:n], block: c.BlockSize[:n], used: c.DeviceUsed[:n],
 		device: s.device[:n], action: action, addr: c.Addr[:n], stream: c.Stream[:n], poolA: c.PoolA[:n], poolB: c.PoolB[:n],
-		stack: stack, stackValid: valid, stackNulls: nulls, recon: s.zero[:nb], pending: s.zero[:nb], n: n,
+		stack: stack, frame: frame, stackValid: valid, stackNulls: nulls, recon: s.zero[:nb], pending: s.zero[:nb], n: n,
 	}, nil
 }
 
@@ -192,7 +207,8 @@ func (s *bulkScratch) columns(c *Columns, seq0 int64, nstacks int) (*columns, er
 // and rows are stored by index in one pass over evs (one read of each
 // event, a dozen sequential write streams). Many rows are laid out in parts
 // on goroutines of their own (see layoutPart).
-func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks int) (int, error) {
+func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, first []int32) (int, error) {
+	nstacks := len(first)
 	n0, k := c.n, len(evs)
 	n := n0 + k
 	c.seq = growTo(c.seq, n)
@@ -207,13 +223,14 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 	c.block = growTo(c.block, n)
 	c.used = growTo(c.used, n)
 	c.stack = growTo(c.stack, n)
+	c.frame = growTo(c.frame, n)
 	nb := (n + 7) / 8
 	c.stackValid = growBits(c.stackValid, nb)
 	c.recon = growBits(c.recon, nb)
 	c.pending = growBits(c.pending, nb)
 	parts := min(runtime.GOMAXPROCS(0), k/layoutPart)
 	if parts <= 1 {
-		nulls, stop := c.fill(n0, evs, 0, k, stackMap, seq0, nstacks)
+		nulls, stop := c.fill(n0, evs, 0, k, stackMap, seq0, first)
 		c.stackNulls += nulls
 		if stop < k {
 			return c.cut(n0, stop), rowError(&evs[stop], stackMap, seq0+int64(stop), nstacks)
@@ -238,7 +255,7 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 	for p := range parts {
 		lo, hi := bound(p), bound(p+1)
 		wg.Go(func() {
-			res[p].nulls, res[p].stop = c.fill(n0, evs, lo, hi, stackMap, seq0, nstacks)
+			res[p].nulls, res[p].stop = c.fill(n0, evs, lo, hi, stackMap, seq0, first)
 		})
 	}
 	wg.Wait()
@@ -261,13 +278,14 @@ func (c *columns) addEvents(evs []Event, stackMap []StackID, seq0 int64, nstacks
 var layoutPart = 8 << 10
 
 // fill lays out evs[lo:hi] as rows n0+lo... of c, whose columns already
-// hold them, as addEvents describes. It returns the rows with no stack, and
+// hold them, as addEvents describes (first: see add). It returns the rows with no stack, and
 // the index in evs of the first event it refused (hi if none), where it
 // stopped. Concurrent calls must lay out rows whose bitmap bytes differ.
-func (c *columns) fill(n0 int, evs []Event, lo, hi int, stackMap []StackID, seq0 int64, nstacks int) (nulls, stop int) {
+func (c *columns) fill(n0 int, evs []Event, lo, hi int, stackMap []StackID, seq0 int64, first []int32) (nulls, stop int) {
+	nstacks := len(first)
 	seq, timeUs, device, action := c.seq[n0:], c.timeUs[n0:], c.device[n0:], c.action[n0:]
 	addr, size, stream, poolA, poolB := c.addr[n0:], c.size[n0:], c.stream[n0:], c.poolA[n0:], c.poolB[n0:]
-	block, used, stack := c.block[n0:], c.used[n0:], c.stack[n0:]
+	block, used, stack, frame := c.block[n0:], c.used[n0:], c.stack[n0:], c.frame[n0:]
 	valid, recon, pending := c.stackValid, c.recon, c.pending
 	for j := lo; j < hi; j++ {
 		ev := &evs[j]
@@ -296,9 +314,11 @@ func (c *columns) fill(n0 int, evs []Event, lo, hi int, stackMap []StackID, seq0
 		bit := byte(1) << (i & 7)
 		if id == NoStack {
 			stack[j] = 0
+			frame[j] = 0
 			nulls++
 		} else {
 			stack[j] = int32(id)
+			frame[j] = first[id]
 			valid[i>>3] |= bit
 		}
 		if ev.Flags&FlagReconstructed != 0 {
@@ -332,6 +352,7 @@ func (c *columns) cut(n0, j int) int {
 	c.seq, c.timeUs, c.size, c.block, c.used = c.seq[:n], c.timeUs[:n], c.size[:n], c.block[:n], c.used[:n]
 	c.device, c.action = c.device[:n], c.action[:n]
 	c.addr, c.stream, c.poolA, c.poolB, c.stack = c.addr[:n], c.stream[:n], c.poolA[:n], c.poolB[:n], c.stack[:n]
+	c.frame = c.frame[:n]
 	nb := (n + 7) / 8
 	c.stackValid, c.recon, c.pending = c.stackValid[:nb], c.recon[:nb], c.pending[:nb]
 	if n&7 != 0 { // bits of the rows not added stay clear
@@ -352,7 +373,7 @@ func (c *columns) reserve(n int) {
 	c.device, c.action = withCap(c.device, n), withCap(c.action, n)
 	c.addr, c.stream = withCap(c.addr, n), withCap(c.stream, n)
 	c.poolA, c.poolB = withCap(c.poolA, n), withCap(c.poolB, n)
-	c.stack = withCap(c.stack, n)
+	c.stack, c.frame = withCap(c.stack, n), withCap(c.frame, n)
 	c.stackValid, c.recon, c.pending = withCap(c.stackValid, nb), withCap(c.recon, nb), withCap(c.pending, nb)
 }
 

@@ -9,18 +9,36 @@ A trace is an Arrow IPC *stream* (conventionally ".arrows"), written in
 bounded record batches (DefaultBatchRows, 65536 events). The stream format
 needs no footer, so a recording killed mid-run is readable up to its last
 whole batch; Reader.Truncated then reports that the end-of-stream marker is
-missing. Any Arrow implementation reads it:
+missing. Any Arrow implementation reads it. The stack column's dictionary
+holds lists of frame ids (see Stacks below), which a table library need not
+take in; the other columns, frame (each event's innermost frame) included,
+are plain:
 
-	import pyarrow.ipc as ipc
-	df = ipc.open_stream("run.arrows").read_pandas()
+	import pyarrow as pa, pyarrow.ipc as ipc
+	batches = list(ipc.open_stream("run.arrows"))
+	events = pa.Table.from_batches(batches).drop_columns(["stack"])
+	# An event's stack id (null: none), valid across batches: the
+	# dictionaries only grow.
+	stack_id = pa.chunked_array([b.column("stack").indices for b in batches])
+	events = events.append_column("stack_id", stack_id)
+	# Each stack's text, as FormatStack renders it: frames innermost first,
+	# one a line. The last batch's dictionaries hold every frame and stack.
+	frames = batches[-1].column("frame").dictionary.to_pylist()
+	stacks = ["\n".join(frames[f] for f in ids)
+	          for ids in batches[-1].column("stack").dictionary.to_pylist()]
+	stack_text = pa.table({"stack_id": pa.array(range(len(stacks)), pa.int32()), "text": stacks})
+	df = events.to_pandas()
 
 	import polars as pl
-	df = pl.read_ipc_stream("run.arrows")
+	df = pl.from_arrow(events)
 
-	-- DuckDB, through pyarrow
-	SELECT action, count(*) FROM tbl GROUP BY action
+	import duckdb  # finds the pyarrow tables above by their variable names
+	duckdb.sql("SELECT action, count(*) FROM events GROUP BY action")
+	duckdb.sql("""SELECT t.text, sum(e.size_bytes) AS bytes FROM events e
+	              JOIN stack_text t USING (stack_id) WHERE e.action = 'alloc'
+	              GROUP BY t.text ORDER BY bytes DESC LIMIT 10""")
 
-# Columns (format v1)
+# Columns (format v2)
 
 One row per allocator event, in the order the allocator emitted them. Readers
 find columns by name; columns marked optional may be absent in files from
@@ -37,23 +55,31 @@ other producers.
 	device             int32                     -       CUDA device ordinal (optional, default 0)
 	action             dictionary<int8, utf8>    -       PyTorch's action name (see Kind): alloc, free_requested,
 	                                                     free_completed, segment_alloc, segment_free,
-	                                                     segment_map, segment_unmap, snapshot, oom
+	                                                     segment_map, segment_unmap, snapshot, oom; and
+	                                                     tracer's empty_cache (see Requests and outcomes)
 	addr               uint64                    -       block address (alloc, free_*), segment base
 	                                                     (segment_alloc/free), first byte mapped or unmapped
 	                                                     (segment_map/unmap); bytes free on the device for oom;
-	                                                     0 for snapshot
+	                                                     0 for snapshot and empty_cache
 	size_bytes         int64                     bytes   requested (unrounded) bytes for alloc and free_*;
 	                                                     segment bytes for segment_*; the rounded request for
-	                                                     oom; total active bytes for snapshot
+	                                                     oom; total active bytes for snapshot; for
+	                                                     empty_cache, the bytes the call released in the
+	                                                     recording
 	stream             uint64                    -       cudaStream_t as an integer; 0 = legacy default stream
 	pool_a, pool_b     uint64                    -       owning memory pool id (a, b); (0, 0) = default pools,
 	                                                     otherwise a CUDA graph or MemPool private pool
 	                                                     (optional, default 0)
-	stack              dictionary<int32, utf8>   -       the event's call stack, innermost frame first, one
-	                   nullable                          frame per line as "name<TAB>file<TAB>line" (see
-	                                                     FormatStack); null = none recorded. Each distinct
-	                                                     stack is stored once, in a dictionary that grows by
-	                                                     delta batches
+	stack              dictionary<int32,         -       the event's call stack: the ids of its frames,
+	                   list<int32>> nullable             innermost first, indexing the frame table (the frame
+	                                                     column's dictionary); null = none recorded. Each
+	                                                     distinct stack is stored once, in a dictionary that
+	                                                     grows by delta batches
+	frame              dictionary<int32, utf8>   -       the event's innermost frame, "name<TAB>file<TAB>line"
+	                   nullable                          (FormatFrame; line "?" when unknown), "" for an empty
+	                                                     stack; null exactly where stack is null. Its
+	                                                     dictionary is the frame table: each distinct frame
+	                                                     once, growing by delta batches
 	block_size_bytes   int64                     bytes   for alloc and free_*: the block's size after rounding
 	                                                     and splitting, when the producer knew it (tracer's
 	                                                     allocator, reconstructed blocks); 0 = unknown, as in
@@ -70,6 +96,20 @@ other producers.
 	                                                     new reading is stamped on events from at most
 	                                                     about 50 µs after it arrived); 0 = not sampled
 	                                                     (optional)
+
+# Stacks
+
+A trace stores each distinct frame once, as text, and each distinct stack
+as the list of its frames' ids, so that its size grows with the distinct
+frames' text plus four bytes a frame of each distinct stack. A frame id
+(the stack lists' values) indexes the frame column's dictionary; a stack id
+(the stack column's index) its dictionary. Both dictionaries only grow, by
+delta dictionary batches, so an id read in one batch means the same in
+every later one, and the last batch's dictionaries hold them all.
+
+Format v1 stored each distinct stack's whole text (FormatStack) in the
+stack column's dictionary<int32, utf8>, and had no frame column; Reader
+reads both.
 
 # Invariants
 
@@ -90,12 +130,36 @@ warnings; readers never fail on them):
     completion). Free blocks are the gaps between them. Replaying them and
     then the rest reproduces the final state PyTorch dumped.
 
+# Requests and outcomes
+
+A replay feeds a trace's requests to the allocator model: alloc (a malloc),
+free_requested and free_completed (frees), oom (a malloc that failed), and
+empty_cache, a torch.cuda.empty_cache() call. Everything else is an outcome
+of those requests, which a replay under the recorded settings compares with
+its own and a replay under other settings ignores.
+
+PyTorch does not record empty_cache() calls, only the segment_free and
+segment_unmap events they cause, which a malloc that reclaims cached memory
+causes too. tracer import decides which runs of releases were calls, with
+the allocator model replaying the recording under its recorded settings (a
+run belongs to the malloc after it when the model says that malloc would
+release cached memory, otherwise it was a call; exact while the model
+reproduces the recording), and writes one empty_cache row per call, before
+the releases it caused, with their first one's time and stack; it sets
+tracer.empty_cache, and tracer.x.empty_cache says the rows are inferred. A replay, under any settings, then performs EmptyCache
+at those rows: a changed setting does not change what the program asked for.
+A call that released nothing left no event and has no row. In a trace
+without tracer.empty_cache (older imports, other producers) a replay infers
+the calls from the releases as it goes, which under other settings is a
+guess. A replayed trace (tracer replay -o) has a row for every call its
+replay performed.
+
 # Schema metadata
 
 Key/value strings on the schema (Meta):
 
 	tracer.format              "gpu-mem-trace"
-	tracer.version             format version, decimal ("1")
+	tracer.version             format version, decimal ("2")
 	tracer.producer            e.g. "tracer 0.1.0"
 	tracer.source              pytorch-snapshot | record | record-python | replay
 	tracer.source_file         the imported file's base name
@@ -108,12 +172,15 @@ Key/value strings on the schema (Meta):
 	tracer.memory_limit_bytes  floor(fraction × total): bytes the allocator may reserve (0 = none)
 	tracer.history_truncated   "true" when events before the first were lost (ring buffer
 	                           wrapped, or recording began mid-run)
+	tracer.empty_cache         "rows" when every empty_cache() call that released memory is an
+	                           empty_cache row (see Requests and outcomes); absent otherwise
 	tracer.x.*                 free-form producer annotations (workload name, command line, ...)
 
 # Versions
 
 	version  tracer  change
 	1        0.1.0   first release
+	2        0.1.0   stack holds lists of frame ids; frame column (the frame table)
 
 Adding an optional column or metadata key keeps the version. Changing a
 column's unit or meaning bumps Current, adds testdata/v<N>.arrows, and adds a

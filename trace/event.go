@@ -1,6 +1,9 @@
 package trace
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Kind is what an allocator event did. The names mirror the `action` strings of
 // PyTorch's memory history (torch.cuda.memory._record_memory_history), so a
@@ -19,6 +22,11 @@ const (
 	KindSegmentUnmap       // expandable segment pages released; Addr = first unmapped byte, Size = bytes
 	KindSnapshot           // a snapshot was taken; Size = active bytes at that moment
 	KindOOM                // an out-of-memory error is about to be raised; Addr = device free bytes, Size = rounded request
+	// KindEmptyCache is a torch.cuda.empty_cache() call: a request, not an
+	// allocator event, which PyTorch's history does not record. tracer
+	// import infers it (see doc.go); Size = the bytes the call released in
+	// the recording, Addr = 0. Its segment_free/segment_unmap rows follow.
+	KindEmptyCache
 	numKinds
 )
 
@@ -33,6 +41,7 @@ var kindNames = [numKinds]string{
 	KindSegmentUnmap:  "segment_unmap",
 	KindSnapshot:      "snapshot",
 	KindOOM:           "oom",
+	KindEmptyCache:    "empty_cache",
 }
 
 // Kinds lists every valid Kind in declaration order.
@@ -83,7 +92,22 @@ const NoStack StackID = -1
 type Frame struct {
 	Name string
 	File string
-	Line int32
+	Line int32 // 1-based; UnknownLine when the producer had none
+}
+
+// UnknownLine is the Line of a frame whose line number is unknown: PyTorch
+// stores line numbers unsigned, and writes 2^64-1 (-1) for frames it has
+// none for (frees while an exception unwinds, torch.compile frames).
+// FormatStack renders it "?". Any Line below 0 means the same.
+const UnknownLine int32 = -1
+
+// LineOf returns the Line for a line number n as a producer wrote it:
+// n itself when it fits, UnknownLine when it is negative or too large.
+func LineOf(n int64) int32 {
+	if n < 0 || n > math.MaxInt32 {
+		return UnknownLine
+	}
+	return int32(n)
 }
 
 // Stack is the call stack of an event, innermost frame first, as PyTorch stores it.

@@ -21,6 +21,7 @@ type Facts struct {
 	Truncated     bool  // the stream ended without its end-of-stream marker (set by the caller)
 
 	kinds      [numKinds]int64
+	reconKinds [numKinds]int64 // of the reconstructed events
 	lastDevice int32
 	lastStream uint64
 	seenDevice bool
@@ -41,8 +42,8 @@ func (f *Facts) Add(ev *Event) {
 			f.Devices = slices.Insert(f.Devices, i, ev.Device)
 		}
 	}
-	// Snapshot markers carry stream 0, not a real stream.
-	if ev.Kind != KindSnapshot && (!f.seenStream || ev.Stream != f.lastStream) {
+	// Snapshot markers and empty_cache calls carry stream 0, not a real stream.
+	if ev.Kind != KindSnapshot && ev.Kind != KindEmptyCache && (!f.seenStream || ev.Stream != f.lastStream) {
 		f.seenStream, f.lastStream = true, ev.Stream
 		if i, found := slices.BinarySearch(f.Streams, ev.Stream); !found {
 			f.Streams = slices.Insert(f.Streams, i, ev.Stream)
@@ -58,6 +59,7 @@ func (f *Facts) Add(ev *Event) {
 	}
 	if ev.Flags&FlagReconstructed != 0 {
 		f.Reconstructed++
+		f.reconKinds[ev.Kind]++
 	}
 	if ev.Stack != NoStack {
 		f.WithStack++
@@ -78,6 +80,30 @@ func (f *Facts) Actions() map[string]int64 {
 	m := make(map[string]int64)
 	for k := KindAlloc; k < numKinds; k++ {
 		if n := f.kinds[k]; n > 0 {
+			m[k.String()] = n
+		}
+	}
+	return m
+}
+
+// RecordedActions returns Actions less the reconstructed events: what the
+// trace recorded, without the state tracer synthesised at its start.
+func (f *Facts) RecordedActions() map[string]int64 {
+	m := make(map[string]int64)
+	for k := KindAlloc; k < numKinds; k++ {
+		if n := f.kinds[k] - f.reconKinds[k]; n > 0 {
+			m[k.String()] = n
+		}
+	}
+	return m
+}
+
+// ReconstructedActions returns the counts by action name of the
+// reconstructed events alone.
+func (f *Facts) ReconstructedActions() map[string]int64 {
+	m := make(map[string]int64)
+	for k := KindAlloc; k < numKinds; k++ {
+		if n := f.reconKinds[k]; n > 0 {
 			m[k.String()] = n
 		}
 	}

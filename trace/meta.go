@@ -21,6 +21,7 @@ const (
 	MetaMemoryFraction  = "tracer.memory_fraction" // set_per_process_memory_fraction argument; "" = none/unknown
 	MetaMemoryLimit     = "tracer.memory_limit_bytes"
 	MetaTruncated       = "tracer.history_truncated" // "true": events before the first one were lost
+	MetaEmptyCache      = "tracer.empty_cache"       // "rows": the trace states its empty_cache calls (EmptyCacheRows)
 	MetaExtraPrefix     = "tracer.x."                // free-form producer annotations
 	FormatName          = "gpu-mem-trace"
 	SourceSnapshot      = "pytorch-snapshot" // imported from torch.cuda.memory._dump_snapshot
@@ -49,7 +50,12 @@ type Meta struct {
 	// buffer wrapped (max_entries) or recording began after the first
 	// allocation. Such traces open with FlagReconstructed events.
 	Truncated bool
-	Extra     map[string]string // keys without the MetaExtraPrefix
+	// EmptyCacheRows says the trace states every torch.cuda.empty_cache()
+	// call that released memory as a KindEmptyCache row, and its
+	// segment_free/segment_unmap rows are outcomes only. Without it a replay
+	// infers the calls from the releases (see doc.go). Written only when set.
+	EmptyCacheRows bool
+	Extra          map[string]string // keys without the MetaExtraPrefix
 }
 
 func (m *Meta) keyValues() (keys, values []string) {
@@ -73,6 +79,9 @@ func (m *Meta) keyValues() (keys, values []string) {
 	add(MetaMemoryFraction, frac)
 	add(MetaMemoryLimit, strconv.FormatInt(m.MemoryLimit, 10))
 	add(MetaTruncated, strconv.FormatBool(m.Truncated))
+	if m.EmptyCacheRows {
+		add(MetaEmptyCache, "rows")
+	}
 	extra := make([]string, 0, len(m.Extra))
 	for k := range m.Extra {
 		extra = append(extra, k)
@@ -119,5 +128,6 @@ func parseMeta(keys, values []string) (Meta, error) {
 	m.MemoryFraction, _ = strconv.ParseFloat(get[MetaMemoryFraction], 64)
 	m.MemoryLimit, _ = strconv.ParseInt(get[MetaMemoryLimit], 10, 64)
 	m.Truncated = get[MetaTruncated] == "true"
+	m.EmptyCacheRows = get[MetaEmptyCache] == "rows"
 	return m, nil
 }

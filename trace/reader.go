@@ -41,6 +41,7 @@ type Reader struct {
 	done   bool
 	cut    bool
 	stacks []Stack
+	frames []Frame // v2's frame table, as read so far
 
 	// Current batch: typed value slices resolved once per batch.
 	rec       arrow.Record
@@ -312,8 +313,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 			return nil, nil
 		}
 		a, ok := c.(*array.Int64)
-		if !ok || a.NullN() > 0 || len(a.Int64Values()) < n {
-			return nil, fmt.Errorf("trace: %s: column %q must be non-null int64, is %s", r.name, name, c.DataType())
+		if !ok {
+			return nil, fmt.Errorf("trace: %s: column %q must be int64, is %s", r.name, name, c.DataType())
+		}
+		if err := r.checkValues(name, a.NullN(), len(a.Int64Values()), n); err != nil {
+			return nil, err
 		}
 		return a.Int64Values(), nil
 	}
@@ -323,8 +327,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 			return nil, nil
 		}
 		a, ok := c.(*array.Uint64)
-		if !ok || a.NullN() > 0 || len(a.Uint64Values()) < n {
-			return nil, fmt.Errorf("trace: %s: column %q must be non-null uint64, is %s", r.name, name, c.DataType())
+		if !ok {
+			return nil, fmt.Errorf("trace: %s: column %q must be uint64, is %s", r.name, name, c.DataType())
+		}
+		if err := r.checkValues(name, a.NullN(), len(a.Uint64Values()), n); err != nil {
+			return nil, err
 		}
 		return a.Uint64Values(), nil
 	}
@@ -351,8 +358,11 @@ func (r *Reader) bind(rec arrow.Record) error {
 	r.device = nil
 	if c := col(ColDevice); c != nil {
 		a, ok := c.(*array.Int32)
-		if !ok || a.NullN() > 0 || len(a.Int32Values()) < n {
-			return fmt.Errorf("trace: %s: column %q must be non-null int32", r.name, ColDevice)
+		if !ok {
+			return fmt.Errorf("trace: %s: column %q must be int32, is %s", r.name, ColDevice, c.DataType())
+		}
+		if err := r.checkValues(ColDevice, a.NullN(), len(a.Int32Values()), n); err != nil {
+			return err
 		}
 		r.device = a.Int32Values()
 	}
@@ -392,10 +402,22 @@ func (r *Reader) bind(rec arrow.Record) error {
 	if err := r.bindActions(col(ColAction), n); err != nil {
 		return err
 	}
-	if err := r.bindStacks(col(ColStack), n); err != nil {
+	if err := r.bindStacks(col(ColStack), col(ColFrame), n); err != nil {
 		return err
 	}
 	r.defaults(n)
+	return nil
+}
+
+// checkValues returns the error for a column of the right type with nulls
+// (which no column but stack may have) or fewer than n values.
+func (r *Reader) checkValues(name string, nulls, values, n int) error {
+	if nulls > 0 {
+		return fmt.Errorf("trace: %s: column %q has %d null values in a batch of %d rows; it must have none", r.name, name, nulls, n)
+	}
+	if values < n {
+		return fmt.Errorf("trace: %s: column %q has %d values in a batch of %d rows", r.name, name, values, n)
+	}
 	return nil
 }
 
@@ -458,30 +480,58 @@ func (r *Reader) setAction(i, j int) error {
 	return nil
 }
 
-func (r *Reader) bindStacks(c arrow.Array, n int) error {
+func (r *Reader) bindStacks(c, fc arrow.Array, n int) error {
 	r.stackIDs = nil
 	if c == nil {
 		return nil
 	}
 	d, ok := c.(*array.Dictionary)
 	if !ok {
-		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColStack)
-	}
-	dict, ok := d.Dictionary().(*array.String)
-	if !ok {
-		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColStack)
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded", r.name, ColStack)
 	}
 	idx, ok := d.Indices().(*array.Int32)
 	if !ok {
 		return fmt.Errorf("trace: %s: column %q must have int32 indices", r.name, ColStack)
 	}
 	// Dictionaries only grow (delta batches); a replacement dictionary would
-	// renumber stacks, so rebuild the table in that case.
-	if dict.Len() < len(r.stacks) || (len(r.stacks) > 0 && FormatStack(r.stacks[0]) != dict.Value(0)) {
-		r.stacks = nil // a fresh table: slices Stacks handed out stay valid
-	}
-	for j := len(r.stacks); j < dict.Len(); j++ {
-		r.stacks = append(r.stacks, ParseStack(dict.Value(j)))
+	// renumber stacks, so rebuild the table in that case. A fresh table:
+	// slices Stacks handed out stay valid.
+	switch dict := d.Dictionary().(type) {
+	case *array.List: // v2: lists of ids into the frame table
+		if err := r.bindFrames(fc); err != nil {
+			return err
+		}
+		ids, ok := dict.ListValues().(*array.Int32)
+		if !ok || ids.NullN() > 0 || dict.NullN() > 0 {
+			return fmt.Errorf("trace: %s: column %q must be a dictionary of non-null lists of non-null int32 frame ids", r.name, ColStack)
+		}
+		if dict.Len() < len(r.stacks) {
+			r.stacks = nil
+		}
+		offs, vals := dict.Offsets(), ids.Int32Values()
+		for j := len(r.stacks); j < dict.Len(); j++ {
+			lo, hi := offs[j], offs[j+1]
+			if lo < 0 || lo > hi || int(hi) > len(vals) {
+				return fmt.Errorf("trace: %s: column %q: stack %d has bad offsets", r.name, ColStack, j)
+			}
+			st := make(Stack, hi-lo)
+			for k, f := range vals[lo:hi] {
+				if f < 0 || int(f) >= len(r.frames) {
+					return fmt.Errorf("trace: %s: column %q: stack %d refers to frame %d of %d", r.name, ColStack, j, f, len(r.frames))
+				}
+				st[k] = r.frames[f]
+			}
+			r.stacks = append(r.stacks, st)
+		}
+	case *array.String: // v1: each stack's text (FormatStack)
+		if dict.Len() < len(r.stacks) || (len(r.stacks) > 0 && FormatStack(r.stacks[0]) != dict.Value(0)) {
+			r.stacks = nil
+		}
+		for j := len(r.stacks); j < dict.Len(); j++ {
+			r.stacks = append(r.stacks, ParseStack(dict.Value(j)))
+		}
+	default:
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded lists of frame ids (or, in v1, strings)", r.name, ColStack)
 	}
 	if idx.Len() != n {
 		return fmt.Errorf("trace: %s: column %q has %d rows in a batch of %d", r.name, ColStack, idx.Len(), n)
@@ -500,10 +550,33 @@ func (r *Reader) bindStacks(c arrow.Array, n int) error {
 			r.stackIDs[i] = NoStack
 			continue
 		}
-		if v < 0 || int(v) >= dict.Len() {
+		if v < 0 || int(v) >= len(r.stacks) {
 			return fmt.Errorf("trace: %s: row %d: stack index %d out of range", r.name, i, v)
 		}
 		r.stackIDs[i] = StackID(v)
+	}
+	return nil
+}
+
+// bindFrames extends the frame table with the new entries of the frame
+// column's dictionary.
+func (r *Reader) bindFrames(c arrow.Array) error {
+	if c == nil {
+		return fmt.Errorf("trace: %s: column %q holds frame ids but column %q, whose dictionary is the frame table, is missing", r.name, ColStack, ColFrame)
+	}
+	d, ok := c.(*array.Dictionary)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColFrame)
+	}
+	dict, ok := d.Dictionary().(*array.String)
+	if !ok {
+		return fmt.Errorf("trace: %s: column %q must be dictionary-encoded strings", r.name, ColFrame)
+	}
+	if dict.Len() < len(r.frames) {
+		r.frames = nil
+	}
+	for j := len(r.frames); j < dict.Len(); j++ {
+		r.frames = append(r.frames, parseFrame(dict.Value(j)))
 	}
 	return nil
 }
@@ -638,9 +711,15 @@ func (t *tailReader) remaining() int64 {
 
 var errTooLarge = errors.New("trace: allocation larger than the rest of the input")
 
-// boundedAllocator refuses buffers much larger than what is left of the
-// input, so a corrupt length field cannot make the reader allocate gigabytes.
-// arrow's resizable buffers grow to the next power of two, hence the 2×.
+// boundedAllocator refuses buffers larger than the format allows for the
+// input, so a corrupt length field cannot make the reader allocate
+// gigabytes. Every buffer the IPC reader asks for holds data of the input:
+// a message's metadata or body (no longer than what is left of the input,
+// which tailReader checks for metadata), or a dictionary concatenated from
+// the deltas read so far (no longer than what was read). So none is longer
+// than the input, and arrow's resizable buffers, which grow to the next
+// power of two, at most twice that. When the input's size is unknown, the
+// rest of it counts as 1 TiB.
 //
 // It also recycles the message bodies of released batches: each batch is read
 // into a buffer that the previous batch just gave back, so reading a long
@@ -652,12 +731,12 @@ type boundedAllocator struct {
 	free [][]byte
 }
 
-func (a *boundedAllocator) limit(extra int64) int64 {
-	return 2*(a.src.remaining()+extra) + (1 << 20)
+func (a *boundedAllocator) limit() int64 {
+	return 2*(a.src.n+a.src.remaining()) + 4096
 }
 
 func (a *boundedAllocator) Allocate(size int) []byte {
-	if int64(size) > a.limit(0) {
+	if int64(size) > a.limit() {
 		panic(errTooLarge)
 	}
 	a.mu.Lock()
@@ -677,7 +756,7 @@ func (a *boundedAllocator) Reallocate(size int, b []byte) []byte {
 	if size <= cap(b) {
 		return b[:size]
 	}
-	if int64(size) > a.limit(int64(cap(b))) {
+	if int64(size) > a.limit() {
 		panic(errTooLarge)
 	}
 	nb := a.Allocate(size)

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -19,6 +18,7 @@ const (
 	ColPoolA         = "pool_a"
 	ColPoolB         = "pool_b"
 	ColStack         = "stack"
+	ColFrame         = "frame"
 	ColBlockBytes    = "block_size_bytes"
 	ColReconstructed = "reconstructed"
 	ColPendingFree   = "pending_free"
@@ -38,6 +38,7 @@ const (
 	idxPoolA
 	idxPoolB
 	idxStack
+	idxFrame
 	idxBlock
 	idxReconstructed
 	idxPending
@@ -47,7 +48,11 @@ const (
 
 var (
 	actionType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}
-	stackType  = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+	// Format v2: a stack is the list of its frames' ids, innermost first;
+	// the ids index the frame column's dictionary, the frame table.
+	stackValueType = arrow.ListOf(arrow.PrimitiveTypes.Int32)
+	stackType      = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: stackValueType}
+	frameType      = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
 )
 
 func newSchema(meta *Meta) *arrow.Schema {
@@ -64,6 +69,7 @@ func newSchema(meta *Meta) *arrow.Schema {
 		idxPoolA:         {Name: ColPoolA, Type: arrow.PrimitiveTypes.Uint64},
 		idxPoolB:         {Name: ColPoolB, Type: arrow.PrimitiveTypes.Uint64},
 		idxStack:         {Name: ColStack, Type: stackType, Nullable: true},
+		idxFrame:         {Name: ColFrame, Type: frameType, Nullable: true},
 		idxBlock:         {Name: ColBlockBytes, Type: arrow.PrimitiveTypes.Int64},
 		idxReconstructed: {Name: ColReconstructed, Type: arrow.FixedWidthTypes.Boolean},
 		idxPending:       {Name: ColPendingFree, Type: arrow.FixedWidthTypes.Boolean},
@@ -71,20 +77,17 @@ func newSchema(meta *Meta) *arrow.Schema {
 	}, &md)
 }
 
-// FormatStack renders a stack as the trace stores it: one frame per line,
-// innermost first, each "name<TAB>file<TAB>line". Tabs and newlines inside
-// names and file names become spaces, so the encoding is unambiguous.
+// FormatStack renders a stack as text: one frame per line (FormatFrame),
+// innermost first. Format v1 traces stored each stack so; v2 stores frames
+// once and stacks as lists of frame ids, and this is a stack's text as
+// doc.go shows how to rebuild it from pyarrow, polars or DuckDB.
 func FormatStack(s Stack) string {
 	var b strings.Builder
 	for i, f := range s {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(clean(f.Name))
-		b.WriteByte('\t')
-		b.WriteString(clean(f.File))
-		b.WriteByte('\t')
-		b.WriteString(strconv.Itoa(int(f.Line)))
+		writeFrame(&b, f)
 	}
 	return b.String()
 }
@@ -98,13 +101,7 @@ func ParseStack(s string) Stack {
 	lines := strings.Split(s, "\n")
 	st := make(Stack, len(lines))
 	for i, ln := range lines {
-		parts := strings.Split(ln, "\t")
-		if len(parts) != 3 {
-			st[i] = Frame{Name: ln}
-			continue
-		}
-		line, _ := strconv.ParseInt(parts[2], 10, 32)
-		st[i] = Frame{Name: parts[0], File: parts[1], Line: int32(line)}
+		st[i] = parseFrame(ln)
 	}
 	return st
 }

@@ -121,7 +121,7 @@ func (s *StreamWriter) WriteEvents(evs []Event, stackMap []StackID) error {
 			}
 		}
 		k := min(len(evs), s.rows-s.done, streamPiece-s.piece.n)
-		if _, err := s.piece.addEvents(evs[:k], stackMap, w.nextSeq, len(w.stackText)); err != nil {
+		if _, err := s.piece.addEvents(evs[:k], stackMap, w.nextSeq, w.stacks.first); err != nil {
 			w.err = err
 			break
 		}
@@ -155,7 +155,7 @@ func (s *StreamWriter) startBatch() error {
 	bits := int64((n + 7) / 8)
 	var at int64
 	for c := range numCols {
-		if c == idxStack && nulls > 0 {
+		if (c == idxStack || c == idxFrame) && nulls > 0 {
 			s.off[c][0] = at
 			if nulls == n {
 				// Arrow writes a new bitmap of zeros, padded to 64 bytes.
@@ -191,7 +191,7 @@ func (s *StreamWriter) startBatch() error {
 // colWidth is the bytes per row of each column's values; 0 for a bitmap.
 var colWidth = [numCols]int64{
 	idxSeq: 8, idxTimeUs: 8, idxDevice: 4, idxAction: 1, idxAddr: 8, idxSize: 8, idxStream: 8,
-	idxPoolA: 8, idxPoolB: 8, idxStack: 4, idxBlock: 8, idxReconstructed: 0, idxPending: 0, idxDeviceUsed: 8,
+	idxPoolA: 8, idxPoolB: 8, idxStack: 4, idxFrame: 4, idxBlock: 8, idxReconstructed: 0, idxPending: 0, idxDeviceUsed: 8,
 }
 
 // shape returns a batch of n rows, nulls of them without a stack, whose
@@ -207,9 +207,11 @@ func (s *StreamWriter) shape(n, nulls int) arrow.Record {
 		action: unsafe.Slice((*int8)(unsafe.Pointer(&z[0])), n), addr: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n),
 		stream: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n), poolA: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n),
 		poolB: unsafe.Slice((*uint64)(unsafe.Pointer(&z[0])), n), stack: unsafe.Slice((*int32)(unsafe.Pointer(&z[0])), n),
+		frame:      unsafe.Slice((*int32)(unsafe.Pointer(&z[0])), n),
 		stackValid: z[:bits], stackNulls: nulls, recon: z[:bits], pending: z[:bits], n: n,
 	}
-	arrays := c.arrays(s.w.actionDict, s.w.stackDictionary())
+	frames, stacks := s.w.stacks.dictionaries()
+	arrays := c.arrays(s.w.actionDict, frames, stacks)
 	rec := array.NewRecord(s.w.schema, arrays, int64(n))
 	for _, a := range arrays {
 		a.Release()
@@ -221,7 +223,7 @@ func (s *StreamWriter) shape(n, nulls int) arrow.Record {
 type pieceJob struct {
 	p  *columns
 	n  int
-	to [numCols + 1]pieceWrite
+	to [numCols + 2]pieceWrite
 }
 
 type pieceWrite struct {
@@ -280,6 +282,10 @@ func (s *StreamWriter) flushPiece() error {
 		put(idxStack, 0, p.stackValid, r0/8)
 	}
 	put(idxStack, 1, arrow.Int32Traits.CastToBytes(p.stack), r0*4)
+	if s.nulls[s.batch] > 0 {
+		put(idxFrame, 0, p.stackValid, r0/8)
+	}
+	put(idxFrame, 1, arrow.Int32Traits.CastToBytes(p.frame), r0*4)
 	put(idxBlock, 1, arrow.Int64Traits.CastToBytes(p.block), r0*8)
 	put(idxReconstructed, 1, p.recon, r0/8)
 	put(idxPending, 1, p.pending, r0/8)

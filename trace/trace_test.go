@@ -3,6 +3,7 @@ package trace_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -317,6 +318,13 @@ func FuzzReader(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:len(data)/2])
 	f.Add([]byte{})
+	for v := trace.V1; v <= trace.Current; v++ {
+		old, err := os.ReadFile(fmt.Sprintf("testdata/v%d.arrows", v))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(old)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd, err := trace.NewReader(bytes.NewReader(data), "fuzz")
 		if err != nil {

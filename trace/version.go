@@ -10,7 +10,8 @@ type Version uint16
 
 const (
 	V1      Version = 1 // first release
-	Current         = V1
+	V2      Version = 2 // stacks as lists of frame ids; frames stored once
+	Current         = V2
 )
 
 // VersionError reports a trace written by a newer tracer than this one.

@@ -55,10 +55,7 @@ type Writer struct {
 	rows, batchRows int
 	hint            int64 // WriterOptions.Events
 	nextSeq         int64
-	stackIDs        map[string]StackID
-	stackText       []string
-	dictCache       arrow.Array // stack dictionary as last written
-	dictLen         int
+	stacks          stackTable
 	bulk            bulkScratch // WriteColumns' own columns
 	layout          []*columns  // WriteEvents' batches being laid out
 	err             error
@@ -135,21 +132,12 @@ func (w *Writer) init(out io.Writer, meta Meta, opts WriterOptions) {
 	}
 	w.actionDict = ab.NewArray()
 	ab.Release()
-	w.stackIDs = make(map[string]StackID)
+	w.stacks.init(w.mem)
 }
 
 // AddStack interns s and returns its id for Event.Stack. Identical stacks
-// share one id and are stored once.
-func (w *Writer) AddStack(s Stack) StackID {
-	text := FormatStack(s)
-	if id, ok := w.stackIDs[text]; ok {
-		return id
-	}
-	id := StackID(len(w.stackText))
-	w.stackIDs[text] = id
-	w.stackText = append(w.stackText, text)
-	return id
-}
+// share one id and are stored once, and so are identical frames.
+func (w *Writer) AddStack(s Stack) StackID { return w.stacks.add(s) }
 
 // Write appends ev. Its Seq is assigned by the writer (0, 1, 2, ...), and
 // ev.Stack must be NoStack or an id returned by AddStack.
@@ -157,10 +145,10 @@ func (w *Writer) Write(ev *Event) error {
 	if w.err != nil {
 		return w.err
 	}
-	if err := checkEvent(ev.Kind, ev.Stack, w.nextSeq, len(w.stackText)); err != nil {
+	if err := checkEvent(ev.Kind, ev.Stack, w.nextSeq, w.stacks.len()); err != nil {
 		return err
 	}
-	w.cols.add(ev, w.nextSeq)
+	w.cols.add(ev, w.nextSeq, w.stacks.first)
 	w.nextSeq++
 	w.rows++
 	if w.rows >= w.batchRows {
@@ -231,7 +219,7 @@ func (w *Writer) addRows(c *columns, evs []Event, stackMap []StackID) error {
 		left := w.hint - w.nextSeq + int64(c.n)
 		c.reserve(max(need, int(min(int64(w.batchRows), left))))
 	}
-	if _, err := c.addEvents(evs, stackMap, w.nextSeq, len(w.stackText)); err != nil {
+	if _, err := c.addEvents(evs, stackMap, w.nextSeq, w.stacks.first); err != nil {
 		w.err = err
 		return err
 	}
@@ -265,7 +253,7 @@ func (w *Writer) writeBatches(evs []Event, stackMap []StackID) error {
 	for len(w.layout) < min(n, maxLayout) {
 		w.layout = append(w.layout, &columns{})
 	}
-	nstacks := len(w.stackText)
+	first := w.stacks.first
 	start := func(b int) {
 		j := &jobs[b]
 		j.c, j.done = w.layout[b%len(w.layout)], make(chan struct{})
@@ -273,7 +261,7 @@ func (w *Writer) writeBatches(evs []Event, stackMap []StackID) error {
 			defer close(j.done)
 			j.c.reset()
 			lo := b * w.batchRows
-			_, j.err = j.c.addEvents(evs[lo:lo+w.batchRows], stackMap, w.nextSeq+int64(lo), nstacks)
+			_, j.err = j.c.addEvents(evs[lo:lo+w.batchRows], stackMap, w.nextSeq+int64(lo), first)
 		}()
 	}
 	for b := range min(n, len(w.layout)) {
@@ -342,7 +330,7 @@ func (w *Writer) WriteColumns(c *Columns) error {
 			return w.err
 		}
 	}
-	cols, err := w.bulk.columns(c, w.nextSeq, len(w.stackText))
+	cols, err := w.bulk.columns(c, w.nextSeq, w.stacks.first)
 	if err != nil {
 		return err
 	}
@@ -376,7 +364,8 @@ func (w *Writer) flush() error {
 
 // writeBatch writes c as one record batch.
 func (w *Writer) writeBatch(c *columns) error {
-	arrays := c.arrays(w.actionDict, w.stackDictionary())
+	frames, stacks := w.stacks.dictionaries()
+	arrays := c.arrays(w.actionDict, frames, stacks)
 	defer func() {
 		for _, a := range arrays {
 			a.Release()
@@ -392,24 +381,6 @@ func (w *Writer) writeBatch(c *columns) error {
 		w.async.push()
 	}
 	return nil
-}
-
-// stackDictionary returns the dictionary of every stack added so far. It only
-// grows, and keeps its order, so the IPC writer emits just the new entries of
-// each batch as a delta dictionary.
-func (w *Writer) stackDictionary() arrow.Array {
-	if w.dictCache != nil && w.dictLen == len(w.stackText) {
-		return w.dictCache
-	}
-	b := array.NewStringBuilder(w.mem)
-	defer b.Release()
-	b.AppendValues(w.stackText, nil)
-	if w.dictCache != nil {
-		w.dictCache.Release()
-	}
-	w.dictCache = b.NewArray()
-	w.dictLen = len(w.stackText)
-	return w.dictCache
 }
 
 // Close flushes the last batch, ends the stream and, for Create, renames the
@@ -500,8 +471,5 @@ func (w *Writer) Abort() {
 
 func (w *Writer) release() {
 	w.actionDict.Release()
-	if w.dictCache != nil {
-		w.dictCache.Release()
-		w.dictCache = nil
-	}
+	w.stacks.release()
 }

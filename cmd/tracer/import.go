@@ -42,6 +42,14 @@ know, or a --fraction that lets a recorded out-of-memory succeed), a warning
 says at which event it left the recording: block sizes stay unknown from
 there on, and everything else is imported as recorded.
 
+The same replay decides which of the recorded segment releases were the
+program's torch.cuda.empty_cache() calls, which PyTorch does not record, and
+stores each as an "empty_cache" event before the releases it caused: a replay
+under other settings then makes the calls the program made. Snapshots do not
+store the per-process memory limit either: give it with --fraction and
+--total-memory, or later to tracer replay --limit, which checks it against the
+recording.
+
 Several files (one per rank) import in parallel. Each output is written to a
 temporary file and renamed at the end: a failed import leaves nothing behind.
 Decoded events wait in an unlinked scratch file beside the output (56 bytes per
@@ -105,6 +113,9 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		}
 		for _, d := range r.Diverged {
 			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, d)
+		}
+		for _, w := range r.Warnings {
+			fmt.Fprintf(opts.Stderr, "warning: %s: %s\n", r.In, w)
 		}
 	}
 	return err

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -35,9 +36,21 @@ torch.cuda.memory_stats() peaks and counters computed from the events (through
 the allocator model under the recorded settings, which also checks that the
 model reproduces the recording).
 
+Figures that are not the run's say so. Where the model leaves the recording
+(settings that are not the run's, such as a memory limit the snapshot did not
+store), block sizes from there on are unknown and the peaks use rounded
+request sizes: info marks them approximate, says why and what fixes it. A
+history that starts mid-run (ring buffer wrapped) gives the peaks and counters
+of the retained window, which are lower bounds of the run's; its
+reconstructed events (the state at its start) are counted apart.
+
 With --json the output is a stable contract:
   {"format_version", "events", "actions": {name: count}, "devices", "streams",
-   "time_span_us", "truncated", "stats": {memory_stats() key: value}, ...}`,
+   "time_span_us", "truncated", "stats": {memory_stats() key: value},
+   "recorded_actions", "reconstructed_actions": {name: count},
+   "approximate", "approximate_reason", "peaks_lower_bound",
+   "per_device": {ordinal: {"stats", "model_mismatches", "approximate",
+   "approximate_reason"}}, ...}`,
 		Example: `  tracer info run.arrows
   tracer info run.arrows --json | jq '.stats["reserved_bytes.all.peak"]'
   tracer info            # the built-in sample`,
@@ -81,6 +94,29 @@ type infoJSON struct {
 	MemoryLimit   int64                       `json:"memory_limit_bytes,omitempty"`
 	Mismatches    int                         `json:"model_mismatches"`
 	Warnings      []string                    `json:"warnings"`
+	// RecordedActions is Actions less the reconstructed events, which
+	// ReconstructedActions counts.
+	RecordedActions      map[string]int64 `json:"recorded_actions"`
+	ReconstructedActions map[string]int64 `json:"reconstructed_actions"`
+	// Approximate: some block sizes are unknown (the model left the
+	// recording), so peaks and fragmentation use rounded request sizes;
+	// ApproximateReason says where, why and what fixes it.
+	Approximate       bool   `json:"approximate"`
+	ApproximateReason string `json:"approximate_reason,omitempty"`
+	// PeaksLowerBound: the history starts mid-run (or was cut short), so
+	// the peaks and counters are the retained window's, lower bounds of
+	// the run's.
+	PeaksLowerBound bool `json:"peaks_lower_bound"`
+	// PerDevice holds the same per CUDA device, by ordinal.
+	PerDevice map[string]*infoDeviceJSON `json:"per_device"`
+}
+
+// infoDeviceJSON is one device's part of infoJSON.
+type infoDeviceJSON struct {
+	Stats             map[string]int64 `json:"stats"`
+	Mismatches        int              `json:"model_mismatches"`
+	Approximate       bool             `json:"approximate"`
+	ApproximateReason string           `json:"approximate_reason,omitempty"`
 }
 
 func runInfo(ctx context.Context, opts *infoOptions) error {
@@ -132,19 +168,32 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 		CutShort: f.Truncated, Reconstructed: f.Reconstructed, Source: m.Source, SourceFile: m.SourceFile,
 		Producer: m.Producer, AllocConf: m.AllocConf, DeviceName: m.DeviceName, DeviceTotal: m.DeviceTotal,
 		MemoryLimit: m.MemoryLimit, Stats: map[string]int64{}, DeviceStats: map[string]map[string]int64{},
-		Warnings: []string{},
+		Warnings: []string{}, RecordedActions: f.RecordedActions(), ReconstructedActions: f.ReconstructedActions(),
+		PeaksLowerBound: m.Truncated || f.Truncated, PerDevice: map[string]*infoDeviceJSON{},
 	}
 	for i, s := range run.Summaries {
 		if i == 0 {
 			out.Stats = s.Stats
 		}
 		out.DeviceStats[fmt.Sprint(s.Device)] = s.Stats
+		dj := &infoDeviceJSON{Stats: s.Stats}
+		out.PerDevice[fmt.Sprint(s.Device)] = dj
+		if s.Approximate {
+			dj.Approximate = true
+			dj.ApproximateReason = approximateReason(in, s.Device, run.Result)
+			if !out.Approximate {
+				out.Approximate, out.ApproximateReason = true, dj.ApproximateReason
+			}
+		}
 		if s.Unmatched > 0 {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("device %d: %d events contradict the state before them (frees of unknown blocks, double frees, frees of unknown segments)", s.Device, s.Unmatched))
 		}
 	}
 	for _, d := range run.Result.Devices {
 		out.Mismatches += d.NumMismatches
+		if dj := out.PerDevice[fmt.Sprint(d.Device)]; dj != nil {
+			dj.Mismatches = d.NumMismatches
+		}
 		for i, mm := range d.Mismatches {
 			if i == 3 {
 				break
@@ -156,6 +205,31 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("%d events have an action this tracer does not know; skipped", f.Unknown))
 	}
 	return out
+}
+
+// approximateReason says why device's block sizes are partly unknown, and
+// what fixes it: the first event where the replay under the recorded
+// settings differs from the recording (where the import's model left it).
+func approximateReason(in *pipeline.Input, device int32, res *replay.Result) string {
+	where := "some allocations carry no block size (the producer did not record them)"
+	for _, d := range res.Devices {
+		if d.Device != device || len(d.Mismatches) == 0 {
+			continue
+		}
+		first := d.Mismatches[0].Seq
+		for _, mm := range d.Mismatches {
+			first = min(first, mm.Seq)
+		}
+		where = fmt.Sprintf("block sizes are unknown from event %d on, where the allocator model, replaying under the recorded settings, leaves the recording", first)
+	}
+	fix := "the recorded settings are not the run's"
+	switch m := in.Meta; {
+	case m.MemoryFraction > 0:
+		fix = "the --fraction given to tracer import may not be the run's: import again with the run's --fraction and --total-memory"
+	case in.LimitUnknown():
+		fix = "if the run had a memory limit (torch.cuda.set_per_process_memory_fraction), which snapshots do not store, import again with --fraction F --total-memory T; otherwise the recorded settings or PyTorch version are not ones the model reproduces"
+	}
+	return fmt.Sprintf("device %d: %s, so peaks and fragmentation from there use rounded request sizes; %s", device, where, fix)
 }
 
 func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) error {
@@ -185,7 +259,12 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 		span = "over " + analysis.Duration(j.TimeSpanUs)
 	}
 	p("events", "%s %s; %s, %s", analysis.Count(j.Events), span, plural(len(j.Devices), "device"), plural(len(j.Streams), "stream"))
-	p("actions", "%s", actionList(j.Actions))
+	if len(j.ReconstructedActions) > 0 {
+		p("actions", "%s recorded", actionList(j.RecordedActions))
+		p("", "%s reconstructed (the state at the start)", actionList(j.ReconstructedActions))
+	} else {
+		p("actions", "%s", actionList(j.Actions))
+	}
 	switch {
 	case j.CutShort:
 		p("history", "CUT SHORT: the stream ends without its end marker (a killed recording?); all whole batches were read")
@@ -199,6 +278,12 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 		dev := ""
 		if len(run.Summaries) > 1 {
 			dev = fmt.Sprintf(" (device %d)", s.Device)
+		}
+		if j.PeaksLowerBound {
+			p("", "peaks and counters of the retained window: lower bounds of the run's%s", dev)
+		}
+		if s.Approximate {
+			p("", "APPROXIMATE%s: %s", dev, j.PerDevice[fmt.Sprint(s.Device)].ApproximateReason)
 		}
 		p("peaks"+dev, "allocated %s, reserved %s, active %s, requested %s",
 			analysis.Bytes(st["allocated_bytes.all.peak"]), analysis.Bytes(st["reserved_bytes.all.peak"]),

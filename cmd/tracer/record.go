@@ -171,6 +171,9 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 		return err
 	}
 	conf, err := allocator.ParseConf(opts.Conf)
+	if err == nil {
+		err = conf.Modelled()
+	}
 	if err != nil {
 		src := "--conf"
 		if !opts.ConfGiven {

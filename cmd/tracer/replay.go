@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,10 +39,12 @@ func newReplayCmd(runF func(context.Context, *replayOptions) error) *cobra.Comma
 		Use:   "replay [TRACE] [--conf STR] [--round N] [--limit SIZE] [--device sim|cuda] [-o OUT.arrows] [--json]",
 		Short: "Replay a trace on the caching-allocator model under other settings",
 		Long: `Replay feeds the trace's requests (allocations with their streams, frees,
-cross-stream frees, OOM attempts, the user's empty_cache calls) to an exact model
-of PyTorch 2.11's CUDA caching allocator, under the recorded settings overridden
-by the flags, and prints the peaks, counters and fragmentation next to the
-recorded run's.
+cross-stream frees, OOM attempts, the user's empty_cache calls, which tracer
+import writes as empty_cache rows) to an exact model of PyTorch 2.11's CUDA
+caching allocator, under the recorded settings overridden by the flags, and
+prints the peaks, counters and fragmentation next to the recorded run's, for
+each device. Under any settings the replay makes the same requests; the
+recorded segment releases are outcomes only.
 
 --conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string.
 It also takes the allocator's internal constants, in bytes, which PyTorch does
@@ -50,6 +53,11 @@ not expose: tracer_round (kMinBlockSize, 512; also --round), tracer_small_size
 tracer_large_rounding (2 MiB); the large segment size is PyTorch's own
 large_segment_size_mb (20). --limit is the per-process memory limit
 (set_per_process_memory_fraction × total memory); "none" removes a recorded one.
+A PyTorch snapshot does not store the run's limit: for a trace imported without
+--fraction, a --limit under which the replay reproduces every recorded event is
+taken as the run's (the recorded settings filled in, compared event by event,
+"limit_filled_in" in --json); one under which it does not is replayed as another
+setting, with a note saying so.
 --device cuda replays on real GPU memory through the CUDA driver and reports the
 latency of device calls and of the allocator's own work.
 
@@ -60,7 +68,9 @@ Without TRACE, the built-in sample trace is replayed.`,
   tracer replay run.arrows --round 512 -o replayed.arrows
   tracer replay run.arrows --conf tracer_small_size:262144,large_segment_size_mb:64
   tracer replay run.arrows --device cuda            # on the GPU, with latencies
-  tracer replay run.arrows --json | jq .replayed`,
+  tracer replay run.arrows --json | jq .replayed
+  tracer replay run.arrows --json | jq '.devices["1"].replayed'   # a second GPU
+  tracer replay oom.arrows --limit 2550524805     # the run's limit, which snapshots do not store`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -114,7 +124,29 @@ type replayJSON struct {
 	Fragmentation map[string]analysis.Fragmentation `json:"fragmentation"`
 	OOMs          []oomJSON                         `json:"ooms"`
 	Mismatches    int                               `json:"model_mismatches"`
-	Device        *deviceJSON                       `json:"device,omitempty"`
+	// Reproduced: the replayed settings are the recorded ones (or fill in
+	// a limit the trace does not know) and the replay reproduces every
+	// recorded event.
+	Reproduced bool `json:"reproduced"`
+	// LimitFilledIn: --limit gave the limit the trace did not know, and
+	// with it the replay reproduces the recording (the recorded settings
+	// are reported with it); LimitNote says when it did not.
+	LimitFilledIn bool        `json:"limit_filled_in,omitempty"`
+	LimitNote     string      `json:"limit_note,omitempty"`
+	Device        *deviceJSON `json:"device,omitempty"`
+	// Devices holds the same per CUDA device, by ordinal; the top-level
+	// recorded, replayed, fragmentation, ooms and model_mismatches are
+	// device 0's (the first device's).
+	Devices map[string]*replayDeviceJSON `json:"devices"`
+}
+
+// replayDeviceJSON is one device's part of replayJSON.
+type replayDeviceJSON struct {
+	Recorded      map[string]int64                  `json:"recorded"`
+	Replayed      map[string]int64                  `json:"replayed"`
+	Fragmentation map[string]analysis.Fragmentation `json:"fragmentation"`
+	OOMs          []oomJSON                         `json:"ooms"`
+	Mismatches    int                               `json:"model_mismatches"`
 }
 
 type settingsJSON struct {
@@ -186,52 +218,97 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 		want.Recorded = false
 	}
 	var w *trace.Writer
-	if opts.Output != "" {
+	create := func() error {
+		if opts.Output == "" {
+			return nil
+		}
 		meta := in.Meta
 		meta.Producer, meta.Source, meta.SourceFile = "tracer "+record.Version, trace.SourceReplay, in.Name
 		// A wrapped trace's replay begins with its reconstructed events too
-		// (replay reports them), so Truncated carries over.
-		meta.AllocConf, meta.MemoryLimit = want.Conf.String(), want.Limit
-		if w, err = trace.Create(opts.Output, meta, trace.WriterOptions{}); err != nil {
+		// (replay reports them), so Truncated carries over; it has an
+		// empty_cache row for every call the replay performed.
+		meta.AllocConf, meta.MemoryLimit, meta.EmptyCacheRows = want.Conf.String(), want.Limit, true
+		w, err = trace.Create(opts.Output, meta, trace.WriterOptions{})
+		popts.Out = w
+		return err
+	}
+	if err := create(); err != nil {
+		return err
+	}
+	defer func() {
+		if w != nil {
+			w.Abort() // no-op after a successful Close
+		}
+	}()
+
+	// A limit for a trace that does not know the run's (a snapshot stores
+	// none) may be the run's: replayed with the recording's addresses and
+	// compared with it, it then reproduces the recording, and is the
+	// recorded settings filled in. Otherwise it is another setting, replayed
+	// as such.
+	var rec, got *pipeline.Run
+	filled, fillTried := false, false
+	var fillDiffers int
+	start := time.Now()
+	if want.FillsLimit && opts.Device != "cuda" {
+		fillTried = true
+		try := want
+		try.Recorded, try.InferEmptyCaches = true, true
+		if got, err = pipeline.Replay(ctx, in, try, popts); err != nil {
 			return err
 		}
-		defer w.Abort() // no-op after a successful Close
-		popts.Out = w
+		for _, d := range got.Result.Devices {
+			fillDiffers += d.NumMismatches
+		}
+		if fillDiffers == 0 {
+			filled, want, base, rec = true, try, try, got
+		} else if w != nil {
+			w.Abort()
+			if err := create(); err != nil {
+				return err
+			}
+		}
 	}
 
 	// The recorded column is the model under the recorded settings, which
 	// reproduces the recording exactly (and counts retries, which a trace
 	// does not show); both replays run at once. When the settings asked for
 	// are the recorded ones on the simulated device, one replay is both.
-	var rec, got *pipeline.Run
-	var recErr error
-	done := make(chan struct{})
-	same := want == base && opts.Device != "cuda"
-	go func() {
-		defer close(done)
-		if !same {
-			rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
+	if !filled {
+		var recErr error
+		done := make(chan struct{})
+		same := want == base && opts.Device != "cuda"
+		go func() {
+			defer close(done)
+			if !same {
+				rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
+			}
+		}()
+		start = time.Now()
+		got, err = pipeline.Replay(ctx, in, want, popts)
+		<-done
+		if same {
+			rec = got
 		}
-	}()
-	start := time.Now()
-	got, err = pipeline.Replay(ctx, in, want, popts)
+		if err != nil {
+			return err
+		}
+		if recErr != nil {
+			return recErr
+		}
+	}
 	wall := time.Since(start)
-	<-done
-	if same {
-		rec = got
-	}
-	if err != nil {
-		return err
-	}
-	if recErr != nil {
-		return recErr
-	}
 	if w != nil {
 		if err := w.Close(); err != nil {
 			return err
 		}
 	}
 	out := buildReplayJSON(in, base, want, rec, got)
+	out.LimitFilledIn = filled
+	if fillTried && !filled {
+		out.LimitNote = fmt.Sprintf("the trace does not store the run's memory limit; with %s the replay differs from the recording at %d events, so it is not the run's: replayed as another setting",
+			analysis.Bytes(want.Limit), fillDiffers)
+	}
 	if gpu != nil {
 		out.Device = deviceReport(gpu, got.Facts.Events, wall)
 	}
@@ -256,27 +333,49 @@ func buildReplayJSON(in *pipeline.Input, base, want pipeline.Resolved, rec, got 
 		},
 		Recorded: map[string]int64{}, Replayed: map[string]int64{},
 		Fragmentation: map[string]analysis.Fragmentation{}, OOMs: []oomJSON{},
+		Devices: map[string]*replayDeviceJSON{},
 	}
-	if len(rec.Result.Devices) > 0 {
-		out.Recorded = rec.Result.Devices[0].Stats.Map()
+	dev := func(d int32) *replayDeviceJSON {
+		k := fmt.Sprint(d)
+		if out.Devices[k] == nil {
+			out.Devices[k] = &replayDeviceJSON{Recorded: map[string]int64{}, Replayed: map[string]int64{},
+				Fragmentation: map[string]analysis.Fragmentation{}, OOMs: []oomJSON{}}
+		}
+		return out.Devices[k]
 	}
-	if len(got.Result.Devices) > 0 {
-		d := got.Result.Devices[0]
-		out.Replayed = d.Stats.Map()
-		out.Mismatches = d.NumMismatches
+	for _, d := range rec.Result.Devices {
+		dev(d.Device).Recorded = d.Stats.Map()
+	}
+	mismatches := 0
+	for _, d := range got.Result.Devices {
+		j := dev(d.Device)
+		j.Replayed = d.Stats.Map()
+		j.Mismatches = d.NumMismatches
+		mismatches += d.NumMismatches
 		for _, o := range d.OOMs {
 			site := ""
 			if st := got.OOMStacks[o.Stack]; len(st) > 0 {
 				site = analysis.ShortFrame(st[0])
 			}
-			out.OOMs = append(out.OOMs, oomJSON{Seq: o.Seq, Size: o.Size, Stream: o.Stream, FreeCached: o.FreeCached, Recorded: o.Recorded, Site: site})
+			j.OOMs = append(j.OOMs, oomJSON{Seq: o.Seq, Size: o.Size, Stream: o.Stream, FreeCached: o.FreeCached, Recorded: o.Recorded, Site: site})
 		}
 	}
-	if len(rec.Summaries) > 0 {
-		out.Fragmentation["recorded"] = rec.Summaries[0].Fragmentation
+	for _, s := range rec.Summaries {
+		dev(s.Device).Fragmentation["recorded"] = s.Fragmentation
 	}
-	if len(got.Summaries) > 0 {
-		out.Fragmentation["replayed"] = got.Summaries[0].Fragmentation
+	for _, s := range got.Summaries {
+		dev(s.Device).Fragmentation["replayed"] = s.Fragmentation
+	}
+	out.Reproduced = want.Recorded && mismatches == 0 && len(got.Result.Devices) > 0
+	// The top-level keys are the first device's, as before there were
+	// per-device ones.
+	if len(got.Result.Devices) > 0 {
+		first := out.Devices[fmt.Sprint(got.Result.Devices[0].Device)]
+		out.Recorded, out.Replayed, out.OOMs, out.Mismatches = first.Recorded, first.Replayed, first.OOMs, first.Mismatches
+		out.Fragmentation = first.Fragmentation
+	}
+	if len(rec.Result.Devices) > 0 {
+		out.Recorded = out.Devices[fmt.Sprint(rec.Result.Devices[0].Device)].Recorded
 	}
 	return out
 }
@@ -300,7 +399,51 @@ func deviceReport(gpu *cuda.Device, events int64, wall time.Duration) *deviceJSO
 
 func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.Run) {
 	rs, ps := r.Settings["recorded"], r.Settings["replayed"]
-	fmt.Fprintf(w, "%s\n  recorded settings: %s\n  replayed settings: %s\n\n", in.Name, rs.Label, ps.Label)
+	fmt.Fprintf(w, "%s\n  recorded settings: %s\n  replayed settings: %s\n", in.Name, rs.Label, ps.Label)
+	devs := make([]int32, 0, len(r.Devices))
+	for k := range r.Devices {
+		var d int32
+		fmt.Sscan(k, &d)
+		devs = append(devs, d)
+	}
+	slices.Sort(devs)
+	for _, d := range devs {
+		fmt.Fprintln(w)
+		if len(devs) > 1 {
+			fmt.Fprintf(w, "device %d\n", d)
+		}
+		writeReplayDevice(w, r.Devices[fmt.Sprint(d)])
+	}
+	mismatches := 0
+	for _, d := range r.Devices {
+		mismatches += d.Mismatches
+	}
+	if r.LimitNote != "" {
+		fmt.Fprintf(w, "note: %s\n", r.LimitNote)
+	}
+	if r.Device != nil {
+		// No event-by-event comparison on a real device (see runReplay).
+	} else if r.LimitFilledIn {
+		fmt.Fprintf(w, "the trace does not store the run's memory limit; with %s filled in, the replay under the recorded settings reproduces every recorded event\n",
+			analysis.Bytes(ps.LimitBytes))
+	} else if ps.Label == rs.Label && mismatches == 0 {
+		fmt.Fprintf(w, "the replay under the recorded settings reproduces every recorded event\n")
+	} else if ps.Label == rs.Label {
+		fmt.Fprintf(w, "warning: the model differs from the recording at %d events\n", mismatches)
+	}
+	if d := r.Device; d != nil {
+		fmt.Fprintf(w, "on %s: %d events in %.3f s, %.0f ns/event of tracer's own work (reading, model, analysis) besides device calls\n", d.Name, d.Events, d.WallSeconds, d.AllocatorNsPer)
+		for _, name := range []string{"malloc", "free", "reserve", "map", "unmap", "release"} {
+			if l, ok := d.Calls[name]; ok {
+				fmt.Fprintf(w, "  %-8s %6d calls, mean %8.1f µs, max %8.1f µs\n", name, l.Count, l.MeanUs, l.MaxUs)
+			}
+		}
+	}
+}
+
+// writeReplayDevice prints one device's recorded and replayed figures side
+// by side, and its OOMs.
+func writeReplayDevice(w io.Writer, r *replayDeviceJSON) {
 	fmt.Fprintf(w, "%-26s %14s %14s %20s\n", "", "recorded", "replayed", "change")
 	bytesRow := func(label, key string) {
 		a, b := r.Recorded[key], r.Replayed[key]
@@ -335,21 +478,6 @@ func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.R
 		fmt.Fprintf(w, "OOM at event %d: %s on stream %d with %s free in the cache (%s)\n", o.Seq, analysis.Bytes(o.Size), o.Stream, analysis.Bytes(o.FreeCached), was)
 		if o.Site != "" {
 			fmt.Fprintf(w, "  requested at %s\n", o.Site)
-		}
-	}
-	if r.Device != nil {
-		// No event-by-event comparison on a real device (see runReplay).
-	} else if ps.Label == rs.Label && r.Mismatches == 0 {
-		fmt.Fprintf(w, "the replay under the recorded settings reproduces every recorded event\n")
-	} else if ps.Label == rs.Label {
-		fmt.Fprintf(w, "warning: the model differs from the recording at %d events\n", r.Mismatches)
-	}
-	if d := r.Device; d != nil {
-		fmt.Fprintf(w, "on %s: %d events in %.3f s, %.0f ns/event of tracer's own work (reading, model, analysis) besides device calls\n", d.Name, d.Events, d.WallSeconds, d.AllocatorNsPer)
-		for _, name := range []string{"malloc", "free", "reserve", "map", "unmap", "release"} {
-			if l, ok := d.Calls[name]; ok {
-				fmt.Fprintf(w, "  %-8s %6d calls, mean %8.1f µs, max %8.1f µs\n", name, l.Count, l.MeanUs, l.MaxUs)
-			}
 		}
 	}
 }

@@ -29,10 +29,23 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*mult > 1<<62 {
+	if isRange(err) || err == nil && v*mult > maxBytes {
+		return 0, fmt.Errorf("%q is larger than the largest size tracer takes, 4 EiB (2^62 bytes)", s)
+	}
+	// NaN and negative sizes are refused; NaN fails every comparison.
+	if err != nil || !(v >= 0) {
 		return 0, fmt.Errorf("%q is not a size (try 24GiB, 512MiB or a number of bytes)", s)
 	}
 	return int64(v * mult), nil
+}
+
+// maxBytes is the largest size parseBytes takes: sums of a few such sizes
+// (a limit plus what is reserved) stay within an int64.
+const maxBytes = 1 << 62
+
+func isRange(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
 }
 
 // isTerminal reports whether f is a character device (a terminal), the

@@ -106,8 +106,29 @@ type Resolved struct {
 	Conf     allocator.Conf
 	Limit    int64 // bytes; 0 = none
 	Total    int64
-	Recorded bool   // identical to the recording's settings: exact comparison applies
-	Label    string // human-readable, e.g. "expandable_segments:True, round 4096"
+	Recorded bool // identical to the recording's settings: exact comparison applies
+	// FillsLimit: the recorded settings but for a limit that the trace does
+	// not know (LimitUnknown), which these give: if it is the run's, a
+	// replay with Recorded set reproduces the recording (tracer replay
+	// tries that first).
+	FillsLimit bool
+	// InferEmptyCaches, with Recorded, has the replay infer the program's
+	// empty_cache() calls on the model instead of taking the trace's rows
+	// (replay.Options.InferEmptyCaches): a fill-in of the run's limit does,
+	// since the import decided the rows without it.
+	InferEmptyCaches bool
+	Label            string // human-readable, e.g. "expandable_segments:True, round 4096"
+}
+
+// LimitUnknown reports whether the trace does not know the run's
+// per-process memory limit: a PyTorch snapshot stores none, so an import
+// without --fraction has either none or one inferred from its OOMs.
+func (in *Input) LimitUnknown() bool {
+	m := &in.Meta
+	if m.Source != trace.SourceSnapshot && m.Source != trace.SourcePythonProgram {
+		return false
+	}
+	return m.MemoryFraction == 0 && (m.MemoryLimit == 0 || strings.HasPrefix(m.Extra["memory_limit"], "inferred"))
 }
 
 // Resolve applies s over the input's recorded settings.
@@ -148,6 +169,7 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 	r.Conf = conf
 	base, _ := parseConf(recorded)
 	r.Recorded = confEqual(conf, base) && r.Limit == in.Meta.MemoryLimit
+	r.FillsLimit = confEqual(conf, base) && r.Limit > 0 && r.Limit != in.Meta.MemoryLimit && in.LimitUnknown()
 	r.Label = label(conf, r.Limit)
 	return r, nil
 }
@@ -252,6 +274,9 @@ type Run struct {
 // Decoding, the model and the analysis run on three goroutines (see
 // stream.go).
 func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, error) {
+	if err := s.Conf.Modelled(); err != nil {
+		return nil, fmt.Errorf("%s: %v", in.Name, err)
+	}
 	rd, err := in.Reader()
 	if err != nil {
 		return nil, err
@@ -272,6 +297,10 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		MemoryLimit: s.Limit,
 		Recorded:    s.Recorded,
 		NewDevice:   opt.NewDevice,
+		// The trace's empty_cache rows, when it says it has them, are the
+		// program's calls; otherwise the replay infers them.
+		EmptyCacheRows:   in.Meta.EmptyCacheRows,
+		InferEmptyCaches: s.InferEmptyCaches,
 	}, behind)
 	behind.close()
 	src.close()

@@ -71,6 +71,7 @@ type builder struct {
 	lists     listStore
 	dicts     []dictObj
 	freeDicts []int32
+	listItems int64 // items appended to lists (see unpickler.bounded)
 
 	frames   []trace.Frame
 	frameIdx map[trace.Frame]int32
@@ -86,9 +87,10 @@ type builder struct {
 	pairBuf      []value // scratch: a dict's items interleaved, for convert
 	kinds        []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
-	events   eventStore
-	blocks   []blockRec
-	segments []segRec
+	events    eventStore
+	blocks    []blockRec
+	segBlocks int // blocks in the segments converted so far
+	segments  []segRec
 
 	memo memo
 }
@@ -206,6 +208,7 @@ func (b *builder) appendItem(l value, v value) error {
 	}
 	b.materialize(o)
 	o.vals = append(o.vals, v)
+	b.listItems++ // see unpickler.bounded
 	return nil
 }
 
@@ -260,6 +263,7 @@ var deriveFrames = true
 func (b *builder) underive(o *listObj) {
 	st := b.stacks[o.stack]
 	o.vals = make([]value, len(st))
+	b.listItems += int64(len(st))
 	for i, f := range st {
 		o.vals[i] = value{vFrame, int64(b.frameIdx[f])}
 	}
@@ -405,6 +409,18 @@ func asInt(v value) (int64, error) {
 	return 0, fmt.Errorf("is a %v, want int", v.k)
 }
 
+// asLine reads a frame's line number: any integer, one out of the range of
+// a line (PyTorch's unsigned 2^64-1 above all) being trace.UnknownLine.
+func asLine(v value) (int32, error) {
+	switch v.k {
+	case vInt, vBool:
+		return trace.LineOf(v.i), nil
+	case vUint, vBig:
+		return trace.UnknownLine, nil
+	}
+	return 0, fmt.Errorf("is a %v, want int", v.k)
+}
+
 // asUint reads an address or stream handle: unsigned in meaning, but Python
 // writes them as plain ints, so negative values wrap as the C++ side would.
 func asUint(v value) (uint64, error) {
@@ -468,6 +484,15 @@ func (b *builder) stackOf(v value) (trace.StackID, error) {
 	b.idBuf = ids
 	id := b.internStack(ids)
 	l.stack = int32(id)
+	if deriveFrames {
+		b.listItems -= int64(len(l.vals))
+		// Its items are the stack's frames: dropped, and derived again
+		// (underive) if the pickle uses the list as a value again, as a
+		// compact list's are. A frames list too long for the flat paths
+		// (over 1,000 frames) otherwise held 16 bytes a frame, for every
+		// trace entry, until the end of decoding.
+		l.vals, l.derived = nil, true
+	}
 	return id, nil
 }
 
@@ -526,9 +551,7 @@ func (b *builder) toFrame(p []value) (value, error) {
 		case kName:
 			f.Name, err = b.str(p[j+1])
 		case kLine:
-			var n int64
-			n, err = asInt(p[j+1])
-			f.Line = int32(n)
+			f.Line, err = asLine(p[j+1])
 		}
 		if err != nil {
 			return value{}, &fieldErr{"frame", b.keyName(k), err}
@@ -545,11 +568,13 @@ func (b *builder) toFrame(p []value) (value, error) {
 
 func (b *builder) toEvent(p []value) (value, error) {
 	ev := cev{Stack: trace.NoStack}
+	hasAddr := false
 	for j := 0; j+1 < len(p); j += 2 {
 		k, v := p[j], p[j+1]
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
+		hasAddr = hasAddr || k.i == kAddr
 		var err error
 		switch k.i {
 		case kAction:
@@ -589,6 +614,9 @@ func (b *builder) toEvent(p []value) (value, error) {
 			return value{}, &fieldErr{"trace entry", b.keyName(k), err}
 		}
 	}
+	if !hasAddr && needsAddr(ev.Kind) {
+		return value{}, &fieldErr{"trace entry (" + ev.Kind.String() + ")", "addr", errors.New("is missing")}
+	}
 	if ev.Kind == trace.KindOOM {
 		// device_free may come after addr in the dict: read it last.
 		for j := 0; j+1 < len(p); j += 2 {
@@ -598,6 +626,13 @@ func (b *builder) toEvent(p []value) (value, error) {
 		}
 	}
 	return value{vEvent, b.events.add(&ev)}, nil
+}
+
+// needsAddr reports whether a trace entry of kind k must have an addr:
+// every kind but snapshot (addr 0) and oom (device_free instead). The fast
+// paths leave an entry without one to toEvent, which reports it.
+func needsAddr(k trace.Kind) bool {
+	return k >= trace.KindAlloc && k <= trace.KindSegmentUnmap
 }
 
 // kindOf returns the trace.Kind that string id names, if any, through a
@@ -758,6 +793,12 @@ func (b *builder) toSegment(p []value) (value, error) {
 	}
 	if blocks.k == vList || blocks.k == vTuple {
 		vals := b.items(blocks)
+		// Each block dict belongs to one segment: more blocks in segments
+		// than block dicts decoded means a list or dict is shared, which
+		// could expand a small file without bound.
+		if b.segBlocks += len(vals); b.segBlocks > len(b.blocks) {
+			return value{}, errors.New("segment: blocks holds a block dict or list that another segment holds too (PyTorch never shares them)")
+		}
 		s.Blocks = make([]Block, len(vals))
 		addr := s.Addr
 		for i, bv := range vals {

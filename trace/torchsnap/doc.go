@@ -60,6 +60,19 @@
 // Lengths in the input never size an allocation beyond the bytes actually
 // read.
 //
+// # Hostile input
+//
+// What decoding holds is bounded by the file: the machine refuses to hold
+// more values on its stack, dicts, lists or list items than one per 8 bytes
+// read, beyond 16k of each (unpickler.bounded), which no snapshot needs and
+// which a flood of one-byte opcodes (DUP, EMPTY_DICT, ...) would otherwise
+// turn into 16 to 250 bytes of memory per byte of file; a trace list named
+// by two devices, a trace entry named twice and a blocks list or block held
+// by two segments are refused (PyTorch never shares them), so a trace has
+// at most one event per entry dict in the file. A frames list of any depth
+// is kept as its stack alone (CPython writes one of over 1,000 frames in
+// several APPENDS batches, which the flat path reads as one).
+//
 // # Spilled events
 //
 // Open decodes with the sequential machine into a spill (spill.go) instead

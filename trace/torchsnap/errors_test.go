@@ -16,8 +16,11 @@ func TestDecode_badInput(t *testing.T) {
 	}{
 		{"empty", "", "empty file"},
 		{"blank", " \n", "empty file"},
-		{"text", "hello, world\n", "neither a pickle nor JSON"},
-		{"protocol0", "(lp0\nI1\naI2\na.", "neither a pickle nor JSON"},
+		{"text", "hello, world\n", "neither a pickle (protocols 2 to 5) nor JSON"},
+		{"protocol0", "(lp0\nI1\naI2\na.", "a pickle of protocol 0 or 1 (starts with '('); tracer reads pickle protocols 2 to 5"},
+		{"protocol0_dict", "(dp0\nVsegments\np1\n(lp2\nsS'device_traces'\np3\n(lp4\ns.", "a pickle of protocol 0 or 1"},
+		{"protocol1_dict", "}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02u.", "a pickle of protocol 0 or 1 (starts with '}')"},
+		{"protocol1_list", "]q\x00.", "a pickle of protocol 0 or 1"},
 		{"protocol1", "\x80\x01]q\x00.", "protocol 1 is not supported"},
 		{"proto_only", "\x80\x04", "truncated pickle"},
 		{"no_stop", "\x80\x04]\x94(K\x01K\x02e", "truncated pickle"},

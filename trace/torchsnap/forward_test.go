@@ -61,12 +61,13 @@ func sameStart(t *testing.T, got, want *startState) {
 			}
 		}
 	}
-	if len(got.segs) != len(want.segs) {
-		t.Fatalf("start segments: forward %d, undo %d", len(got.segs), len(want.segs))
+	gs, ws := got.segs.list(), want.segs.list()
+	if len(gs) != len(ws) {
+		t.Fatalf("start segments: forward %d, undo %d", len(gs), len(ws))
 	}
-	for i := range got.segs {
-		if *got.segs[i] != *want.segs[i] {
-			t.Errorf("start segment %d: forward %+v, undo %+v", i, *got.segs[i], *want.segs[i])
+	for i := range gs {
+		if *gs[i] != *ws[i] {
+			t.Errorf("start segment %d: forward %+v, undo %+v", i, *gs[i], *ws[i])
 		}
 	}
 }

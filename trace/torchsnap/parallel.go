@@ -1284,7 +1284,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	slot := len(w.res.memo.k)
 	w.memoize(value{k: vOpen})
 	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
-	frames := value{k: vMark} // none yet
+	frames, hasAddr := value{k: vMark}, false // none yet
 	j := i + 3
 	for pairs := 0; ; pairs++ {
 		if j+10 > len(buf) || pairs == maxFlatItems/2 {
@@ -1294,7 +1294,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		var idx uint64
 		switch p := (*[5]byte)(buf[j : j+5]); p[0] {
 		case opSetItems:
-			if pairs == 0 {
+			if pairs == 0 || !hasAddr && needsAddr(ev.Kind) { // the sequential machine reports a missing addr
 				goto fail
 			}
 			j++
@@ -1377,7 +1377,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 			if !isInt {
 				goto fail
 			}
-			ev.Addr = uint64(v.i)
+			ev.Addr, hasAddr = uint64(v.i), hasAddr || key == kAddr
 		case kSize:
 			if !isInt {
 				goto fail
@@ -1421,6 +1421,7 @@ done:
 // event converts an entry's items as toEvent does.
 func (w *pworker) event(p []value) (cev, bool) {
 	ev := cev{Stack: trace.NoStack}
+	hasAddr := false
 	for j := 0; j+1 < len(p); j += 2 {
 		k, v := p[j], p[j+1]
 		if k.k == vExt || k.k == vLList {
@@ -1429,6 +1430,7 @@ func (w *pworker) event(p []value) (cev, bool) {
 		if k.k != vStr || k.i >= numKeys {
 			continue
 		}
+		hasAddr = hasAddr || k.i == kAddr
 		var ok bool
 		switch k.i {
 		case kAction:
@@ -1470,8 +1472,8 @@ func (w *pworker) event(p []value) (cev, bool) {
 			}
 		}
 	}
-	if ev.Kind == 0 {
-		return cev{}, false // no action: toEvent would make an event of kind 0, let it
+	if ev.Kind == 0 || !hasAddr && needsAddr(ev.Kind) {
+		return cev{}, false // no action, or no addr: let toEvent tell
 	}
 	return ev, true
 }
@@ -1691,7 +1693,7 @@ func (w *pworker) frameItem(i int) (value, int, bool) {
 		case kLine:
 			var l int64
 			l, ok = wInt(v)
-			f.Line = int32(l)
+			f.Line = trace.LineOf(l)
 		default:
 			ok = true
 		}

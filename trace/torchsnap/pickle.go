@@ -120,6 +120,7 @@ type unpickler struct {
 	// stack is made.
 	spans       spanCache
 	pendingSpan []byte
+	slow        int // opcodes through loop's general path (see bounded)
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource
@@ -156,8 +157,45 @@ func (u *unpickler) fill(need int) error {
 			u.srcErr = err
 		}
 	}
+	return u.bounded()
+}
+
+// bounded returns an error when the machine holds more generic objects
+// than the bytes read so far can account for: a snapshot holds few at once,
+// its trace entries and frames being converted as they come, and what it
+// holds many of (the entries of a trace list, a segment's blocks) takes
+// dozens of bytes each; a frames list's references, two bytes each, are
+// dropped once its stack is made. Without the bound, a flood of one-byte opcodes
+// that push (DUP, EMPTY_DICT, NONE, ...) would take 16 to 250 bytes of
+// memory for each byte of the file. It is checked as each buffer of input
+// is read and every boundEvery opcodes of the general path, so that
+// between checks the objects grow by little.
+func (u *unpickler) bounded() error {
+	read := u.offset()
+	b := u.b
+	for _, c := range [...]struct {
+		what string
+		n    int64
+		per  int64 // the fewest bytes of pickle each takes in a snapshot
+	}{
+		{"values on the pickle stack", int64(len(u.stack) + len(u.marks)), 8},
+		{"dicts", int64(len(b.dicts)), 8},
+		{"lists", b.lists.n, 8},
+		{"list items", b.listItems, 8},
+	} {
+		if c.n > read/c.per+boundSlack {
+			return fmt.Errorf("%d %s after %d bytes: more than a snapshot needs (one per %d bytes); refused, to bound the decoder's memory", c.n, c.what, read, c.per)
+		}
+	}
 	return nil
 }
+
+// boundSlack is what bounded allows beyond one object per so many bytes;
+// boundEvery how many opcodes of loop's general path go between checks.
+const (
+	boundSlack = 16 << 10
+	boundEvery = 4 << 10
+)
 
 // openAt makes the machine read the file from offset x on.
 func (u *unpickler) openAt(x int64) {
@@ -426,9 +464,6 @@ func (u *unpickler) loop() (value, error) {
 				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && u.flatDict() {
 					continue
 				}
-				u.stack = append(u.stack, b.newDict())
-				u.pos++
-				continue
 			}
 			u.pos++
 		} else {
@@ -437,6 +472,9 @@ func (u *unpickler) loop() (value, error) {
 				return value{}, err
 			}
 			op = c
+		}
+		if u.slow++; u.slow%boundEvery == 0 && u.bounded() != nil { // objects are made this way
+			return value{}, u.bounded()
 		}
 		if first && op != opProto {
 			return value{}, fmt.Errorf(notSnapshot+"no pickle PROTO header (first byte %#02x); snapshots are pickled with protocol 2 or later", op)
@@ -878,8 +916,8 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 			i++
 		}
 	case opEmptyList:
-		// EMPTY_LIST MEMOIZE, then MARK (BINGET | LONG_BINGET)* APPENDS
-		// or nothing.
+		// EMPTY_LIST MEMOIZE, then (MARK (BINGET | LONG_BINGET)* APPENDS)*
+		// (CPython's batches of 1,000) or nothing.
 		if p[1] != opMemoize || *nm == len(memoized) {
 			return value{}, 0, false
 		}
@@ -904,6 +942,10 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 				var ok bool
 				switch buf[j] {
 				case opAppends:
+					if buf[j+1] == opMark {
+						j += 2 // CPython's next batch of 1,000
+						continue
+					}
 					j++
 					goto appended
 				case opBinGet:
@@ -980,7 +1022,7 @@ func (u *unpickler) flatEvent() bool {
 	}
 	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
 	u.pendingList, u.pendingSpan = noList, nil
-	i := 0
+	i, hasAddr := 0, false
 	for pairs := 0; ; pairs++ {
 		// The key, a reference to a string of the memo's first chunk, and
 		// q, the opcode and argument of the value after it. (Compared
@@ -997,7 +1039,7 @@ func (u *unpickler) flatEvent() bool {
 		case opLongBinGet:
 			idx, q, i = uint64(binary.LittleEndian.Uint32(p[1:5])), (*[10]byte)(p[5:15]), i+5
 		case opSetItems:
-			if !completes(p[1]) {
+			if !completes(p[1]) || !hasAddr && !e.addr && needsAddr(e.ev.Kind) { // toEvent reports a missing addr
 				return false
 			}
 			goto done
@@ -1030,7 +1072,7 @@ func (u *unpickler) flatEvent() bool {
 			}
 		case kAddr:
 			if x, n := long1At(q); n != 0 {
-				e.ev.Addr, i = uint64(x), i+n
+				e.ev.Addr, i, hasAddr = uint64(x), i+n, true
 				continue
 			}
 		case kSize:
@@ -1099,7 +1141,8 @@ type flatEntry struct {
 	// frames is the frames' value, converted last (vMark: none yet;
 	// vNone: None, or a list whose stack was known as it was read).
 	frames value
-	nm     int // the values memoized in the entry, in unpickler.flatMemo
+	nm     int  // the values memoized in the entry, in unpickler.flatMemo
+	addr   bool // flatValue read its addr
 }
 
 // flatValue converts, for flatEvent, the value of key at buf[i], at least
@@ -1175,7 +1218,7 @@ func (u *unpickler) flatValue(buf []byte, i int, key int64, e *flatEntry) (int, 
 		if !isInt && v.k != vUint {
 			return 0, false
 		}
-		e.ev.Addr = uint64(v.i)
+		e.ev.Addr, e.addr = uint64(v.i), e.addr || key == kAddr
 	case kSize:
 		if !isInt {
 			return 0, false
@@ -1227,6 +1270,10 @@ func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 		}
 		switch buf[k] {
 		case opAppends:
+			if buf[k+1] == opMark {
+				k += 2 // the next batch of a list of over 1,000
+				continue
+			}
 			span := buf[start:k]
 			st, ok := u.spans.get(span, u.b.memo.rewrites)
 			if !ok {

@@ -62,7 +62,7 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 		}
 	}
 	d.start, d.startOf = st, d.Events
-	segs := st.segs
+	segs := st.segs.list()
 	blocks := make([]liveBlock, 0, st.blocks.Len())
 	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
 	slices.SortFunc(blocks, func(a, b liveBlock) int {
@@ -74,6 +74,7 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 		}
 		return 0
 	})
+	blocks = inSegments(segs, blocks)
 	d.Truncated = unseenFree || len(segs) > 0 || len(blocks) > 0
 	if len(segs) == 0 && len(blocks) == 0 {
 		return nil, nil
@@ -112,6 +113,23 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 	return out, nil
 }
 
+// inSegments returns the blocks, sorted by address, that lie in one of
+// segs (sorted by address), in place. A block live at the start lies in a
+// segment that existed then; one that does not cannot be restored: a free
+// whose alloc was not recorded (skip_actions=["alloc"]), of a block in a
+// segment allocated during the trace. Left out, its free is one of a block
+// never allocated, for Validate and the replay to report.
+func inSegments(segs []*segRange, blocks []liveBlock) []liveBlock {
+	kept := blocks[:0]
+	for _, b := range blocks {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].addr+uint64(segs[i].size) > b.addr })
+		if i < len(segs) && segs[i].addr <= b.addr {
+			kept = append(kept, b)
+		}
+	}
+	return kept
+}
+
 // startState returns the state just before d.Events[0], as undo derives it
 // from d.Segments: the one Reconstruct derived, if d.Events is still the
 // slice it walked (segment ranges copied, since callers change them), or a
@@ -119,12 +137,7 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 func (d *Device) startState() (*startState, error) {
 	if st := d.start; st != nil && (d.sp != nil || len(d.startOf) == len(d.Events) &&
 		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0])) {
-		cp := &startState{blocks: st.blocks, segs: make([]*segRange, len(st.segs))}
-		for i, s := range st.segs {
-			c := *s
-			cp.segs[i] = &c
-		}
-		return cp, nil
+		return &startState{blocks: st.blocks, segs: st.segs.clone()}, nil
 	}
 	st := newStartState(d)
 	_, err := st.undoDevice(d)
@@ -172,15 +185,16 @@ type liveBlock struct {
 }
 
 type startState struct {
-	segs   []*segRange // sorted by address
+	segs   *segList
 	blocks addrmap.Map[liveBlock]
 }
 
 func newStartState(d *Device) *startState {
 	st := &startState{}
+	var segs []*segRange
 	for i := range d.Segments {
 		s := &d.Segments[i]
-		st.segs = append(st.segs, &segRange{addr: s.Addr, size: s.TotalSize, stream: s.Stream, pool: s.Pool,
+		segs = append(segs, &segRange{addr: s.Addr, size: s.TotalSize, stream: s.Stream, pool: s.Pool,
 			large: s.Large, expandable: s.Expandable, stack: s.Stack})
 		for _, b := range s.Blocks {
 			if b.State.Live() {
@@ -189,7 +203,8 @@ func newStartState(d *Device) *startState {
 			}
 		}
 	}
-	sort.Slice(st.segs, func(i, j int) bool { return st.segs[i].addr < st.segs[j].addr })
+	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
+	st.segs = newSegList(segs)
 	return st
 }
 
@@ -230,16 +245,14 @@ func (st *startState) undoEvents(evs []trace.Event, unseenFree bool) bool {
 				st.blocks.Put(e.Addr, b)
 			}
 		case trace.KindSegmentFree:
-			st.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
+			st.segs.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
 				large: e.Size != smallBuffer, stack: trace.NoStack})
 		case trace.KindSegmentAlloc:
-			if j, ok := st.find(e.Addr); ok && st.segs[j].addr == e.Addr {
-				st.segs = slices.Delete(st.segs, j, j+1)
-			}
+			st.segs.removeStart(e.Addr)
 		case trace.KindSegmentUnmap:
 			st.unmap(e)
 		case trace.KindSegmentMap:
-			st.cut(e.Addr, e.Size)
+			st.segs.cut(e.Addr, e.Size)
 		}
 	}
 	return unseenFree
@@ -254,57 +267,11 @@ func (st *startState) undoEnd(unseenFree bool) bool {
 	return unseenFree
 }
 
-// find returns the index of the range containing addr.
-func (st *startState) find(addr uint64) (int, bool) {
-	j := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].end() > addr })
-	return j, j < len(st.segs) && st.segs[j].addr <= addr
-}
-
-func (st *startState) insert(s *segRange) {
-	j := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].addr >= s.addr })
-	st.segs = slices.Insert(st.segs, j, s)
-}
-
 // unmap undoes segment_unmap: the range was mapped before, contiguous with
 // its neighbours of the same stream.
 func (st *startState) unmap(e *trace.Event) {
-	s := &segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
-		large: true, expandable: true, stack: trace.NoStack}
-	j := sort.Search(len(st.segs), func(i int) bool { return st.segs[i].addr >= s.addr })
-	if j < len(st.segs) && st.segs[j].expandable && st.segs[j].addr == s.end() && st.segs[j].stream == s.stream {
-		s.size += st.segs[j].size
-		s.large = st.segs[j].large
-		st.segs = slices.Delete(st.segs, j, j+1)
-	}
-	if j > 0 && st.segs[j-1].expandable && st.segs[j-1].end() == s.addr && st.segs[j-1].stream == s.stream {
-		st.segs[j-1].size += s.size
-		return
-	}
-	st.segs = slices.Insert(st.segs, j, s)
-}
-
-// cut undoes segment_map: [addr, addr+size) was not mapped before.
-func (st *startState) cut(addr uint64, size int64) {
-	j, ok := st.find(addr)
-	if !ok {
-		return
-	}
-	s := st.segs[j]
-	end := addr + uint64(size)
-	switch {
-	case s.addr == addr && s.end() <= end:
-		st.segs = slices.Delete(st.segs, j, j+1)
-	case s.addr == addr:
-		s.size -= size
-		s.addr = end
-	case s.end() <= end:
-		s.size = int64(addr - s.addr)
-	default:
-		tail := *s
-		tail.addr, tail.size = end, int64(s.end()-end)
-		s.size = int64(addr - s.addr)
-		st.segs = slices.Insert(st.segs, j+1, &tail)
-	}
+	st.segs.mapRange(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream, pool: e.Pool,
+		large: true, expandable: true, stack: trace.NoStack})
 }
 
 // sizeBlocks fills in the size of blocks re-created from free events, and the

@@ -315,8 +315,12 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool) (_ *Snapshot, 
 		top, err = newUnpickler(br, b).run()
 	case '{', '[':
 		top, err = decodeJSON(br, b)
+	case '(', '}', ']', ')', 'c', 'd', 'l', 'I', 'N':
+		// What pickle.dump writes first at protocols 0 and 1, which have no
+		// PROTO opcode: a mark, an empty dict or list, a class, ...
+		return nil, fmt.Errorf(notSnapshot+"a pickle of protocol 0 or 1 (starts with %q); tracer reads pickle protocols 2 to 5 (what torch.cuda.memory._dump_snapshot writes) and JSON: load it and pickle.dump it again with protocol=4", first)
 	default:
-		return nil, fmt.Errorf(notSnapshot+"neither a pickle nor JSON (starts with %q)", first)
+		return nil, fmt.Errorf(notSnapshot+"neither a pickle (protocols 2 to 5) nor JSON (starts with %q)", first)
 	}
 	if err != nil {
 		return nil, err
@@ -450,6 +454,9 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 		if traces.k != vList && traces.k != vTuple {
 			return nil, fmt.Errorf(notSnapshot+"device_traces is a %v, want a list", traces.k)
 		}
+		if err := b.checkShared(b.items(traces)); err != nil {
+			return nil, err
+		}
 		for i, tv := range b.items(traces) {
 			if tv.k != vList && tv.k != vTuple {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d] is a %v, want a list", i, tv.k)
@@ -474,6 +481,37 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 	slices.SortFunc(s.Devices, func(a, b *Device) int { return int(a.Index) - int(b.Index) })
 	s.Stacks = b.stacks
 	return s, nil
+}
+
+// checkShared refuses device traces that hold more entries than the file
+// has trace entries: a trace list in two devices, or an entry twice in the
+// lists. PyTorch never shares either, and a file that does could expand
+// without bound (one 10,000-entry list named 10,000 times is 100M events
+// from 590 KB); refused, a trace holds at most one event per entry dict
+// decoded.
+func (b *builder) checkShared(lists []value) error {
+	var n int64
+	seen := make(map[int64]int, len(lists))
+	for i, tv := range lists {
+		if tv.k != vList && tv.k != vTuple {
+			continue // gather's loop reports it
+		}
+		if j, ok := seen[tv.i]; ok {
+			return fmt.Errorf(notSnapshot+"device_traces[%d] is the same list as device_traces[%d] (PyTorch never shares a trace list)", i, j)
+		}
+		seen[tv.i] = i
+		o := b.lists.at(tv.i)
+		n += o.evN
+		for _, v := range o.vals {
+			if v.k == vEvent {
+				n++
+			}
+		}
+	}
+	if n > b.events.n {
+		return fmt.Errorf(notSnapshot+"the device traces hold %d trace entries but the file has %d: an entry is used more than once (PyTorch never shares one)", n, b.events.n)
+	}
+	return nil
 }
 
 // gather builds a device's events from its trace list, usually a run of

@@ -31,6 +31,9 @@ type ProblemAt struct {
 const maxExamples = 3
 
 func (p Problem) String() string {
+	if p.Count == 0 {
+		return fmt.Sprintf("device %d: %s", p.Device, p.Kind) // not counted: a statement about the trace
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "device %d: %d × %s (", p.Device, p.Count, p.Kind)
 	for i, x := range p.Examples {
@@ -74,8 +77,8 @@ func (d *Device) Validate() []Problem {
 	fw := &startState{segs: segs}
 	var perSeg addrmap.Map[int]
 	track := func(a uint64, r *liveRec) {
-		if j, ok := fw.find(a); ok {
-			r.inSeg, r.base = true, fw.segs[j].addr
+		if g, ok := fw.segs.find(a); ok {
+			r.inSeg, r.base = true, g.addr
 			if c := perSeg.Ref(r.base); c != nil {
 				*c++
 			} else {
@@ -97,6 +100,9 @@ func (d *Device) Validate() []Problem {
 			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
 			return v.list
 		}
+		for i := range evs {
+			v.kinds[evs[i].Kind&kindMask]++
+		}
 		v.events(evs, int(lo), &live, fw, &perSeg, untrack)
 	}
 	return v.final(d, &live)
@@ -114,7 +120,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 			if r != nil {
 				v.add("alloc at an address that is already allocated", i, e.Addr)
 			}
-			j, ok := fw.find(e.Addr)
+			g, ok := fw.segs.find(e.Addr)
 			if !ok {
 				v.add("alloc outside every segment", i, e.Addr)
 			}
@@ -123,7 +129,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 			}
 			var rec liveRec // not pending
 			if ok {
-				rec.inSeg, rec.base = true, fw.segs[j].addr
+				rec.inSeg, rec.base = true, g.addr
 				if c := perSeg.Ref(rec.base); c != nil {
 					*c++
 				} else {
@@ -159,30 +165,30 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				live.DeleteAt(e.Addr, k)
 			}
 		case trace.KindSegmentAlloc:
-			if j, ok := fw.find(e.Addr); ok || (j < len(fw.segs) && fw.segs[j].addr < e.Addr+uint64(e.Size)) {
+			if g, ok := fw.segs.find(e.Addr); ok || (g != nil && g.addr < e.Addr+uint64(e.Size)) {
 				v.add("segment_alloc over an existing segment", i, e.Addr)
 			}
-			fw.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream})
+			fw.segs.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream})
 		case trace.KindSegmentFree:
-			j, ok := fw.find(e.Addr)
-			if !ok || fw.segs[j].addr != e.Addr {
+			g, ok := fw.segs.find(e.Addr)
+			if !ok || g.addr != e.Addr {
 				v.add("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
 			if c, _ := perSeg.Get(e.Addr); c > 0 {
 				v.add("segment_free of a segment with live blocks", i, e.Addr)
 			}
-			fw.segs = slices.Delete(fw.segs, j, j+1)
+			fw.segs.removeStart(e.Addr)
 		case trace.KindSegmentMap:
-			if _, ok := fw.find(e.Addr); ok {
+			if _, ok := fw.segs.find(e.Addr); ok {
 				v.add("segment_map of mapped memory", i, e.Addr)
 			}
 			fw.unmap(e) // undoing an unmap is mapping
 		case trace.KindSegmentUnmap:
-			if _, ok := fw.find(e.Addr); !ok {
+			if _, ok := fw.segs.find(e.Addr); !ok {
 				v.add("segment_unmap of unmapped memory", i, e.Addr)
 			}
-			fw.cut(e.Addr, e.Size)
+			fw.segs.cut(e.Addr, e.Size)
 		}
 	}
 }
@@ -214,7 +220,64 @@ func (v *validator) final(d *Device, live *addrmap.Map[liveRec]) []Problem {
 			v.add("block in the final state but not live after the trace", -1, a)
 		}
 	}
-	return v.list
+	return v.skipped()
+}
+
+// skippedActions are the actions a trace may lack because it was recorded
+// with _record_memory_history(skip_actions=[...]) (PyTorch 2.9+): one is
+// missing when the trace has none of it and what no history shows without
+// it, wrapped or not (the tail of a wrapped one may hold frees and no
+// alloc: a teardown): segment_allocs or maps, which PyTorch makes for an
+// alloc and records just before it, for alloc; minSkipEvidence of its
+// partner for a free_requested or free_completed, which come in pairs but
+// for the few that wait for other streams. explains are the problems its
+// absence accounts for. A skipped segment_alloc is not told from a wrapped
+// history whose tail frees segments (empty_cache), and reconstruction
+// restores the segments either way.
+var skippedActions = []struct {
+	kind     trace.Kind
+	evident  func(n *[kindMask + 1]int) bool
+	explains []string
+}{
+	{trace.KindAlloc, func(n *[kindMask + 1]int) bool {
+		return n[trace.KindSegmentAlloc]+n[trace.KindSegmentMap] > 0 && n[trace.KindFreeRequested]+n[trace.KindFreeCompleted] > 0
+	}, []string{"free of an address that is not allocated", "free_requested twice", "block in the final state but not live after the trace"}},
+	{trace.KindFreeRequested, func(n *[kindMask + 1]int) bool { return n[trace.KindFreeCompleted] >= minSkipEvidence },
+		[]string{"free_completed without free_requested", "block pending state differs from the final state"}},
+	{trace.KindFreeCompleted, func(n *[kindMask + 1]int) bool { return n[trace.KindFreeRequested] >= minSkipEvidence },
+		[]string{"alloc at an address that is already allocated", "block live after the trace but not in the final state", "block pending state differs from the final state", "segment_free of a segment with live blocks"}},
+}
+
+// minSkipEvidence is how many free_completed (free_requested) entries
+// without a free_requested (free_completed) one show that those were
+// skipped.
+const minSkipEvidence = 64
+
+// skipped returns the problems, led by one that names the actions the
+// trace lacks (skippedActions), without those their absence explains.
+func (v *validator) skipped() []Problem {
+	var missing []string
+	drop := map[string]bool{}
+	for _, a := range skippedActions {
+		if v.kinds[a.kind] > 0 || !a.evident(&v.kinds) {
+			continue
+		}
+		missing = append(missing, a.kind.String())
+		for _, k := range a.explains {
+			drop[k] = true
+		}
+	}
+	if len(missing) == 0 {
+		return v.list
+	}
+	out := []Problem{{Device: v.dev, Kind: fmt.Sprintf("the trace has no %s entries: recorded with skip_actions=[\"%s\"]? "+
+		"Imported as recorded; what their absence implies is not reported", strings.Join(missing, " or "), strings.Join(missing, `", "`))}}
+	for _, p := range v.list {
+		if !drop[p.Kind] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func sortedKeys(m map[uint64]bool) []uint64 {
@@ -237,7 +300,11 @@ type validator struct {
 	dev    int32
 	byKind map[string]int // index into list
 	list   []Problem
+	kinds  [kindMask + 1]int // events of each trace.Kind
 }
+
+// kindMask bounds the trace.Kinds validator.kinds counts (all of them).
+const kindMask = 15
 
 func (v *validator) add(kind string, ev int, addr uint64) {
 	i, ok := v.byKind[kind]

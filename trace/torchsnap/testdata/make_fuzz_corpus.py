@@ -39,6 +39,33 @@ seeds["segments_only"] = pickle.dumps(snap["segments"])
 for k in list(seeds):
     seeds[k + "_trunc"] = seeds[k][: len(seeds[k]) // 2]
 
+# Hostile and unusual inputs (issues 21.6, 22, 23.14, 23.15, 23.17, 23.19),
+# small: a line number of 2^64-1, an alloc without addr, protocols 0 and 1,
+# a trace list named twice, an entry named twice, a blocks list held by two
+# segments, a frames list of 1,100 frames (two APPENDS batches), a trace
+# without free_requested, and a run of DUP.
+import copy
+hostile = copy.deepcopy(snap)
+hostile["device_traces"][0][1]["frames"] = [{"filename": "a.py", "line": 2**64 - 1, "name": "f"}] + frames
+seeds["line_2p64"] = pickle.dumps(hostile, protocol=4)
+noaddr = copy.deepcopy(snap)
+del noaddr["device_traces"][0][2]["addr"]
+seeds["alloc_no_addr"] = pickle.dumps(noaddr, protocol=4)
+seeds["protocol0"] = pickle.dumps(snap, protocol=0)[:600]
+seeds["protocol1"] = pickle.dumps(snap, protocol=1)[:600]
+tr = snap["device_traces"][0]
+seeds["shared_trace_list"] = pickle.dumps(dict(snap, device_traces=[tr, tr]), protocol=4)
+seeds["shared_entry"] = pickle.dumps(dict(snap, device_traces=[[tr[0], tr[1], tr[1]]]), protocol=4)
+seg = snap["segments"][0]
+seeds["shared_blocks"] = pickle.dumps(dict(snap, segments=[seg, dict(seg, address=1 << 41)]), protocol=4)
+fr = [{"filename": "m%d.py" % (i % 7), "line": i, "name": "f%d" % i} for i in range(50)]
+deep = copy.deepcopy(snap)
+for e in deep["device_traces"][0][:3]:
+    e["frames"] = [fr[i % 50] for i in range(1100)]
+seeds["deep_frames"] = pickle.dumps(deep, protocol=4)
+seeds["skip_free_requested"] = pickle.dumps(dict(snap, device_traces=[[e for e in tr if e["action"] != "free_requested"]]), protocol=4)
+seeds["dup_run"] = b"\x80\x04N" + b"2" * 2000 + b"."
+
 def goquote(b):
     return '[]byte("' + "".join("\\x%02x" % c for c in b) + '")'
 

@@ -1,0 +1,190 @@
+package replay
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// gatherRestore collects a reconstructed segment, mapped range of an
+// expandable segment, or live block.
+func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
+	if r.restored {
+		return fmt.Errorf("reconstructed event after the trace started")
+	}
+	if r.obs != nil {
+		r.restoreEvs = append(r.restoreEvs, *ev)
+	}
+	conf := r.a.Conf()
+	switch ev.Kind {
+	case trace.KindSegmentAlloc, trace.KindSegmentMap:
+		// The pool of an expandable range is known once its blocks are
+		// (applyRestore); a cudaMalloc'd segment is small if it has the
+		// small pool's size.
+		exp := ev.Kind == trace.KindSegmentMap
+		r.restoreSegs = append(r.restoreSegs, allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size, Stream: ev.Stream,
+			Pool: allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, Small: !exp && ev.Size == conf.SmallBuffer, Expandable: exp})
+		if n := len(r.restoreSegs); n > 1 && r.restoreSegs[n-2].Addr > ev.Addr {
+			r.restoreUnsorted = true
+		}
+	case trace.KindAlloc:
+		s := r.restoreSeg(ev.Addr)
+		if s == nil {
+			return fmt.Errorf("reconstructed block %#x lies in no reconstructed segment", ev.Addr)
+		}
+		size := ev.BlockSize
+		if size == 0 {
+			size = conf.RoundSize(ev.Size)
+		}
+		st := allocator.ActiveAllocated
+		if ev.Flags&trace.FlagPending != 0 {
+			st = allocator.ActivePendingFree
+		}
+		s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
+		r.addrs.Put(ev.Addr, blockRef{addr: ev.Addr})
+	default:
+		return fmt.Errorf("cannot restore a reconstructed %s", ev.Kind)
+	}
+	return nil
+}
+
+// restoreExamined, when set (by a test), is told of every gathered segment
+// restoreSeg examines.
+var restoreExamined func()
+
+// restoreSeg returns the gathered segment that holds addr, or nil: a binary
+// search of the segments, sorted by address first if they did not come so
+// (reconstructed segments do), rather than a scan of all of them per block.
+func (r *deviceReplay) restoreSeg(addr uint64) *allocator.SegmentInfo {
+	segs := r.restoreSegs
+	if r.restoreUnsorted {
+		slices.SortFunc(segs, func(x, y allocator.SegmentInfo) int { return cmp.Compare(x.Addr, y.Addr) })
+		r.restoreUnsorted = false
+	}
+	// The first segment above addr; the one before it may hold addr.
+	i := sort.Search(len(segs), func(i int) bool {
+		if restoreExamined != nil {
+			restoreExamined()
+		}
+		return segs[i].Addr > addr
+	})
+	if i == 0 {
+		return nil
+	}
+	s := &segs[i-1]
+	if addr >= s.Addr+uint64(s.Size) {
+		return nil
+	}
+	return s
+}
+
+// expandablePools decides the pool of each reconstructed mapped range of an
+// expandable segment, which its segment_map does not name. A live block
+// tells: large-pool blocks are larger than the small-request limit, and
+// small-pool ones are not. A range with none is small if the large pool's
+// pages do not tile it, else takes the pool of the nearest decided range of
+// its stream within one reservation (the pools reserve apart), else the
+// large pool.
+func expandablePools(segs []allocator.SegmentInfo, conf allocator.Conf, total int64) {
+	type rng struct {
+		i    int
+		kind int8 // 0 unknown, 1 small, 2 large
+	}
+	var rs []rng
+	for i := range segs {
+		s := &segs[i]
+		if !s.Expandable {
+			continue
+		}
+		var k int8
+		switch {
+		case len(s.Blocks) > 0 && s.Blocks[0].Size <= conf.SmallSize:
+			k = 1
+		case len(s.Blocks) > 0:
+			k = 2
+		case s.Size%conf.LargeSegmentSize != 0:
+			k = 1
+		}
+		rs = append(rs, rng{i, k})
+	}
+	slices.SortFunc(rs, func(x, y rng) int {
+		a, b := &segs[x.i], &segs[y.i]
+		return cmp.Or(cmp.Compare(a.Pool.A, b.Pool.A), cmp.Compare(a.Pool.B, b.Pool.B), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Addr, b.Addr))
+	})
+	same := func(x, y int) bool {
+		a, b := &segs[rs[x].i], &segs[rs[y].i]
+		return a.Pool == b.Pool && a.Stream == b.Stream
+	}
+	// The nearest decided range before and after each range of its stream.
+	before, after := make([]int, len(rs)), make([]int, len(rs))
+	last := -1
+	for x := range rs {
+		if last >= 0 && !same(last, x) {
+			last = -1
+		}
+		before[x] = last
+		if rs[x].kind != 0 {
+			last = x
+		}
+	}
+	last = -1
+	for x := len(rs) - 1; x >= 0; x-- {
+		if last >= 0 && !same(last, x) {
+			last = -1
+		}
+		after[x] = last
+		if rs[x].kind != 0 {
+			last = x
+		}
+	}
+	span := uint64(total + total/8)
+	for x := range rs {
+		s := &segs[rs[x].i]
+		k, best := rs[x].kind, span
+		for _, y := range []int{before[x], after[x]} {
+			if rs[x].kind != 0 || y < 0 {
+				continue
+			}
+			o := &segs[rs[y].i]
+			if d := max(o.Addr, s.Addr) - min(o.Addr, s.Addr); d < best {
+				k, best = rs[y].kind, d
+			}
+		}
+		s.Small = k == 1 // undecided, with no decided range in reach: large
+	}
+}
+
+func (r *deviceReplay) applyRestore() error {
+	if r.restored {
+		return nil
+	}
+	r.restored = true
+	if len(r.restoreSegs) == 0 {
+		return nil
+	}
+	_, total, err := r.dev.MemInfo()
+	if err != nil {
+		return err
+	}
+	expandablePools(r.restoreSegs, r.a.Conf(), total)
+	if err := r.a.Restore(r.restoreSegs); err != nil {
+		return err
+	}
+	// Restore installs the state without events. The observer gets the
+	// reconstructed events it came from, as the trace begins with them:
+	// the replay then starts from the same segments and live blocks, so a
+	// trace written from it is whole and an analysis of it counts them
+	// (without them, the frees of restored blocks drove its allocated
+	// bytes below zero and its fragmentation negative).
+	for i := range r.restoreEvs {
+		e := &r.restoreEvs[i]
+		e.Seq, e.Device = r.outSeq, r.device
+		r.outSeq++
+		r.obs.Event(e)
+	}
+	return nil
+}

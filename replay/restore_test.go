@@ -1,0 +1,153 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// TestSnapshotWrappedExpandable makes wrapped histories of the real
+// expandable-segment snapshots by dropping the first part of their traces,
+// as a smaller max_entries would have, and replays each from the start
+// state tracer import reconstructs (a segment_map per mapped range, then
+// the live blocks) under the recorded settings: no event differs from the
+// recording, and the replay ends in the dumped layout, block for block.
+// Restore refused the reconstructed segment_map before. Cut at 100%, the
+// history is empty, as in a dump of the state alone.
+func TestSnapshotWrappedExpandable(t *testing.T) {
+	for _, name := range []string{"mlp_train__expandable", "multistream__expandable__seed1", "oom__expandable__seed1",
+		"churn__expfrac__seed4", "churn__expsplit__seed3"} {
+		s := loadSnapshot(t, name)
+		snap, err := torchsnap.ReadFile(fmt.Sprintf("%s/%s.pickle", snapDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf, err := allocator.ParseConf(s.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := snap.Devices[0]
+		all := dev.Events
+		for _, pct := range []int{5, 20, 35, 50, 65, 80, 95, 100} { // 100: a state-only dump
+			t.Run(fmt.Sprintf("%s/%d%%", name, pct), func(t *testing.T) {
+				dev.Events = all[len(all)*pct/100:]
+				start, err := dev.Reconstruct(conf.RoundSize)
+				if err != nil {
+					t.Fatal(err)
+				}
+				maps := 0
+				for _, e := range start {
+					if e.Kind == trace.KindSegmentMap {
+						maps++
+					}
+				}
+				if maps == 0 {
+					t.Fatalf("no mapped range at %d%%: the cut restores no expandable segment", pct)
+				}
+				events := append(append([]trace.Event(nil), start...), dev.Events...)
+				for i := range events {
+					events[i].Seq = int64(i)
+				}
+				d, got := replaySnapshot(t, s, events)
+				for _, m := range d.Mismatches {
+					t.Errorf("mismatch at event %d: %s", m.Seq, m.What)
+				}
+				compareSegments(t, freeRequestedUnknown(s.segments), freeRequestedUnknown(d.Allocator.Segments()))
+				compareStats(t, s, d.Stats.Map(), []string{"allocated_bytes.all.current", "reserved_bytes.all.current", "segment.all.current"})
+				checkStartReported(t, start, got)
+			})
+		}
+		dev.Events = all
+	}
+}
+
+// freeRequestedUnknown returns segs with the requested size of free blocks
+// cleared: a snapshot reports the one of the block's last allocation, which
+// for a block free since before the history began no replay can know.
+func freeRequestedUnknown(segs []allocator.SegmentInfo) []allocator.SegmentInfo {
+	out := make([]allocator.SegmentInfo, len(segs))
+	for i, s := range segs {
+		s.Blocks = slices.Clone(s.Blocks)
+		for j := range s.Blocks {
+			if s.Blocks[j].State == allocator.Inactive {
+				s.Blocks[j].Requested = 0
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// TestRestoreGatherScales restores 100,000 reconstructed segments, each
+// filled by a live block (free blocks would time the free sets instead),
+// given in descending address order: gathering the blocks
+// examines O(log n) segments each (a binary search of the segments sorted
+// once), where it scanned every segment for every block.
+func TestRestoreGatherScales(t *testing.T) {
+	const n = 100000
+	var events []trace.Event
+	for i := n - 1; i >= 0; i-- {
+		events = append(events, trace.Event{Kind: trace.KindSegmentAlloc, Addr: 1<<40 + uint64(i)*(4<<20), Size: 2 << 20,
+			Stack: trace.NoStack, Flags: trace.FlagReconstructed})
+	}
+	for i := 0; i < n; i++ {
+		events = append(events, trace.Event{Kind: trace.KindAlloc, Addr: 1<<40 + uint64(i)*(4<<20), Size: 2 << 20, BlockSize: 2 << 20,
+			Stack: trace.NoStack, Flags: trace.FlagReconstructed})
+	}
+	for i := range events {
+		events[i].Seq = int64(i)
+	}
+	examined := 0
+	restoreExamined = func() { examined++ }
+	defer func() { restoreExamined = nil }()
+	res, err := Run(context.Background(), NewSliceSource(events), Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.Devices[0].Allocator.Stats()
+	if st.Segment[0].Current != n || st.Allocation[0].Current != n {
+		t.Fatalf("restored %d segments and %d blocks, want %d of each", st.Segment[0].Current, st.Allocation[0].Current, n)
+	}
+	// ⌈log2(n+1)⌉ = 17 probes a block.
+	if limit := n * 17; examined > limit {
+		t.Errorf("gathering %d blocks examined %d segments, more than %d", n, examined, limit)
+	}
+	t.Logf("%d segments examined for %d blocks", examined, n)
+}
+
+// TestExpandablePools: the pool of a reconstructed mapped range comes from
+// its live blocks, else from its page tiling, else from the nearest decided
+// range of its stream within one reservation, else it is large.
+func TestExpandablePools(t *testing.T) {
+	const mib = 1 << 20
+	conf := allocator.DefaultConf()
+	base := uint64(1) << 40
+	blk := func(size int64) []allocator.BlockInfo {
+		return []allocator.BlockInfo{{Size: size}}
+	}
+	segs := []allocator.SegmentInfo{
+		{Addr: base, Size: 20 * mib, Blocks: blk(2 * mib)},                     // large block
+		{Addr: base + 100*mib, Size: 20 * mib},                                 // near the large range
+		{Addr: base + 1<<36, Size: 4 * mib, Blocks: blk(512)},                  // small block
+		{Addr: base + 1<<36 + 40*mib, Size: 20 * mib},                          // near the small range
+		{Addr: base + 1<<37, Size: 6 * mib},                                    // not whole 20 MiB pages
+		{Addr: base + 1<<38, Size: 40 * mib, Stream: 7},                        // alone on its stream
+		{Addr: base + 1<<36 + 60*mib, Size: 20 * mib, Stream: 7},               // near the small range, other stream
+		{Addr: base + 1<<39, Size: 2 * mib, Blocks: blk(2 * mib), Small: true}, // not expandable: kept
+	}
+	for i := range segs[:7] {
+		segs[i].Expandable = true
+	}
+	expandablePools(segs, conf, 80<<30)
+	want := []bool{false, false, true, true, true, false, false, true}
+	for i, s := range segs {
+		if s.Small != want[i] {
+			t.Errorf("range %d (%#x+%d): small %v, want %v", i, s.Addr, s.Size, s.Small, want[i])
+		}
+	}
+}
