@@ -31,6 +31,17 @@
 // wrapped), and CheckInvariants verifies the whole state, which the tests and
 // FuzzAllocator do after every step.
 //
+// Private pools (§15): BeginAllocateToPool routes a stream's mallocs to a
+// CUDA graph's or MemPool's pool until EndAllocateToPool; ReleasePool drops
+// a use (graph destroyed, MemPool dropped), and only a pool with no uses
+// gives its free segments back, small then large, after the default pools
+// in EmptyCache, or alone in EmptyPoolCache (a MemPool's destruction),
+// which, like PyTorch's synchronize_and_free_events(pool), counts in
+// num_sync_all_streams only when the pool is freeable. A pool is deleted once
+// it owns no segment. Fits, InUse, ExpandableOwner and HasExpandable answer
+// the questions with which a replay infers, from a torch 2.11 trace that
+// names no pools, which pool served a recorded request (replay/pools.go).
+//
 // Memory comes from a Device: the real GPU (package cuda) or SimDevice, a
 // capacity budget with deterministic addresses that can be told the addresses
 // of a recording so a replay places every block where PyTorch did. The

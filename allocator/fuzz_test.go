@@ -197,6 +197,12 @@ func runOps(t *testing.T, data []byte) {
 				for _, x := range []*Allocator{a, ha} {
 					x.EndAllocateToPool(fuzzPool)
 					x.ReleasePool(fuzzPool)
+					if n%8 == 5 { // and the pool's own empty_cache, as a MemPool's end runs it
+						desc = "end capture, empty the pool"
+						if err := x.EmptyPoolCache(fuzzPool); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
 			} else {
 				desc = "begin capture"

@@ -137,3 +137,68 @@ func (a *Allocator) ReleasePool(id PoolID) {
 		pp.useCount--
 	}
 }
+
+// Fits reports whether a malloc of size bytes on stream, routed to pool id
+// ((0, 0) for the default pools), would be served from a cached free block
+// of that pool, without a new segment. It changes nothing. A private pool
+// that does not exist fits nothing. A replay that must tell which pool a
+// recorded request went to asks it: a request that made a new segment
+// although its pool had a fitting block was served by another pool.
+func (a *Allocator) Fits(id PoolID, size int64, stream uint64) bool {
+	if size <= 0 {
+		return false
+	}
+	r := request{orig: size, stream: stream}
+	r.size = a.conf.roundSize(size)
+	r.allocSize = a.conf.allocationSize(r.size)
+	r.expActive = a.conf.ExpandableSegments
+	small := r.size <= a.conf.SmallSize
+	switch {
+	case id.IsDefault() && small:
+		r.pool = a.small
+	case id.IsDefault():
+		r.pool = a.large
+	default:
+		pp := a.private[id]
+		if pp == nil {
+			return false
+		}
+		r.pool = pp.large
+		if small {
+			r.pool = pp.small
+		}
+	}
+	return a.peekFreeBlock(&r) != 0
+}
+
+// InUse reports whether private pool id exists and has uses left (a live
+// CUDA graph or MemPool holds it); EmptyCache returns the segments of a pool
+// only when it has none.
+func (a *Allocator) InUse(id PoolID) bool {
+	pp := a.private[id]
+	return pp != nil && pp.useCount > 0
+}
+
+// ExpandableOwner reports the pool of the expandable segment whose reserved
+// range holds addr, if there is one.
+func (a *Allocator) ExpandableOwner(addr uint64) (PoolID, bool) {
+	for _, e := range a.exps {
+		if addr >= e.base && addr < e.base+uint64(e.size) {
+			return e.pool.id(), true
+		}
+	}
+	return PoolID{}, false
+}
+
+// HasExpandable reports whether pool id has an expandable segment for
+// stream in the class of a request of size bytes: a malloc routed there
+// maps pages into it rather than reserving another.
+func (a *Allocator) HasExpandable(id PoolID, size int64, stream uint64) bool {
+	small := a.conf.roundSize(size) <= a.conf.SmallSize
+	for _, e := range a.exps {
+		if e.stream == stream && e.pool.small == small && e.pool.id() == id {
+			return true
+		}
+	}
+	return false
+}

@@ -129,6 +129,9 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		if pp.useCount > 0 || (!id.IsDefault() && pid != id) {
 			continue
 		}
+		if !id.IsDefault() {
+			a.syncPoolEvents(pp)
+		}
 		if err := a.releaseBlocks(pp.small); err != nil {
 			return err
 		}
@@ -140,6 +143,43 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		}
 	}
 	return nil
+}
+
+// syncPoolEvents is synchronize_and_free_events for one private pool, as
+// the empty_cache of that pool alone (a MemPool's destruction) runs it: it
+// counts in num_sync_all_streams and frees the pool's pending blocks, in
+// free order, leaving the others pending (and those completed still to
+// process).
+func (a *Allocator) syncPoolEvents(pp *privatePool) {
+	a.stats.NumSyncAllStreams++
+	var freed []blockID
+	for i, id := range a.pending {
+		if id == 0 || a.pools[a.blocks[id].pool].owner != pp {
+			continue
+		}
+		freed = append(freed, id)
+		a.pending[i] = 0
+		a.pendDead++
+		delete(a.pendAt, id)
+	}
+	if len(freed) == 0 {
+		return
+	}
+	done := a.doneIDs[:0]
+	for _, id := range a.doneIDs[:a.done] {
+		if a.pools[a.blocks[id].pool].owner != pp {
+			done = append(done, id)
+		}
+	}
+	a.doneIDs, a.done = done, len(done)
+	if a.pendAt == nil {
+		a.pendAt = make(map[blockID]int32)
+	}
+	a.compactPending()
+	for _, id := range freed {
+		a.blocks[id].events = 0
+		a.freeBlock(id)
+	}
 }
 
 func (a *Allocator) hasExpandable(pp *privatePool) bool {

@@ -49,7 +49,7 @@ func BenchmarkAnnotate(b *testing.B) {
 						}
 						done <- got
 					}()
-					_, err := annotateBlockSizes(conf, 0, 0, initial[i], d, nil, privateSegments(d), full, free, nil)
+					_, err := annotateBlockSizes(conf, snap.Settings.JSON != "", 0, 0, initial[i], d, nil, privateSegments(d), full, free, nil)
 					close(full)
 					if got := <-done; err == nil && got != d.Len() {
 						b.Fatalf("device %d: %d events handed on of %d", d.Index, got, d.Len())

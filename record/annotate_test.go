@@ -67,7 +67,7 @@ func TestAnnotateDisagreement(t *testing.T) {
 			}
 			close(done)
 		}()
-		left, err := annotateBlockSizes(conf, 0, 0, sinitial, sd, nil, privateSegments(sd), full, free, nil)
+		left, err := annotateBlockSizes(conf, false, 0, 0, sinitial, sd, nil, privateSegments(sd), full, free, nil)
 		close(full)
 		<-done
 		snap.Close()
@@ -141,7 +141,7 @@ func TestAnnotateReadError(t *testing.T) {
 		}
 		close(done)
 	}()
-	_, err = annotateBlockSizes(conf, 0, 0, initial, d, nil, nil, full, free, nil)
+	_, err = annotateBlockSizes(conf, false, 0, 0, initial, d, nil, nil, full, free, nil)
 	close(full)
 	<-done
 	if err == nil {

@@ -339,10 +339,14 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// The program's empty_cache() calls, decided on the model before
 	// anything is written: they are rows of the trace, whose length the
 	// writer is told first. Only a device that released memory has any.
+	// Under the recording's own settings (the snapshot has its
+	// allocator_settings) the model also infers the private pool of each
+	// allocation (replay.Options.InferPools), here and in the annotation.
+	inferPools := snap.Settings.JSON != ""
 	rows := make([][]trace.Event, len(snap.Devices))
 	for i, d := range snap.Devices {
 		if recorded[i].released {
-			if rows[i], err = findEmptyCaches(conf, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
+			if rows[i], err = findEmptyCaches(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
 				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
 		}
@@ -424,7 +428,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 					}()
 				}
 			}
-			diverged, annErr = annotateBlockSizes(conf, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateBlockSizes(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -615,7 +619,10 @@ func (s *reservedScan) add(evs []trace.Event) {
 // d's events, tagged with their private pools (tagPools) and annotated, to
 // the writer on full, in order, a chunk at a time, in buffers from free, and
 // reports where the model left the recording (nil if it did not; Seq is
-// the index among d's events, Device left for the caller).
+// the index among d's events, Device left for the caller). inferPools says
+// conf is the recording's own (the snapshot has its allocator_settings): the
+// replay then also infers the private pool of each allocation
+// (replay.Options.InferPools).
 //
 // readChunks reads the chunks into buffers from free, and tags them with
 // their pools, a chunk ahead on a goroutine of its own; the replay's source
@@ -628,7 +635,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 //
 // rows are d's empty_cache rows (findEmptyCaches): the chunks carry them,
 // and the replay performs them (replay.Options.EmptyCacheRows).
-func annotateBlockSizes(conf allocator.Conf, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
+func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
 	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
 	s.ready = readChunks(d, rows, private, free, lastRead)
@@ -637,7 +644,7 @@ func annotateBlockSizes(conf allocator.Conf, limit, total int64, initial []trace
 	// every event would have the allocator report them all, and cost this
 	// replay a third of its instructions.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, InferPools: inferPools, Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err

@@ -25,12 +25,19 @@ import (
 // The import writes these rows into the trace, so that a replay under any
 // settings makes the requests the program made, rather than inferring them
 // again from releases that the new settings would not repeat.
-func findEmptyCaches(conf allocator.Conf, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
+//
+// inferPools has the replay infer private pools as the annotation does
+// (annotateBlockSizes): a run of releases that frees a pool's segments
+// releases that pool first, without which the model would keep the
+// segments the recording gave back and decide the later runs on a state
+// the recording did not have. The inference writes into the events, so the
+// chunks are then copies, never views of the snapshot's events.
+func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools) ([]trace.Event, error) {
 	var rows []trace.Event
-	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease}
+	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	_, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, EmptyCacheFound: func(first *trace.Event, released int64) {
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
 				Kind: trace.KindEmptyCache, Size: released, Stack: first.Stack})
 		}}, nil)
@@ -49,6 +56,7 @@ type chunkSource struct {
 	d           *torchsnap.Device
 	private     *privatePools
 	lastRelease int64
+	copy        bool // hand out copies of the chunks (findEmptyCaches)
 	buf         []trace.Event
 	lo          int64
 	served      bool
@@ -76,6 +84,9 @@ func (s *chunkSource) NextBatch() []trace.Event {
 	if err != nil {
 		s.err = err
 		return nil
+	}
+	if s.copy && len(evs) > 0 && &evs[0] != &s.buf[0] {
+		evs = s.buf[:copy(s.buf, evs)]
 	}
 	tagPools(evs, s.private)
 	for i := max(0, s.lastRelease+1-s.lo); i < int64(len(evs)) && !s.done; i++ {

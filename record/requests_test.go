@@ -3,7 +3,9 @@ package record
 import (
 	"testing"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // withRows, called chunk by chunk as readChunks calls it, yields the
@@ -63,6 +65,46 @@ func TestWithRows(t *testing.T) {
 					t.Fatalf("the view's event %d changed: %+v", i, src[i])
 				}
 			}
+		}
+	}
+}
+
+// TestFindEmptyCaches_privatePool: a capture on stream 7 makes segment b
+// although the default segment a had room (a private pool), and keeps its
+// block; on stream 0 a later malloc at the memory limit reclaims the cached
+// segment c. Only a model that infers b's pool holds b and so sees the
+// reclaim: one that serves the capture from a takes c's release for an
+// empty_cache() call the program did not make.
+func TestFindEmptyCaches_privatePool(t *testing.T) {
+	const mib = 1 << 20
+	const a, b, c, d = 0x10000000, 0x20000000, 0x30000000, 0x40000000
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: a, Size: 20 * mib, Stream: 7},
+		{Kind: trace.KindAlloc, Addr: a, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindSegmentAlloc, Addr: b, Size: 20 * mib, Stream: 7},
+		{Kind: trace.KindAlloc, Addr: b, Size: 4 * mib, Stream: 7},
+		{Kind: trace.KindSegmentAlloc, Addr: c, Size: 18 * mib},
+		{Kind: trace.KindAlloc, Addr: c, Size: 18 * mib},
+		{Kind: trace.KindFreeRequested, Addr: c, Size: 18 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: c, Size: 18 * mib},
+		{Kind: trace.KindSegmentFree, Addr: c, Size: 18 * mib},
+		{Kind: trace.KindSegmentAlloc, Addr: d, Size: 20 * mib},
+		{Kind: trace.KindAlloc, Addr: d, Size: 20 * mib},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
+	}
+	dev := &torchsnap.Device{Events: evs}
+	rows, err := findEmptyCaches(allocator.DefaultConf(), true, 60*mib, 0, nil, dev, 8, privateSegments(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 0 {
+		t.Errorf("found %d empty_cache calls (the first before seq %d), want none: the malloc reclaimed c", len(rows), rows[0].Seq)
+	}
+	for i := range evs {
+		if !evs[i].Pool.IsDefault() {
+			t.Errorf("event %d got pool %v: the inference wrote into the snapshot's events", i, evs[i].Pool)
 		}
 	}
 }

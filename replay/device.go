@@ -44,15 +44,16 @@ type deviceReplay struct {
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
 	// attributed to a malloc or to empty_cache; with rows, the empty_cache
-	// rows not yet performed instead (they are, at the next request).
+	// rows not yet performed instead (they are, at the next request), each
+	// followed by the recorded releases after it.
 	reclaim []trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
 	expect     []expected
 	expectHead int
 
-	poolsSeen map[allocator.PoolID]bool
-	private   []allocator.SegmentInfo // Options.PrivateSegments of private pools
+	pools   poolRoute               // private pools (pools.go)
+	private []allocator.SegmentInfo // Options.PrivateSegments of private pools
 
 	// The request being replayed, for the TimeUs and Stack of what it emits.
 	curTime  int64
@@ -238,7 +239,7 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 		r.hold(ev)
 		return nil
 	case trace.KindAlloc:
-		if r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0 {
+		if r.plain(ev) && ev.Pool.IsDefault() && !r.routed() {
 			return r.alloc(ev)
 		}
 	}
@@ -377,10 +378,16 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	}
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	a := r.a
+	if ev.Kind != trace.KindAlloc && ev.Kind != trace.KindSegmentAlloc && ev.Kind != trace.KindSegmentMap {
+		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
+	}
 	switch ev.Kind {
 	case trace.KindSegmentAlloc:
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanMalloc(ev.Addr, ev.Size)
+		}
+		if r.annotate && r.opts.InferPools {
+			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size}
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentMap:
@@ -391,9 +398,15 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanReserve(ev.Addr)
 		}
+		if r.annotate && r.opts.InferPools && r.pools.fresh.Size == 0 {
+			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size, Expandable: true}
+		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
-		if !r.rows {
+		r.segmentFreed(ev)
+		if !r.rows || len(r.reclaim) > 0 {
+			// With rows, only the releases after a row: they tell
+			// which private pools its call found released (settle).
 			r.reclaim = append(r.reclaim, *ev)
 		}
 		r.expectEv(ev)
@@ -413,12 +426,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
-		pool, private := r.privatePool(ev.Addr)
-		if !ev.Pool.IsDefault() {
-			// The trace names the pool (tracer import tags allocations in
-			// segments a snapshot reports as private).
-			pool, private = allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}, true
-		}
+		pool := r.allocPool(ev)
+		private := !pool.IsDefault()
 		if private {
 			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
 				return false, err
@@ -433,6 +442,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			if !allocator.IsOOM(err) {
 				return false, err
 			}
+			r.pools.fresh = allocator.SegmentInfo{}
 			if r.annotate {
 				r.leave(ev)
 			}
@@ -440,6 +450,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, nil
 		}
 		r.addrs.Put(ev.Addr, blockRef{addr, h})
+		r.allocated(ev, pool)
 		if r.annotate {
 			r.placed(ev, addr, h)
 		}
@@ -537,7 +548,8 @@ func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
 // (an oom, or a new segment, right after the run). Otherwise they were a
 // torch.cuda.empty_cache() call, replayed now. With rows, it performs the
 // empty_cache rows buffered since the last request instead: the trace says
-// what the program asked for.
+// what the program asked for; the releases buffered after each row say
+// only which private pools it found released (emptyCaches).
 //
 // The check for an empty buffer is inlined into every request's path; the
 // buffer is nearly always empty.
@@ -550,10 +562,18 @@ func (r *deviceReplay) settleReclaim(req *trace.Event) error {
 
 func (r *deviceReplay) settle(req *trace.Event) error {
 	if r.rows {
-		for i := range r.reclaim {
-			if err := r.emptyCache(&r.reclaim[i], r.reclaim[i].Size); err != nil {
+		// Each row, with the releases that followed it (step buffers
+		// them only after a row).
+		rel := r.reclaim
+		for len(rel) > 0 {
+			n := 1
+			for n < len(rel) && rel[n].Kind != trace.KindEmptyCache {
+				n++
+			}
+			if err := r.emptyCache(&rel[0], rel[0].Size, rel[1:n]); err != nil {
 				return err
 			}
+			rel = rel[n:]
 		}
 		r.reclaim = r.reclaim[:0]
 		return nil
@@ -567,29 +587,31 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
 		}
 	}
+	if byMalloc {
+		r.reclaim = r.reclaim[:0]
+		return nil
+	}
 	first := r.reclaim[0]
 	var released int64
 	for i := range r.reclaim {
 		released += r.reclaim[i].Size
 	}
-	r.reclaim = r.reclaim[:0]
-	if byMalloc {
-		return nil
-	}
 	if r.opts.EmptyCacheFound != nil {
 		r.opts.EmptyCacheFound(&first, released)
 	}
-	return r.emptyCache(&first, released)
+	err := r.emptyCache(&first, released, r.reclaim)
+	r.reclaim = r.reclaim[:0]
+	return err
 }
 
 // emptyCache performs a torch.cuda.empty_cache() call, stated by the row
 // at, or inferred from the run of releases that at begins, which released
-// released bytes in the recording. The observer gets it as an empty_cache
-// row before the releases it makes, so that a trace written from the
-// replay states its calls too; the comparison with the recording, which
-// has no such row, does not see it.
-func (r *deviceReplay) emptyCache(at *trace.Event, released int64) error {
-	r.res.EmptyCaches++
+// released bytes in the recording; rel are the recorded releases that
+// followed it, from which emptyCaches learns the private pools it found
+// released. The observer gets it as an empty_cache row before the releases
+// it makes, so that a trace written from the replay states its calls too;
+// the comparison with the recording, which has no such row, does not see it.
+func (r *deviceReplay) emptyCache(at *trace.Event, released int64, rel []trace.Event) error {
 	time, stack := r.curTime, r.curStack
 	r.curTime, r.curStack = at.TimeUs, at.Stack
 	if r.obs != nil {
@@ -599,45 +621,7 @@ func (r *deviceReplay) emptyCache(at *trace.Event, released int64) error {
 		r.outSeq++
 		r.obs.Event(o)
 	}
-	err := r.a.EmptyCache()
+	err := r.emptyCaches(rel)
 	r.curTime, r.curStack = time, stack
 	return err
-}
-
-// privatePool reports the private pool whose segment holds the recorded
-// address addr, if Options.PrivateSegments names one.
-func (r *deviceReplay) privatePool(addr uint64) (allocator.PoolID, bool) {
-	for i := range r.private {
-		s := &r.private[i]
-		if addr >= s.Addr && addr < s.Addr+uint64(s.Size) {
-			return s.Pool, true
-		}
-	}
-	return allocator.PoolID{}, false
-}
-
-// beginPool routes the next malloc on stream to private pool id. The pool is
-// created, and kept in use, on its first appearance, after the empty_cache()
-// with which torch.cuda.graph starts a capture, unless emptied says the
-// replay has just made that call (an empty_cache row, or releases it
-// attributed to one, right before the pool's first allocation).
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
-	filter := func(s uint64) bool { return s == stream }
-	if r.poolsSeen == nil {
-		r.poolsSeen = map[allocator.PoolID]bool{}
-	}
-	if !r.poolsSeen[id] {
-		r.poolsSeen[id] = true
-		if !emptied {
-			r.res.EmptyCaches++
-			if err := r.a.EmptyCache(); err != nil {
-				return err
-			}
-		}
-		r.a.BeginAllocateToPool(id, filter)
-		return nil
-	}
-	r.a.BeginAllocateToPool(id, filter)
-	r.a.ReleasePool(id) // keep one use, held since the first appearance
-	return nil
 }

@@ -118,6 +118,11 @@ type Options struct {
 	// replay by its handle, with no event made or observer called.
 	Annotate bool
 	Left     func(ev *trace.Event)
+	// InferPools, with Annotate, infers the private pool of every recorded
+	// alloc that the trace does not tag and writes it into the event
+	// (pools.go). It needs the recording's own settings: under others a
+	// disagreement of the model would be taken for a pool.
+	InferPools bool
 	// SkipCompare, with Recorded, takes the segments' addresses from the
 	// recording but compares nothing with it (no Mismatches, no
 	// NumMismatches), for a caller that checks what it needs itself: the
@@ -363,7 +368,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				}
 			}
 			r.hold(ev)
-		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && len(r.private) == 0:
+		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && !r.routed():
 			err = r.alloc(ev)
 		default:
 			err = r.push(ev)

@@ -71,7 +71,8 @@ func (r *deviceReplay) recycle() {
 	r.addrs.Clear()
 	clear(r.restoreSegs) // their blocks
 	clear(r.private)
-	clear(r.poolsSeen)
+	clear(r.pools.seen)
+	clear(r.pools.last)
 	clear(r.res.Mismatches) // their messages
 	*r = deviceReplay{
 		a:           r.a,
@@ -80,7 +81,7 @@ func (r *deviceReplay) recycle() {
 		restoreEvs:  r.restoreEvs[:0],
 		reclaim:     r.reclaim[:0],
 		expect:      r.expect[:0],
-		poolsSeen:   r.poolsSeen,
+		pools:       poolRoute{seen: r.pools.seen, last: r.pools.last, segs: r.pools.segs[:0]},
 		private:     r.private[:0],
 		res:         DeviceResult{OOMs: r.res.OOMs[:0], Mismatches: r.res.Mismatches[:0]},
 	}

@@ -1,0 +1,237 @@
+package replay
+
+import (
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// Private pools (CUDA graphs, torch.cuda.MemPool) in a replay.
+//
+// torch 2.11's trace entries carry no pool id, and a snapshot names the pool
+// only of the segments alive at the dump. The import's annotation pass (a
+// Recorded replay, Annotate, InferPools) therefore infers the pool of every recorded
+// allocation from what the recording shows, and writes it into the event
+// (Event.Pool), which later replays under other settings follow:
+//
+//   - an allocation inside a recorded segment that a private-pool allocation
+//     created belongs to that pool (a segment has one owner);
+//   - an allocation that made a new segment although the pool its stream
+//     used last had a fitting cached block was served by another pool: a new
+//     one (PyTorch takes the best fit of the pool a request is routed to, so
+//     it would have used the block). A pool first met on stream 0 is a
+//     MemPool (use_mem_pool); elsewhere a CUDA graph capture, which never
+//     runs on the legacy default stream.
+//
+// The recorded segment_free of a private segment is tagged with its pool
+// too: the empty_cache() that freed it shows the pool's graphs or MemPool
+// were gone by then, so a replay releases the pool (releasePool) before
+// replaying that empty_cache, which then returns the pool's free segments as
+// PyTorch's does (release_cached_blocks, §7.3, §15).
+
+// poolRoute is a deviceReplay's private-pool state.
+type poolRoute struct {
+	seen map[allocator.PoolID]bool
+
+	// The annotation pass's inference: fresh is the recorded segment_alloc
+	// right before the alloc being replayed (size 0: none); segs are the
+	// recorded segments that private-pool allocations created, live;
+	// last is the pool of each stream's latest allocation; made counts the
+	// pools invented.
+	fresh allocator.SegmentInfo
+	segs  []allocator.SegmentInfo
+	last  map[uint64]allocator.PoolID
+	made  uint64
+}
+
+// Invented pool ids carry this bit, in A for a graph pool and in B for a
+// MemPool, so that they never meet an id a snapshot names.
+const inventedPool = 1 << 63
+
+// routed reports whether an alloc may need more than the default pools:
+// Options.PrivateSegments names some, or the annotation is inferring pools.
+func (r *deviceReplay) routed() bool {
+	return len(r.private) > 0 || r.pools.fresh.Size != 0 || len(r.pools.segs) != 0 || r.pools.made != 0
+}
+
+// privatePool reports the private pool whose segment holds the recorded
+// address addr, if Options.PrivateSegments names one.
+func (r *deviceReplay) privatePool(addr uint64) (allocator.PoolID, bool) {
+	for i := range r.private {
+		s := &r.private[i]
+		if addr >= s.Addr && addr < s.Addr+uint64(s.Size) {
+			return s.Pool, true
+		}
+	}
+	return allocator.PoolID{}, false
+}
+
+// allocPool decides the pool of the recorded alloc ev: its tag, a segment
+// of Options.PrivateSegments, or, annotating, the inference above (written
+// into ev.Pool).
+func (r *deviceReplay) allocPool(ev *trace.Event) allocator.PoolID {
+	if !ev.Pool.IsDefault() {
+		return allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}
+	}
+	if p, ok := r.privatePool(ev.Addr); ok {
+		return p
+	}
+	if !r.annotate || !r.opts.InferPools {
+		return allocator.PoolID{}
+	}
+	p := r.inferPool(ev)
+	ev.Pool = trace.PoolID{A: p.A, B: p.B}
+	return p
+}
+
+// inferPool is allocPool's inference for the recorded alloc ev.
+func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
+	f := &r.pools.fresh
+	if f.Expandable {
+		// With expandable segments the request mapped pages: into a
+		// segment the model knows (whose pool it is), or into a new
+		// reservation, which a pool makes only when it has none for the
+		// stream.
+		if p, ok := r.a.ExpandableOwner(f.Addr); ok {
+			return p
+		}
+	} else if f.Size == 0 || f.Addr != ev.Addr {
+		if p, ok := r.a.ExpandableOwner(ev.Addr); ok {
+			return p
+		}
+		for i := range r.pools.segs {
+			s := &r.pools.segs[i]
+			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
+				return s.Pool
+			}
+		}
+		return allocator.PoolID{}
+	}
+	cand := r.pools.last[ev.Stream]
+	if !cand.IsDefault() && !r.a.InUse(cand) {
+		cand = allocator.PoolID{} // released: its graphs are gone
+	}
+	if !r.a.Fits(cand, ev.Size, ev.Stream) && !(f.Expandable && r.a.HasExpandable(cand, ev.Size, ev.Stream)) {
+		return cand
+	}
+	r.pools.made++
+	if ev.Stream == 0 {
+		return allocator.PoolID{B: inventedPool | r.pools.made}
+	}
+	return allocator.PoolID{A: inventedPool | r.pools.made}
+}
+
+// allocated notes, annotating, that the recorded alloc ev went to pool p:
+// the stream's latest pool, and the owner of the segment it made, if any.
+func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
+	if !r.annotate || !r.opts.InferPools {
+		return
+	}
+	if r.pools.last == nil {
+		r.pools.last = map[uint64]allocator.PoolID{}
+	}
+	r.pools.last[ev.Stream] = p
+	if f := r.pools.fresh; f.Size != 0 && !f.Expandable && f.Addr == ev.Addr && !p.IsDefault() {
+		f.Pool = p
+		r.pools.segs = append(r.pools.segs, f)
+	}
+	r.pools.fresh = allocator.SegmentInfo{}
+}
+
+// segmentFreed tags, annotating, the recorded segment_free or
+// segment_unmap ev with the pool of the segment it frees.
+func (r *deviceReplay) segmentFreed(ev *trace.Event) {
+	if !r.annotate || !r.opts.InferPools || !ev.Pool.IsDefault() {
+		return
+	}
+	if ev.Kind == trace.KindSegmentUnmap {
+		if p, ok := r.a.ExpandableOwner(ev.Addr); ok {
+			ev.Pool = trace.PoolID{A: p.A, B: p.B}
+		}
+		return
+	}
+	for i := range r.pools.segs {
+		s := &r.pools.segs[i]
+		if s.Addr == ev.Addr {
+			ev.Pool = trace.PoolID{A: s.Pool.A, B: s.Pool.B}
+			r.pools.segs = append(r.pools.segs[:i], r.pools.segs[i+1:]...)
+			return
+		}
+	}
+}
+
+// emptyCaches makes the flushes of one empty_cache call, stated by a row or
+// inferred from a run of releases; rel are the recorded releases that
+// followed it (with rows, those between the row and the next request).
+// Releases that begin with a MemPool's segments are first that pool's own
+// empty_cache, which its destruction runs (releasePool, then EmptyPoolCache
+// of its id: a default flush would have come first); the rest is a
+// torch.cuda.empty_cache(). Every private pool whose segments a call frees
+// was released before it (its graphs or MemPool were destroyed), so the
+// replay drops the use it holds first, and EmptyCache returns the pool's
+// free segments.
+//
+// With rows the recorded releases are outcomes, but they are still read
+// here, rather than pool releases decided at import and stored: they are in
+// every trace whatever the replay's settings, the import tags them with
+// their pools (segmentFreed), and a row is performed at the next request,
+// after them; the trace format needs nothing new.
+func (r *deviceReplay) emptyCaches(rel []trace.Event) error {
+	if len(rel) > 0 {
+		if p := (allocator.PoolID{A: rel[0].Pool.A, B: rel[0].Pool.B}); p.A == 0 && p.B != 0 {
+			n := 1
+			for n < len(rel) && rel[n].Pool == rel[0].Pool {
+				n++
+			}
+			r.releasePool(p)
+			r.res.EmptyCaches++
+			if err := r.a.EmptyPoolCache(p); err != nil {
+				return err
+			}
+			if rel = rel[n:]; len(rel) == 0 {
+				return nil
+			}
+		}
+	}
+	for i := range rel {
+		if p := rel[i].Pool; !p.IsDefault() {
+			r.releasePool(allocator.PoolID{A: p.A, B: p.B})
+		}
+	}
+	r.res.EmptyCaches++
+	return r.a.EmptyCache()
+}
+
+// releasePool drops the use the replay holds of private pool p, if any.
+func (r *deviceReplay) releasePool(p allocator.PoolID) {
+	if r.a.InUse(p) {
+		r.a.ReleasePool(p)
+		delete(r.pools.seen, p)
+	}
+}
+
+// beginPool routes the next malloc on stream to private pool id. The pool is
+// created, and kept in use, on its first appearance; a CUDA graph's pool
+// after the empty_cache() with which torch.cuda.graph starts a capture
+// (use_mem_pool, a MemPool's, empties nothing), unless emptied says the
+// replay has just made that call (an empty_cache row, or releases it
+// attributed to one, right before the pool's first allocation).
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
+	filter := func(s uint64) bool { return s == stream }
+	if r.pools.seen == nil {
+		r.pools.seen = map[allocator.PoolID]bool{}
+	}
+	if !r.pools.seen[id] {
+		r.pools.seen[id] = true
+		if id.A != 0 && !emptied {
+			r.res.EmptyCaches++
+			if err := r.a.EmptyCache(); err != nil {
+				return err
+			}
+		}
+		r.a.BeginAllocateToPool(id, filter)
+		return nil
+	}
+	r.a.BeginAllocateToPool(id, filter)
+	r.a.ReleasePool(id) // keep one use, held since the first appearance
+	return nil
+}
