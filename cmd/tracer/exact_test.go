@@ -92,14 +92,8 @@ func TestWhatIfKeepsEmptyCache(t *testing.T) {
 	}
 	sameStats(t, "what-if replay", d.Stats.Map(), truth)
 
-	code, stdout, stderr := tracer(t, "replay", out, "--json")
-	if code != 0 {
-		t.Fatalf("replay: exit %d: %s", code, stderr)
-	}
 	var r replayJSON
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-		t.Fatal(err)
-	}
+	tracerJSON(t, &r, "replay", out, "--json")
 	if !r.Reproduced || r.Mismatches != 0 {
 		t.Errorf("identity replay: reproduced %v, %d mismatches", r.Reproduced, r.Mismatches)
 	}
@@ -121,14 +115,8 @@ func TestWhatIfKeepsEmptyCache(t *testing.T) {
 		}
 		return kept
 	})
-	code, stdout, stderr = tracer(t, "replay", old, "--json")
-	if code != 0 {
-		t.Fatalf("replay: exit %d: %s", code, stderr)
-	}
 	r = replayJSON{}
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-		t.Fatal(err)
-	}
+	tracerJSON(t, &r, "replay", old, "--json")
 	if !r.Reproduced {
 		t.Errorf("identity replay of the trace without rows: reproduced %v, %d mismatches", r.Reproduced, r.Mismatches)
 	}
@@ -158,14 +146,8 @@ func TestReplayFillsLimit(t *testing.T) {
 			}
 			limit := int64(math.Floor(f * truth["total_memory"].(float64)))
 			out := importSnapshot(t, dir, name)
-			code, stdout, stderr := tracer(t, "replay", out, "--limit", fmt.Sprint(limit), "--json")
-			if code != 0 {
-				t.Fatalf("replay: exit %d: %s", code, stderr)
-			}
 			var r replayJSON
-			if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-				t.Fatal(err)
-			}
+			tracerJSON(t, &r, "replay", out, "--limit", fmt.Sprint(limit), "--json")
 			if !r.Reproduced || !r.LimitFilledIn || r.Mismatches != 0 {
 				t.Errorf("reproduced %v, limit filled in %v, %d mismatches (%s)", r.Reproduced, r.LimitFilledIn, r.Mismatches, r.LimitNote)
 			}
@@ -206,14 +188,8 @@ func TestInfoSaysApproximate(t *testing.T) {
 		approx bool
 	}{{[]string{"--fraction", "0.9", "--total-memory", "80GiB"}, true}, {nil, false}} {
 		out := importSnapshot(t, dir, name, c.args...)
-		code, stdout, stderr := tracer(t, "info", out, "--json")
-		if code != 0 {
-			t.Fatalf("info: exit %d: %s", code, stderr)
-		}
 		var info infoJSON
-		if err := json.Unmarshal([]byte(stdout), &info); err != nil {
-			t.Fatal(err)
-		}
+		tracerJSON(t, &info, "info", out, "--json")
 		differ := 0
 		for k, v := range info.Stats {
 			if w, ok := truth[k].(float64); ok && int64(w) != v {
@@ -244,14 +220,8 @@ func TestInfoWrapped(t *testing.T) {
 	const name = "mlp_train__wrap1500"
 	truth := readTruth(t, name)
 	out := importSnapshot(t, t.TempDir(), name)
-	code, stdout, stderr := tracer(t, "info", out, "--json")
-	if code != 0 {
-		t.Fatalf("info: exit %d: %s", code, stderr)
-	}
 	var info infoJSON
-	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
-		t.Fatal(err)
-	}
+	tracerJSON(t, &info, "info", out, "--json")
 	if !info.PeaksLowerBound {
 		t.Error("peaks_lower_bound false for a wrapped history")
 	}
@@ -373,14 +343,8 @@ func TestReplayDevices(t *testing.T) {
 	if !strings.Contains(text, "device 0\n") || !strings.Contains(text, "device 1\n") || strings.Count(text, "device mallocs") != 2 {
 		t.Errorf("the text does not report each device:\n%s", text)
 	}
-	code, stdout, stderr := tracer(t, "info", two, "--json")
-	if code != 0 {
-		t.Fatalf("info: exit %d: %s", code, stderr)
-	}
 	var info infoJSON
-	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
-		t.Fatal(err)
-	}
+	tracerJSON(t, &info, "info", two, "--json")
 	for _, dev := range []string{"0", "1"} {
 		d := info.PerDevice[dev]
 		if d == nil {

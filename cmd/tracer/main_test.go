@@ -21,6 +21,19 @@ func tracer(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// tracerJSON runs the CLI in-process, which must succeed, and decodes its
+// standard output (a --json report) into v.
+func tracerJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	code, stdout, stderr := tracer(t, args...)
+	if code != 0 {
+		t.Fatalf("tracer %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		t.Fatalf("tracer %s: %v", strings.Join(args, " "), err)
+	}
+}
+
 var snapshots = "../../testdata/snapshots"
 
 func snapshotNames(t *testing.T) []string {
@@ -58,14 +71,8 @@ func TestImportInfoMatchesMemoryStats(t *testing.T) {
 			if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, name+".pickle"), "-o", out); code != 0 {
 				t.Fatalf("import: exit %d: %s", code, stderr)
 			}
-			code, stdout, stderr := tracer(t, "info", out, "--json")
-			if code != 0 {
-				t.Fatalf("info: exit %d: %s", code, stderr)
-			}
 			var info infoJSON
-			if err := json.Unmarshal([]byte(stdout), &info); err != nil {
-				t.Fatal(err)
-			}
+			tracerJSON(t, &info, "info", out, "--json")
 			if info.Mismatches != 0 {
 				t.Errorf("the model differs from the recording at %d events: %v", info.Mismatches, info.Warnings)
 			}
