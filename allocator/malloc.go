@@ -394,6 +394,15 @@ func IsOOM(err error) bool { return errors.Is(err, ErrOOM) }
 // replayer uses it to tell an OOM-driven flush from a user's empty_cache()
 // in a recording. It changes nothing.
 func (a *Allocator) WouldReclaim(size int64, stream uint64) bool {
+	return a.WouldRelease(size, stream, false)
+}
+
+// WouldRelease is WouldReclaim for a recorded run of releases; small says
+// it freed small-pool segments, which garbage collection never releases
+// (it takes only the large pool's, §10): such a run is the malloc's only if
+// a new segment is refused without any release, so that the malloc goes on
+// to release every cached segment.
+func (a *Allocator) WouldRelease(size int64, stream uint64, small bool) bool {
 	if size <= 0 {
 		return false
 	}
@@ -406,7 +415,7 @@ func (a *Allocator) WouldReclaim(size int64, stream uint64) bool {
 	if id := a.peekFreeBlock(&r); id != 0 {
 		return false
 	}
-	if a.gcEnabled() && a.totalMem > int64(a.conf.GCThreshold*float64(a.limit)) {
+	if !small && a.gcEnabled() && a.totalMem > int64(a.conf.GCThreshold*float64(a.limit)) {
 		return true // garbage collection may release segments first (§10)
 	}
 	if a.limit > 0 && a.totalMem+r.allocSize > a.limit {

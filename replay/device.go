@@ -560,6 +560,23 @@ func (r *deviceReplay) settleReclaim(req *trace.Event) error {
 	return r.settle(req)
 }
 
+// releasesSmall reports whether the buffered releases free a small-pool
+// segment: a whole segment of the small pool's size, which no large
+// segment has unless the settings make large segments that small (or
+// expandable segments map pages of it).
+func (r *deviceReplay) releasesSmall() bool {
+	conf := r.a.Conf()
+	if conf.ExpandableSegments || conf.LargeSegmentSize == conf.SmallBuffer || conf.MinLargeAlloc <= conf.SmallBuffer {
+		return false
+	}
+	for i := range r.reclaim {
+		if e := &r.reclaim[i]; e.Kind == trace.KindSegmentFree && e.Size == conf.SmallBuffer {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *deviceReplay) settle(req *trace.Event) error {
 	if r.rows {
 		// Each row, with the releases that followed it (step buffers
@@ -581,7 +598,7 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
-			byMalloc = r.a.WouldReclaim(req.Size, req.Stream)
+			byMalloc = r.a.WouldRelease(req.Size, req.Stream, r.releasesSmall())
 		} else {
 			last := &r.reclaim[len(r.reclaim)-1]
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
