@@ -303,6 +303,11 @@ func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
 			}
 			return plannedDevice{sim}
 		}}
+	if a == b {
+		// The identity: the recording's own addresses, and its empty_cache
+		// calls inferred under its limit, as tracer replay --limit does.
+		opts.NewDevice, opts.Recorded, opts.InferEmptyCaches = nil, true, b.limit > 0
+	}
 	res, err := replay.Run(context.Background(), replay.NewSliceSource(slices.Clone(a.events)), opts, nil)
 	if err != nil {
 		return false, false
