@@ -315,6 +315,7 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 			r.leave(ev)
 		}
 		r.oom(ev, false)
+		r.addrs.Delete(ev.Addr) // the recorded address names no block of the replay now
 		return nil
 	}
 	r.addrs.Put(ev.Addr, blockRef{addr, h})
@@ -447,6 +448,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 				r.leave(ev)
 			}
 			r.oom(ev, false)
+			r.addrs.Delete(ev.Addr) // the recorded address names no block of the replay now
 			return false, nil
 		}
 		r.addrs.Put(ev.Addr, blockRef{addr, h})

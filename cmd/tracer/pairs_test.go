@@ -339,7 +339,7 @@ func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
 // --conf --limit) and names the memory_stats() keys, of those the replay
 // and PyTorch both report, on which it differs from b's run.
 func pairCell(t *testing.T, a, b *pairRun) string {
-	args := []string{"replay", a.trace, "--json", "--conf", b.conf}
+	args := []string{"replay", a.trace, "--json", "--from-defaults", "--conf", b.conf}
 	switch {
 	case b.limit > 0:
 		args = append(args, "--limit", strconv.FormatInt(b.limit, 10))
@@ -348,7 +348,9 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 	}
 	code, stdout, stderr := tracer(t, args...)
 	if code != 0 {
-		return "fails: " + firstLine(stderr)
+		// A replay under any settings ends; an OOM it meets is a result.
+		t.Errorf("%s %s → %s: exit %d: %s", a.program, a.tag, b.tag, code, firstLine(stderr))
+		return "fails"
 	}
 	var out struct {
 		Devices map[string]struct {

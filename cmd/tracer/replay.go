@@ -19,15 +19,16 @@ import (
 )
 
 type replayOptions struct {
-	Path   string
-	Conf   string
-	Round  int64
-	Limit  string
-	Device string
-	Output string
-	JSON   bool
-	Out    io.Writer
-	Err    io.Writer
+	Path         string
+	Conf         string
+	FromDefaults bool
+	Round        int64
+	Limit        string
+	Device       string
+	Output       string
+	JSON         bool
+	Out          io.Writer
+	Err          io.Writer
 }
 
 func init() {
@@ -47,7 +48,9 @@ prints the peaks, counters and fragmentation next to the recorded run's, for
 each device. Under any settings the replay makes the same requests; the
 recorded segment releases are outcomes only.
 
---conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string.
+--conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string
+(over PyTorch's defaults with --from-defaults, which drops the recorded keys it
+does not name: the way to replay under exactly another run's settings).
 It also takes the allocator's internal constants, in bytes, which PyTorch does
 not expose: tracer_round (kMinBlockSize, 512; also --round), tracer_small_size
 (1 MiB), tracer_small_segment (2 MiB), tracer_min_large_alloc (10 MiB) and
@@ -65,6 +68,7 @@ latency of device calls and of the allocator's own work.
 Without TRACE, the built-in sample trace is replayed.`,
 		Example: `  tracer replay --round 4096                       # the built-in sample, 4 KiB quantum
   tracer replay run.arrows --conf expandable_segments:True
+  tracer replay run.arrows --from-defaults         # as if the run had set no PYTORCH_CUDA_ALLOC_CONF
   tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
   tracer replay run.arrows --round 512 -o replayed.arrows
   tracer replay run.arrows --conf tracer_small_size:262144,large_segment_size_mb:64
@@ -92,6 +96,7 @@ Without TRACE, the built-in sample trace is replayed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Conf, "conf", "", "PYTORCH_CUDA_ALLOC_CONF keys applied over the recorded settings")
+	f.BoolVar(&opts.FromDefaults, "from-defaults", false, "apply --conf over PyTorch's defaults, dropping the recorded keys it does not name")
 	f.Int64Var(&opts.Round, "round", 0, "rounding quantum in bytes, a power of two (PyTorch: 512)")
 	f.StringVar(&opts.Limit, "limit", "", `per-process memory limit, e.g. 24GiB, 512MiB, bytes, or "none"`)
 	f.StringVar(&opts.Device, "device", "sim", "sim (simulated device) or cuda (real GPU memory)")
@@ -188,6 +193,7 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	}
 	in.Warn = warnTo(opts.Err)
 	s, err := parseSettings(opts.Conf, opts.Round, opts.Limit)
+	s.FromDefaults = opts.FromDefaults
 	if err != nil {
 		return err
 	}

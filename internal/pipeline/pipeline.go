@@ -114,6 +114,9 @@ func looksLikeSnapshot(path string) bool {
 // recorded settings.
 type Settings struct {
 	Conf  string // PYTORCH_CUDA_ALLOC_CONF keys applied over the recorded string
+	// FromDefaults applies Conf over PyTorch's defaults instead: the
+	// recorded keys that Conf does not name are dropped.
+	FromDefaults bool
 	Round int64  // rounding quantum (kMinBlockSize); 0 keeps 512
 	Limit int64  // per-process memory limit in bytes; 0 keeps the recorded one, <0 removes it
 	Total int64  // simulated device memory in bytes; 0 = the recorded device's, else 80 GiB
@@ -157,10 +160,17 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 		return Resolved{}, fmt.Errorf("%s: recorded PYTORCH_CUDA_ALLOC_CONF %s: %v", in.Name, Clip(recorded), err)
 	}
 	r := Resolved{Total: in.Meta.DeviceTotal, Limit: in.Meta.MemoryLimit}
+	over := recorded
+	if s.FromDefaults {
+		over = ""
+		if conf, err = parseConf(""); err != nil {
+			return Resolved{}, err
+		}
+	}
 	if s.Conf != "" {
 		merged := s.Conf
-		if recorded != "" {
-			merged = recorded + "," + s.Conf
+		if over != "" {
+			merged = over + "," + s.Conf
 		}
 		if conf, err = parseConf(merged); err != nil {
 			return Resolved{}, &SettingsError{fmt.Errorf("--conf %s: %v", Clip(s.Conf), err)}

@@ -60,6 +60,34 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// --from-defaults drops the recorded keys --conf does not name; without it
+// --conf applies over them.
+func TestResolveFromDefaults(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Meta.AllocConf = "garbage_collection_threshold:0.6,max_split_size_mb:64"
+	over, err := in.Resolve(Settings{Conf: "expandable_segments:True"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !over.Conf.ExpandableSegments || over.Conf.GCThreshold != 0.6 || over.Conf.MaxSplitSize != 64<<20 {
+		t.Errorf("--conf over the recorded keys: %+v", over.Conf)
+	}
+	fresh, err := in.Resolve(Settings{Conf: "expandable_segments:True", FromDefaults: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := allocator.DefaultConf()
+	if !fresh.Conf.ExpandableSegments || fresh.Conf.GCThreshold != want.GCThreshold || fresh.Conf.MaxSplitSize != want.MaxSplitSize || fresh.Recorded {
+		t.Errorf("--from-defaults: %+v, recorded %v", fresh.Conf, fresh.Recorded)
+	}
+	if d, err := in.Resolve(Settings{FromDefaults: true}); err != nil || d.Label != "defaults" {
+		t.Errorf("--from-defaults alone: %q, %v", d.Label, err)
+	}
+}
+
 // TestReplayReuse replays the sample under several settings one after
 // another on one Replayer, as tracer plot compare does, and checks every
 // replay against one without: the same summaries and results.
