@@ -113,13 +113,13 @@ func looksLikeSnapshot(path string) bool {
 // Settings are what a user may change for a replay. Zero values keep the
 // recorded settings.
 type Settings struct {
-	Conf  string // PYTORCH_CUDA_ALLOC_CONF keys applied over the recorded string
+	Conf string // PYTORCH_CUDA_ALLOC_CONF keys applied over the recorded string
 	// FromDefaults applies Conf over PyTorch's defaults instead: the
 	// recorded keys that Conf does not name are dropped.
 	FromDefaults bool
-	Round int64  // rounding quantum (kMinBlockSize); 0 keeps 512
-	Limit int64  // per-process memory limit in bytes; 0 keeps the recorded one, <0 removes it
-	Total int64  // simulated device memory in bytes; 0 = the recorded device's, else 80 GiB
+	Round        int64 // rounding quantum (kMinBlockSize); 0 keeps 512
+	Limit        int64 // per-process memory limit in bytes; 0 keeps the recorded one, <0 removes it
+	Total        int64 // simulated device memory in bytes; 0 = the recorded device's, else 80 GiB
 }
 
 // Resolved is a complete replay configuration.
