@@ -31,20 +31,30 @@ import (
 // releases that pool first, without which the model would keep the
 // segments the recording gave back and decide the later runs on a state
 // the recording did not have. The inference writes into the events, so the
-// chunks are then copies, never views of the snapshot's events.
+// chunks are then copies, never views of the snapshot's events. flips are
+// replay.Options.PoolFlips; left is the recorded alloc that the model put
+// elsewhere, if it did (replay.Options.LeftAt; nil without inferPools).
 func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
-	private *privatePools) ([]trace.Event, error) {
+	private *privatePools, flips map[replay.AllocKey]bool) ([]trace.Event, *leftAt, error) {
 	var rows []trace.Event
+	var left *leftAt
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
-	_, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheFound: func(first *trace.Event, released int64) {
+	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, PoolFlips: flips, LeftAt: func(ev *trace.Event, addr uint64) {
+			left = &leftAt{ev: *ev, addr: addr}
+		}, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
 				Kind: trace.KindEmptyCache, Size: released, Stack: first.Stack})
 		}}, nil)
 	if err == nil {
 		err = src.err
 	}
-	return rows, err
+	if err == nil && left != nil {
+		for _, dr := range res.Devices {
+			left.pools += dr.InferredPools
+		}
+	}
+	return rows, left, err
 }
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):

@@ -1,0 +1,135 @@
+package record
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// maxPoolFlips bounds decidePools' passes: each costs a replay of the
+// device up to its last release.
+const maxPoolFlips = 32
+
+// decidePools is findEmptyCaches deciding the private pools too. The
+// model infers the pool of an alloc that made a segment when it is made
+// (replay's freshPool), and on the legacy default stream, where a
+// torch.cuda.MemPool's allocations come between default-pool ones, the
+// guess can be wrong: a MemPool's first allocation, which no pool had room
+// for, goes to the default pools. It shows later, when an alloc reuses the
+// segment and the model, following the wrong pool, puts it elsewhere.
+// There decidePools flips the inferred pool of the alloc that made the
+// segment (replay.Options.PoolFlips) and decides again, keeping the flip
+// only if the model then follows the recording further. The annotation
+// takes the flips, so that every event is written once, with its pool.
+// A recording the model follows needs one pass, as before.
+func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
+	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
+	rows, left, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
+	if err != nil || !inferPools {
+		return rows, nil, err
+	}
+	var flips map[replay.AllocKey]bool
+	if left != nil && left.pools == 0 && len(private.segs) == 0 {
+		// No private pool met: the model left the recording for another
+		// reason (garbage collection under a limit it does not know).
+		return rows, nil, nil
+	}
+	for pass := 0; left != nil && pass < maxPoolFlips; {
+		// The segment the recording reused may be in another pool than
+		// the model took it for, or the one the model chose instead.
+		makers, err := segmentMakers(d, left.ev.Seq, left.ev.Addr, left.addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		better := false
+		for _, key := range makers {
+			if flips[key] || pass == maxPoolFlips {
+				continue
+			}
+			pass++
+			try := maps.Clone(flips)
+			if try == nil {
+				try = map[replay.AllocKey]bool{}
+			}
+			try[key] = true
+			r, l, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+			if err != nil {
+				return nil, nil, err
+			}
+			if l == nil || l.ev.Seq > left.ev.Seq || l.ev.Seq == left.ev.Seq && l.addr != left.addr {
+				rows, left, flips, better = r, l, try, true
+				break
+			}
+		}
+		if !better {
+			break
+		}
+	}
+	return rows, flips, nil
+}
+
+// leftAt is a recorded alloc that the model put at another address.
+type leftAt struct {
+	ev    trace.Event
+	addr  uint64
+	pools int // the private pools the replay invented
+}
+
+// segmentMakers returns, for each of addrs, the recorded alloc that made
+// the recorded segment holding it just before d's event seq: the alloc
+// right after the segment's segment_alloc. An address that no recorded
+// segment holds (a reconstructed one, an expandable segment's mapping)
+// has none.
+func segmentMakers(d *torchsnap.Device, seq int64, addrs ...uint64) ([]replay.AllocKey, error) {
+	type seg struct {
+		addr, end uint64
+		maker     replay.AllocKey
+	}
+	var segs []seg
+	var buf []trace.Event
+	fresh := -1 // the segment the last event allocated
+	for lo := int64(0); lo < seq && lo < d.Len(); lo += torchsnap.ChunkSize {
+		hi := min(d.Len(), lo+torchsnap.ChunkSize, seq)
+		if buf == nil {
+			buf = make([]trace.Event, torchsnap.ChunkSize)
+		}
+		evs, err := d.Chunk(lo, hi, buf)
+		if err != nil {
+			return nil, err
+		}
+		for i := range evs {
+			ev := &evs[i]
+			switch ev.Kind {
+			case trace.KindSegmentAlloc:
+				segs = append(segs, seg{addr: ev.Addr, end: ev.Addr + uint64(ev.Size)})
+				fresh = len(segs) - 1
+				continue
+			case trace.KindSegmentFree:
+				for j := range segs {
+					if segs[j].addr == ev.Addr {
+						segs = append(segs[:j], segs[j+1:]...)
+						break
+					}
+				}
+			case trace.KindAlloc:
+				if fresh >= 0 && segs[fresh].addr == ev.Addr {
+					segs[fresh].maker = replay.AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
+				}
+			}
+			fresh = -1
+		}
+	}
+	var out []replay.AllocKey
+	for _, a := range addrs {
+		for _, s := range segs {
+			if a >= s.addr && a < s.end && s.maker != (replay.AllocKey{}) && !slices.Contains(out, s.maker) {
+				out = append(out, s.maker)
+			}
+		}
+	}
+	return out, nil
+}
