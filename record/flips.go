@@ -28,24 +28,26 @@ const maxPoolFlips = 32
 // A recording the model follows needs one pass, as before.
 func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
-	rows, left, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
-	if err != nil || !inferPools {
+	rows, end, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
+	if err != nil || !inferPools || !end.left || end.pools == 0 && len(private.segs) == 0 {
+		// Followed, or left for another reason than a pool: no private
+		// pool was met (garbage collection under a limit the model does
+		// not know, say).
 		return rows, nil, err
 	}
 	var flips map[replay.AllocKey]bool
-	if left != nil && left.pools == 0 && len(private.segs) == 0 {
-		// No private pool met: the model left the recording for another
-		// reason (garbage collection under a limit it does not know).
-		return rows, nil, nil
-	}
-	for pass := 0; left != nil && pass < maxPoolFlips; {
+	for pass := 0; end.left && pass < maxPoolFlips; {
 		// The segment the recording reused may be in another pool than
-		// the model took it for, or the one the model chose instead.
-		makers, err := segmentMakers(d, left.ev.Seq, left.ev.Addr, left.addr)
+		// the model took it for, or the one the model chose instead: of
+		// the flips that take the model further, the one that goes
+		// furthest, and then invents fewer pools.
+		makers, err := segmentMakers(d, end.ev.Seq, end.ev.Addr, end.addr)
 		if err != nil {
 			return nil, nil, err
 		}
-		better := false
+		var best map[replay.AllocKey]bool
+		var bestRows []trace.Event
+		bestEnd := end
 		for _, key := range makers {
 			if flips[key] || pass == maxPoolFlips {
 				continue
@@ -56,27 +58,43 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 				try = map[replay.AllocKey]bool{}
 			}
 			try[key] = true
-			r, l, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+			r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
 			if err != nil {
 				return nil, nil, err
 			}
-			if l == nil || l.ev.Seq > left.ev.Seq || l.ev.Seq == left.ev.Seq && l.addr != left.addr {
-				rows, left, flips, better = r, l, try, true
-				break
+			if e.further(end) && (best == nil || e.further(bestEnd) || !bestEnd.further(e) && e.pools < bestEnd.pools) {
+				best, bestRows, bestEnd = try, r, e
 			}
 		}
-		if !better {
+		if best == nil {
 			break
 		}
+		rows, end, flips = bestRows, bestEnd, best
 	}
 	return rows, flips, nil
 }
 
-// leftAt is a recorded alloc that the model put at another address.
-type leftAt struct {
+// passEnd is how a pass of findEmptyCaches ended: left, where the model
+// left the recording by putting the recorded alloc ev at addr; pools, the
+// private pools it invented.
+type passEnd struct {
+	left  bool
 	ev    trace.Event
 	addr  uint64
-	pools int // the private pools the replay invented
+	pools int
+}
+
+// further reports whether e followed the recording further than f: to
+// its end, to a later event, or to the same one placed elsewhere (a
+// flip that moves the model's choice is progress).
+func (e passEnd) further(f passEnd) bool {
+	switch {
+	case !e.left || !f.left:
+		return !e.left && f.left
+	case e.ev.Seq != f.ev.Seq:
+		return e.ev.Seq > f.ev.Seq
+	}
+	return e.addr != f.addr
 }
 
 // segmentMakers returns, for each of addrs, the recorded alloc that made

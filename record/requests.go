@@ -32,16 +32,16 @@ import (
 // segments the recording gave back and decide the later runs on a state
 // the recording did not have. The inference writes into the events, so the
 // chunks are then copies, never views of the snapshot's events. flips are
-// replay.Options.PoolFlips; left is the recorded alloc that the model put
-// elsewhere, if it did (replay.Options.LeftAt; nil without inferPools).
+// replay.Options.PoolFlips; end says where the model left the recording,
+// if it did, and how many pools it invented (none without inferPools).
 func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
-	private *privatePools, flips map[replay.AllocKey]bool) ([]trace.Event, *leftAt, error) {
+	private *privatePools, flips map[replay.AllocKey]bool) ([]trace.Event, passEnd, error) {
 	var rows []trace.Event
-	var left *leftAt
+	var end passEnd
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
 		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, PoolFlips: flips, LeftAt: func(ev *trace.Event, addr uint64) {
-			left = &leftAt{ev: *ev, addr: addr}
+			end.left, end.ev, end.addr = true, *ev, addr
 		}, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
 				Kind: trace.KindEmptyCache, Size: released, Stack: first.Stack})
@@ -49,12 +49,12 @@ func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, i
 	if err == nil {
 		err = src.err
 	}
-	if err == nil && left != nil {
+	if err == nil {
 		for _, dr := range res.Devices {
-			left.pools += dr.InferredPools
+			end.pools += dr.InferredPools
 		}
 	}
-	return rows, left, err
+	return rows, end, err
 }
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):
