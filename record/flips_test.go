@@ -1,0 +1,111 @@
+package record
+
+import (
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// memPoolFirst is a torch.cuda.MemPool whose first allocation comes before
+// any default-pool one, as in testdata/pairs' mempool program: a (the
+// MemPool's) is inferred to the default pools, no pool having had room;
+// b is the default pools'; c is made although b had room (the MemPool's).
+// Once a and b's blocks are free, a 20 MiB request reuses a: the default
+// pools would have taken b's 20 MiB block, so a was never theirs.
+func memPoolFirst() []trace.Event {
+	const mib = 1 << 20
+	const a, b, c = 0x10000000, 0x20000000, 0x30000000
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: a, Size: 26 * mib},
+		{Kind: trace.KindAlloc, Addr: a, Size: 25 * mib},
+		{Kind: trace.KindSegmentAlloc, Addr: b, Size: 20 * mib},
+		{Kind: trace.KindAlloc, Addr: b, Size: 3 * mib},
+		{Kind: trace.KindSegmentAlloc, Addr: c, Size: 18 * mib},
+		{Kind: trace.KindAlloc, Addr: c, Size: 17 * mib},
+		{Kind: trace.KindFreeRequested, Addr: a, Size: 25 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: a, Size: 25 * mib},
+		{Kind: trace.KindFreeRequested, Addr: b, Size: 3 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: b, Size: 3 * mib},
+		{Kind: trace.KindAlloc, Addr: a, Size: 20 * mib},
+		{Kind: trace.KindFreeRequested, Addr: a, Size: 20 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: a, Size: 20 * mib},
+		{Kind: trace.KindSegmentFree, Addr: b, Size: 20 * mib},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].TimeUs, evs[i].Stack = int64(i), int64(100+i), trace.NoStack
+	}
+	return evs
+}
+
+// TestDecidePools_memPoolFirst: decidePools flips a's pool, and the model
+// then follows the recording, which it leaves without the flip.
+func TestDecidePools_memPoolFirst(t *testing.T) {
+	evs := memPoolFirst()
+	dev := &torchsnap.Device{Events: evs}
+	last := int64(len(evs) - 1)
+	_, end, err := findEmptyCaches(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !end.left || end.ev.Seq != 10 {
+		t.Fatalf("without flips the model leaves at %+v, want the reuse of a (seq 10)", end)
+	}
+	_, flips, err := decidePools(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (replay.AllocKey{TimeUs: 101, Addr: 0x10000000}); len(flips) != 1 || !flips[want] {
+		t.Fatalf("flips %v, want a's alloc %v", flips, want)
+	}
+	if _, end, err = findEmptyCaches(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev), flips); err != nil || end.left {
+		t.Errorf("with the flips the model leaves at %+v (%v)", end, err)
+	}
+}
+
+// TestDecidePools_noPool: a recording the model leaves with no private pool
+// met gets no flips, though flipping a's pool would have the model follow
+// it: the model left it for another reason (garbage collection under a
+// limit it does not know, say), not for a pool.
+func TestDecidePools_noPool(t *testing.T) {
+	const mib = 1 << 20
+	evs := append(memPoolFirst()[:4],
+		trace.Event{Kind: trace.KindFreeRequested, Addr: 0x10000000, Size: 25 * mib},
+		trace.Event{Kind: trace.KindFreeCompleted, Addr: 0x10000000, Size: 25 * mib},
+		trace.Event{Kind: trace.KindAlloc, Addr: 0x10000000, Size: 17 * mib})
+	for i := range evs {
+		evs[i].Seq, evs[i].TimeUs, evs[i].Stack = int64(i), int64(100+i), trace.NoStack
+	}
+	dev := &torchsnap.Device{Events: evs}
+	last := int64(len(evs) - 1)
+	if _, end, err := findEmptyCaches(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev), nil); err != nil || !end.left || end.pools != 0 {
+		t.Fatalf("the model leaves at %+v (%v), want it to leave with no pool met", end, err)
+	}
+	_, flips, err := decidePools(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flips != nil {
+		t.Errorf("flips %v, want none", flips)
+	}
+}
+
+// TestSegmentMakers: the alloc right after a segment_alloc made it; a
+// segment freed before is forgotten.
+func TestSegmentMakers(t *testing.T) {
+	evs := memPoolFirst()
+	dev := &torchsnap.Device{Events: evs}
+	got, err := segmentMakers(dev, 10, 0x10000000+(21<<20), 0x20000000, 0x40000000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []replay.AllocKey{{TimeUs: 101, Addr: 0x10000000}, {TimeUs: 103, Addr: 0x20000000}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("makers %v, want %v", got, want)
+	}
+	if got, _ := segmentMakers(dev, 14, 0x20000000); len(got) != 0 {
+		t.Errorf("makers of a freed segment %v, want none", got)
+	}
+}
