@@ -29,7 +29,7 @@ const maxPoolFlips = 32
 func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
 	rows, end, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
-	if err != nil || !inferPools || !end.left || end.pools == 0 && len(private.segs) == 0 {
+	if err != nil || !inferPools || !end.left && len(end.misplaced) == 0 || end.pools == 0 && len(private.segs) == 0 {
 		// Followed, or left for another reason than a pool: no private
 		// pool was met (garbage collection under a limit the model does
 		// not know, say).
@@ -71,7 +71,48 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 		}
 		rows, end, flips = bestRows, bestEnd, best
 	}
+	// Followed to the end, with the labels of two pools swapped: with
+	// expandable segments a MemPool's first reservation, inferred to the
+	// default pools, makes the default pools' look like a new pool's, and
+	// nothing contradicts it until the dump. The pool's first allocation
+	// on a stream came after one inferred to the default pools that made
+	// a segment: flipping that one gives both their pools.
+	for tries := 0; !end.left && len(end.misplaced) > 0 && tries < maxPoolFlips; tries++ {
+		key, ok := swapCandidate(end.fresh, end.misplaced[0], flips)
+		if !ok {
+			break
+		}
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		try[key] = true
+		r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.left || len(e.misplaced) >= len(end.misplaced) {
+			break
+		}
+		rows, end, flips = r, e, try
+	}
 	return rows, flips, nil
+}
+
+// swapCandidate returns the first alloc of fresh, not yet flipped, that
+// made a segment in the default pools on the stream of private pool p's
+// first one, before it.
+func swapCandidate(fresh []replay.FreshAlloc, p allocator.PoolID, flips map[replay.AllocKey]bool) (replay.AllocKey, bool) {
+	first := slices.IndexFunc(fresh, func(f replay.FreshAlloc) bool { return f.Pool == p })
+	if first < 0 {
+		return replay.AllocKey{}, false
+	}
+	for _, f := range fresh[:first] {
+		if f.Pool.IsDefault() && f.Stream == fresh[first].Stream && !flips[f.Key] {
+			return f.Key, true
+		}
+	}
+	return replay.AllocKey{}, false
 }
 
 // passEnd is how a pass of findEmptyCaches ended: left, where the model
@@ -82,6 +123,12 @@ type passEnd struct {
 	ev    trace.Event
 	addr  uint64
 	pools int
+	// fresh are the allocs that made segments, with their pools;
+	// misplaced, for a pass that replayed the whole recording, the
+	// private pools holding segments the dump says are the default
+	// pools' (one per segment).
+	fresh     []replay.FreshAlloc
+	misplaced []allocator.PoolID
 }
 
 // further reports whether e followed the recording further than f: to

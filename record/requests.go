@@ -52,9 +52,32 @@ func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, i
 	if err == nil {
 		for _, dr := range res.Devices {
 			end.pools += dr.InferredPools
+			end.fresh = append(end.fresh, dr.Fresh...)
+			if !src.done && !end.left && dr.Allocator != nil {
+				end.misplaced = misplaced(d, dr.Allocator.Segments())
+			}
 		}
 	}
 	return rows, end, err
+}
+
+// misplaced returns, for each segment d's dump says is the default pools',
+// the private pool of the model's final segments segs that holds it, if
+// any: the inference took the default pools for that private pool.
+func misplaced(d *torchsnap.Device, segs []allocator.SegmentInfo) []allocator.PoolID {
+	var out []allocator.PoolID
+	for _, ds := range d.Segments {
+		if !ds.Pool.IsDefault() {
+			continue
+		}
+		for _, s := range segs {
+			if !s.Pool.IsDefault() && ds.Addr >= s.Addr && ds.Addr < s.Addr+uint64(s.Size) {
+				out = append(out, s.Pool)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):

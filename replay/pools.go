@@ -116,14 +116,25 @@ func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
 		}
 		return allocator.PoolID{}
 	}
+	key := AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
 	p := r.freshPool(ev, f.Expandable)
-	if r.opts.PoolFlips[AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}] {
-		if !p.IsDefault() {
-			return allocator.PoolID{}
+	if r.opts.PoolFlips[key] {
+		if p.IsDefault() {
+			p = r.otherPool(ev, f.Expandable, p)
+		} else {
+			p = allocator.PoolID{}
 		}
-		return r.otherPool(ev, f.Expandable, p)
 	}
+	r.res.Fresh = append(r.res.Fresh, FreshAlloc{Key: key, Pool: p, Stream: ev.Stream})
 	return p
+}
+
+// FreshAlloc is a recorded alloc that made a segment (or an expandable
+// reservation) and the pool InferPools gave it.
+type FreshAlloc struct {
+	Key    AllocKey
+	Pool   allocator.PoolID
+	Stream uint64
 }
 
 // room reports whether pool p could have served the recorded alloc ev

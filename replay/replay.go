@@ -193,6 +193,9 @@ type DeviceResult struct {
 	EmptyCaches int
 	// InferredPools counts the private pools InferPools invented.
 	InferredPools int
+	// Fresh are the recorded allocs whose pool InferPools inferred as
+	// they made a segment, in order.
+	Fresh []FreshAlloc
 	// Events counts the recorded events consumed.
 	Events int64
 }
