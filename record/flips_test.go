@@ -1,6 +1,11 @@
 package record
 
 import (
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -107,5 +112,84 @@ func TestSegmentMakers(t *testing.T) {
 	}
 	if got, _ := segmentMakers(dev, 14, 0x20000000); len(got) != 0 {
 		t.Errorf("makers of a freed segment %v, want none", got)
+	}
+}
+
+// TestSwapCandidate: the swap flips the first default-pool alloc that made
+// a segment on the pool's stream before the pool's first one, not yet
+// flipped.
+func TestSwapCandidate(t *testing.T) {
+	p := allocator.PoolID{B: 1}
+	k := func(i int64) replay.AllocKey { return replay.AllocKey{TimeUs: i, Addr: 0x1000} }
+	fresh := []replay.FreshAlloc{
+		{Key: k(1), Stream: 7},
+		{Key: k(2)},
+		{Key: k(3)},
+		{Key: k(4), Pool: p},
+		{Key: k(5)},
+	}
+	if got, ok := swapCandidate(fresh, p, nil); !ok || got != k(2) {
+		t.Errorf("candidate %v %v, want %v", got, ok, k(2))
+	}
+	if got, ok := swapCandidate(fresh, p, map[replay.AllocKey]bool{k(2): true}); !ok || got != k(3) {
+		t.Errorf("with %v flipped: candidate %v %v, want %v", k(2), got, ok, k(3))
+	}
+	if _, ok := swapCandidate(fresh, allocator.PoolID{B: 2}, nil); ok {
+		t.Error("a candidate for a pool that made no segment")
+	}
+}
+
+// TestImport_memPoolExpandable: the pairs' mempool run under expandable
+// segments, imported and replayed under its settings, ends with the
+// segments it dumped in the default pools: the MemPool's first
+// reservation, inferred to the default pools, would otherwise have made
+// the default pools' reservation a MemPool's.
+func TestImport_memPoolExpandable(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "mempool.pickle")
+	gz, err := os.Open("../testdata/pairs/snapshots/mempool__expandable.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "mempool.arrows")
+	if _, err := importOne(context.Background(), in, out, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var evs []trace.Event
+	for rd.Next() {
+		evs = append(evs, *rd.Event())
+	}
+	conf, err := allocator.ParseConf("expandable_segments:True")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := replay.Run(context.Background(), replay.NewSliceSource(evs), replay.Options{Conf: conf, EmptyCacheRows: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := res.Devices[0].Allocator.Segments()
+	if len(segs) == 0 {
+		t.Fatal("no segments at the end")
+	}
+	for _, s := range segs {
+		if !s.Pool.IsDefault() {
+			t.Errorf("segment of %d bytes at the end in pool %v, want the default pools (the dump's)", s.Size, s.Pool)
+		}
 	}
 }
