@@ -96,7 +96,88 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 		}
 		rows, end, flips = r, e, try
 	}
+	// A default-pool segment released between two of a private pool's in
+	// one run of releases was the pool's: a MemPool's destruction
+	// releases its segments before the empty_cache() after it releases
+	// the default pools'.
+	for tries := 0; !end.left && tries < maxPoolFlips; tries++ {
+		keys, err := sandwiched(d, end.fresh, flips)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		for _, k := range keys {
+			try[k] = true
+		}
+		r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.left || len(e.misplaced) > len(end.misplaced) {
+			break
+		}
+		rows, end, flips = r, e, try
+	}
 	return rows, flips, nil
+}
+
+// sandwiched returns the allocs of fresh, not yet flipped, inferred to the
+// default pools, whose segments d releases between two segments of one
+// private pool in a run of segment_free events.
+func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay.AllocKey]bool) ([]replay.AllocKey, error) {
+	type release struct {
+		key  replay.AllocKey
+		pool allocator.PoolID
+	}
+	maker := func(ev *trace.Event) (release, bool) {
+		for i := len(fresh) - 1; i >= 0; i-- {
+			if f := fresh[i]; f.Key.Addr == ev.Addr && f.Key.TimeUs <= ev.TimeUs {
+				return release{f.Key, f.Pool}, true
+			}
+		}
+		return release{}, false
+	}
+	var out []replay.AllocKey
+	var run []release
+	settle := func() {
+		for j, r := range run {
+			if !r.pool.IsDefault() || flips[r.key] {
+				continue
+			}
+			for i := range j {
+				p := run[i].pool
+				if !p.IsDefault() && slices.ContainsFunc(run[j+1:], func(x release) bool { return x.pool == p }) {
+					out = append(out, r.key)
+					break
+				}
+			}
+		}
+		run = run[:0]
+	}
+	buf := make([]trace.Event, torchsnap.ChunkSize)
+	for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
+		evs, err := d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf)
+		if err != nil {
+			return nil, err
+		}
+		for i := range evs {
+			if evs[i].Kind != trace.KindSegmentFree {
+				settle()
+				continue
+			}
+			if r, ok := maker(&evs[i]); ok {
+				run = append(run, r)
+			}
+		}
+	}
+	settle()
+	return out, nil
 }
 
 // swapCandidate returns the first alloc of fresh, not yet flipped, that
