@@ -145,36 +145,7 @@ func TestSwapCandidate(t *testing.T) {
 // reservation, inferred to the default pools, would otherwise have made
 // the default pools' reservation a MemPool's.
 func TestImport_memPoolExpandable(t *testing.T) {
-	in := filepath.Join(t.TempDir(), "mempool.pickle")
-	gz, err := os.Open("../testdata/pairs/snapshots/mempool__expandable.pickle.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gz.Close()
-	zr, err := gzip.NewReader(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(in, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "mempool.arrows")
-	if _, err := importOne(context.Background(), in, out, ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rd, err := trace.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var evs []trace.Event
-	for rd.Next() {
-		evs = append(evs, *rd.Event())
-	}
+	evs := importPair(t, "mempool__expandable")
 	conf, err := allocator.ParseConf("expandable_segments:True")
 	if err != nil {
 		t.Fatal(err)
@@ -192,4 +163,106 @@ func TestImport_memPoolExpandable(t *testing.T) {
 			t.Errorf("segment of %d bytes at the end in pool %v, want the default pools (the dump's)", s.Size, s.Pool)
 		}
 	}
+}
+
+// TestSandwiched: in a run of releases, a default-pool segment released
+// between two of pool p's is p's; one released after them, or in another
+// run, is not.
+func TestSandwiched(t *testing.T) {
+	p := allocator.PoolID{B: 1}
+	k := func(i int64, addr uint64) replay.AllocKey { return replay.AllocKey{TimeUs: i, Addr: addr} }
+	fresh := []replay.FreshAlloc{
+		{Key: k(1, 0x1000), Pool: p},
+		{Key: k(2, 0x2000)},
+		{Key: k(3, 0x3000), Pool: p},
+		{Key: k(4, 0x4000)},
+		{Key: k(5, 0x5000)},
+	}
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentFree, Addr: 0x5000, TimeUs: 9},
+		{Kind: trace.KindAlloc, Addr: 0x6000, TimeUs: 10},
+		{Kind: trace.KindSegmentFree, Addr: 0x1000, TimeUs: 11},
+		{Kind: trace.KindSegmentFree, Addr: 0x2000, TimeUs: 12},
+		{Kind: trace.KindSegmentFree, Addr: 0x3000, TimeUs: 13},
+		{Kind: trace.KindSegmentFree, Addr: 0x4000, TimeUs: 14},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
+	}
+	dev := &torchsnap.Device{Events: evs}
+	got, err := sandwiched(dev, fresh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != k(2, 0x2000) {
+		t.Errorf("sandwiched %v, want [%v]", got, k(2, 0x2000))
+	}
+	if got, _ := sandwiched(dev, fresh, map[replay.AllocKey]bool{k(2, 0x2000): true}); len(got) != 0 {
+		t.Errorf("sandwiched %v once flipped, want none", got)
+	}
+}
+
+// TestImport_memPoolReleased: the pairs' mempool run under defaults
+// imports with every allocation of the MemPool (every third of the first
+// forty, and the small ones after) in one private pool and the rest in the
+// default pools, as the program made them.
+func TestImport_memPoolReleased(t *testing.T) {
+	evs := importPair(t, "mempool__default")
+	var pool trace.PoolID
+	i := 0
+	for _, ev := range evs {
+		if ev.Kind != trace.KindAlloc {
+			continue
+		}
+		in := i >= 40 || i%3 == 0
+		if in && pool.IsDefault() {
+			pool = ev.Pool
+		}
+		switch {
+		case in && (ev.Pool != pool || pool.IsDefault()):
+			t.Errorf("allocation %d (%d bytes) in pool %v, want the MemPool %v", i, ev.Size, ev.Pool, pool)
+		case !in && !ev.Pool.IsDefault():
+			t.Errorf("allocation %d (%d bytes) in pool %v, want the default pools", i, ev.Size, ev.Pool)
+		}
+		i++
+	}
+}
+
+// importPair imports testdata/pairs' snapshot name and returns its events.
+func importPair(t *testing.T, name string) []trace.Event {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), name+".pickle")
+	gz, err := os.Open("../testdata/pairs/snapshots/" + name + ".pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), name+".arrows")
+	if _, err := importOne(context.Background(), in, out, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var evs []trace.Event
+	for rd.Next() {
+		evs = append(evs, *rd.Event())
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
