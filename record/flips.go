@@ -10,9 +10,9 @@ import (
 	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
-// maxPoolFlips bounds decidePools' passes: each costs a replay of the
-// device up to its last release.
-const maxPoolFlips = 32
+// maxPoolFlips bounds decidePools' passes of each kind: each costs a
+// replay of the device up to its last release.
+const maxPoolFlips = 64
 
 // decidePools is findEmptyCaches deciding the private pools too. The
 // model infers the pool of an alloc that made a segment when it is made
@@ -22,10 +22,11 @@ const maxPoolFlips = 32
 // for, goes to the default pools. It shows later, when an alloc reuses the
 // segment and the model, following the wrong pool, puts it elsewhere.
 // There decidePools flips the inferred pool of the alloc that made the
-// segment (replay.Options.PoolFlips) and decides again, keeping the flip
-// only if the model then follows the recording further. The annotation
-// takes the flips, so that every event is written once, with its pool.
-// A recording the model follows needs one pass, as before.
+// segment (replay.Options.PoolFlips) and decides again, keeping flips that
+// take the model further (a search, below), then checks the pools against
+// the dump and the final releases. The annotation takes the flips, so that
+// every event is written once, with its pool. A recording the model
+// follows with no private pool met needs one pass, as before.
 func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
 	rows, end, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
@@ -35,42 +36,68 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 		// not know, say).
 		return rows, nil, err
 	}
-	var flips map[replay.AllocKey]bool
-	for pass := 0; end.left && pass < maxPoolFlips; {
-		// The segment the recording reused may be in another pool than
-		// the model took it for, or the one the model chose instead: of
-		// the flips that take the model further, the one that goes
-		// furthest, and then invents fewer pools.
-		makers, err := segmentMakers(d, end.ev.Seq, end.ev.Addr, end.addr)
-		if err != nil {
-			return nil, nil, err
+	// The segment the recording reused may be in another pool than the
+	// model took it for, or the one the model chose instead. A search, depth
+	// first: of the flips that take the model further, the one that goes
+	// furthest first, then the others; it ends at a pass that follows the
+	// recording, or when the passes are spent, with the furthest found.
+	type state struct {
+		rows  []trace.Event
+		end   passEnd
+		flips map[replay.AllocKey]bool
+	}
+	best, passes := state{rows, end, nil}, 0
+	var search func(s state) (bool, error)
+	search = func(s state) (bool, error) {
+		if !s.end.left {
+			return true, nil
 		}
-		var best map[replay.AllocKey]bool
-		var bestRows []trace.Event
-		bestEnd := end
+		makers, err := segmentMakers(d, s.end.ev.Seq, s.end.ev.Addr, s.end.addr)
+		if err != nil {
+			return false, err
+		}
+		var next []state
 		for _, key := range makers {
-			if flips[key] || pass == maxPoolFlips {
+			if s.flips[key] || passes == maxPoolFlips {
 				continue
 			}
-			pass++
-			try := maps.Clone(flips)
+			passes++
+			try := maps.Clone(s.flips)
 			if try == nil {
 				try = map[replay.AllocKey]bool{}
 			}
 			try[key] = true
 			r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
 			if err != nil {
-				return nil, nil, err
+				return false, err
 			}
-			if e.further(end) && (best == nil || e.further(bestEnd) || !bestEnd.further(e) && e.pools < bestEnd.pools) {
-				best, bestRows, bestEnd = try, r, e
+			if e.further(s.end) {
+				next = append(next, state{r, e, try})
 			}
 		}
-		if best == nil {
-			break
+		slices.SortStableFunc(next, func(a, b state) int {
+			if a.end.further(b.end) && !b.end.further(a.end) {
+				return -1
+			}
+			if b.end.further(a.end) && !a.end.further(b.end) {
+				return 1
+			}
+			return a.end.pools - b.end.pools
+		})
+		for _, n := range next {
+			if n.end.further(best.end) {
+				best = n
+			}
+			if done, err := search(n); done || err != nil {
+				return done, err
+			}
 		}
-		rows, end, flips = bestRows, bestEnd, best
+		return false, nil
 	}
+	if _, err := search(best); err != nil {
+		return nil, nil, err
+	}
+	rows, end, flips := best.rows, best.end, best.flips
 	// Followed to the end, with the labels of two pools swapped: with
 	// expandable segments a MemPool's first reservation, inferred to the
 	// default pools, makes the default pools' look like a new pool's, and

@@ -231,23 +231,7 @@ func TestImport_memPoolReleased(t *testing.T) {
 // importPair imports testdata/pairs' snapshot name and returns its events.
 func importPair(t *testing.T, name string) []trace.Event {
 	t.Helper()
-	in := filepath.Join(t.TempDir(), name+".pickle")
-	gz, err := os.Open("../testdata/pairs/snapshots/" + name + ".pickle.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gz.Close()
-	zr, err := gzip.NewReader(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(in, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in := gunzipPair(t, name)
 	out := filepath.Join(t.TempDir(), name+".arrows")
 	if _, err := importOne(context.Background(), in, out, ImportOptions{}); err != nil {
 		t.Fatal(err)
@@ -265,4 +249,44 @@ func importPair(t *testing.T, name string) []trace.Event {
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// gunzipPair writes testdata/pairs' snapshot name, unzipped, to a
+// temporary file and returns its path.
+func gunzipPair(t *testing.T, name string) string {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), name+".pickle")
+	gz, err := os.Open("../testdata/pairs/snapshots/" + name + ".pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// TestImport_memPoolSearch: the pairs' mempool run under
+// roundup_power2_divisions:4 imports with the model following it to the
+// end. There the flip that takes the model furthest at the first
+// disagreement (a default-pool segment's) is wrong; the search comes back
+// to the other (the MemPool's first segment).
+func TestImport_memPoolSearch(t *testing.T) {
+	in := gunzipPair(t, "mempool__pow2div4")
+	res, err := importOne(context.Background(), in, filepath.Join(t.TempDir(), "out.arrows"), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Diverged {
+		t.Errorf("the model leaves the recording: %v", d)
+	}
 }
