@@ -224,8 +224,9 @@ func swapCandidate(fresh []replay.FreshAlloc, p allocator.PoolID, flips map[repl
 }
 
 // passEnd is how a pass of findEmptyCaches ended: left, where the model
-// left the recording by putting the recorded alloc ev at addr; pools, the
-// private pools it invented.
+// left the recording, at the recorded event ev, which it put at addr (0:
+// it could not make it, or satisfied a recorded OOM); pools, the private
+// pools it invented.
 type passEnd struct {
 	left  bool
 	ev    trace.Event

@@ -40,8 +40,10 @@ func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, i
 	var end passEnd
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, PoolFlips: flips, LeftAt: func(ev *trace.Event, addr uint64) {
-			end.left, end.ev, end.addr = true, *ev, addr
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, PoolFlips: flips, LeftAt: func(_ *trace.Event, addr uint64) {
+			end.addr = addr
+		}, Left: func(ev *trace.Event) {
+			end.left, end.ev = true, *ev
 		}, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
 				Kind: trace.KindEmptyCache, Size: released, Stack: first.Stack})

@@ -22,7 +22,11 @@ import (
 //     one (PyTorch takes the best fit of the pool a request is routed to, so
 //     it would have used the block). A pool first met on stream 0 is a
 //     MemPool (use_mem_pool); elsewhere a CUDA graph capture, which never
-//     runs on the legacy default stream.
+//     runs on the legacy default stream. On stream 0 such an allocation
+//     goes to a MemPool met before that had no room, and one that the
+//     default pools had no room for goes to them (freshPool);
+//   - tracer import corrects the guesses that the rest of the recording
+//     contradicts (Options.PoolFlips, record's decidePools).
 //
 // The recorded segment_free of a private segment is tagged with its pool
 // too: the empty_cache() that freed it shows the pool's graphs or MemPool
