@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -76,5 +78,31 @@ func TestPoolFlips(t *testing.T) {
 	}
 	if p := flipped(3)[3].Pool; !p.IsDefault() {
 		t.Errorf("b's alloc, flipped, has pool %v, want the default pools", p)
+	}
+}
+
+// TestLeftAt: the model that puts a recorded alloc elsewhere reports
+// where, before Left.
+func TestLeftAt(t *testing.T) {
+	const a = 0x10000000
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: a, Size: 20 * mib},
+		{Kind: trace.KindAlloc, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindFreeRequested, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: a, Size: 4 * mib},
+		{Kind: trace.KindAlloc, Addr: a + 8*mib, Size: 4 * mib},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
+	}
+	var calls []string
+	_, err := Run(t.Context(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(), Recorded: true, SkipCompare: true, Annotate: true,
+		LeftAt: func(ev *trace.Event, addr uint64) { calls = append(calls, fmt.Sprintf("at %d %#x", ev.Seq, addr)) },
+		Left:   func(ev *trace.Event) { calls = append(calls, fmt.Sprintf("left %d", ev.Seq)) }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"at 4 0x10000000", "left 4"}; !slices.Equal(calls, want) {
+		t.Errorf("calls %q, want %q", calls, want)
 	}
 }
