@@ -344,9 +344,10 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// allocation (replay.Options.InferPools), here and in the annotation.
 	inferPools := snap.Settings.JSON != ""
 	rows := make([][]trace.Event, len(snap.Devices))
+	flips := make([]map[replay.AllocKey]bool, len(snap.Devices))
 	for i, d := range snap.Devices {
 		if recorded[i].released {
-			if rows[i], err = findEmptyCaches(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
+			if rows[i], flips[i], err = decidePools(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
 				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
 		}
@@ -428,7 +429,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 					}()
 				}
 			}
-			diverged, annErr = annotateBlockSizes(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -637,6 +638,13 @@ func (s *reservedScan) add(evs []trace.Event) {
 // and the replay performs them (replay.Options.EmptyCacheRows).
 func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
 	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	return annotateFlipped(conf, inferPools, limit, total, initial, d, rows, nil, private, full, free, lastRead)
+}
+
+// annotateFlipped is annotateBlockSizes taking the pools decidePools
+// flipped (replay.Options.PoolFlips).
+func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
+	flips map[replay.AllocKey]bool, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
 	s.ready = readChunks(d, rows, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
@@ -644,7 +652,7 @@ func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64
 	// every event would have the allocator report them all, and cost this
 	// replay a third of its instructions.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, InferPools: inferPools, Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err

@@ -31,20 +31,55 @@ import (
 // releases that pool first, without which the model would keep the
 // segments the recording gave back and decide the later runs on a state
 // the recording did not have. The inference writes into the events, so the
-// chunks are then copies, never views of the snapshot's events.
+// chunks are then copies, never views of the snapshot's events. flips are
+// replay.Options.PoolFlips; end says where the model left the recording,
+// if it did, and how many pools it invented (none without inferPools).
 func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
-	private *privatePools) ([]trace.Event, error) {
+	private *privatePools, flips map[replay.AllocKey]bool) ([]trace.Event, passEnd, error) {
 	var rows []trace.Event
+	var end passEnd
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
-	_, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheFound: func(first *trace.Event, released int64) {
+	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, PoolFlips: flips, LeftAt: func(_ *trace.Event, addr uint64) {
+			end.addr = addr
+		}, Left: func(ev *trace.Event) {
+			end.left, end.ev = true, *ev
+		}, EmptyCacheFound: func(first *trace.Event, released int64) {
 			rows = append(rows, trace.Event{Seq: first.Seq, TimeUs: first.TimeUs, Device: d.Index,
 				Kind: trace.KindEmptyCache, Size: released, Stack: first.Stack})
 		}}, nil)
 	if err == nil {
 		err = src.err
 	}
-	return rows, err
+	if err == nil {
+		for _, dr := range res.Devices {
+			end.pools += dr.InferredPools
+			end.fresh = append(end.fresh, dr.Fresh...)
+			if !src.done && !end.left && dr.Allocator != nil {
+				end.misplaced = misplaced(d, dr.Allocator.Segments())
+			}
+		}
+	}
+	return rows, end, err
+}
+
+// misplaced returns, for each segment d's dump says is the default pools',
+// the private pool of the model's final segments segs that holds it, if
+// any: the inference took the default pools for that private pool.
+func misplaced(d *torchsnap.Device, segs []allocator.SegmentInfo) []allocator.PoolID {
+	var out []allocator.PoolID
+	for _, ds := range d.Segments {
+		if !ds.Pool.IsDefault() {
+			continue
+		}
+		for _, s := range segs {
+			if !s.Pool.IsDefault() && ds.Addr >= s.Addr && ds.Addr < s.Addr+uint64(s.Size) {
+				out = append(out, s.Pool)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):

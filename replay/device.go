@@ -263,6 +263,9 @@ func (r *deviceReplay) hold(ev *trace.Event) {
 // with handle h, or notes that the model left the recording there.
 func (r *deviceReplay) placed(ev *trace.Event, addr uint64, h allocator.Handle) {
 	if addr != ev.Addr {
+		if r.opts.LeftAt != nil {
+			r.opts.LeftAt(ev, addr)
+		}
 		r.leave(ev)
 		return
 	}

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"slices"
+
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -20,7 +22,11 @@ import (
 //     one (PyTorch takes the best fit of the pool a request is routed to, so
 //     it would have used the block). A pool first met on stream 0 is a
 //     MemPool (use_mem_pool); elsewhere a CUDA graph capture, which never
-//     runs on the legacy default stream.
+//     runs on the legacy default stream. On stream 0 such an allocation
+//     goes to a MemPool met before that had no room, and one that the
+//     default pools had no room for goes to them (freshPool);
+//   - tracer import corrects the guesses that the rest of the recording
+//     contradicts (Options.PoolFlips, record's decidePools).
 //
 // The recorded segment_free of a private segment is tagged with its pool
 // too: the empty_cache() that freed it shows the pool's graphs or MemPool
@@ -41,6 +47,14 @@ type poolRoute struct {
 	segs  []allocator.SegmentInfo
 	last  map[uint64]allocator.PoolID
 	made  uint64
+	mem   []allocator.PoolID // the MemPools met, in order
+}
+
+// AllocKey names a recorded alloc in every pass over a recording, whose
+// Seqs differ where rows are inserted: its time and address.
+type AllocKey struct {
+	TimeUs int64
+	Addr   uint64
 }
 
 // Invented pool ids carry this bit, in A for a graph pool and in B for a
@@ -106,14 +120,72 @@ func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
 		}
 		return allocator.PoolID{}
 	}
+	key := AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
+	p := r.freshPool(ev, f.Expandable)
+	if r.opts.PoolFlips[key] {
+		if p.IsDefault() {
+			p = r.otherPool(ev, f.Expandable, p)
+		} else {
+			p = allocator.PoolID{}
+		}
+	}
+	r.res.Fresh = append(r.res.Fresh, FreshAlloc{Key: key, Pool: p, Stream: ev.Stream})
+	return p
+}
+
+// FreshAlloc is a recorded alloc that made a segment (or an expandable
+// reservation) and the pool InferPools gave it.
+type FreshAlloc struct {
+	Key    AllocKey
+	Pool   allocator.PoolID
+	Stream uint64
+}
+
+// room reports whether pool p could have served the recorded alloc ev
+// without a new segment (or, expandable, without a new reservation).
+func (r *deviceReplay) room(p allocator.PoolID, ev *trace.Event, expandable bool) bool {
+	return r.a.Fits(p, ev.Size, ev.Stream) || expandable && r.a.HasExpandable(p, ev.Size, ev.Stream)
+}
+
+// isMemPool reports whether p is a torch.cuda.MemPool's id, which PyTorch
+// numbers (0, n); a CUDA graph's pool is (n, 0).
+func isMemPool(p allocator.PoolID) bool { return p.A == 0 && p.B != 0 }
+
+// freshPool infers the pool of the recorded alloc ev that made a new
+// segment: the pool its stream used last, unless that pool had room.
+// On the legacy default stream, where a MemPool (use_mem_pool) takes
+// allocations between default-pool ones, a request the default pools had
+// no room for is theirs rather than the MemPool's: a program allocates
+// mostly outside a MemPool, and a wrong guess is found by a later reuse
+// (PoolFlips). One that the default pools had room for goes to a MemPool
+// met before that had none, else to a new pool.
+func (r *deviceReplay) freshPool(ev *trace.Event, expandable bool) allocator.PoolID {
 	cand := r.pools.last[ev.Stream]
 	if !cand.IsDefault() && !r.a.InUse(cand) {
 		cand = allocator.PoolID{} // released: its graphs are gone
 	}
-	if !r.a.Fits(cand, ev.Size, ev.Stream) && !(f.Expandable && r.a.HasExpandable(cand, ev.Size, ev.Stream)) {
+	if ev.Stream == 0 && isMemPool(cand) && !r.room(allocator.PoolID{}, ev, expandable) {
+		return allocator.PoolID{}
+	}
+	if !r.room(cand, ev, expandable) {
 		return cand
 	}
+	return r.otherPool(ev, expandable, cand)
+}
+
+// otherPool is the private pool of the recorded alloc ev when it was not
+// served by pool not: on stream 0 a MemPool met before that had no room,
+// else a new pool, a MemPool on stream 0 and a graph's elsewhere.
+func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator.PoolID) allocator.PoolID {
+	if ev.Stream == 0 {
+		for _, m := range r.pools.mem {
+			if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
+				return m
+			}
+		}
+	}
 	r.pools.made++
+	r.res.InferredPools++
 	if ev.Stream == 0 {
 		return allocator.PoolID{B: inventedPool | r.pools.made}
 	}
@@ -130,6 +202,9 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		r.pools.last = map[uint64]allocator.PoolID{}
 	}
 	r.pools.last[ev.Stream] = p
+	if isMemPool(p) && !slices.Contains(r.pools.mem, p) {
+		r.pools.mem = append(r.pools.mem, p)
+	}
 	if f := r.pools.fresh; f.Size != 0 && !f.Expandable && f.Addr == ev.Addr && !p.IsDefault() {
 		f.Pool = p
 		r.pools.segs = append(r.pools.segs, f)

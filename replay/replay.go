@@ -118,11 +118,20 @@ type Options struct {
 	// replay by its handle, with no event made or observer called.
 	Annotate bool
 	Left     func(ev *trace.Event)
+	// LeftAt, if set, is called before Left when the model left the
+	// recording by putting the recorded alloc ev at another address, addr.
+	LeftAt func(ev *trace.Event, addr uint64)
 	// InferPools, with Annotate, infers the private pool of every recorded
 	// alloc that the trace does not tag and writes it into the event
 	// (pools.go). It needs the recording's own settings: under others a
 	// disagreement of the model would be taken for a pool.
 	InferPools bool
+	// PoolFlips, with InferPools, names recorded allocs that made a new
+	// segment and whose inferred pool is wrong: one inferred to the
+	// default pools was a private pool's, and the reverse. tracer import
+	// finds them where the model leaves the recording at a later reuse of
+	// the segment (record's decidePools).
+	PoolFlips map[AllocKey]bool
 	// SkipCompare, with Recorded, takes the segments' addresses from the
 	// recording but compares nothing with it (no Mismatches, no
 	// NumMismatches), for a caller that checks what it needs itself: the
@@ -182,6 +191,11 @@ type DeviceResult struct {
 	NumMismatches int
 	// EmptyCaches counts inferred torch.cuda.empty_cache() calls.
 	EmptyCaches int
+	// InferredPools counts the private pools InferPools invented.
+	InferredPools int
+	// Fresh are the recorded allocs whose pool InferPools inferred as
+	// they made a segment, in order.
+	Fresh []FreshAlloc
 	// Events counts the recorded events consumed.
 	Events int64
 }

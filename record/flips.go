@@ -1,0 +1,309 @@
+package record
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+	"github.com/tracer-dev/tracer/trace/torchsnap"
+)
+
+// maxPoolFlips bounds decidePools' passes of each kind: each costs a
+// replay of the device up to its last release.
+const maxPoolFlips = 64
+
+// decidePools is findEmptyCaches deciding the private pools too. The
+// model infers the pool of an alloc that made a segment when it is made
+// (replay's freshPool), and on the legacy default stream, where a
+// torch.cuda.MemPool's allocations come between default-pool ones, the
+// guess can be wrong: a MemPool's first allocation, which no pool had room
+// for, goes to the default pools. It shows later, when an alloc reuses the
+// segment and the model, following the wrong pool, puts it elsewhere.
+// There decidePools flips the inferred pool of the alloc that made the
+// segment (replay.Options.PoolFlips) and decides again, keeping flips that
+// take the model further (a search, below), then checks the pools against
+// the dump and the final releases. The annotation takes the flips, so that
+// every event is written once, with its pool. A recording the model
+// follows with no private pool met needs one pass, as before.
+func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
+	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
+	rows, end, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
+	if err != nil || !inferPools || !end.left && len(end.misplaced) == 0 || end.pools == 0 && len(private.segs) == 0 {
+		// Followed, or left for another reason than a pool: no private
+		// pool was met (garbage collection under a limit the model does
+		// not know, say).
+		return rows, nil, err
+	}
+	// The segment the recording reused may be in another pool than the
+	// model took it for, or the one the model chose instead. A search, depth
+	// first: of the flips that take the model further, the one that goes
+	// furthest first, then the others; it ends at a pass that follows the
+	// recording, or when the passes are spent, with the furthest found.
+	type state struct {
+		rows  []trace.Event
+		end   passEnd
+		flips map[replay.AllocKey]bool
+	}
+	best, passes := state{rows, end, nil}, 0
+	var search func(s state) (bool, error)
+	search = func(s state) (bool, error) {
+		if !s.end.left {
+			return true, nil
+		}
+		makers, err := segmentMakers(d, s.end.ev.Seq, s.end.ev.Addr, s.end.addr)
+		if err != nil {
+			return false, err
+		}
+		var next []state
+		for _, key := range makers {
+			if s.flips[key] || passes == maxPoolFlips {
+				continue
+			}
+			passes++
+			try := maps.Clone(s.flips)
+			if try == nil {
+				try = map[replay.AllocKey]bool{}
+			}
+			try[key] = true
+			r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+			if err != nil {
+				return false, err
+			}
+			if e.further(s.end) {
+				next = append(next, state{r, e, try})
+			}
+		}
+		slices.SortStableFunc(next, func(a, b state) int {
+			if a.end.further(b.end) && !b.end.further(a.end) {
+				return -1
+			}
+			if b.end.further(a.end) && !a.end.further(b.end) {
+				return 1
+			}
+			return a.end.pools - b.end.pools
+		})
+		for _, n := range next {
+			if n.end.further(best.end) {
+				best = n
+			}
+			if done, err := search(n); done || err != nil {
+				return done, err
+			}
+		}
+		return false, nil
+	}
+	if _, err := search(best); err != nil {
+		return nil, nil, err
+	}
+	rows, end, flips := best.rows, best.end, best.flips
+	// Followed to the end, with the labels of two pools swapped: with
+	// expandable segments a MemPool's first reservation, inferred to the
+	// default pools, makes the default pools' look like a new pool's, and
+	// nothing contradicts it until the dump. The pool's first allocation
+	// on a stream came after one inferred to the default pools that made
+	// a segment: flipping that one gives both their pools.
+	for tries := 0; !end.left && len(end.misplaced) > 0 && tries < maxPoolFlips; tries++ {
+		key, ok := swapCandidate(end.fresh, end.misplaced[0], flips)
+		if !ok {
+			break
+		}
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		try[key] = true
+		r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.left || len(e.misplaced) >= len(end.misplaced) {
+			break
+		}
+		rows, end, flips = r, e, try
+	}
+	// A default-pool segment released between two of a private pool's in
+	// one run of releases was the pool's: a MemPool's destruction
+	// releases its segments before the empty_cache() after it releases
+	// the default pools'.
+	for tries := 0; !end.left && tries < maxPoolFlips; tries++ {
+		keys, err := sandwiched(d, end.fresh, flips)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		for _, k := range keys {
+			try[k] = true
+		}
+		r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.left || len(e.misplaced) > len(end.misplaced) {
+			break
+		}
+		rows, end, flips = r, e, try
+	}
+	return rows, flips, nil
+}
+
+// sandwiched returns the allocs of fresh, not yet flipped, inferred to the
+// default pools, whose segments d releases between two segments of one
+// private pool in a run of segment_free events.
+func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay.AllocKey]bool) ([]replay.AllocKey, error) {
+	type release struct {
+		key  replay.AllocKey
+		pool allocator.PoolID
+	}
+	maker := func(ev *trace.Event) (release, bool) {
+		for i := len(fresh) - 1; i >= 0; i-- {
+			if f := fresh[i]; f.Key.Addr == ev.Addr && f.Key.TimeUs <= ev.TimeUs {
+				return release{f.Key, f.Pool}, true
+			}
+		}
+		return release{}, false
+	}
+	var out []replay.AllocKey
+	var run []release
+	settle := func() {
+		for j, r := range run {
+			if !r.pool.IsDefault() || flips[r.key] {
+				continue
+			}
+			for i := range j {
+				p := run[i].pool
+				if !p.IsDefault() && slices.ContainsFunc(run[j+1:], func(x release) bool { return x.pool == p }) {
+					out = append(out, r.key)
+					break
+				}
+			}
+		}
+		run = run[:0]
+	}
+	buf := make([]trace.Event, torchsnap.ChunkSize)
+	for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
+		evs, err := d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf)
+		if err != nil {
+			return nil, err
+		}
+		for i := range evs {
+			if evs[i].Kind != trace.KindSegmentFree {
+				settle()
+				continue
+			}
+			if r, ok := maker(&evs[i]); ok {
+				run = append(run, r)
+			}
+		}
+	}
+	settle()
+	return out, nil
+}
+
+// swapCandidate returns the first alloc of fresh, not yet flipped, that
+// made a segment in the default pools on the stream of private pool p's
+// first one, before it.
+func swapCandidate(fresh []replay.FreshAlloc, p allocator.PoolID, flips map[replay.AllocKey]bool) (replay.AllocKey, bool) {
+	first := slices.IndexFunc(fresh, func(f replay.FreshAlloc) bool { return f.Pool == p })
+	if first < 0 {
+		return replay.AllocKey{}, false
+	}
+	for _, f := range fresh[:first] {
+		if f.Pool.IsDefault() && f.Stream == fresh[first].Stream && !flips[f.Key] {
+			return f.Key, true
+		}
+	}
+	return replay.AllocKey{}, false
+}
+
+// passEnd is how a pass of findEmptyCaches ended: left, where the model
+// left the recording, at the recorded event ev, which it put at addr (0:
+// it could not make it, or satisfied a recorded OOM); pools, the private
+// pools it invented.
+type passEnd struct {
+	left  bool
+	ev    trace.Event
+	addr  uint64
+	pools int
+	// fresh are the allocs that made segments, with their pools;
+	// misplaced, for a pass that replayed the whole recording, the
+	// private pools holding segments the dump says are the default
+	// pools' (one per segment).
+	fresh     []replay.FreshAlloc
+	misplaced []allocator.PoolID
+}
+
+// further reports whether e followed the recording further than f: to
+// its end, to a later event, or to the same one placed elsewhere (a
+// flip that moves the model's choice is progress).
+func (e passEnd) further(f passEnd) bool {
+	switch {
+	case !e.left || !f.left:
+		return !e.left && f.left
+	case e.ev.Seq != f.ev.Seq:
+		return e.ev.Seq > f.ev.Seq
+	}
+	return e.addr != f.addr
+}
+
+// segmentMakers returns, for each of addrs, the recorded alloc that made
+// the recorded segment holding it just before d's event seq: the alloc
+// right after the segment's segment_alloc. An address that no recorded
+// segment holds (a reconstructed one, an expandable segment's mapping)
+// has none.
+func segmentMakers(d *torchsnap.Device, seq int64, addrs ...uint64) ([]replay.AllocKey, error) {
+	type seg struct {
+		addr, end uint64
+		maker     replay.AllocKey
+	}
+	var segs []seg
+	var buf []trace.Event
+	fresh := -1 // the segment the last event allocated
+	for lo := int64(0); lo < seq && lo < d.Len(); lo += torchsnap.ChunkSize {
+		hi := min(d.Len(), lo+torchsnap.ChunkSize, seq)
+		if buf == nil {
+			buf = make([]trace.Event, torchsnap.ChunkSize)
+		}
+		evs, err := d.Chunk(lo, hi, buf)
+		if err != nil {
+			return nil, err
+		}
+		for i := range evs {
+			ev := &evs[i]
+			switch ev.Kind {
+			case trace.KindSegmentAlloc:
+				segs = append(segs, seg{addr: ev.Addr, end: ev.Addr + uint64(ev.Size)})
+				fresh = len(segs) - 1
+				continue
+			case trace.KindSegmentFree:
+				for j := range segs {
+					if segs[j].addr == ev.Addr {
+						segs = append(segs[:j], segs[j+1:]...)
+						break
+					}
+				}
+			case trace.KindAlloc:
+				if fresh >= 0 && segs[fresh].addr == ev.Addr {
+					segs[fresh].maker = replay.AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
+				}
+			}
+			fresh = -1
+		}
+	}
+	var out []replay.AllocKey
+	for _, a := range addrs {
+		for _, s := range segs {
+			if a >= s.addr && a < s.end && s.maker != (replay.AllocKey{}) && !slices.Contains(out, s.maker) {
+				out = append(out, s.maker)
+			}
+		}
+	}
+	return out, nil
+}
