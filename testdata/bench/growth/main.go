@@ -86,7 +86,7 @@ func main() {
 			if ax.workload != nil {
 				in := base + ".workload"
 				write(in, ax.workload(size))
-				args := []string{"record", "--workload", in, "--device", "sim", "-o", tr}
+				args := []string{"record", "--workload", in, "--device", "sim", "--sim-memory", "64TiB", "-o", tr}
 				if ax.conf != "" {
 					args = append(args, "--conf", ax.conf)
 				}
