@@ -27,7 +27,7 @@ var axes = []axis{
 	{name: "20MiB-freed-empty-cache-expandable", base: 2000, conf: "expandable_segments:True", workload: emptyCache(false)},
 	{name: "expandable-free-half-refill", base: 2000, conf: "expandable_segments:True", workload: emptyCache(true)},
 	{name: "cross-stream-frees", base: 20000, workload: crossStream},
-	{name: "streams", base: 2000, workload: streams},
+	{name: "streams", base: 1000, workload: streams},
 	{name: "sizes-growing-past-largest-free", base: 1000, workload: growingSizes},
 	{name: "plateaus", base: 10000, workload: plateaus},
 	{name: "segment-churn", base: 2000, workload: segmentChurn},

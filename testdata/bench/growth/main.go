@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -129,6 +130,10 @@ func main() {
 			for _, d := range ts {
 				cells = append(cells, fmt.Sprintf("%.3f", d.Seconds()))
 			}
+			if slices.Contains(ts[:], -1) {
+				fmt.Printf("| %s | %d | %s | failed (see stderr) | | |\n", ax.name, n, cmd)
+				continue
+			}
 			exp, slope := growth(ts)
 			mark := ""
 			if exp > 1.1 {
@@ -159,8 +164,8 @@ type timer struct {
 	wall bool
 }
 
-// time runs tracer with args t.runs times and returns the least time; a
-// failed run stops the program with its output.
+// time runs tracer with args t.runs times and returns the least time, or
+// -1 after saying on stderr why a run failed.
 func (t timer) time(args ...string) time.Duration {
 	var best time.Duration
 	for range t.runs {
@@ -171,7 +176,8 @@ func (t timer) time(args ...string) time.Duration {
 		err := cmd.Run()
 		d := time.Since(start)
 		if err != nil {
-			fatal("tracer %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
+			fmt.Fprintf(os.Stderr, "growth: tracer %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
+			return -1
 		}
 		if !t.wall {
 			d = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
