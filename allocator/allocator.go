@@ -109,6 +109,7 @@ type Allocator struct {
 	small    *blockPool
 	large    *blockPool
 	private  map[PoolID]*privatePool
+	freeable map[PoolID]*privatePool // the private pools without uses (graph_pools_freeable): the ones empty_cache visits
 	captures []capture
 	exps     []*expSegment
 	pools    []*blockPool  // every pool, by poolIdx

@@ -116,6 +116,7 @@ func (a *Allocator) BeginAllocateToPool(id PoolID, filter func(stream uint64) bo
 		a.private[id] = pp
 	}
 	pp.useCount++
+	delete(a.freeable, id)
 	a.captures = append(a.captures, capture{id: id, filter: filter})
 	a.sink.room = 0 // a private pool exists: events take sinkEvent, which checks pools
 }
@@ -135,6 +136,12 @@ func (a *Allocator) EndAllocateToPool(id PoolID) {
 func (a *Allocator) ReleasePool(id PoolID) {
 	if pp := a.private[id]; pp != nil && pp.useCount > 0 {
 		pp.useCount--
+		if pp.useCount == 0 {
+			if a.freeable == nil {
+				a.freeable = make(map[PoolID]*privatePool)
+			}
+			a.freeable[id] = pp
+		}
 	}
 }
 

@@ -74,6 +74,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 		a.pools = a.pools[:2]
 	}
 	clear(a.private)
+	clear(a.freeable)
 	clear(a.captures) // drops the filters
 	a.captures = a.captures[:0]
 	clear(a.exps)

@@ -124,11 +124,8 @@ func (a *Allocator) releaseCached(id PoolID) error {
 			return err
 		}
 	}
-	for _, pid := range a.sortedPrivate() {
-		pp := a.private[pid]
-		if pp.useCount > 0 || (!id.IsDefault() && pid != id) {
-			continue
-		}
+	for _, pid := range a.sortedFreeable(id) {
+		pp := a.freeable[pid]
 		if !id.IsDefault() {
 			a.syncPoolEvents(pp)
 		}
@@ -140,6 +137,7 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		}
 		if pp.mallocCount == 0 && !a.hasExpandable(pp) {
 			delete(a.private, pid)
+			delete(a.freeable, pid)
 		}
 	}
 	return nil

@@ -80,16 +80,44 @@ func (a *Allocator) Segments() []SegmentInfo {
 	return out
 }
 
+// poolWork counts the private pools sortedFreeable returns, for the test
+// that bounds the work of an empty_cache.
+var poolWork int
+
+// sortedFreeable returns the private pools without uses that an
+// empty_cache of pool id visits, by id: all of them for the default pool,
+// else id alone if it is freeable. The pools in use (every pool a replay
+// holds, one per CUDA graph) are never looked at, so that an empty_cache
+// per capture costs the freeable pools, not all pools made so far.
+func (a *Allocator) sortedFreeable(id PoolID) []PoolID {
+	if !id.IsDefault() {
+		if a.freeable[id] == nil {
+			return nil
+		}
+		poolWork++
+		return []PoolID{id}
+	}
+	ids := make([]PoolID, 0, len(a.freeable))
+	for pid := range a.freeable {
+		ids = append(ids, pid)
+	}
+	poolWork += len(ids)
+	slices.SortFunc(ids, comparePools)
+	return ids
+}
+
+func comparePools(x, y PoolID) int {
+	if c := cmp.Compare(x.A, y.A); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.B, y.B)
+}
+
 func (a *Allocator) sortedPrivate() []PoolID {
 	ids := make([]PoolID, 0, len(a.private))
 	for id := range a.private {
 		ids = append(ids, id)
 	}
-	slices.SortFunc(ids, func(x, y PoolID) int {
-		if c := cmp.Compare(x.A, y.A); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.B, y.B)
-	})
+	slices.SortFunc(ids, comparePools)
 	return ids
 }

@@ -1,0 +1,201 @@
+// Command growth times every tracer command on each axis of issue 22 at n,
+// 2n, 4n and 8n and prints a Markdown table of the seconds and the growth:
+// the exponent log2(t8n/t4n) and the least-squares slope of log t on log n
+// (1 is linear). Run from the repository root:
+//
+//	go run ./testdata/bench/growth [-runs 3] [-axes REGEXP] [-cmds REGEXP] [-scale 1]
+//
+// It builds tracer once, writes each axis's input (a workload, or a JSON
+// snapshot) into a temporary folder, records or imports it into a trace,
+// and times record or import, replay, analyze, plot (peak and segments) and
+// info on it. A time is the least of -runs runs of the command's CPU time
+// (user + system; -clock wall for the wall clock): the least is the run the
+// shared machine disturbed least.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	runs := flag.Int("runs", 3, "runs of each command at each size; the least time is kept")
+	axesRE := flag.String("axes", "", "only the axes whose name matches this regexp")
+	cmdsRE := flag.String("cmds", "", "only the commands whose name matches this regexp")
+	scale := flag.Float64("scale", 1, "multiply every axis's n by this")
+	clock := flag.String("clock", "cpu", "cpu (user + system time of the command) or wall")
+	bin := flag.String("tracer", "", "the tracer binary to time (default: built from ./cmd/tracer)")
+	keep := flag.Bool("keep", false, "keep the folder of inputs and outputs, and print its path")
+	flag.Parse()
+	if *clock != "cpu" && *clock != "wall" {
+		fatal("-clock must be cpu or wall")
+	}
+	onlyAxes, err := regexp.Compile(*axesRE)
+	if err != nil {
+		fatal("-axes: %v", err)
+	}
+	onlyCmds, err := regexp.Compile(*cmdsRE)
+	if err != nil {
+		fatal("-cmds: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "tracer-growth-")
+	if err != nil {
+		fatal("%v", err)
+	}
+	if *keep {
+		fmt.Fprintln(os.Stderr, "inputs and outputs in", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if *bin == "" {
+		*bin = filepath.Join(dir, "tracer")
+		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/tracer").CombinedOutput(); err != nil {
+			fatal("go build ./cmd/tracer: %v\n%s", err, out)
+		}
+	}
+	t := timer{bin: *bin, runs: *runs, wall: *clock == "wall"}
+
+	fmt.Printf("| axis | n | command | seconds at n, 2n, 4n, 8n (%s, least of %d) | exponent | slope |\n", *clock, *runs)
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, ax := range axes {
+		if !onlyAxes.MatchString(ax.name) {
+			continue
+		}
+		n := int(math.Round(float64(ax.base) * *scale))
+		rows := map[string]*[4]time.Duration{}
+		var order []string
+		add := func(cmd string, k int, d time.Duration) {
+			if rows[cmd] == nil {
+				rows[cmd] = new([4]time.Duration)
+				order = append(order, cmd)
+			}
+			rows[cmd][k] = d
+		}
+		for k := range 4 {
+			size := n << k
+			base := filepath.Join(dir, fmt.Sprintf("%s-%d", ax.name, size))
+			tr := base + ".arrows"
+			if ax.workload != nil {
+				in := base + ".workload"
+				write(in, ax.workload(size))
+				args := []string{"record", "--workload", in, "--device", "sim", "--sim-memory", "64TiB", "-o", tr}
+				if ax.conf != "" {
+					args = append(args, "--conf", ax.conf)
+				}
+				add("record --workload", k, t.time(args...))
+			} else {
+				in := base + ".json"
+				write(in, ax.snapshot(size))
+				add("import", k, t.time("import", in, "-o", tr))
+			}
+			cmds := []struct {
+				name string
+				args []string
+			}{
+				{"replay", []string{"replay", tr}},
+				{"replay --round 4096", []string{"replay", tr, "--round", "4096"}},
+				{"analyze", []string{"analyze", tr}},
+				{"analyze --json --timeline", []string{"analyze", tr, "--json", "--timeline"}},
+				{"plot peak", []string{"plot", base + "-peak.png", tr}},
+				{"plot segments", []string{"plot", base + "-segments.png", tr, "--kind", "segments"}},
+				{"info", []string{"info", tr}},
+			}
+			for _, c := range cmds {
+				if onlyCmds.MatchString(c.name) {
+					add(c.name, k, t.time(c.args...))
+				}
+			}
+			if !*keep {
+				matches, _ := filepath.Glob(base + "*")
+				for _, m := range matches {
+					os.Remove(m)
+				}
+			}
+		}
+		for _, cmd := range order {
+			if !onlyCmds.MatchString(cmd) && cmd != "record --workload" && cmd != "import" {
+				continue
+			}
+			ts := rows[cmd]
+			var cells []string
+			for _, d := range ts {
+				cells = append(cells, fmt.Sprintf("%.3f", d.Seconds()))
+			}
+			if slices.Contains(ts[:], -1) {
+				fmt.Printf("| %s | %d | %s | failed (see stderr) | | |\n", ax.name, n, cmd)
+				continue
+			}
+			exp, slope := growth(ts)
+			mark := ""
+			if exp > 1.1 {
+				mark = " **>1.1**"
+			}
+			fmt.Printf("| %s | %d | %s | %s | %.2f%s | %.2f |\n", ax.name, n, cmd, strings.Join(cells, " / "), exp, mark, slope)
+		}
+	}
+}
+
+// growth returns log2(t8n/t4n) and the least-squares slope of log2 t on
+// log2 n over the four sizes.
+func growth(ts *[4]time.Duration) (exp, slope float64) {
+	var sy, sxy float64
+	for k, d := range ts {
+		y := math.Log2(float64(d) + 1)
+		sy += y
+		sxy += float64(k) * y
+	}
+	// x = 0..3: mean 1.5, sum of squared deviations 5.
+	return math.Log2((float64(ts[3]) + 1) / (float64(ts[2]) + 1)), (sxy - 1.5*sy) / 5
+}
+
+// timer runs tracer commands and keeps the least time of runs.
+type timer struct {
+	bin  string
+	runs int
+	wall bool
+}
+
+// time runs tracer with args t.runs times and returns the least time, or
+// -1 after saying on stderr why a run failed.
+func (t timer) time(args ...string) time.Duration {
+	var best time.Duration
+	for range t.runs {
+		cmd := exec.Command(t.bin, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = nil, &out
+		start := time.Now()
+		err := cmd.Run()
+		d := time.Since(start)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "growth: tracer %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
+			return -1
+		}
+		if !t.wall {
+			d = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	return best
+}
+
+func write(path, s string) {
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		fatal("%v", err)
+	}
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "growth: "+format+"\n", args...)
+	os.Exit(1)
+}
