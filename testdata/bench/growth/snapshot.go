@@ -86,19 +86,20 @@ func privatePools(n int) string {
 
 // wrapped: a history that lost its start (the ring buffer wrapped): n
 // segments it never saw allocated, each with a live 1 MiB block from
-// before the history and a second one the history frees; then a block
-// allocated and freed in each.
+// before the history and a second one the history frees and allocates
+// again (the only free block then: the model's choice too); then the
+// second blocks freed.
 func wrapped(n int) string {
 	var s snap
 	at := func(i int) uint64 { return snapBase + uint64(i)*2*mib }
 	for i := range n {
 		s.event("free_requested", at(i)+mib, mib)
 		s.event("free_completed", at(i)+mib, mib)
+		s.event("alloc", at(i)+mib, mib)
 	}
 	for i := range n {
-		s.event("alloc", at(i)+mib, 512*1024)
-		s.event("free_requested", at(i)+mib, 512*1024)
-		s.event("free_completed", at(i)+mib, 512*1024)
+		s.event("free_requested", at(i)+mib, mib)
+		s.event("free_completed", at(i)+mib, mib)
 	}
 	for i := range n {
 		s.segment(at(i), 2*mib, [2]uint64{}, []block{{at(i), mib, true}, {at(i) + mib, mib, false}})
@@ -106,27 +107,29 @@ func wrapped(n int) string {
 	return s.String()
 }
 
-// snapChurn: n segments allocated, then n segments allocated, used and
-// released below all of them, each the lowest by address.
+// snapChurn: n 2 MiB segments allocated with a 512-byte block each, then
+// n segments allocated, used and released below all of them, each the
+// lowest by address. (At 8n the live segments take 64 GiB: past the
+// replay's 80 GiB device the model would go out of memory.)
 func snapChurn(n int) string {
 	var s snap
-	top := uint64(snapBase) + uint64(n)*20*mib
+	top := uint64(snapBase) + uint64(n)*2*mib
 	for i := range n {
-		a := top + uint64(i)*20*mib
-		s.event("segment_alloc", a, 20*mib)
-		s.event("alloc", a, 12*mib)
+		a := top + uint64(i)*2*mib
+		s.event("segment_alloc", a, 2*mib)
+		s.event("alloc", a, 512)
 	}
 	for i := range n {
-		a := top - uint64(i+1)*20*mib
-		s.event("segment_alloc", a, 20*mib)
-		s.event("alloc", a, 12*mib)
-		s.event("free_requested", a, 12*mib)
-		s.event("free_completed", a, 12*mib)
-		s.event("segment_free", a, 20*mib)
+		a := top - uint64(i+1)*2*mib
+		s.event("segment_alloc", a, 2*mib)
+		s.event("alloc", a, 512)
+		s.event("free_requested", a, 512)
+		s.event("free_completed", a, 512)
+		s.event("segment_free", a, 2*mib)
 	}
 	for i := range n {
-		a := top + uint64(i)*20*mib
-		s.segment(a, 20*mib, [2]uint64{}, []block{{a, 12 * mib, true}, {a + 12*mib, 8 * mib, false}})
+		a := top + uint64(i)*2*mib
+		s.segment(a, 2*mib, [2]uint64{}, []block{{a, 512, true}, {a + 512, 2*mib - 512, false}})
 	}
 	return s.String()
 }
