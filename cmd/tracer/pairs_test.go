@@ -407,10 +407,11 @@ func followsFreeOrder(key string) bool { return strings.HasPrefix(key, "inactive
 func noKey(string) bool { return false }
 
 // pairsSummary is the matrix's count line.
-func pairsSummary(exact, cells, withAddrs, orderOnly int) string {
+func pairsSummary(exact, cells, withAddrs, orderOnly, oomMet int) string {
 	return fmt.Sprintf("%d of %d pairs exact; %d more exact where the replay is given the real run's segment addresses; "+
 		"%d more, whose program freed tensors in another order, exact (given the real addresses where needed) on every key "+
-		"but the inactive_split counts that follow that order.\n", exact, cells, withAddrs, orderOnly)
+		"but the inactive_split counts that follow that order; in %d more, whose run died of an OOM, the replay meets that "+
+		"OOM at the same allocation.\n", exact, cells, withAddrs, orderOnly, oomMet)
 }
 
 // summarizeKeys names differing keys by family (allocated_bytes, segment, ...)
@@ -451,7 +452,7 @@ func TestPairs(t *testing.T) {
 	all.WriteString("| program | recorded → replayed | result |\n|---|---|---|\n")
 	settings := []string{"default", "expandable", "split64", "pow2div4", "pow2list", "gc60", "retry", "expsplit", "lseg30"}
 	fromDefaults.WriteString("| program | " + strings.Join(settings, " | ") + " |\n|---" + strings.Repeat("|---", len(settings)) + "|\n")
-	exact, withAddrs, orderOnly, cells := 0, 0, 0, 0
+	exact, withAddrs, orderOnly, oomMet, cells := 0, 0, 0, 0, 0
 	for _, p := range programs {
 		runs := byProgram[p]
 		short := map[string]string{}
@@ -460,6 +461,10 @@ func TestPairs(t *testing.T) {
 				cell, differ := pairCell(t, a, bb)
 				brief := ""
 				switch {
+				case bb.err != "" && a.err == "" && oomProblem(t, a, bb) == "":
+					// The run died of an OOM; its requests are a prefix.
+					oomMet++
+					cell, brief = "the run died of an OOM, which the replay meets at the same allocation", "OOM met"
 				case !sameRequests(a.requests, bb.requests):
 					cell, brief = "requests differ (the program's requests depend on the allocator): "+cell, "requests differ"
 				case cell != "exact" && !slices.Equal(a.requests, bb.requests):
@@ -520,14 +525,15 @@ func TestPairs(t *testing.T) {
 	b.WriteString("the same requests, but the program freed some tensors between two allocations in another order (a collection\n")
 	b.WriteString("freed in an order that varies from run to run), which the replay, following the recorded run, cannot know;\n")
 	b.WriteString("\"exact but free order\": every key but the inactive_split counts, which follow that order (two real runs under\n")
-	b.WriteString("one setting differ in them too), and \"addresses, free order\" the same given the real addresses; –: no such run.\n\n")
-	b.WriteString(pairsSummary(exact, cells, withAddrs, orderOnly) + "\n")
+	b.WriteString("one setting differ in them too), and \"addresses, free order\" the same given the real addresses; \"OOM met\": the\n")
+	b.WriteString("run died of an uncaught OOM and the replay meets it at the same allocation, for the same bytes; –: no such run.\n\n")
+	b.WriteString(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet) + "\n")
 	b.WriteString("## The run under defaults, replayed under each setting\n\n")
 	b.WriteString(fromDefaults.String())
 	b.WriteString("\n## Every pair\n\n")
 	b.WriteString(all.String())
-	t.Log(pairsSummary(exact, cells, withAddrs, orderOnly))
-	syncReadme(t, pairsSummary(exact, cells, withAddrs, orderOnly)+"\n"+fromDefaults.String())
+	t.Log(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet))
+	syncReadme(t, pairsSummary(exact, cells, withAddrs, orderOnly, oomMet)+"\n"+fromDefaults.String())
 	path := filepath.Join(pairsDir, "matrix.md")
 	if *updatePairs {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -670,4 +676,102 @@ func TestFreeOrderKeys(t *testing.T) {
 			t.Errorf("%s and %s agree on every key: the free order left no trace", first, again)
 		}
 	}
+}
+
+// TestPairsOOM checks the OOMs the replay predicts against runs that died
+// of one: where a program's run under a limit ended in an uncaught OOM (its
+// requests are then a prefix of the others' runs), replaying each other
+// run under that run's settings and limit must meet its first OOM at the
+// same allocation, for the same bytes.
+func TestPairsOOM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports and replays every pair")
+	}
+	// Replays the matrix already shows wrong for a reason of their own:
+	// mempool's run under gc60 frees pool segments the import cannot yet
+	// tell apart (issue 21, item 5). One that starts to pass fails the test,
+	// so that the list is kept true.
+	knownGaps := map[string]bool{"mempool gc60 → retry": true}
+	checked := 0
+	for program, runs := range loadPairRuns(t) {
+		for _, a := range runs {
+			for _, b := range runs {
+				if a.err != "" || b.err == "" {
+					continue
+				}
+				name := fmt.Sprintf("%s %s → %s", program, a.tag, b.tag)
+				problem := oomProblem(t, a, b)
+				switch {
+				case knownGaps[name] && problem == "":
+					t.Errorf("%s: meets the OOM now; drop it from knownGaps", name)
+				case knownGaps[name]:
+				case problem != "":
+					t.Errorf("%s: %s", name, problem)
+				default:
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("%d replays under the settings of a run that died of an OOM: each met its first OOM where the real run did", checked)
+	if checked == 0 {
+		t.Error("no run died of an OOM: nothing checked")
+	}
+}
+
+// oomProblem replays a under the settings and limit of b, a run that died
+// of an uncaught OOM, and says how the replay's first OOM differs from b's:
+// "" when it comes at the same allocation, for the same bytes.
+func oomProblem(t *testing.T, a, b *pairRun) string {
+	want, wantSize := allocsBeforeOOM(b.events, b.device)
+	if want < 0 {
+		return "the run died of an OOM that its snapshot does not show"
+	}
+	args := []string{"replay", a.trace, "--json", "--from-defaults", "--conf", b.conf, "--limit", strconv.FormatInt(b.limit, 10)}
+	code, stdout, stderr := tracer(t, args...)
+	if code != 0 {
+		return fmt.Sprintf("%s: exit %d: %s", strings.Join(args, " "), code, firstLine(stderr))
+	}
+	var out struct {
+		OOMs []struct {
+			Seq  int64 `json:"seq"`
+			Size int64 `json:"size"`
+		} `json:"ooms"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.OOMs) == 0 {
+		return fmt.Sprintf("no OOM; the real run met one after %d allocations", want)
+	}
+	first := out.OOMs[0]
+	got := 0
+	for _, ev := range a.events[:first.Seq] {
+		if ev.Device == a.device && ev.Kind == trace.KindAlloc {
+			got++
+		}
+	}
+	// The OOM event holds the request rounded as PyTorch does (512 bytes
+	// under these settings); the replay reports it as asked.
+	if got != want || (first.Size+511)/512*512 != wantSize {
+		return fmt.Sprintf("first OOM after %d allocations, for %d bytes; the real run's after %d, for %d", got, first.Size, want, wantSize)
+	}
+	return ""
+}
+
+// allocsBeforeOOM counts a device's allocations before its first OOM and
+// gives that OOM's size; -1 when there is none.
+func allocsBeforeOOM(events []trace.Event, device int32) (n int, size int64) {
+	for _, ev := range events {
+		if ev.Device != device {
+			continue
+		}
+		switch ev.Kind {
+		case trace.KindAlloc:
+			n++
+		case trace.KindOOM:
+			return n, ev.Size
+		}
+	}
+	return -1, 0
 }
