@@ -67,6 +67,9 @@ type Timeline struct {
 	// since T0Us, else the event index.
 	HasTime bool  `json:"has_time"`
 	T0Us    int64 `json:"t0_us"`
+	// Phases are the runs of events in each phase (Summary.Phases), at most
+	// a few thousand: past that, neighbours merge. Absent without phases.
+	Phases []PhaseSpan `json:"phases,omitempty"`
 }
 
 // numInt is the number of integer (byte) series; ExternalRatio is the one
