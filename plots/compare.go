@@ -41,6 +41,7 @@ func Compare(runs []Run, opt Options) (*plot.Plot, error) {
 	}
 	first := tls[0]
 	p := newPlot(title, first.XLabel(), "reserved memory ("+unit+")")
+	phases := markPhases(p, runs[0].Summary, first) // replays keep the recorded phases
 	ref := newBand(first, analysis.Allocated, div, grey)
 	p.Add(ref)
 	for i, r := range runs {
@@ -60,7 +61,7 @@ func Compare(runs []Run, opt Options) (*plot.Plot, error) {
 		p.Legend.Add(fmt.Sprintf("%s: peak %s", r.Label, r.Summary.Peaks.Reserved.Bytes), l)
 	}
 	p.Legend.Add(fmt.Sprintf("allocated (%s), peak %s", runs[0].Label, runs[0].Summary.Peaks.Allocated.Bytes), ref)
-	headroom(p, float64(top)/div, len(runs)+1)
+	headroom(p, float64(top)/div, len(runs)+1+phases.legend(p))
 	p.X.Min = 0
 	return p, nil
 }

@@ -105,7 +105,7 @@ func replayed(conf string) *analysis.Summary {
 		log.Fatal(err)
 	}
 	defer rd.Close()
-	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack})
+	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack, Annotations: rd.Meta().Annotations})
 	if conf == "recorded" {
 		for rd.Next() {
 			s.Event(rd.Event())

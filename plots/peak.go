@@ -28,6 +28,7 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 			sum.Peaks.Allocated.Bytes, sum.Peaks.Reserved.Bytes)
 	}
 	p := newPlot(title, tl.XLabel(), "memory ("+unit+")")
+	phases := markPhases(p, sum, tl)
 
 	// Allocated is a band from each bucket's minimum to its maximum; active
 	// and requested, close to it, are lines along their maxima; reserved,
@@ -52,6 +53,7 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	p.Legend.Add("active max (allocated + pending free)", act)
 	p.Legend.Add("allocated (min to max)", alloc)
 	p.Legend.Add("requested max (before rounding)", req)
+	legend := 4 + phases.legend(p)
 
 	for _, m := range []struct {
 		pk analysis.Peak
@@ -68,7 +70,7 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	// peak marks, where they would collide when the peaks are close.
 	box := infoBox(sum, tl, opt.Sites)
 	p.Add(box)
-	lines := max(4, len(box.Lines))
+	lines := max(legend, len(box.Lines))
 	headroom(p, float64(top)/div, lines)
 	p.X.Min = 0
 	return p, nil
