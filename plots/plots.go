@@ -79,13 +79,14 @@ func Save(p *plot.Plot, path string) error {
 
 // render draws p at Width×Height in format. An SVG embeds its fonts, so a
 // viewer without Liberation Sans does not fall back to a wider font that
-// runs off the box drawn for the text; a PDF's text is written in the code
+// runs off the box drawn for the text, and keeps its spaces (svgCanvas); a
+// PDF's text is written in the code
 // page its embedded fonts use (cp1252canvas).
 func render(p *plot.Plot, format string) (io.WriterTo, error) {
 	switch format {
 	case "svg":
 		c := vgsvg.NewWith(vgsvg.UseWH(Width, Height), vgsvg.EmbedFonts(true))
-		p.Draw(draw.New(c))
+		p.Draw(draw.New(svgCanvas{c}))
 		return c, nil
 	case "pdf":
 		c := vgpdf.New(Width, Height)
@@ -104,6 +105,25 @@ type cp1252canvas struct{ *vgpdf.Canvas }
 // FillString implements vg.Canvas.
 func (c cp1252canvas) FillString(f font.Face, pt vg.Point, s string) {
 	c.Canvas.FillString(f, pt, toCP1252(s))
+}
+
+// svgCanvas is an SVG canvas whose text keeps runs of spaces, which
+// aligns columns in text boxes: SVG collapses them, so each space after
+// another is written as a no-break space, as wide in the font.
+type svgCanvas struct{ *vgsvg.Canvas }
+
+// FillString implements vg.Canvas.
+func (c svgCanvas) FillString(f font.Face, pt vg.Point, s string) {
+	if strings.Contains(s, "  ") || strings.HasPrefix(s, " ") {
+		b := []rune(s)
+		for i := range b {
+			if b[i] == ' ' && (i == 0 || b[i-1] == ' ' || b[i-1] == '\u00a0') {
+				b[i] = '\u00a0'
+			}
+		}
+		s = string(b)
+	}
+	c.Canvas.FillString(f, pt, s)
 }
 
 // cp1252high are the runes of code page 1252's bytes 0x80 to 0x9F (0 where
