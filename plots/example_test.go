@@ -146,7 +146,11 @@ func ExampleSegments_mlpTrain() {
 func ExampleCompare_mlpTrain() {
 	var runs []plots.Run
 	for _, conf := range []string{"recorded", "expandable_segments:True", "roundup_power2_divisions:4", "max_split_size_mb:20"} {
-		runs = append(runs, plots.Run{Label: conf, Summary: replayed(conf)})
+		label := conf
+		if conf == "recorded" {
+			label = "recorded (defaults)" // as tracer plot labels it
+		}
+		runs = append(runs, plots.Run{Label: label, Summary: replayed(conf)})
 	}
 	// By event: the run idles 5 s first. Runs differ by a few segment
 	// events, so their event indices align closely, not exactly.
