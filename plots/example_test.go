@@ -162,3 +162,15 @@ func ExampleCompare_mlpTrain() {
 		log.Fatal(err)
 	}
 }
+
+// ExampleSegments_expandable draws the sample replayed with expandable
+// segments: one range per pool, two bars, each whole.
+func ExampleSegments_expandable() {
+	p, err := plots.Segments(replayed("expandable_segments:True"), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/segments_expandable.png"); err != nil {
+		log.Fatal(err)
+	}
+}

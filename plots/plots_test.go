@@ -28,6 +28,9 @@ func TestPeak_mlpTrain(t *testing.T) {
 func TestSegments_mlpTrain(t *testing.T) {
 	cmpimg.CheckPlot(ExampleSegments_mlpTrain, t, "segments_mlp_train.png")
 }
+func TestSegments_expandable(t *testing.T) {
+	cmpimg.CheckPlot(ExampleSegments_expandable, t, "segments_expandable.png")
+}
 func TestCompare_mlpTrain(t *testing.T) {
 	cmpimg.CheckPlot(ExampleCompare_mlpTrain, t, "compare_mlp_train.png")
 }
