@@ -34,6 +34,9 @@ func Compare(runs []Run, opt Options) (*plot.Plot, error) {
 		tls[i] = tl
 		top = max(top, r.Summary.Peaks.Reserved.Bytes)
 	}
+	for _, tl := range tls[1:] {
+		tl.TimeUnit = tls[0].TimeUnit // one axis
+	}
 	div, unit := analysis.Unit(int64(top))
 	title := opt.Title
 	if title == "" {
@@ -44,6 +47,7 @@ func Compare(runs []Run, opt Options) (*plot.Plot, error) {
 	phases := markPhases(p, runs[0].Summary, first) // replays keep the recorded phases
 	ref := newBand(first, analysis.Allocated, div, grey)
 	p.Add(ref)
+	ooms := 0 // legend lines
 	for i, r := range runs {
 		c := palette[i%len(palette)]
 		var dashes []vg.Length
@@ -66,9 +70,13 @@ func Compare(runs []Run, opt Options) (*plot.Plot, error) {
 		}
 		p.Add(l)
 		p.Legend.Add(label, l)
+		if m := markOOMs(p, r.Summary, tls[i], div, c); m != nil {
+			p.Legend.Add(r.Label+": "+oomLabel(r.Summary, tls[i]), m)
+			ooms++
+		}
 	}
 	p.Legend.Add(fmt.Sprintf("allocated, %s: peak %s", runs[0].Label, runs[0].Summary.Peaks.Allocated.Bytes), ref)
-	headroom(p, float64(top)/div, len(runs)+1+phases.legend(p))
+	headroom(p, float64(top)/div, len(runs)+1+ooms+phases.legend(p))
 	p.X.Min = 0
 	return p, nil
 }

@@ -48,6 +48,10 @@ func Fragmentation(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	p.Legend.Add("inactive split: free beside live blocks (max)", split)
 	p.Legend.Add("internal: active - requested, rounding (max)", internal)
 	legend := 4 + phases.legend(p)
+	if m := markOOMs(p, sum, tl, div, black); m != nil {
+		p.Legend.Add(oomLabel(sum, tl), m)
+		legend++
+	}
 
 	lines := []string{
 		fmt.Sprintf("GMLake 1 - peak active / peak reserved: %.1f%%", 100*f.GMLake),

@@ -54,6 +54,10 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	p.Legend.Add("allocated (min to max)", alloc)
 	p.Legend.Add("requested max (before rounding)", req)
 	legend := 4 + phases.legend(p)
+	if m := markOOMs(p, sum, tl, div, black); m != nil {
+		p.Legend.Add(oomLabel(sum, tl), m)
+		legend++
+	}
 
 	for _, m := range []struct {
 		pk analysis.Peak
@@ -90,7 +94,7 @@ func markPeak(p *plot.Plot, tl *analysis.Timeline, pk analysis.Peak, div float64
 // xText formats a moment as the x axis does.
 func xText(tl *analysis.Timeline, pk analysis.Peak) string {
 	if tl.HasTime {
-		return fmt.Sprintf("%.3g s", peakX(tl, pk))
+		return analysis.Duration(max(pk.TimeUs-tl.T0Us, 0))
 	}
 	return fmt.Sprintf("event %d", pk.Event)
 }

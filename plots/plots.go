@@ -221,7 +221,20 @@ func timeline(sum *analysis.Summary, opt Options) (*analysis.Timeline, error) {
 	if opt.ByEvent {
 		tl.HasTime = false
 	}
+	tl.TimeUnit = timeUnit(tl.SpanUs())
 	return &tl, nil
+}
+
+// timeUnit is the unit of a time axis that spans spanUs: seconds from 1 s,
+// milliseconds from 1 ms, else microseconds.
+func timeUnit(spanUs int64) string {
+	switch {
+	case spanUs >= 1e6:
+		return "s"
+	case spanUs >= 1e3:
+		return "ms"
+	}
+	return "µs"
 }
 
 // peakX is the x coordinate of a peak on tl.

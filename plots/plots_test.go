@@ -34,7 +34,11 @@ func TestSegments_expandable(t *testing.T) {
 func TestCompare_mlpTrain(t *testing.T) {
 	cmpimg.CheckPlot(ExampleCompare_mlpTrain, t, "compare_mlp_train.png")
 }
-func TestCompare(t *testing.T) { cmpimg.CheckPlot(ExampleCompare, t, "compare.png") }
+func TestCompare(t *testing.T)  { cmpimg.CheckPlot(ExampleCompare, t, "compare.png") }
+func TestPeak_oom(t *testing.T) { cmpimg.CheckPlot(ExamplePeak_oom, t, "peak_oom.png") }
+func TestCompare_oom(t *testing.T) {
+	cmpimg.CheckPlot(ExampleCompare_oom, t, "compare_oom.png")
+}
 
 func TestSave_formats(t *testing.T) {
 	p, err := plots.Peak(summary(), plots.Options{})

@@ -73,3 +73,11 @@ func TestToCP1252(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeUnit(t *testing.T) {
+	for span, want := range map[int64]string{0: "µs", 999: "µs", 1000: "ms", 34_170: "ms", 999_999: "ms", 1_000_000: "s", 5_530_000: "s"} {
+		if got := timeUnit(span); got != want {
+			t.Errorf("timeUnit(%d µs) = %q, want %q", span, got, want)
+		}
+	}
+}
