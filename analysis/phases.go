@@ -31,7 +31,7 @@ type Phase struct {
 // Names of the phases that are not a scope.
 const (
 	OutsidePhases        = "(outside any scope)"
-	BeforeRecordingPhase = "(live before the recording began)"
+	BeforeRecordingPhase = "(before the recording)"
 )
 
 // PhaseSpan is a run of consecutive events in one phase, for plots:
@@ -132,9 +132,7 @@ func newPhases(as []trace.Annotation, device int32) *phases {
 		}
 	}
 	for i := len(unmatched) - 1; i >= 0; i-- {
-		id := p.id(unmatched[i])
-		p.open = append(p.open, id)
-		p.agg[id].runs++
+		p.open = append(p.open, p.id(unmatched[i]))
 	}
 	return p
 }
@@ -184,6 +182,7 @@ func (p *phases) at(ev *trace.Event) int32 {
 	if t == 0 {
 		return p.current()
 	}
+	first := !p.timed
 	for p.next < len(p.ann) && p.ann[p.next].TimeUs <= t {
 		a := &p.ann[p.next]
 		p.next++
@@ -191,7 +190,9 @@ func (p *phases) at(ev *trace.Event) int32 {
 		id := p.id(a.Name)
 		if a.Stage == trace.AnnotationStart {
 			p.open = append(p.open, id)
-			p.agg[id].runs++
+			if !first {
+				p.agg[id].runs++
+			}
 		} else {
 			for i := len(p.open) - 1; i >= 0; i-- {
 				if p.open[i] == id {
@@ -199,6 +200,13 @@ func (p *phases) at(ev *trace.Event) int32 {
 					break
 				}
 			}
+		}
+	}
+	if first {
+		// Scopes before the first event are not runs of this trace; those
+		// still open at it are, once each.
+		for _, id := range p.open {
+			p.agg[id].runs++
 		}
 	}
 	p.account(t)

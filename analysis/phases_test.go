@@ -8,7 +8,8 @@ import (
 )
 
 // Each event belongs to the innermost scope open on its device at its time:
-// a scope left without being entered was open from the start, a scope ends
+// a scope left without being entered was open from the start, one entered
+// and left before the first event is not a run of the trace, a scope ends
 // before an event of its END's time, and the blocks live at the allocated
 // peak count for the phase that allocated them.
 func TestSummarizer_phases(t *testing.T) {
@@ -17,6 +18,7 @@ func TestSummarizer_phases(t *testing.T) {
 	}
 	const S, E = trace.AnnotationStart, trace.AnnotationEnd
 	opt := Options{Annotations: []trace.Annotation{
+		ann("warmup", S, 0, 900), ann("warmup", E, 0, 950), // before the first event: no run
 		ann("elsewhere", S, 1, 1000),
 		ann("forward", S, 0, 1005), ann("forward", E, 0, 1035),
 		ann("backward", S, 0, 1035), ann("backward", E, 0, 1055),
