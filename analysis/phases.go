@@ -316,3 +316,29 @@ func (p *phases) result() []Phase {
 	add(phaseBefore)
 	return out
 }
+
+// ScopeCount is how many times the scopes of one phase name were entered.
+type ScopeCount struct {
+	Name    string `json:"name"`
+	Entered int64  `json:"entered"`
+}
+
+// ScopeCounts counts the scopes entered in as, all devices together, by
+// phase name (PhaseName) in order of first appearance.
+func ScopeCounts(as []trace.Annotation) []ScopeCount {
+	out := []ScopeCount{}
+	at := map[string]int{}
+	for _, a := range as {
+		name := PhaseName(a.Name)
+		i, ok := at[name]
+		if !ok {
+			i = len(out)
+			at[name] = i
+			out = append(out, ScopeCount{Name: name})
+		}
+		if a.Stage == trace.AnnotationStart {
+			out[i].Entered++
+		}
+	}
+	return out
+}

@@ -52,6 +52,16 @@ func TestAnalyzePhases(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "\nOptimizer.step#Adam.step      8  67.35 ms   549.7 MiB") {
 		t.Errorf("analyze: exit %d, no phase table:\n%s", code, stdout)
 	}
+	var info struct {
+		Scopes []struct {
+			Name    string `json:"name"`
+			Entered int64  `json:"entered"`
+		} `json:"scopes"`
+	}
+	tracerJSON(t, &info, "info", out, "--json")
+	if len(info.Scopes) != 2 || info.Scopes[0].Name != "Optimizer.step#Adam.step" || info.Scopes[0].Entered != 8 {
+		t.Errorf("info --json scopes %+v, want the two optimizer scopes, 8 each", info.Scopes)
+	}
 	// A snapshot without annotations has an empty list, not null.
 	noAnn := filepath.Join(t.TempDir(), "oom.arrows")
 	if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, "oom__default__seed1.pickle"), "-o", noAnn); code != 0 {
@@ -60,5 +70,9 @@ func TestAnalyzePhases(t *testing.T) {
 	code, stdout, _ = tracer(t, "analyze", noAnn, "--json")
 	if code != 0 || !strings.Contains(stdout, `"phases": []`) {
 		t.Errorf("analyze --json of a trace without annotations: exit %d, want \"phases\": []", code)
+	}
+	code, stdout, _ = tracer(t, "info", noAnn, "--json")
+	if code != 0 || !strings.Contains(stdout, `"scopes": []`) {
+		t.Errorf("info --json of a trace without annotations: exit %d, want \"scopes\": []", code)
 	}
 }
