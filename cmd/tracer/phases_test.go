@@ -30,7 +30,12 @@ func TestAnalyzePhases(t *testing.T) {
 			} `json:"peaks"`
 		} `json:"devices"`
 	}
-	for _, args := range [][]string{{"analyze", out, "--json"}, {"analyze", out, "--json", "--conf", "expandable_segments:True"}} {
+	// A replayed trace keeps the annotations: its requests keep their times.
+	replayed := filepath.Join(t.TempDir(), "r.arrows")
+	if code, _, stderr := tracer(t, "replay", out, "--conf", "expandable_segments:True", "-o", replayed); code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{{"analyze", out, "--json"}, {"analyze", out, "--json", "--conf", "expandable_segments:True"}, {"analyze", replayed, "--json"}} {
 		tracerJSON(t, &r, args...)
 		d := r.Devices[0]
 		if len(d.Phases) != 3 || d.Phases[0].Name != "Optimizer.step#Adam.step" || d.Phases[0].Runs != 8 ||
