@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -43,6 +44,7 @@ type PhaseSpan struct {
 	FirstTimeUs int64  `json:"first_time_us"`
 	LastTimeUs  int64  `json:"last_time_us"`
 	events      int64
+	id          int32 // the phase's index in phases
 }
 
 // PhaseName is the name a scope's phase goes by: its name without a
@@ -95,8 +97,10 @@ type phases struct {
 	index map[string]int32
 	agg   []phaseAgg
 
-	timed  bool                // an event carried time: lastT is set
-	lastT  int64               // time accounted up to
+	cur    int32               // the innermost open scope's phase (top)
+	timed  bool                // an event carried time: since and lastT are set
+	since  int64               // when cur became current, or the first event
+	lastT  int64               // the last event's time
 	peakAt [Reserved + 1]int32 // the phase of the allocated and reserved peaks
 	spans  []PhaseSpan
 }
@@ -106,9 +110,16 @@ type phases struct {
 func newPhases(as []trace.Annotation, device int32) *phases {
 	p := &phases{index: map[string]int32{}, names: []string{OutsidePhases, BeforeRecordingPhase}}
 	p.agg = make([]phaseAgg, 2)
-	for _, a := range as {
-		if a.Device == device {
-			p.ann = append(p.ann, a)
+	p.ann = as // shared, read only, when every one is the device's
+	for i, a := range as {
+		if a.Device != device {
+			p.ann = slices.Clone(as[:i])
+			for _, a := range as[i:] {
+				if a.Device == device {
+					p.ann = append(p.ann, a)
+				}
+			}
+			break
 		}
 	}
 	if len(p.ann) == 0 {
@@ -134,6 +145,7 @@ func newPhases(as []trace.Annotation, device int32) *phases {
 	for i := len(unmatched) - 1; i >= 0; i-- {
 		p.open = append(p.open, p.id(unmatched[i]))
 	}
+	p.cur = p.top()
 	return p
 }
 
@@ -165,62 +177,79 @@ func (p *phases) id(scope string) int32 {
 	return id
 }
 
-// current is the innermost open scope's phase.
-func (p *phases) current() int32 {
+// top is the innermost open scope's phase.
+func (p *phases) top() int32 {
 	if n := len(p.open); n > 0 {
 		return p.open[n-1]
 	}
 	return phaseOutside
 }
 
-// at applies the annotations up to ev's time and returns ev's phase.
+// at applies the annotations up to ev's time and returns ev's phase. An
+// event costs a compare when no scope starts or ends before it: time is
+// given to a phase when it stops being the current one (and at the end).
 func (p *phases) at(ev *trace.Event) int32 {
 	if ev.Flags&trace.FlagReconstructed != 0 {
 		return phaseBefore
 	}
 	t := ev.TimeUs
 	if t == 0 {
-		return p.current()
+		return p.cur
 	}
-	first := !p.timed
+	if !p.timed {
+		p.begin(t)
+	}
 	for p.next < len(p.ann) && p.ann[p.next].TimeUs <= t {
 		a := &p.ann[p.next]
 		p.next++
-		p.account(a.TimeUs)
-		id := p.id(a.Name)
-		if a.Stage == trace.AnnotationStart {
-			p.open = append(p.open, id)
-			if !first {
-				p.agg[id].runs++
-			}
-		} else {
-			for i := len(p.open) - 1; i >= 0; i-- {
-				if p.open[i] == id {
-					p.open = append(p.open[:i], p.open[i+1:]...)
-					break
-				}
-			}
+		if a.TimeUs > p.since {
+			p.agg[p.cur].timeUs += a.TimeUs - p.since
+			p.since = a.TimeUs
 		}
+		p.apply(a, true)
 	}
-	if first {
-		// Scopes before the first event are not runs of this trace; those
-		// still open at it are, once each.
-		for _, id := range p.open {
-			p.agg[id].runs++
-		}
-	}
-	p.account(t)
-	p.timed = true
-	return p.current()
+	p.lastT = max(p.lastT, t)
+	return p.cur
 }
 
-// account gives the time since the last moment accounted to the current phase.
-func (p *phases) account(t int64) {
-	if p.timed && t > p.lastT {
-		p.agg[p.current()].timeUs += t - p.lastT
+// begin applies the annotations up to t, the first event's time: scopes
+// before it are not runs of this trace; those still open at it are, once
+// each, and time is counted from it.
+func (p *phases) begin(t int64) {
+	for p.next < len(p.ann) && p.ann[p.next].TimeUs <= t {
+		p.apply(&p.ann[p.next], false)
+		p.next++
 	}
-	if !p.timed || t > p.lastT {
-		p.lastT = t
+	for _, id := range p.open {
+		p.agg[id].runs++
+	}
+	p.timed, p.since, p.lastT = true, t, t
+}
+
+// apply enters or leaves a's scope, counting an entry as a run if asked.
+func (p *phases) apply(a *trace.Annotation, run bool) {
+	id := p.id(a.Name)
+	if a.Stage == trace.AnnotationStart {
+		p.open = append(p.open, id)
+		if run {
+			p.agg[id].runs++
+		}
+	} else {
+		for i := len(p.open) - 1; i >= 0; i-- {
+			if p.open[i] == id {
+				p.open = append(p.open[:i], p.open[i+1:]...)
+				break
+			}
+		}
+	}
+	p.cur = p.top()
+}
+
+// finish gives the current phase its time up to the last event.
+func (p *phases) finish() {
+	if p.timed && p.lastT > p.since {
+		p.agg[p.cur].timeUs += p.lastT - p.since
+		p.since = p.lastT
 	}
 }
 
@@ -231,20 +260,19 @@ func (p *phases) event(id int32, n int64, ev *trace.Event, allocated, reserved i
 	a.events++
 	a.peakAlloc = max(a.peakAlloc, allocated)
 	a.peakRes = max(a.peakRes, reserved)
-	name := p.names[id]
 	k := len(p.spans)
-	if k == maxPhaseSpans && p.spans[k-1].Phase != name {
+	if k == maxPhaseSpans && p.spans[k-1].id != id {
 		p.mergeSpans()
 		k = len(p.spans)
 	}
-	if k > 0 && p.spans[k-1].Phase == name {
+	if k > 0 && p.spans[k-1].id == id {
 		sp := &p.spans[k-1]
 		sp.LastEvent, sp.LastTimeUs = n, ev.TimeUs
 		sp.events++
 		return
 	}
-	p.spans = append(p.spans, PhaseSpan{Phase: name, FirstEvent: n, LastEvent: n,
-		FirstTimeUs: ev.TimeUs, LastTimeUs: ev.TimeUs, events: 1})
+	p.spans = append(p.spans, PhaseSpan{Phase: p.names[id], FirstEvent: n, LastEvent: n,
+		FirstTimeUs: ev.TimeUs, LastTimeUs: ev.TimeUs, events: 1, id: id})
 }
 
 // mergeSpans halves the spans: each pair becomes one span over both, in
@@ -258,12 +286,12 @@ func (p *phases) mergeSpans() {
 		if i+1 < len(p.spans) {
 			b := p.spans[i+1]
 			if b.events > sp.events {
-				sp.Phase = b.Phase
+				sp.Phase, sp.id = b.Phase, b.id
 			}
 			sp.LastEvent, sp.LastTimeUs = b.LastEvent, b.LastTimeUs
 			sp.events += b.events
 		}
-		if k := len(out); k > 0 && out[k-1].Phase == sp.Phase {
+		if k := len(out); k > 0 && out[k-1].id == sp.id {
 			out[k-1].LastEvent, out[k-1].LastTimeUs = sp.LastEvent, sp.LastTimeUs
 			out[k-1].events += sp.events
 			continue
@@ -298,6 +326,7 @@ func (p *phases) snapshot() {
 // result lists the phases that saw events or hold memory at the peak:
 // scopes in order of first appearance, then the two that are not scopes.
 func (p *phases) result() []Phase {
+	p.finish()
 	out := []Phase{}
 	add := func(i int) {
 		a := p.agg[i]
