@@ -75,8 +75,21 @@ const (
 const maxPhases = 1024
 
 // maxPhaseSpans bounds the spans kept for plots; past it, neighbours merge
-// (see phases.span), as timeline buckets do.
+// (phases.mergeSpans), as timeline buckets do.
 const maxPhaseSpans = 4096
+
+// maxDepth bounds the scopes open at once: real nesting is a few dozen
+// deep, and a trace whose scopes never end must not make each END search
+// an ever longer stack. Past it, the outermost scope is dropped.
+const maxDepth = 256
+
+// push returns open with id entered, within maxDepth.
+func push[T any](open []T, id T) []T {
+	if len(open) == maxDepth {
+		open = append(open[:0], open[1:]...)
+	}
+	return append(open, id)
+}
 
 // phaseAgg is what a phase gathered so far.
 type phaseAgg struct {
@@ -133,7 +146,7 @@ func newPhases(as []trace.Annotation, device int32) *phases {
 	var unmatched []string
 	for _, a := range p.ann {
 		if a.Stage == trace.AnnotationStart {
-			open = append(open, a.Name)
+			open = push(open, a.Name)
 			continue
 		}
 		if i := lastIndex(open, a.Name); i >= 0 {
@@ -143,7 +156,7 @@ func newPhases(as []trace.Annotation, device int32) *phases {
 		}
 	}
 	for i := len(unmatched) - 1; i >= 0; i-- {
-		p.open = append(p.open, p.id(unmatched[i]))
+		p.open = push(p.open, p.id(unmatched[i]))
 	}
 	p.cur = p.top()
 	return p
@@ -230,7 +243,7 @@ func (p *phases) begin(t int64) {
 func (p *phases) apply(a *trace.Annotation, run bool) {
 	id := p.id(a.Name)
 	if a.Stage == trace.AnnotationStart {
-		p.open = append(p.open, id)
+		p.open = push(p.open, id)
 		if run {
 			p.agg[id].runs++
 		}

@@ -108,3 +108,29 @@ func TestPhases_spansBounded(t *testing.T) {
 		}
 	}
 }
+
+// Scopes that never end keep at most maxDepth open: 200k of them and as
+// many ENDs of another name take linear time, and the innermost is still
+// each event's phase.
+func TestPhases_deepScopes(t *testing.T) {
+	var as []trace.Annotation
+	const n = 200_000
+	for i := int64(0); i < n; i++ {
+		as = append(as, trace.Annotation{Name: "open", Stage: trace.AnnotationStart, TimeUs: i + 1})
+	}
+	for i := int64(0); i < n; i++ {
+		as = append(as, trace.Annotation{Name: "never entered", Stage: trace.AnnotationEnd, TimeUs: n + i + 1})
+	}
+	as = append(as, trace.Annotation{Name: "inner", Stage: trace.AnnotationStart, TimeUs: 3 * n})
+	p := newPhases(as, 0)
+	if len(p.open) > maxDepth {
+		t.Fatalf("%d scopes open, want at most %d", len(p.open), maxDepth)
+	}
+	ev := trace.Event{TimeUs: 3*n + 1}
+	if got := p.names[p.at(&ev)]; got != "inner" {
+		t.Errorf("phase %q, want inner", got)
+	}
+	if len(p.open) > maxDepth {
+		t.Errorf("%d scopes open after the events, want at most %d", len(p.open), maxDepth)
+	}
+}
