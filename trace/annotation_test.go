@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -87,6 +88,75 @@ func TestMeta_foreignAnnotations(t *testing.T) {
 		_, err := trace.NewReader(bytes.NewReader(foreignMeta(t, trace.MetaAnnotations, bad)), "foreign")
 		if err == nil || !strings.Contains(err.Error(), trace.MetaAnnotations) || !strings.Contains(err.Error(), "foreign") {
 			t.Errorf("annotations %s: err = %v, want one naming the file and %s", bad, err, trace.MetaAnnotations)
+		}
+	}
+}
+
+// A full PyTorch annotation ring buffer (100,000 entries, its default
+// max_entries) fits in the metadata and reads back.
+func TestMeta_manyAnnotations(t *testing.T) {
+	m := meta()
+	for i := range 100_000 {
+		stage := trace.AnnotationStart
+		if i%2 == 1 {
+			stage = trace.AnnotationEnd
+		}
+		m.Annotations = append(m.Annotations, trace.Annotation{Name: "ProfilerStep#" + strings.Repeat("9", i%7), Stage: stage, TimeUs: int64(1795280309912757 + i)})
+	}
+	var buf bytes.Buffer
+	if err := trace.NewWriter(&buf, m, trace.WriterOptions{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := trace.NewReader(bytes.NewReader(buf.Bytes()), "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if got := len(rd.Meta().Annotations); got != 100_000 {
+		t.Errorf("%d annotations read back, want 100000", got)
+	}
+	t.Logf("metadata of %d bytes", buf.Len())
+}
+
+// The fast reader of tracer.annotations reads what the writer writes as
+// encoding/json does, and leaves anything else (escapes, spacing, key
+// order, a device beyond int32) to it.
+func TestScanAnnotations(t *testing.T) {
+	as := []trace.Annotation{
+		{Name: "forward", Stage: trace.AnnotationStart, Device: 0, TimeUs: 1795280309912757},
+		{Name: `a "quoted" <name>\`, Stage: trace.AnnotationEnd, Device: 7, TimeUs: -3},
+		{Name: "Optimizer.step#Adam.step µ", Stage: trace.AnnotationStart, Device: 1, TimeUs: 0},
+	}
+	for _, in := range [][]trace.Annotation{as[:1], {as[0], as[2]}, as} {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []trace.Annotation
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := trace.ScanAnnotations(string(b))
+		escaped := bytes.ContainsRune(b, '\\')
+		if ok == escaped {
+			t.Errorf("%s: ok = %v, want %v", b, ok, !escaped)
+		}
+		if ok && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: read %+v, want %+v", b, got, want)
+		}
+	}
+	for _, s := range []string{`[]`, `[ ]`, `[{"stage":"END","name":"x","device":0,"time_us":1}]`,
+		`[{"name":"x","stage":"END","device":4294967296,"time_us":1}]`, `[{"name":"x","stage":"END","device":0,"time_us":1}]x`,
+		`[{"name":"x","stage":"END","device":0,"time_us":1.5}]`} {
+		got, ok := trace.ScanAnnotations(s)
+		if s == `[]` {
+			if !ok || len(got) != 0 {
+				t.Errorf("%s: %v, %v; want empty, true", s, got, ok)
+			}
+			continue
+		}
+		if ok {
+			t.Errorf("%s: read %+v, want it left to encoding/json", s, got)
 		}
 	}
 }
