@@ -20,6 +20,7 @@ func WriteText(w io.Writer, sum *Summary, topN int) error {
 	tw.fragmentation(sum)
 	tw.counters(sum)
 	tw.sites(sum, topN)
+	tw.phases(sum)
 	tw.lifetimes(sum)
 	tw.segments(sum)
 	tw.ooms(sum)
@@ -147,6 +148,24 @@ func (t *textWriter) sites(sum *Summary, topN int) {
 	if rest.Count > 0 {
 		t.f("%10s %10s %7d  (other sites)\n", rest.BlockBytes, rest.RequestedBytes, rest.Count)
 	}
+}
+
+// phases writes what each record_function scope did (Summary.Phases).
+func (t *textWriter) phases(sum *Summary) {
+	if len(sum.Phases) == 0 {
+		return
+	}
+	t.f("\nphases: the innermost record_function scope at each event\n")
+	t.f("%-25s %5s %9s %11s %12s %12s\n", "phase", "runs", "time", "peak alloc", "allocated in", "live at peak")
+	for _, p := range sum.Phases {
+		runs := strconv.FormatInt(p.Runs, 10)
+		if p.Name == OutsidePhases || p.Name == BeforeRecordingPhase {
+			runs = "-"
+		}
+		t.f("%-25s %5s %9s %11s %12s %12s\n", clip(p.Name, 25), runs, Duration(p.TimeUs),
+			p.PeakAllocatedBytes, p.AllocatedBytes, p.LiveAtPeakBytes)
+	}
+	t.f("allocated peak in %s, reserved peak in %s\n", sum.AllocatedPeakPhase, sum.ReservedPeakPhase)
 }
 
 func (t *textWriter) lifetimes(sum *Summary) {

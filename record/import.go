@@ -494,8 +494,9 @@ func scanEvents(snap *torchsnap.Snapshot, scanned chan<- scan) {
 }
 
 // importMeta is the metadata of the trace imported from the snapshot snap
-// read from in: the recorded settings, and what opts add; the import adds
-// the history's completeness and an inferred memory limit.
+// read from in: the recorded settings and record_function scopes (entries
+// of another stage than START or END are left out), and what opts add; the
+// import adds the history's completeness and an inferred memory limit.
 func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.Meta {
 	meta := trace.Meta{
 		Producer:       "tracer " + Version,
@@ -513,6 +514,13 @@ func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.M
 	if opts.Source != "" {
 		meta.Source, meta.SourceFile = opts.Source, ""
 	}
+	for _, a := range snap.Annotations {
+		if a.Stage != trace.AnnotationStart && a.Stage != trace.AnnotationEnd {
+			continue
+		}
+		meta.Annotations = append(meta.Annotations, trace.Annotation{Name: a.Name, Stage: a.Stage, Device: a.Device, TimeUs: a.TimeUs})
+	}
+	trace.SortAnnotations(meta.Annotations)
 	meta.Extra = map[string]string{}
 	for k, v := range opts.Extra {
 		meta.Extra[k] = v

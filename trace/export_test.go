@@ -18,3 +18,7 @@ func SetLayoutPart(n int) (restore func()) {
 // BreakStreamFile closes a StreamWriter's file under it: every write fails
 // from then on.
 func BreakStreamFile(s *StreamWriter) { s.pf.f.Close() }
+
+// ScanAnnotations is the fast reader of tracer.annotations; ok is false
+// where it leaves the text to encoding/json.
+var ScanAnnotations = scanAnnotations

@@ -55,7 +55,10 @@ type Meta struct {
 	// segment_free/segment_unmap rows are outcomes only. Without it a replay
 	// infers the calls from the releases (see doc.go). Written only when set.
 	EmptyCacheRows bool
-	Extra          map[string]string // keys without the MetaExtraPrefix
+	// Annotations are the user scopes (record_function) the source
+	// recorded, in time order; nil when none (see Annotation).
+	Annotations []Annotation
+	Extra       map[string]string // keys without the MetaExtraPrefix
 }
 
 func (m *Meta) keyValues() (keys, values []string) {
@@ -81,6 +84,9 @@ func (m *Meta) keyValues() (keys, values []string) {
 	add(MetaTruncated, strconv.FormatBool(m.Truncated))
 	if m.EmptyCacheRows {
 		add(MetaEmptyCache, "rows")
+	}
+	if len(m.Annotations) > 0 {
+		add(MetaAnnotations, encodeAnnotations(m.Annotations))
 	}
 	extra := make([]string, 0, len(m.Extra))
 	for k := range m.Extra {
@@ -129,5 +135,11 @@ func parseMeta(keys, values []string) (Meta, error) {
 	m.MemoryLimit, _ = strconv.ParseInt(get[MetaMemoryLimit], 10, 64)
 	m.Truncated = get[MetaTruncated] == "true"
 	m.EmptyCacheRows = get[MetaEmptyCache] == "rows"
+	if a, ok := get[MetaAnnotations]; ok {
+		if m.Annotations, err = decodeAnnotations(a); err != nil {
+			return m, err
+		}
+		SortAnnotations(m.Annotations)
+	}
 	return m, nil
 }

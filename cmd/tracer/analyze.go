@@ -36,15 +36,19 @@ requested bytes with when they happened; fragmentation (internal: rounding;
 external: reserved but unallocated; GMLake's 1 − peak active / peak reserved;
 the largest free block against the largest request that failed or grew the
 pool; all defined in the analysis package documentation); the allocation
-sites live at the allocated peak, grouped by stack; allocation lifetimes; the
-segment layout at the reserved peak; and every OOM with the cache state.
+sites live at the allocated peak, grouped by stack; the phases (the
+record_function scopes the snapshot recorded, such as forward, backward or
+Optimizer.step#Adam.step): per phase its peak, what it allocated and how much
+of the allocated peak it holds; allocation lifetimes; the segment layout at the
+reserved peak; and every OOM with the cache state.
 
 With --conf, --round or --limit the trace is first replayed under those
 settings and the replay is analyzed. Without TRACE, the built-in sample is used.`,
 		Example: `  tracer analyze run.arrows
   tracer analyze run.arrows --top 20
   tracer analyze run.arrows --conf expandable_segments:True
-  tracer analyze run.arrows --json | jq .fragmentation`,
+  tracer analyze run.arrows --json | jq .fragmentation
+  tracer analyze run.arrows --json | jq '.devices[0].phases'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {

@@ -109,6 +109,9 @@ type infoJSON struct {
 	PeaksLowerBound bool `json:"peaks_lower_bound"`
 	// PerDevice holds the same per CUDA device, by ordinal.
 	PerDevice map[string]*infoDeviceJSON `json:"per_device"`
+	// Scopes are the record_function scopes the trace recorded (its
+	// phases; see tracer analyze), by name.
+	Scopes []analysis.ScopeCount `json:"scopes"`
 }
 
 // infoDeviceJSON is one device's part of infoJSON.
@@ -170,6 +173,7 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 		MemoryLimit: m.MemoryLimit, Stats: map[string]int64{}, DeviceStats: map[string]map[string]int64{},
 		Warnings: []string{}, RecordedActions: f.RecordedActions(), ReconstructedActions: f.ReconstructedActions(),
 		PeaksLowerBound: m.Truncated || f.Truncated, PerDevice: map[string]*infoDeviceJSON{},
+		Scopes: analysis.ScopeCounts(m.Annotations),
 	}
 	for i, s := range run.Summaries {
 		if i == 0 {
@@ -272,6 +276,17 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 		p("history", "incomplete at its start (ring buffer wrapped); %d reconstructed events restore the state", j.Reconstructed)
 	default:
 		p("history", "complete")
+	}
+	if len(j.Scopes) > 0 {
+		var names []string
+		for i, sc := range j.Scopes {
+			if i == 3 {
+				names = append(names, fmt.Sprintf("%d more", len(j.Scopes)-i))
+				break
+			}
+			names = append(names, fmt.Sprintf("%s ×%d", sc.Name, sc.Entered))
+		}
+		p("scopes", "%s (record_function: the phases of analyze)", strings.Join(names, ", "))
 	}
 	for _, s := range run.Summaries {
 		st := s.Stats
