@@ -216,9 +216,9 @@ func (t *textWriter) spread(tab RankTable, what string, s RankSpread) {
 		t.f("%s peak: every rank %s\n", what, s.HighestBytes)
 		return
 	}
-	t.f("%s peak highest on %s: %s, %s above the median, %s above the lowest (%s)\n", what,
-		rowName(tab.Rows[s.Highest]), s.HighestBytes, change(s.AboveMedianBytes, s.AboveMedianRatio),
-		change(s.AboveLowestBytes, s.AboveLowestRatio), rowName(tab.Rows[s.Lowest]))
+	t.f("%s peak highest on %s: %s, %s above the median, %s above the lowest, %s\n", what,
+		rowName(tab.Rows, s.Highest), s.HighestBytes, change(s.AboveMedianBytes, s.AboveMedianRatio),
+		change(s.AboveLowestBytes, s.AboveLowestRatio), rowName(tab.Rows, s.Lowest))
 }
 
 // change formats a difference and its ratio to the base: "+12.0 MiB (+3.5%)".
@@ -240,13 +240,24 @@ func rankLabel(r int) string {
 	return strconv.Itoa(r)
 }
 
-// rowName names a row in a sentence: "rank 3", or its trace when the rank
-// is unknown.
-func rowName(r RankRow) string {
+// rowName names row i in a sentence: "rank 3", with its trace when
+// another row has the same rank, or its trace alone when the rank is
+// unknown.
+func rowName(rows []RankRow, i int) string {
+	r := rows[i]
 	if r.Rank == NoRank {
 		return filepath.Base(r.Trace)
 	}
-	return "rank " + strconv.Itoa(r.Rank)
+	name := "rank " + strconv.Itoa(r.Rank)
+	for j, o := range rows {
+		if j != i && o.Rank == r.Rank {
+			if o.Trace == r.Trace {
+				return fmt.Sprintf("%s device %d", name, r.Device)
+			}
+			return fmt.Sprintf("%s (%s)", name, filepath.Base(r.Trace))
+		}
+	}
+	return name
 }
 
 // WriteRankChange writes, rank by rank, the peaks of the recorded run

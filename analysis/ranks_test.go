@@ -86,7 +86,7 @@ func TestWriteRanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"reserved peak highest on rank 1: 3.00 GiB, +1.00 GiB (+50.0%) above the median, +1.00 GiB (+50.0%) above the lowest (rank 0)",
+		"reserved peak highest on rank 1: 3.00 GiB, +1.00 GiB (+50.0%) above the median, +1.00 GiB (+50.0%) above the lowest, rank 0",
 		"allocated peak: every rank 1.00 GiB",
 	} {
 		if !strings.Contains(b.String(), want) {

@@ -13,6 +13,8 @@ import (
 
 type analyzeOptions struct {
 	Path     string
+	Paths    []string // several traces: a table by rank (see infoOptions)
+	several  bool
 	JSON     bool
 	Top      int
 	Timeline bool
@@ -45,10 +47,14 @@ settings and the replay is analyzed. Without TRACE, the built-in sample is used.
   tracer analyze run.arrows --top 20
   tracer analyze run.arrows --conf expandable_segments:True
   tracer analyze run.arrows --json | jq .fragmentation`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if opts.Top < 0 {
@@ -93,6 +99,9 @@ func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64
 }
 
 func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
+	if opts.several {
+		return runAnalyzeRanks(ctx, opts)
+	}
 	in, err := pipeline.Open(opts.Path)
 	if err != nil {
 		return err

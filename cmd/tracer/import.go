@@ -117,7 +117,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	if opts.Rank != analysis.NoRank {
 		ro.Rank = func(string) (int, bool) { return opts.Rank, true }
 	}
-	ins, err := expandDirs(opts.Inputs, opts.Stderr, &ro)
+	ins, notes, err := expandDirs(opts.Inputs, &ro)
 	if err != nil {
 		return err
 	}
@@ -128,6 +128,11 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		ro.Progress = opts.Stderr
 	}
 	results, err := record.ImportSnapshots(ctx, ins, ro)
+	if err == nil {
+		for _, n := range notes {
+			fmt.Fprintln(opts.Stderr, n)
+		}
+	}
 	for _, r := range results {
 		if r == nil {
 			continue
@@ -158,9 +163,8 @@ func runImport(ctx context.Context, opts *importOptions) error {
 }
 
 // expandDirs replaces each directory among ins by the snapshots in it,
-// noting the files skipped; with a directory, -o is one too.
-func expandDirs(ins []string, stderr io.Writer, ro *record.ImportOptions) ([]string, error) {
-	var out []string
+// with a note of the files skipped; with a directory, -o is one too.
+func expandDirs(ins []string, ro *record.ImportOptions) (out, notes []string, err error) {
 	for _, in := range ins {
 		if st, err := os.Stat(in); err != nil || !st.IsDir() {
 			out = append(out, in)
@@ -168,15 +172,15 @@ func expandDirs(ins []string, stderr io.Writer, ro *record.ImportOptions) ([]str
 		}
 		snaps, skipped, err := record.SnapshotsIn(in)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(skipped) > 0 {
-			fmt.Fprintf(stderr, "%s: %d snapshots; skipped %d other files (%s)\n", in, len(snaps), len(skipped), clipList(skipped, 3))
+			notes = append(notes, fmt.Sprintf("%s: %d snapshots; skipped %d other files (%s)", in, len(snaps), len(skipped), clipList(skipped, 3)))
 		}
 		out = append(out, snaps...)
 		ro.OutDir = ro.Out != ""
 	}
-	return out, nil
+	return out, notes, nil
 }
 
 // clipList joins the first n names, saying how many more there are.

@@ -17,8 +17,12 @@ import (
 
 type infoOptions struct {
 	Path string
-	JSON bool
-	Out  io.Writer
+	// Paths are the traces given, several (a table by rank) when several
+	// is set.
+	Paths   []string
+	several bool
+	JSON    bool
+	Out     io.Writer
 }
 
 func init() {
@@ -54,10 +58,14 @@ With --json the output is a stable contract:
 		Example: `  tracer info run.arrows
   tracer info run.arrows --json | jq '.stats["reserved_bytes.all.peak"]'
   tracer info            # the built-in sample`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out = cmd.OutOrStdout()
 			if runF == nil {
@@ -72,6 +80,9 @@ With --json the output is a stable contract:
 
 // infoJSON is the --json contract of tracer info. Add fields; never rename.
 type infoJSON struct {
+	// Trace and Rank are set when info reports several traces.
+	Trace         string           `json:"trace,omitempty"`
+	Rank          *int             `json:"rank,omitempty"`
 	FormatVersion int              `json:"format_version"`
 	Events        int64            `json:"events"`
 	Actions       map[string]int64 `json:"actions"`
@@ -120,13 +131,30 @@ type infoDeviceJSON struct {
 }
 
 func runInfo(ctx context.Context, opts *infoOptions) error {
-	in, err := pipeline.Open(opts.Path)
+	if opts.several {
+		return runInfoRanks(ctx, opts)
+	}
+	in, run, out, err := infoOf(ctx, opts.Path)
 	if err != nil {
 		return err
 	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return writeInfo(opts.Out, in, run, out)
+}
+
+// infoOf opens the trace at path and works out what info reports of it.
+func infoOf(ctx context.Context, path string) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
+	in, err := pipeline.Open(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	set, err := in.RecordedSettings()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	// The replay under the recorded settings checks the model against the
 	// recording; the figures come from the recording itself. The two passes
@@ -144,19 +172,13 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	run, err := pipeline.Replay(ctx, in, set, pipeline.Options{})
 	<-done
 	if sumsErr != nil {
-		return sumsErr
+		return nil, nil, nil, sumsErr
 	}
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	run.Summaries, run.Facts = sums, facts
-	out := buildInfo(in, run)
-	if opts.JSON {
-		enc := json.NewEncoder(opts.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	return writeInfo(opts.Out, in, run, out)
+	return in, run, buildInfo(in, run), nil
 }
 
 func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {

@@ -95,3 +95,120 @@ func TestImportDir(t *testing.T) {
 		t.Errorf("a failed import left files: %v", ents)
 	}
 }
+
+// rankTable is what the tests read of an analysis.RankTable in JSON.
+type rankTable struct {
+	Rows []struct {
+		Trace         string `json:"trace"`
+		Rank          int    `json:"rank"`
+		Device        int32  `json:"device"`
+		PeakAllocated int64  `json:"peak_allocated_bytes"`
+		PeakReserved  int64  `json:"peak_reserved_bytes"`
+	} `json:"rows"`
+	Reserved struct {
+		HighestRank      int   `json:"highest_rank"`
+		HighestBytes     int64 `json:"highest_bytes"`
+		LowestRank       int   `json:"lowest_rank"`
+		AboveLowestBytes int64 `json:"above_lowest_bytes"`
+	} `json:"reserved"`
+}
+
+// info, analyze and replay of the two ranks of a real DDP run (each given,
+// or their folder) print a table by rank whose figures are each trace's
+// own, and name the rank that peaks highest. Under a memory limit the
+// ranks differ: rank 0 reserved 318 MiB, rank 1 290 MiB.
+func TestRanksTable(t *testing.T) {
+	dir := importDDP(t, "retry")
+	r0, r1 := filepath.Join(dir, "ddp__retry.rank0.arrows"), filepath.Join(dir, "ddp__retry.rank1.arrows")
+	var alone [2]struct {
+		Stats map[string]int64 `json:"stats"`
+	}
+	tracerJSON(t, &alone[0], "info", r0, "--json")
+	tracerJSON(t, &alone[1], "info", r1, "--json")
+	check := func(what string, tab rankTable) {
+		t.Helper()
+		if len(tab.Rows) != 2 {
+			t.Fatalf("%s: %d rows, want 2", what, len(tab.Rows))
+		}
+		for i, row := range tab.Rows {
+			st := alone[i].Stats
+			if row.Rank != i || row.Device != int32(i) || row.PeakReserved != st["reserved_bytes.all.peak"] || row.PeakAllocated != st["allocated_bytes.all.peak"] {
+				t.Errorf("%s: row %d %+v; want rank %d on device %d with info's peaks %d %d", what, i, row, i, i,
+					st["allocated_bytes.all.peak"], st["reserved_bytes.all.peak"])
+			}
+		}
+		d := alone[0].Stats["reserved_bytes.all.peak"] - alone[1].Stats["reserved_bytes.all.peak"]
+		if r := tab.Reserved; r.HighestRank != 0 || r.LowestRank != 1 || r.AboveLowestBytes != d || d != 28<<20 {
+			t.Errorf("%s: reserved spread %+v; want rank 0 above rank 1 by %d (28 MiB)", what, r, d)
+		}
+	}
+
+	var info struct {
+		Ranks  rankTable `json:"ranks"`
+		Traces []struct {
+			Trace string `json:"trace"`
+			Rank  *int   `json:"rank"`
+		} `json:"traces"`
+	}
+	tracerJSON(t, &info, "info", dir, "--json")
+	check("info DIR", info.Ranks)
+	if len(info.Traces) != 2 || info.Traces[1].Rank == nil || *info.Traces[1].Rank != 1 {
+		t.Errorf("info traces %+v", info.Traces)
+	}
+	code, stdout, stderr := tracer(t, "info", r1, r0) // two files, in any order
+	if code != 0 || !strings.Contains(stdout, "reserved peak highest on rank 0: 318.0 MiB, +14.0 MiB (+4.6%) above the median, +28.0 MiB (+9.7%) above the lowest, rank 1") {
+		t.Errorf("info r1 r0: exit %d, %s\n%s", code, stderr, stdout)
+	}
+
+	var an struct {
+		Ranks  rankTable `json:"ranks"`
+		Traces []struct {
+			How string `json:"how"`
+		} `json:"traces"`
+	}
+	tracerJSON(t, &an, "analyze", r0, r1, "--json")
+	check("analyze", an.Ranks)
+	code, stdout, _ = tracer(t, "analyze", dir)
+	if code != 0 || !strings.Contains(stdout, "the highest reserved peak: "+r0+" (as recorded)") || !strings.Contains(stdout, "live at the allocated peak") {
+		t.Errorf("analyze DIR: exit %d, no analysis of rank 0 after the table:\n%s", code, stdout)
+	}
+
+	// replay: each rank as tracer replay TRACE reports it.
+	var rep struct {
+		Recorded, Replayed rankTable
+		Traces             []struct {
+			Replayed map[string]int64 `json:"replayed"`
+		} `json:"traces"`
+	}
+	tracerJSON(t, &rep, "replay", dir, "--conf", "expandable_segments:True", "--json")
+	check("replay (recorded)", rep.Recorded)
+	for i, p := range []string{r0, r1} {
+		var one struct {
+			Replayed map[string]int64 `json:"replayed"`
+		}
+		tracerJSON(t, &one, "replay", p, "--conf", "expandable_segments:True", "--json")
+		got := rep.Replayed.Rows[i].PeakReserved
+		if want := one.Replayed["reserved_bytes.all.peak"]; got != want || rep.Traces[i].Replayed["reserved_bytes.all.peak"] != want {
+			t.Errorf("replay rank %d: reserved peak %d in the table, %d alone", i, got, want)
+		}
+	}
+	code, stdout, _ = tracer(t, "replay", r0, r1, "--conf", "expandable_segments:True")
+	if code != 0 || !strings.Contains(stdout, "2 traces replayed under: expandable_segments:True") || strings.Count(stdout, "ddp__retry.rank") != 2 {
+		t.Errorf("replay text: exit %d\n%s", code, stdout)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		say  string
+	}{
+		{[]string{"replay", r0, r1, "-o", filepath.Join(t.TempDir(), "x.arrows")}, 2, "one trace"},
+		{[]string{"replay", dir, "--device", "cuda"}, 2, "one trace"},
+		{[]string{"info", t.TempDir()}, 1, "holds no traces"},
+		{[]string{"analyze", r0, filepath.Join(dir, "missing.arrows")}, 1, "missing.arrows"},
+	} {
+		code, _, stderr := tracer(t, tc.args...)
+		if code != tc.code || !strings.Contains(strings.SplitN(stderr, "\n", 2)[0], tc.say) {
+			t.Errorf("%v: exit %d, %q; want %d saying %q", tc.args, code, stderr, tc.code, tc.say)
+		}
+	}
+}
