@@ -32,7 +32,7 @@ func init() {
 func newInfoCmd(runF func(context.Context, *infoOptions) error) *cobra.Command {
 	opts := &infoOptions{}
 	cmd := &cobra.Command{
-		Use:   "info [TRACE]",
+		Use:   "info [TRACE... | DIR]",
 		Short: "Describe a trace: events, devices, time span, memory_stats() peaks",
 		Long: `Info says what a trace holds: its source and settings, the events by action,
 devices and streams, the time span, whether the history is complete, and the
@@ -54,9 +54,17 @@ With --json the output is a stable contract:
    "recorded_actions", "reconstructed_actions": {name: count},
    "approximate", "approximate_reason", "peaks_lower_bound",
    "per_device": {ordinal: {"stats", "model_mismatches", "approximate",
-   "approximate_reason"}}, ...}`,
+   "approximate_reason"}}, ...}
+
+Several traces (the ranks of a distributed run), or a folder of them, give a
+table by rank: peak allocated and reserved, fragmentation and OOMs, and the
+rank that peaks highest, by how much above the median and the lowest; with
+--json, {"ranks": {"rows", "allocated", "reserved"}, "traces": [the above,
+with "trace" and "rank"]}.`,
 		Example: `  tracer info run.arrows
   tracer info run.arrows --json | jq '.stats["reserved_bytes.all.peak"]'
+  tracer info traces/    # one row per rank (tracer import snapshots/ -o traces/)
+  tracer info traces/ --json | jq .ranks.reserved
   tracer info            # the built-in sample`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

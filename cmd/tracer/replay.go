@@ -40,7 +40,7 @@ func init() {
 func newReplayCmd(runF func(context.Context, *replayOptions) error) *cobra.Command {
 	opts := &replayOptions{}
 	cmd := &cobra.Command{
-		Use:   "replay [TRACE] [--conf STR] [--round N] [--limit SIZE] [--device sim|cuda] [-o OUT.arrows] [--json]",
+		Use:   "replay [TRACE... | DIR] [--conf STR] [--round N] [--limit SIZE] [--device sim|cuda] [-o OUT.arrows] [--json]",
 		Short: "Replay a trace on the caching-allocator model under other settings",
 		Long: `Replay feeds the trace's requests (allocations with their streams, frees,
 cross-stream frees, OOM attempts, the user's empty_cache calls, which tracer
@@ -67,11 +67,17 @@ setting, with a note saying so.
 --device cuda replays on real GPU memory through the CUDA driver and reports the
 latency of device calls and of the allocator's own work.
 
+Several traces (the ranks of a distributed run), or a folder of them, are each
+replayed under the same flags (over each one's recorded settings) and
+summarised rank by rank: the recorded and replayed reserved peaks and OOMs, and
+the rank that peaks highest in the replay (-o and --device cuda take one trace).
+
 Without TRACE, the built-in sample trace is replayed.`,
 		Example: `  tracer replay --round 4096                       # the built-in sample, 4 KiB quantum
   tracer replay run.arrows --conf expandable_segments:True
   tracer replay run.arrows --from-defaults         # as if the run had set no PYTORCH_CUDA_ALLOC_CONF
   tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
+  tracer replay traces/ --conf expandable_segments:True   # every rank
   tracer replay run.arrows --round 512 -o replayed.arrows
   tracer replay run.arrows --conf tracer_small_size:262144,large_segment_size_mb:64
   tracer replay run.arrows --device cuda            # on the GPU, with latencies
