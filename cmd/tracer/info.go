@@ -142,7 +142,7 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	if opts.several {
 		return runInfoRanks(ctx, opts)
 	}
-	in, run, out, err := infoOf(ctx, opts.Path)
+	in, run, out, err := infoOf(ctx, opts.Path, analysis.Options{})
 	if err != nil {
 		return err
 	}
@@ -154,8 +154,9 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	return writeInfo(opts.Out, in, run, out)
 }
 
-// infoOf opens the trace at path and works out what info reports of it.
-func infoOf(ctx context.Context, path string) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
+// infoOf opens the trace at path and works out what info reports of it,
+// analysing it with aopt.
+func infoOf(ctx context.Context, path string, aopt analysis.Options) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
 	in, err := pipeline.Open(path)
 	if err != nil {
 		return nil, nil, nil, err
@@ -175,7 +176,7 @@ func infoOf(ctx context.Context, path string) (*pipeline.Input, *pipeline.Run, *
 	)
 	go func() {
 		defer close(done)
-		sums, facts, sumsErr = pipeline.Analyze(ctx, in, analysis.Options{})
+		sums, facts, sumsErr = pipeline.Analyze(ctx, in, aopt)
 	}()
 	run, err := pipeline.Replay(ctx, in, set, pipeline.Options{})
 	<-done

@@ -62,7 +62,7 @@ func runInfoRanks(ctx context.Context, opts *infoOptions) error {
 	out := &infoRanksJSON{Traces: make([]*infoJSON, len(opts.Paths))}
 	rows := make([][]analysis.RankRow, len(opts.Paths))
 	err := pipeline.Each(ctx, len(opts.Paths), func(ctx context.Context, i int) error {
-		in, run, j, err := infoOf(ctx, opts.Paths[i])
+		in, run, j, err := infoOf(ctx, opts.Paths[i], analysis.Options{})
 		if err != nil {
 			return err
 		}
