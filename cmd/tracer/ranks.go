@@ -16,12 +16,11 @@ import (
 // row per rank (analysis.RankTable), each trace worked on as it would be
 // alone.
 
-// rankOf is a pointer to in's rank for JSON, nil when unknown.
+// rankOf is in's rank for the per-trace JSON of several traces:
+// analysis.NoRank (-1) when unknown. (A single trace's JSON has none.)
 func rankOf(in *pipeline.Input) *int {
-	if r := in.Rank(); r != analysis.NoRank {
-		return &r
-	}
-	return nil
+	r := in.Rank()
+	return &r
 }
 
 // rankRows are the rows of one trace's summaries, one per device.
@@ -104,7 +103,7 @@ func runInfoRanks(ctx context.Context, opts *infoOptions) error {
 // analyzeRankJSON is one trace of tracer analyze --json with several.
 type analyzeRankJSON struct {
 	Trace   string              `json:"trace"`
-	Rank    *int                `json:"rank"`
+	Rank    int                 `json:"rank"` // -1 when unknown
 	How     string              `json:"how"`
 	Devices []*analysis.Summary `json:"devices"`
 }
@@ -137,7 +136,7 @@ func runAnalyzeRanks(ctx context.Context, opts *analyzeOptions) error {
 				s.Timeline = analysis.Timeline{}
 			}
 		}
-		out.Traces[i] = analyzeRankJSON{Trace: in.Name, Rank: rankOf(in), How: how, Devices: sums}
+		out.Traces[i] = analyzeRankJSON{Trace: in.Name, Rank: in.Rank(), How: how, Devices: sums}
 		rows[i] = rankRows(in, sums)
 		return nil
 	})

@@ -26,11 +26,12 @@ func ddpDir(t *testing.T, tag string) string {
 	return dir
 }
 
-// importDDP imports the DDP run under tag into a folder of traces.
-func importDDP(t *testing.T, tag string) string {
+// importDDP imports the DDP run under tag into a folder of traces, with
+// the import flags args.
+func importDDP(t *testing.T, tag string, args ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "traces")
-	if code, _, stderr := tracer(t, "import", ddpDir(t, tag), "-o", out); code != 0 {
+	if code, _, stderr := tracer(t, append([]string{"import", ddpDir(t, tag), "-o", out}, args...)...); code != 0 {
 		t.Fatalf("import: exit %d: %s", code, stderr)
 	}
 	return out
