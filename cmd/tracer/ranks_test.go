@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tracer-dev/tracer/analysis"
@@ -211,5 +214,28 @@ func TestRanksTable(t *testing.T) {
 		if code != tc.code || !strings.Contains(strings.SplitN(stderr, "\n", 2)[0], tc.say) {
 			t.Errorf("%v: exit %d, %q; want %d saying %q", tc.args, code, stderr, tc.code, tc.say)
 		}
+	}
+}
+
+// Ctrl-C stops the commands of several traces too: exit 130, nothing
+// written beside the traces.
+func TestRanksInterrupted(t *testing.T) {
+	dir := importDDP(t, "default")
+	r0, r1 := filepath.Join(dir, "ddp__default.rank0.arrows"), filepath.Join(dir, "ddp__default.rank1.arrows")
+	snaps := ddpDir(t, "default")
+	for _, args := range [][]string{
+		{"info", dir}, {"analyze", r0, r1}, {"replay", dir, "--round", "4096"}, {"diff", r0, r1},
+		{"import", snaps, "-o", filepath.Join(t.TempDir(), "out")},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(&interrupted{syscall.SIGINT})
+		var out, errb bytes.Buffer
+		if code := run(ctx, args, &out, &errb); code != 130 || !strings.Contains(errb.String(), "interrupted") {
+			t.Errorf("%v: exit %d, %q; want 130, interrupted", args, code, errb.String())
+		}
+	}
+	only(t, dir, "ddp__default.rank0.arrows", "ddp__default.rank1.arrows")
+	if ents, _ := os.ReadDir(snaps); len(ents) != 5 {
+		t.Errorf("an interrupted import left files in %s: %v", snaps, ents)
 	}
 }
