@@ -209,7 +209,7 @@ func WriteDiff(w io.Writer, d *Diff, nameA, nameB string) error {
 	}
 	t.f("\nlive at the allocated peak, by site: ")
 	if len(d.Sites) == 0 {
-		t.f("no site changed (%d sites)\n", d.Unchanged)
+		t.f("no site changed (%s)\n", plural(d.Unchanged, "site"))
 		return t.err
 	}
 	t.f("%d changed, largest change first", len(d.Sites)+d.RestSites)
@@ -281,4 +281,11 @@ func PairDevices(a, b []*Summary) (pairs [][2]*Summary, unpaired []string) {
 		}
 	}
 	return pairs, unpaired
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

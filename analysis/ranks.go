@@ -240,20 +240,23 @@ func rankLabel(r int) string {
 	return strconv.Itoa(r)
 }
 
-// rowName names row i in a sentence: "rank 3", with its trace when
-// another row has the same rank, or its trace alone when the rank is
-// unknown.
+// rowName names row i in a sentence: "rank 3", or its trace when the rank
+// is unknown, with the trace or the device when another row has the same
+// rank or trace.
 func rowName(rows []RankRow, i int) string {
 	r := rows[i]
-	if r.Rank == NoRank {
-		return filepath.Base(r.Trace)
-	}
 	name := "rank " + strconv.Itoa(r.Rank)
+	if r.Rank == NoRank {
+		name = filepath.Base(r.Trace)
+	}
 	for j, o := range rows {
-		if j != i && o.Rank == r.Rank {
-			if o.Trace == r.Trace {
-				return fmt.Sprintf("%s device %d", name, r.Device)
-			}
+		if j == i || o.Rank != r.Rank {
+			continue
+		}
+		if o.Trace == r.Trace {
+			return fmt.Sprintf("%s device %d", name, r.Device)
+		}
+		if r.Rank != NoRank {
 			return fmt.Sprintf("%s (%s)", name, filepath.Base(r.Trace))
 		}
 	}

@@ -97,3 +97,26 @@ func TestWriteRanks(t *testing.T) {
 		t.Errorf("%d lines, want a header, 3 rows and 2 spreads:\n%s", lines, b.String())
 	}
 }
+
+// A sentence names a row so that it cannot be mistaken for another: by its
+// trace when the rank is unknown, with the device when the trace has
+// several, with the trace when two traces claim one rank.
+func TestWriteRanks_names(t *testing.T) {
+	rows := []analysis.RankRow{
+		{Trace: "dir/two.arrows", Rank: analysis.NoRank, Device: 0, PeakReserved: 100},
+		{Trace: "dir/two.arrows", Rank: analysis.NoRank, Device: 1, PeakReserved: 50},
+		{Trace: "a.rank0.arrows", Rank: 0, PeakReserved: 300},
+		{Trace: "b.rank0.arrows", Rank: 0, PeakReserved: 200},
+	}
+	var b strings.Builder
+	if err := analysis.WriteRanks(&b, analysis.Ranks(rows)); err != nil {
+		t.Fatal(err)
+	}
+	want := "reserved peak highest on rank 0 (a.rank0.arrows): 300 B, +150 B (+100.0%) above the median, +250 B (+500.0%) above the lowest, two.arrows device 1"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("want %q in\n%s", want, b.String())
+	}
+	if !strings.Contains(b.String(), "rank -: not known") {
+		t.Errorf("no note on the unknown ranks:\n%s", b.String())
+	}
+}
