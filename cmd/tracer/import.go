@@ -59,11 +59,13 @@ snapshot in it (recognised by content: other files are skipped), and -o is
 then a directory. Each trace records its distributed rank, read from the file
 name (rank3, rank_3, rank-3, snapshot_3.pickle) or given with --rank for one
 snapshot: tracer info, analyze and replay of several traces print a table by
-rank. Each output is written to a
-file with no name that takes the output's name at the end: a failed or
-interrupted import leaves nothing behind. An output that is one of the inputs,
-or that two inputs would share, is refused. "-o -" writes the trace to
-standard output; a device or FIFO is written to, never replaced.
+rank.
+
+Each output is written to a file with no name that takes the output's name at
+the end: a failed or interrupted import leaves nothing behind. An output that
+is one of the inputs, or that two inputs would share, is refused. "-o -"
+writes the trace to standard output; a device or FIFO is written to, never
+replaced.
 Decoded events wait in an unlinked scratch file beside the output (56 bytes per
 trace entry: the disk there needs the room), so memory stays small: a 9 MB
 snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
@@ -175,7 +177,7 @@ func expandDirs(ins []string, ro *record.ImportOptions) (out, notes []string, er
 			return nil, nil, err
 		}
 		if len(skipped) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: %d snapshots; skipped %d other files (%s)", in, len(snaps), len(skipped), clipList(skipped, 3)))
+			notes = append(notes, fmt.Sprintf("%s: %s; skipped %s (%s)", in, plural(len(snaps), "snapshot"), plural(len(skipped), "other file"), clipList(skipped, 3)))
 		}
 		out = append(out, snaps...)
 		ro.OutDir = ro.Out != ""
