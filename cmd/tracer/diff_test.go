@@ -137,6 +137,10 @@ func TestDiffRanks(t *testing.T) {
 	if s := d.Devices[0].Sites; len(s) != 1 || s[0].Site != "(no stack)" {
 		t.Errorf("a run recorded without stacks has one site, (no stack): %+v", s)
 	}
+	code, stdout, _ := tracer(t, "diff", filepath.Join(dir, "ddp__retry.rank0.arrows"), filepath.Join(dir, "ddp__retry.rank1.arrows"))
+	if code != 0 || !strings.Contains(stdout, "recorded without stacks") {
+		t.Errorf("the text does not say why there is one site:\n%s", stdout)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
