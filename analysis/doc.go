@@ -18,6 +18,10 @@
 // live blocks, the segments and the stacks, plus fixed-size timeline and
 // histograms: never per event, so a trace of any length streams through.
 //
+// Summaries of several runs compare: Ranks tabulates the ranks of a
+// distributed run (RankTable: which rank peaks highest, and by how much),
+// and Compare diffs two runs, site by site at the allocated peak (Diff).
+//
 // # Block sizes
 //
 // For alloc and free_* events, Event.Size is the requested size and

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -26,6 +28,11 @@ type ImportOptions struct {
 	// directory (created if needed). Empty: next to each input, with the
 	// extension replaced by .arrows.
 	Out string
+	// OutDir makes Out a directory even for one input (tracer import DIR).
+	OutDir bool
+	// Rank, when set, gives each input's distributed rank (from its file
+	// name, or as the user said), stored as the trace's tracer.x.rank.
+	Rank func(in string) (rank int, ok bool)
 	// MemoryFraction and DeviceTotal annotate the trace with the run's
 	// per-process memory limit (torch.cuda.set_per_process_memory_fraction),
 	// which snapshots do not store; replays use it as the default limit.
@@ -89,7 +96,7 @@ func (d Divergence) String() string {
 // Results come back in input order; the first error stops nothing else but is
 // returned, naming its file.
 func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*ImportResult, error) {
-	outs, err := outputPaths(ins, opts.Out)
+	outs, err := outputPaths(ins, opts.Out, opts.OutDir)
 	if err != nil {
 		return nil, err
 	}
@@ -524,6 +531,11 @@ func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.M
 	meta.Extra = map[string]string{}
 	for k, v := range opts.Extra {
 		meta.Extra[k] = v
+	}
+	if opts.Rank != nil {
+		if r, ok := opts.Rank(in); ok {
+			meta.Extra[analysis.RankKey] = strconv.Itoa(r)
+		}
 	}
 	return meta
 }

@@ -13,6 +13,8 @@ import (
 
 type analyzeOptions struct {
 	Path     string
+	Paths    []string // several traces: a table by rank (see infoOptions)
+	several  bool
 	JSON     bool
 	Top      int
 	Timeline bool
@@ -29,7 +31,7 @@ func init() {
 func newAnalyzeCmd(runF func(context.Context, *analyzeOptions) error) *cobra.Command {
 	opts := &analyzeOptions{}
 	cmd := &cobra.Command{
-		Use:   "analyze [TRACE] [--top N] [--json]",
+		Use:   "analyze [TRACE... | DIR] [--top N] [--json]",
 		Short: "Peaks, fragmentation, and who was live at the peak",
 		Long: `Analyze summarizes a trace: the peaks of allocated, reserved, active and
 requested bytes with when they happened; fragmentation (internal: rounding;
@@ -43,16 +45,25 @@ of the allocated peak it holds; allocation lifetimes; the segment layout at the
 reserved peak; and every OOM with the cache state.
 
 With --conf, --round or --limit the trace is first replayed under those
-settings and the replay is analyzed. Without TRACE, the built-in sample is used.`,
+settings and the replay is analyzed. Without TRACE, the built-in sample is used.
+
+Several traces (the ranks of a distributed run), or a folder of them, give a
+table by rank (as tracer info prints it), then the analysis of the rank whose
+reserved peak is highest; --json holds every rank's.`,
 		Example: `  tracer analyze run.arrows
   tracer analyze run.arrows --top 20
   tracer analyze run.arrows --conf expandable_segments:True
   tracer analyze run.arrows --json | jq .fragmentation
-  tracer analyze run.arrows --json | jq '.devices[0].phases'`,
-		Args: cobra.MaximumNArgs(1),
+  tracer analyze run.arrows --json | jq '.devices[0].phases'
+  tracer analyze traces/ --limit 20GiB            # every rank under a limit`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if opts.Top < 0 {
@@ -97,6 +108,9 @@ func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64
 }
 
 func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
+	if opts.several {
+		return runAnalyzeRanks(ctx, opts)
+	}
 	in, err := pipeline.Open(opts.Path)
 	if err != nil {
 		return err

@@ -17,8 +17,12 @@ import (
 
 type infoOptions struct {
 	Path string
-	JSON bool
-	Out  io.Writer
+	// Paths are the traces given, several (a table by rank) when several
+	// is set.
+	Paths   []string
+	several bool
+	JSON    bool
+	Out     io.Writer
 }
 
 func init() {
@@ -28,7 +32,7 @@ func init() {
 func newInfoCmd(runF func(context.Context, *infoOptions) error) *cobra.Command {
 	opts := &infoOptions{}
 	cmd := &cobra.Command{
-		Use:   "info [TRACE]",
+		Use:   "info [TRACE... | DIR]",
 		Short: "Describe a trace: events, devices, time span, memory_stats() peaks",
 		Long: `Info says what a trace holds: its source and settings, the events by action,
 devices and streams, the time span, whether the history is complete, and the
@@ -50,14 +54,26 @@ With --json the output is a stable contract:
    "recorded_actions", "reconstructed_actions": {name: count},
    "approximate", "approximate_reason", "peaks_lower_bound",
    "per_device": {ordinal: {"stats", "model_mismatches", "approximate",
-   "approximate_reason"}}, ...}`,
+   "approximate_reason"}}, ...}
+
+Several traces (the ranks of a distributed run), or a folder of them, give a
+table by rank: peak allocated and reserved, fragmentation and OOMs, and the
+rank that peaks highest, by how much above the median and the lowest; with
+--json, {"ranks": {"rows", "allocated", "reserved"}, "traces": [the above,
+with "trace" and "rank"]}.`,
 		Example: `  tracer info run.arrows
   tracer info run.arrows --json | jq '.stats["reserved_bytes.all.peak"]'
+  tracer info traces/    # one row per rank (tracer import snapshots/ -o traces/)
+  tracer info traces/ --json | jq .ranks.reserved
   tracer info            # the built-in sample`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out = cmd.OutOrStdout()
 			if runF == nil {
@@ -72,6 +88,9 @@ With --json the output is a stable contract:
 
 // infoJSON is the --json contract of tracer info. Add fields; never rename.
 type infoJSON struct {
+	// Trace and Rank are set when info reports several traces.
+	Trace         string           `json:"trace,omitempty"`
+	Rank          *int             `json:"rank,omitempty"`
 	FormatVersion int              `json:"format_version"`
 	Events        int64            `json:"events"`
 	Actions       map[string]int64 `json:"actions"`
@@ -123,13 +142,31 @@ type infoDeviceJSON struct {
 }
 
 func runInfo(ctx context.Context, opts *infoOptions) error {
-	in, err := pipeline.Open(opts.Path)
+	if opts.several {
+		return runInfoRanks(ctx, opts)
+	}
+	in, run, out, err := infoOf(ctx, opts.Path, analysis.Options{})
 	if err != nil {
 		return err
 	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return writeInfo(opts.Out, in, run, out)
+}
+
+// infoOf opens the trace at path and works out what info reports of it,
+// analysing it with aopt.
+func infoOf(ctx context.Context, path string, aopt analysis.Options) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
+	in, err := pipeline.Open(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	set, err := in.RecordedSettings()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	// The replay under the recorded settings checks the model against the
 	// recording; the figures come from the recording itself. The two passes
@@ -142,24 +179,18 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	)
 	go func() {
 		defer close(done)
-		sums, facts, sumsErr = pipeline.Analyze(ctx, in, analysis.Options{})
+		sums, facts, sumsErr = pipeline.Analyze(ctx, in, aopt)
 	}()
 	run, err := pipeline.Replay(ctx, in, set, pipeline.Options{})
 	<-done
 	if sumsErr != nil {
-		return sumsErr
+		return nil, nil, nil, sumsErr
 	}
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	run.Summaries, run.Facts = sums, facts
-	out := buildInfo(in, run)
-	if opts.JSON {
-		enc := json.NewEncoder(opts.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	return writeInfo(opts.Out, in, run, out)
+	return in, run, buildInfo(in, run), nil
 }
 
 func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
