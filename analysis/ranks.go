@@ -13,11 +13,6 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// RankKey is the trace metadata annotation (trace.Meta.Extra, stored as
-// tracer.x.rank) that holds the distributed rank a trace was recorded on:
-// tracer import writes it, from the snapshot's file name or --rank.
-const RankKey = "rank"
-
 // NoRank is the Rank of a trace whose rank is not known.
 const NoRank = -1
 
@@ -60,9 +55,9 @@ func RankOf(path string) (int, bool) {
 }
 
 // TraceRank is the rank of the trace at path with metadata m: the one
-// stored at import (RankKey), else what its file name says (RankOf).
+// stored at import (trace.ExtraRank), else what its file name says (RankOf).
 func TraceRank(m trace.Meta, path string) (int, bool) {
-	if v, ok := m.Extra[RankKey]; ok {
+	if v, ok := m.Extra[trace.ExtraRank]; ok {
 		if r, err := strconv.Atoi(v); err == nil && r >= 0 {
 			return r, true
 		}

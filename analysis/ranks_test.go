@@ -37,11 +37,11 @@ func TestRankOf(t *testing.T) {
 
 // A rank stored at import wins over the file name; a bad one is ignored.
 func TestTraceRank(t *testing.T) {
-	m := trace.Meta{Extra: map[string]string{analysis.RankKey: "5"}}
+	m := trace.Meta{Extra: map[string]string{trace.ExtraRank: "5"}}
 	if r, ok := analysis.TraceRank(m, "x.rank2.arrows"); r != 5 || !ok {
 		t.Errorf("stored rank: got %d, %v; want 5", r, ok)
 	}
-	m.Extra[analysis.RankKey] = "five"
+	m.Extra[trace.ExtraRank] = "five"
 	if r, ok := analysis.TraceRank(m, "x.rank2.arrows"); r != 2 || !ok {
 		t.Errorf("bad stored rank: got %d, %v; want the name's 2", r, ok)
 	}

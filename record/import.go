@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
-	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -534,7 +533,7 @@ func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.M
 	}
 	if opts.Rank != nil {
 		if r, ok := opts.Rank(in); ok {
-			meta.Extra[analysis.RankKey] = strconv.Itoa(r)
+			meta.Extra[trace.ExtraRank] = strconv.Itoa(r)
 		}
 	}
 	return meta

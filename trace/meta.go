@@ -30,6 +30,11 @@ const (
 	SourcePythonProgram = "record-python"    // tracer record -- python ...
 )
 
+// ExtraRank is the Meta.Extra key (stored as tracer.x.rank) holding the
+// distributed rank a trace was recorded on, in decimal: tracer import
+// writes it from the snapshot's file name or --rank.
+const ExtraRank = "rank"
+
 // writeVersion is the version writers stamp; tests change it to fake files
 // from a future tracer.
 var writeVersion = Current
@@ -58,7 +63,7 @@ type Meta struct {
 	// Annotations are the user scopes (record_function) the source
 	// recorded, in time order; nil when none (see Annotation).
 	Annotations []Annotation
-	Extra       map[string]string // keys without the MetaExtraPrefix
+	Extra       map[string]string // keys without the MetaExtraPrefix (ExtraRank, ...)
 }
 
 func (m *Meta) keyValues() (keys, values []string) {

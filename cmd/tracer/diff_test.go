@@ -109,7 +109,7 @@ func TestDiffRanks(t *testing.T) {
 	dir := importDDP(t, "retry", "--fraction", "0.0022213538994846093", "--total-memory", "150109880320")
 	var truth [2]pairRun
 	for i := range truth {
-		truth[i].readStats(t, filepath.Join(pairsDir, "snapshots", fmt.Sprintf("ddp__retry.rank%d.stats.json", i)))
+		truth[i].readStats(t, filepath.Join(ddpSource("retry"), fmt.Sprintf("ddp__retry.rank%d.stats.json", i)))
 	}
 	var d diffOut
 	tracerJSON(t, &d, "diff", filepath.Join(dir, "ddp__retry.rank0.arrows"), filepath.Join(dir, "ddp__retry.rank1.arrows"), "--json")

@@ -41,8 +41,8 @@ func TestReadmeRanks(t *testing.T) {
 	}
 	for _, r := range []string{"rank0", "rank1"} {
 		name := "ddp__retry." + r
-		gunzip(t, filepath.Join(pairsDir, "snapshots", name+".pickle.gz"), filepath.Join(snaps, name+".pickle"))
-		copyFile(t, filepath.Join(pairsDir, "snapshots", name+".stats.json"), filepath.Join(snaps, name+".stats.json"))
+		gunzip(t, filepath.Join(ddpSource("retry"), name+".pickle.gz"), filepath.Join(snaps, name+".pickle"))
+		copyFile(t, filepath.Join(ddpSource("retry"), name+".stats.json"), filepath.Join(snaps, name+".stats.json"))
 	}
 	for name, snap := range map[string]string{"before": "attention_infer__default", "after": "attention_infer__pow2div8"} {
 		if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, snap+".pickle"), "-o", filepath.Join(work, name+".arrows")); code != 0 {
