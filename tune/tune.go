@@ -70,6 +70,8 @@ type Candidate struct {
 	// no OOM, a multiple of the driver's 2 MiB granularity; -1 when even
 	// the whole device is not enough.
 	FitBytes int64
+	// Same counts the other settings that did exactly the same (Distinct).
+	Same int
 
 	pt    point // in the search space; recorded settings outside it: ok false
 	inPts bool
@@ -93,6 +95,30 @@ type Report struct {
 	Passes   int
 }
 
+// Distinct returns Ranked with each group of settings that did exactly the
+// same (every counter on every device, and the fit) folded into its best
+// ranked member, the one with fewest keys, which counts the others in
+// Same: a table then shows what differs, not the useless keys of the
+// best setting's equals.
+func (r *Report) Distinct() []Candidate {
+	var out []Candidate
+	for _, c := range r.Ranked {
+		folded := false
+		for i := range out {
+			if out[i].sameAs(&c.Outcome) && out[i].FitBytes == c.FitBytes {
+				out[i].Same++
+				folded = true
+				break
+			}
+		}
+		if !folded {
+			c.Same = 0
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Best is the recommended setting: the first of Ranked.
 func (r *Report) Best() *Candidate { return &r.Ranked[0] }
 
@@ -101,12 +127,14 @@ func (r *Report) Line() string { return "PYTORCH_CUDA_ALLOC_CONF=" + r.Best().Co
 
 // AvoidedBy names up to n of the best-ranked settings under which the
 // request at seq (a failed one) does not fail: those with no OOM at all
-// first, then those that fail elsewhere.
+// first, then those that fail elsewhere; of settings that did exactly the
+// same, the first (Distinct).
 func (r *Report) AvoidedBy(seq int64, n int) []string {
 	out := []string{}
+	distinct := r.Distinct()
 	for _, clean := range []bool{true, false} {
-		for i := range r.Ranked {
-			c := &r.Ranked[i]
+		for i := range distinct {
+			c := &distinct[i]
 			// A setting's failures are known when it had few enough that
 			// OOMSeqs names them all.
 			known := int64(len(c.OOMSeqs)) == c.OOMs
