@@ -116,8 +116,9 @@ type OOM struct {
 	FreeBesideLiveBytes Bytes    `json:"free_beside_live_bytes"` // free blocks in segments that hold live ones
 	// LiveSites are the allocation sites live at that moment, largest first.
 	LiveSites []Site `json:"live_sites"`
-	// AvoidedBy names settings under which the request does not fail;
-	// the summary cannot know them (tune fills them in), so [] here.
+	// AvoidedBy names settings (PYTORCH_CUDA_ALLOC_CONF strings, "" for
+	// PyTorch's defaults) under which the request does not fail; a summary
+	// cannot know them (tune fills them in), so [] here.
 	AvoidedBy []string `json:"avoided_by"`
 }
 

@@ -217,7 +217,7 @@ func (t *textWriter) oomVerdict(o *OOM) {
 	case CauseLimit:
 		t.f("    cause: the limit: %s live + %s asked > %s allowed\n", o.LiveBytes, o.Request, o.CapacityBytes)
 	case CauseFragmentation:
-		t.f("    cause: fragmentation: %s live + %s asked fit in %s allowed,\n", o.LiveBytes, o.Request, o.CapacityBytes)
+		t.f("    cause: fragmentation: %s live + %s asked fit in %s,\n", o.LiveBytes, o.Request, o.CapacityBytes)
 		t.f("      but no free block is large enough (%s free beside live blocks)\n", o.FreeBesideLiveBytes)
 	}
 	if len(o.LiveSites) > 0 {
@@ -227,7 +227,13 @@ func (t *textWriter) oomVerdict(o *OOM) {
 		t.f("      %10s %6d blocks  %s\n", st.BlockBytes, st.Count, clip(st.Label(), 50))
 	}
 	if len(o.AvoidedBy) > 0 {
-		t.f("    avoided by: %s\n", strings.Join(o.AvoidedBy, "; "))
+		t.f("    avoided by:\n")
+		for _, a := range o.AvoidedBy {
+			if a == "" {
+				a = "(PyTorch's defaults)"
+			}
+			t.f("      PYTORCH_CUDA_ALLOC_CONF=%s\n", a)
+		}
 	}
 }
 

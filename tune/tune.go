@@ -125,7 +125,8 @@ func (r *Report) Best() *Candidate { return &r.Ranked[0] }
 // Line is the line to paste into the environment of the run.
 func (r *Report) Line() string { return "PYTORCH_CUDA_ALLOC_CONF=" + r.Best().Conf }
 
-// AvoidedBy names up to n of the best-ranked settings under which the
+// AvoidedBy names (by Conf, "" for the defaults) up to n of the best-ranked
+// settings under which the
 // request at seq (a failed one) does not fail: those with no OOM at all
 // first, then those that fail elsewhere; of settings that did exactly the
 // same, the first (Distinct).
@@ -139,7 +140,7 @@ func (r *Report) AvoidedBy(seq int64, n int) []string {
 			// OOMSeqs names them all.
 			known := int64(len(c.OOMSeqs)) == c.OOMs
 			if len(out) < n && (c.OOMs == 0) == clean && known && !c.failsAt(seq) {
-				out = append(out, c.Label)
+				out = append(out, c.Conf)
 			}
 		}
 	}

@@ -195,7 +195,7 @@ func TestSearch_avoids(t *testing.T) {
 	avoid := rep.AvoidedBy(rep.Recorded.OOMSeqs[0], 100)
 	named := false
 	for _, a := range avoid {
-		named = named || a == best.Label
+		named = named || a == best.Conf
 	}
 	if !named {
 		t.Errorf("avoided by %v; want %s among them", avoid, best.Label)
@@ -221,7 +221,7 @@ func TestSearch_oom(t *testing.T) {
 	t.Logf("best %s (%d OOMs, %d B); the OOM at %d avoided by %v", rep.Best().Label, rep.Best().OOMs, rep.Best().PeakReservedBytes, rec.OOMSeqs[0], avoid)
 	for _, c := range rep.Ranked {
 		for _, a := range avoid {
-			if c.Label == a && c.failsAt(rec.OOMSeqs[0]) {
+			if c.Conf == a && c.failsAt(rec.OOMSeqs[0]) {
 				t.Errorf("%s fails at %d, yet named as avoiding it", a, rec.OOMSeqs[0])
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -118,7 +119,8 @@ type tuneJSON struct {
 	Ranked        []candidateJSON `json:"ranked"`
 	NoEffect      []string        `json:"no_effect"`
 	NotTried      []string        `json:"not_tried"`
-	// OOMs are the recorded settings' failures with their verdicts.
+	// OOMs are the recorded settings' failures with their verdicts; seq is
+	// the failed request's place in the trace.
 	OOMs          []analysis.OOM `json:"ooms"`
 	AllocConfLine string         `json:"alloc_conf_line"`
 }
@@ -216,10 +218,20 @@ func tuneOOMs(ctx context.Context, in *pipeline.Input, rep *tune.Report) ([]anal
 	if err != nil {
 		return nil, err
 	}
+	// The summaries number events as the replay emitted them; the
+	// replay's OOMs, in the same order, name the request in the trace.
 	for _, s := range run.Summaries {
-		for _, o := range s.OOMs {
-			o.AvoidedBy = rep.AvoidedBy(o.Seq, 3)
-			ooms = append(ooms, o)
+		for _, d := range run.Result.Devices {
+			if d.Device != s.Device {
+				continue
+			}
+			for i, o := range s.OOMs {
+				if i < len(d.OOMs) {
+					o.Seq = d.OOMs[i].Seq
+					o.AvoidedBy = rep.AvoidedBy(o.Seq, 3)
+					ooms = append(ooms, o)
+				}
+			}
 		}
 	}
 	return ooms, nil
@@ -354,7 +366,11 @@ func writeOOMVerdict(w io.Writer, o *analysis.OOM) {
 		fmt.Fprintf(w, "  %10s live in %d blocks at %s\n", s.BlockBytes, s.Count, s.Label())
 	}
 	if len(o.AvoidedBy) > 0 {
-		fmt.Fprintf(w, "  avoided by: %s\n", strings.Join(o.AvoidedBy, "; "))
+		names := make([]string, len(o.AvoidedBy))
+		for i, a := range o.AvoidedBy {
+			names[i] = cmp.Or(a, "defaults")
+		}
+		fmt.Fprintf(w, "  avoided by: %s\n", strings.Join(names, "; "))
 	} else {
 		fmt.Fprintf(w, "  no setting tried avoids it\n")
 	}

@@ -173,3 +173,35 @@ func TestTune_interrupted(t *testing.T) {
 		t.Errorf("a recommendation after the interrupt:\n%s", out.String())
 	}
 }
+
+// tracer analyze gives each OOM its verdict, in text and JSON, with the
+// settings that avoid it.
+func TestAnalyze_oomVerdict(t *testing.T) {
+	var j struct {
+		Devices []struct {
+			OOMs []struct {
+				Seq       int64    `json:"seq"`
+				Cause     string   `json:"cause"`
+				Live      int64    `json:"live_bytes"`
+				Beside    int64    `json:"free_beside_live_bytes"`
+				AvoidedBy []string `json:"avoided_by"`
+				LiveSites []struct {
+					BlockBytes int64 `json:"block_bytes"`
+				} `json:"live_sites"`
+			} `json:"ooms"`
+		} `json:"devices"`
+	}
+	tracerJSON(t, &j, "analyze", "--limit", "570MiB", "--json")
+	if len(j.Devices) != 1 || len(j.Devices[0].OOMs) == 0 {
+		t.Fatalf("no OOMs under 570 MiB: %+v", j)
+	}
+	for _, o := range j.Devices[0].OOMs {
+		if o.Cause != "fragmentation" || o.Live == 0 || o.Beside == 0 || len(o.LiveSites) == 0 || len(o.AvoidedBy) == 0 {
+			t.Errorf("OOM %+v: want a fragmentation verdict with live sites and settings that avoid it", o)
+		}
+	}
+	code, stdout, stderr := tracer(t, "analyze", "--limit", "570MiB")
+	if code != 0 || !strings.Contains(stdout, "cause: fragmentation") || !strings.Contains(stdout, "avoided by:\n      PYTORCH_CUDA_ALLOC_CONF=") {
+		t.Errorf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+}
