@@ -118,6 +118,7 @@ type evaluator struct {
 	replayers []*replay.Replayer
 	replays   int // replays run so far
 	passes    int
+	warned    bool // about a trace cut short
 }
 
 // run replays the input under every job and returns their outcomes in order,
@@ -193,6 +194,12 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 	}
 	readErr := b.feed(ctx, rd)
 	wg.Wait()
+	if readErr == nil && rd.Truncated() && e.in.Warn != nil && !e.warned {
+		// As the other commands say it: the figures cover the whole
+		// batches only.
+		e.warned = true
+		e.in.Warn(fmt.Sprintf("%s ends without its end-of-stream marker (a killed recording?): tuning on the events of its whole batches", e.in.Name))
+	}
 	switch {
 	case parent.Err() != nil:
 		return nil, parent.Err()

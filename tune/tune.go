@@ -70,8 +70,10 @@ type Candidate struct {
 	// no OOM, a multiple of the driver's 2 MiB granularity; -1 when even
 	// the whole device is not enough.
 	FitBytes int64
-	// Same counts the other settings that did exactly the same (Distinct).
-	Same int
+	// Same counts the other settings that did exactly the same (Distinct);
+	// SameAsRecorded says the recorded settings are among them.
+	Same           int
+	SameAsRecorded bool
 
 	pt    point // in the search space; recorded settings outside it: ok false
 	inPts bool
@@ -106,21 +108,42 @@ func (r *Report) Distinct() []Candidate {
 		folded := false
 		for i := range out {
 			if out[i].sameAs(&c.Outcome) && out[i].FitBytes == c.FitBytes {
+				if !pasteable(&out[i]) && pasteable(&c) {
+					// A row names a setting PyTorch takes where it can.
+					c.Same, c.SameAsRecorded = out[i].Same, out[i].Recorded
+					out[i], c = c, out[i]
+				}
 				out[i].Same++
+				out[i].SameAsRecorded = out[i].SameAsRecorded || c.Recorded
 				folded = true
 				break
 			}
 		}
 		if !folded {
-			c.Same = 0
+			c.Same, c.SameAsRecorded = 0, false
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// Best is the recommended setting: the first of Ranked.
-func (r *Report) Best() *Candidate { return &r.Ranked[0] }
+// Best is the recommended setting: the first of Ranked that PyTorch
+// accepts (recorded settings may hold tracer's own model constants, such
+// as tracer_round, which no PyTorch run can set).
+func (r *Report) Best() *Candidate {
+	for i := range r.Ranked {
+		if pasteable(&r.Ranked[i]) {
+			return &r.Ranked[i]
+		}
+	}
+	return &r.Ranked[0]
+}
+
+// pasteable reports whether PyTorch accepts c's setting.
+func pasteable(c *Candidate) bool {
+	_, err := allocator.ParseConf(c.Conf)
+	return err == nil
+}
 
 // Line is the line to paste into the environment of the run.
 func (r *Report) Line() string { return "PYTORCH_CUDA_ALLOC_CONF=" + r.Best().Conf }

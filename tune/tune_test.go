@@ -239,3 +239,33 @@ func TestSearch_cancelled(t *testing.T) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
 }
+
+// Settings that did exactly the same are one row, named by a setting
+// PyTorch takes; a recorded setting PyTorch does not take (a model
+// constant) is never the recommendation.
+func TestReport_distinct(t *testing.T) {
+	dev := func(peak int64) []DeviceOutcome {
+		d := DeviceOutcome{}
+		d.Stats.ReservedBytes[0].Peak = peak
+		return []DeviceOutcome{d}
+	}
+	cand := func(conf string, rec bool, peak int64) Candidate {
+		c := Candidate{Conf: conf, Label: conf, Recorded: rec}
+		c.PeakReservedBytes, c.Devices = peak, dev(peak)
+		return c
+	}
+	r := &Report{Ranked: []Candidate{
+		cand("tracer_round:4096", true, 100),
+		cand("expandable_segments:True", false, 100),
+		cand("max_split_size_mb:64,expandable_segments:True", false, 100),
+		cand("", false, 120),
+	}}
+	if b := r.Best(); b.Conf != "expandable_segments:True" {
+		t.Errorf("best %q, want expandable_segments:True", b.Conf)
+	}
+	d := r.Distinct()
+	if len(d) != 2 || d[0].Conf != "expandable_segments:True" || d[0].Same != 2 || !d[0].SameAsRecorded || d[0].Recorded ||
+		d[1].Conf != "" || d[1].Same != 0 {
+		t.Errorf("distinct %+v", d)
+	}
+}

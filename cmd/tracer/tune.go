@@ -109,6 +109,9 @@ type tuneJSON struct {
 	Trace      string `json:"trace"`
 	Objective  string `json:"objective"`
 	LimitBytes int64  `json:"limit_bytes"`
+	// Devices counts the trace's GPUs; with several, a peak is the
+	// fullest one's, and an OOM on any counts.
+	Devices int `json:"devices"`
 	// Fits (fit, with --limit): the best setting needs no more than it.
 	Fits          *bool           `json:"fits,omitempty"`
 	SettingsTried int             `json:"settings_tried"`
@@ -140,8 +143,10 @@ type candidateJSON struct {
 	Retries            int64  `json:"alloc_retries"`
 	FitBytes           int64  `json:"fit_bytes,omitempty"` // fit: the smallest limit with no OOM; -1: none
 	// Same counts the other settings tried that did exactly the same (every
-	// memory_stats() counter equal), left out of ranked.
-	Same int `json:"same_results"`
+	// memory_stats() counter equal), left out of ranked; SameAsRecorded says
+	// the recorded settings are among them.
+	Same           int  `json:"same_results"`
+	SameAsRecorded bool `json:"same_as_recorded"`
 }
 
 func runTune(ctx context.Context, opts *tuneOptions) error {
@@ -241,25 +246,31 @@ func toCandidateJSON(rank int, c *tune.Candidate, rec *tune.Candidate) candidate
 	return candidateJSON{Rank: rank, Conf: c.Conf, Label: c.Label, Recorded: c.Recorded, LimitBytes: c.LimitBytes,
 		PeakReservedBytes: c.PeakReservedBytes, PeakAllocatedBytes: c.PeakAllocatedBytes,
 		ChangeBytes: c.PeakReservedBytes - rec.PeakReservedBytes, OOMs: c.OOMs,
-		DeviceMallocs: c.DeviceMallocs, DeviceFrees: c.DeviceFrees, Retries: c.Retries, FitBytes: c.FitBytes, Same: c.Same}
+		DeviceMallocs: c.DeviceMallocs, DeviceFrees: c.DeviceFrees, Retries: c.Retries, FitBytes: c.FitBytes, Same: c.Same, SameAsRecorded: c.SameAsRecorded}
 }
 
 func buildTuneJSON(in *pipeline.Input, rep *tune.Report, top int, ooms []analysis.OOM) *tuneJSON {
 	out := &tuneJSON{Trace: in.Name, Objective: rep.Objective.String(), LimitBytes: rep.LimitBytes,
+		Devices:       len(rep.Recorded.Devices),
 		SettingsTried: len(rep.Ranked), Replays: rep.Replays, Passes: rep.Passes,
 		Ranked: []candidateJSON{}, NoEffect: append([]string{}, rep.NoEffect...),
 		NotTried: append([]string{}, rep.NotTried...), OOMs: ooms, AllocConfLine: rep.Line()}
-	for i := range rep.Ranked {
-		if c := &rep.Ranked[i]; c.Recorded {
-			out.Recorded = toCandidateJSON(i+1, c, &rep.Recorded)
-		}
-	}
+	// The table's rows: settings that did exactly the same are one row,
+	// ranked as the first of them; the recorded settings and the best take
+	// the rank of their row.
+	best := rep.Best()
 	for i, c := range rep.Distinct() {
+		j := toCandidateJSON(i+1, &c, &rep.Recorded)
 		if i < top {
-			out.Ranked = append(out.Ranked, toCandidateJSON(i+1, &c, &rep.Recorded))
+			out.Ranked = append(out.Ranked, j)
+		}
+		if c.Recorded || c.SameAsRecorded {
+			out.Recorded = toCandidateJSON(i+1, &rep.Recorded, &rep.Recorded)
+		}
+		if c.Conf == best.Conf && c.Recorded == best.Recorded {
+			out.Best = j
 		}
 	}
-	out.Best = out.Ranked[0]
 	if rep.Objective == tune.Fit && rep.LimitBytes > 0 {
 		fits := out.Best.FitBytes > 0 && out.Best.FitBytes <= rep.LimitBytes
 		out.Fits = &fits
@@ -269,6 +280,9 @@ func buildTuneJSON(in *pipeline.Input, rep *tune.Report, top int, ooms []analysi
 
 func writeTune(w io.Writer, r *tuneJSON) {
 	fmt.Fprintf(w, "%s: %d settings tried (%d replays in %d passes over the trace)\n", r.Trace, r.SettingsTried, r.Replays, r.Passes)
+	if r.Devices > 1 {
+		fmt.Fprintf(w, "%d GPUs: each peak is the fullest GPU's, and the limit is each GPU's\n", r.Devices)
+	}
 	if r.Objective == "reserved" {
 		limit := "no memory limit"
 		if r.LimitBytes > 0 {
@@ -282,8 +296,11 @@ func writeTune(w io.Writer, r *tuneJSON) {
 	}
 	row := func(c candidateJSON) {
 		label := c.Label
-		if c.Recorded {
+		switch {
+		case c.Recorded:
 			label += " (recorded)"
+		case c.SameAsRecorded:
+			label += " (as recorded)"
 		}
 		if c.Same > 0 {
 			label += fmt.Sprintf(" (and %d more alike)", c.Same)
@@ -298,7 +315,7 @@ func writeTune(w io.Writer, r *tuneJSON) {
 	recShown := false
 	for _, c := range r.Ranked {
 		row(c)
-		recShown = recShown || c.Recorded
+		recShown = recShown || c.Recorded || c.SameAsRecorded
 	}
 	if !recShown {
 		fmt.Fprintf(w, "%4s\n", "...")
