@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -119,6 +121,8 @@ type evaluator struct {
 	replays   int // replays run so far
 	passes    int
 	warned    bool // about a trace cut short
+	// progress, when set, hears how far a long pass got.
+	progress func(msg string)
 }
 
 // run replays the input under every job and returns their outcomes in order,
@@ -152,8 +156,6 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 	for len(e.replayers) < len(jobs) {
 		e.replayers = append(e.replayers, new(replay.Replayer))
 	}
-	e.replays += len(jobs)
-	e.passes++
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -192,7 +194,11 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 			outs[i] = outcomeOf(res)
 		}()
 	}
-	readErr := b.feed(ctx, rd)
+	readErr := b.feed(ctx, rd, func(events int64) {
+		if e.progress != nil {
+			e.progress(fmt.Sprintf("%d replays at once, at event %s", len(jobs), analysis.Count(events)))
+		}
+	})
 	wg.Wait()
 	if readErr == nil && rd.Truncated() && e.in.Warn != nil && !e.warned {
 		// As the other commands say it: the figures cover the whole
@@ -208,6 +214,8 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 	case firstErr != nil:
 		return nil, firstErr
 	}
+	e.replays += len(jobs)
+	e.passes++
 	return outs, nil
 }
 
@@ -252,10 +260,14 @@ func (b *broadcast) release(s *sharedBatch) {
 	}
 }
 
+// tickEvery is how often a long pass reports how far it got.
+const tickEvery = 2 * time.Second
+
 // feed decodes rd and sends every batch to every consumer, then closes
-// their channels. It returns the reader's error, or the context's when it
+// their channels, calling tick with the events sent so far every
+// tickEvery. It returns the reader's error, or the context's when it
 // stopped early.
-func (b *broadcast) feed(ctx context.Context, rd *trace.Reader) (err error) {
+func (b *broadcast) feed(ctx context.Context, rd *trace.Reader, tick func(events int64)) (err error) {
 	defer func() {
 		b.err = err
 		for _, c := range b.consumers {
@@ -263,6 +275,8 @@ func (b *broadcast) feed(ctx context.Context, rd *trace.Reader) (err error) {
 		}
 	}()
 	s := b.get()
+	var sent int64
+	last := time.Now()
 	send := func() error {
 		s.refs.Store(int32(len(b.consumers)))
 		for _, c := range b.consumers {
@@ -271,6 +285,11 @@ func (b *broadcast) feed(ctx context.Context, rd *trace.Reader) (err error) {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		sent += int64(len(s.evs))
+		if time.Since(last) >= tickEvery {
+			last = time.Now()
+			tick(sent)
 		}
 		s = b.get()
 		return nil

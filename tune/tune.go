@@ -171,6 +171,7 @@ func Search(ctx context.Context, in *pipeline.Input, opts Options) (*Report, err
 		opts.Rounds = 4
 	}
 	s := &searcher{in: in, opts: opts, e: evaluator{in: in}, tried: map[point]*Candidate{}, start: time.Now()}
+	s.e.progress = func(msg string) { s.progress("%s", msg) }
 	rec, err := in.Resolve(pipeline.Settings{Limit: s.replayLimit()})
 	if err != nil {
 		return nil, err
@@ -293,7 +294,7 @@ func (s *searcher) eval(ctx context.Context, stage string, pts []point, withReco
 
 func (s *searcher) progress(format string, args ...any) {
 	if s.opts.Progress != nil {
-		s.opts.Progress(fmt.Sprintf("tune: %.1f s, %d replays: ", time.Since(s.start).Seconds(), s.e.replays) + fmt.Sprintf(format, args...))
+		s.opts.Progress(fmt.Sprintf("tune: %.1f s, %d replays done: ", time.Since(s.start).Seconds(), s.e.replays) + fmt.Sprintf(format, args...))
 	}
 }
 
@@ -362,6 +363,6 @@ func (s *searcher) report() *Report {
 			r.NoEffect = append(r.NoEffect, kn.key)
 		}
 	}
-	s.progress("done: %d settings in %d passes", len(r.Ranked), r.Passes)
+	s.progress("finished: %d settings in %d passes", len(r.Ranked), r.Passes)
 	return r
 }

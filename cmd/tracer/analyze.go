@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
-	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/tune"
 )
 
@@ -103,11 +102,10 @@ func summarizeRun(ctx context.Context, in *pipeline.Input, conf string, round in
 	return run.Summaries, "replayed: " + r.Label, run, nil
 }
 
-// avoidOOMs names, for each OOM of the summaries, up to three settings
-// under which its request does not fail, from one tune pass (PyTorch's
-// defaults and each knob alone, under the analyzed limit). The OOMs of a
-// replay (run) are numbered in the replay's events: the request's place in
-// the trace is the run's.
+// avoidOOMs names, for each OOM of the summaries (of run, a replay, when
+// not nil), up to three settings under which its request does not fail,
+// from one tune pass: PyTorch's defaults and each knob alone, under the
+// analyzed limit.
 func avoidOOMs(ctx context.Context, in *pipeline.Input, limit string, sums []*analysis.Summary, run *pipeline.Run, progress io.Writer) error {
 	n := 0
 	for _, s := range sums {
@@ -126,24 +124,7 @@ func avoidOOMs(ctx context.Context, in *pipeline.Input, limit string, sums []*an
 		return err
 	}
 	for _, sum := range sums {
-		var reqs []replay.OOM
-		if run != nil {
-			for _, d := range run.Result.Devices {
-				if d.Device == sum.Device {
-					reqs = d.OOMs
-				}
-			}
-		}
-		for i := range sum.OOMs {
-			seq := sum.OOMs[i].Seq
-			if run != nil {
-				if i >= len(reqs) {
-					break
-				}
-				seq = reqs[i].Seq
-			}
-			sum.OOMs[i].AvoidedBy = rep.AvoidedBy(seq, 3)
-		}
+		tune.FillAvoidedBy(rep, sum, run)
 	}
 	return nil
 }

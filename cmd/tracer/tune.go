@@ -175,7 +175,7 @@ func runTune(ctx context.Context, opts *tuneOptions) error {
 	if err != nil {
 		return err
 	}
-	ooms, err := tuneOOMs(ctx, in, rep)
+	ooms, err := tune.OOMVerdicts(ctx, in, rep)
 	if err != nil {
 		return err
 	}
@@ -193,53 +193,6 @@ func runTune(ctx context.Context, opts *tuneOptions) error {
 	}
 	writeTune(opts.Out, out)
 	return nil
-}
-
-// recordedReplay replays the recorded settings under the report's limit
-// (reserved) or as recorded (fit), with the analysis.
-func recordedReplay(ctx context.Context, in *pipeline.Input, rep *tune.Report) (*pipeline.Run, error) {
-	s := pipeline.Settings{}
-	if rep.Objective == tune.Reserved {
-		s.Limit = rep.Recorded.LimitBytes
-		if s.Limit == 0 {
-			s.Limit = -1
-		}
-	}
-	r, err := in.Resolve(s)
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.Replay(ctx, in, r, pipeline.Options{})
-}
-
-// tuneOOMs are the verdicts on the recorded settings' OOMs under the
-// report's limit, with the settings that avoid each.
-func tuneOOMs(ctx context.Context, in *pipeline.Input, rep *tune.Report) ([]analysis.OOM, error) {
-	ooms := []analysis.OOM{}
-	if rep.Objective != tune.Reserved || rep.Recorded.OOMs == 0 {
-		return ooms, nil
-	}
-	run, err := recordedReplay(ctx, in, rep)
-	if err != nil {
-		return nil, err
-	}
-	// The summaries number events as the replay emitted them; the
-	// replay's OOMs, in the same order, name the request in the trace.
-	for _, s := range run.Summaries {
-		for _, d := range run.Result.Devices {
-			if d.Device != s.Device {
-				continue
-			}
-			for i, o := range s.OOMs {
-				if i < len(d.OOMs) {
-					o.Seq = d.OOMs[i].Seq
-					o.AvoidedBy = rep.AvoidedBy(o.Seq, 3)
-					ooms = append(ooms, o)
-				}
-			}
-		}
-	}
-	return ooms, nil
 }
 
 func toCandidateJSON(rank int, c *tune.Candidate, rec *tune.Candidate) candidateJSON {
@@ -396,35 +349,13 @@ func writeOOMVerdict(w io.Writer, o *analysis.OOM) {
 // tunePlot draws the recorded run against the best three settings, ranked
 // as the table ranks them.
 func tunePlot(ctx context.Context, in *pipeline.Input, rep *tune.Report, path string) error {
-	rec, err := recordedReplay(ctx, in, rep)
+	sums, err := tune.Summaries(ctx, in, rep, 3)
 	if err != nil {
 		return err
 	}
-	if len(rec.Summaries) == 0 {
-		return fmt.Errorf("%s: no events to plot", in.Name)
-	}
-	runs := []plots.Run{{Label: "recorded (" + rep.Recorded.Label + ")", Summary: rec.Summaries[0]}}
-	distinct := rep.Distinct() // of settings that did the same, one line
-	for i := 0; i < len(distinct) && len(runs) < 4; i++ {
-		c := &distinct[i]
-		if c.Recorded {
-			continue
-		}
-		s := pipeline.Settings{Conf: c.Conf, FromDefaults: true, Limit: c.LimitBytes}
-		if s.Limit == 0 {
-			s.Limit = -1
-		}
-		r, err := in.Resolve(s)
-		if err != nil {
-			return err
-		}
-		run, err := pipeline.Replay(ctx, in, r, pipeline.Options{})
-		if err != nil {
-			return err
-		}
-		if len(run.Summaries) > 0 {
-			runs = append(runs, plots.Run{Label: fmt.Sprintf("#%d %s", i+1, c.Label), Summary: run.Summaries[0]})
-		}
+	runs := make([]plots.Run, len(sums))
+	for i, s := range sums {
+		runs[i] = plots.Run{Label: s.Label, Summary: s.Summary}
 	}
 	popt := plots.Options{Title: "Reserved memory: the recorded run and the best settings tune found",
 		ByEvent: plots.IdleDominated(runs[0].Summary)}
