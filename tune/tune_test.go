@@ -7,8 +7,10 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/record"
+	"github.com/tracer-dev/tracer/replay"
 )
 
 func sample(t testing.TB) *pipeline.Input {
@@ -267,5 +269,31 @@ func TestReport_distinct(t *testing.T) {
 	if len(d) != 2 || d[0].Conf != "expandable_segments:True" || d[0].Same != 2 || !d[0].SameAsRecorded || d[0].Recorded ||
 		d[1].Conf != "" || d[1].Same != 0 {
 		t.Errorf("distinct %+v", d)
+	}
+}
+
+// The OOMs of a replay's summary are numbered in the replay's events;
+// FillAvoidedBy names them by the trace's, which the report's settings
+// are checked against.
+func TestFillAvoidedBy_replay(t *testing.T) {
+	ok, fails := Candidate{Conf: "expandable_segments:True"}, Candidate{Conf: "max_split_size_mb:64"}
+	fails.OOMs, fails.OOMSeqs = 1, []int64{70}
+	fails.PeakReservedBytes = 1 // ranks after ok
+	for i, c := range []*Candidate{&ok, &fails} {
+		c.Devices = []DeviceOutcome{{}}
+		c.Devices[0].Stats.NumOOMs = int64(i) // not alike
+	}
+	rep := &Report{Ranked: []Candidate{ok, fails}}
+	sum := &analysis.Summary{Device: 0, OOMs: []analysis.OOM{{Seq: 5}, {Seq: 9}}}
+	run := &pipeline.Run{Result: &replay.Result{Devices: []replay.DeviceResult{{Device: 0, OOMs: []replay.OOM{{Seq: 70}, {Seq: 80}}}}}}
+	FillAvoidedBy(rep, sum, run)
+	if sum.OOMs[0].Seq != 70 || sum.OOMs[1].Seq != 80 {
+		t.Fatalf("seqs %d, %d; want the trace's 70, 80", sum.OOMs[0].Seq, sum.OOMs[1].Seq)
+	}
+	if a := sum.OOMs[0].AvoidedBy; !reflect.DeepEqual(a, []string{"expandable_segments:True"}) {
+		t.Errorf("70 avoided by %v; max_split_size_mb:64 fails there", a)
+	}
+	if a := sum.OOMs[1].AvoidedBy; !reflect.DeepEqual(a, []string{"expandable_segments:True", "max_split_size_mb:64"}) {
+		t.Errorf("80 avoided by %v; want both, the one with no OOM first", a)
 	}
 }

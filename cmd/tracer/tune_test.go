@@ -33,6 +33,9 @@ func TestTune_sample(t *testing.T) {
 	if !strings.Contains(stderr, "built-in sample") || !strings.Contains(stderr, "tune: ") || !strings.Contains(stderr, "descent round 1") {
 		t.Errorf("stderr lacks the sample note or progress:\n%s", stderr)
 	}
+	if _, stdout, _ := tracer(t, "tune", "--json"); strings.Contains(stdout, "null") {
+		t.Errorf("null in the JSON:\n%s", stdout)
+	}
 	var j tuneJSON
 	tracerJSON(t, &j, "tune", "--json", "--top", "3")
 	if last != j.AllocConfLine || j.AllocConfLine != "PYTORCH_CUDA_ALLOC_CONF="+j.Best.Conf {
