@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -209,8 +210,8 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 	switch {
 	case parent.Err() != nil:
 		return nil, parent.Err()
-	case readErr != nil && ctx.Err() == nil:
-		return nil, readErr
+	case readErr != nil && !errors.Is(readErr, context.Canceled):
+		return nil, readErr // the replays' errors follow from it
 	case firstErr != nil:
 		return nil, firstErr
 	}
