@@ -10,9 +10,10 @@ import (
 )
 
 // replayAnalyzed replays the input under c's setting (the recorded
-// settings for the recorded entry) and its limit, with the analysis.
-func replayAnalyzed(ctx context.Context, in *pipeline.Input, c *Candidate) (*pipeline.Run, error) {
-	s := pipeline.Settings{Conf: c.Conf, FromDefaults: true, Limit: c.LimitBytes}
+// settings for the recorded entry) and limit (bytes, 0 for none), with the
+// analysis.
+func replayAnalyzed(ctx context.Context, in *pipeline.Input, c *Candidate, limit int64) (*pipeline.Run, error) {
+	s := pipeline.Settings{Conf: c.Conf, FromDefaults: true, Limit: limit}
 	if c.Recorded {
 		s.Conf, s.FromDefaults = "", false
 	}
@@ -26,16 +27,23 @@ func replayAnalyzed(ctx context.Context, in *pipeline.Input, c *Candidate) (*pip
 	return pipeline.Replay(ctx, in, r, pipeline.Options{})
 }
 
-// OOMVerdicts replays the recorded settings as the report ran them and
+// OOMVerdicts replays the recorded settings under the report's limit and
 // returns the verdict on each of their OOMs (analysis.OOM), with Seq the
 // failed request's place in the trace and AvoidedBy the report's settings
-// under which it does not fail; [] when they had none.
+// under which it does not fail; [] when they had none. With Fit, that is
+// the memory asked about, when the recorded settings need more.
 func OOMVerdicts(ctx context.Context, in *pipeline.Input, rep *Report) ([]analysis.OOM, error) {
 	ooms := []analysis.OOM{}
-	if rep.Recorded.OOMs == 0 {
+	limit := rep.Recorded.LimitBytes
+	if rep.Objective == Fit {
+		limit = rep.LimitBytes
+		if fit := rep.Recorded.FitBytes; limit <= 0 || fit > 0 && fit <= limit {
+			return ooms, nil
+		}
+	} else if rep.Recorded.OOMs == 0 {
 		return ooms, nil
 	}
-	run, err := replayAnalyzed(ctx, in, &rep.Recorded)
+	run, err := replayAnalyzed(ctx, in, &rep.Recorded, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +92,7 @@ type Labelled struct {
 // returns the first device's summary of each, labelled, for the compare
 // plot.
 func Summaries(ctx context.Context, in *pipeline.Input, rep *Report, n int) ([]Labelled, error) {
-	rec, err := replayAnalyzed(ctx, in, &rep.Recorded)
+	rec, err := replayAnalyzed(ctx, in, &rep.Recorded, rep.Recorded.LimitBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +106,7 @@ func Summaries(ctx context.Context, in *pipeline.Input, rep *Report, n int) ([]L
 		if c.Recorded {
 			continue
 		}
-		run, err := replayAnalyzed(ctx, in, c)
+		run, err := replayAnalyzed(ctx, in, c, c.LimitBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -80,9 +80,21 @@ func (r *Report) Line() string { return "PYTORCH_CUDA_ALLOC_CONF=" + r.Best().Co
 // best-ranked settings under which the request at seq (a failed one) does
 // not fail: those with no OOM at all first, then those that fail
 // elsewhere; of settings that did exactly the same, the first (Distinct).
+// With Fit, the settings that fit in the memory asked about (LimitBytes).
 func (r *Report) AvoidedBy(seq int64, n int) []string {
 	out := []string{}
 	distinct := r.Distinct()
+	if r.Objective == Fit {
+		// The settings that fit in the memory asked about: under it their
+		// runs have no OOM at all.
+		for i := range distinct {
+			c := &distinct[i]
+			if len(out) < n && c.FitBytes > 0 && c.FitBytes <= r.LimitBytes && pasteable(c) {
+				out = append(out, c.Conf)
+			}
+		}
+		return out
+	}
 	for _, clean := range []bool{true, false} {
 		for i := range distinct {
 			c := &distinct[i]

@@ -122,8 +122,9 @@ type tuneJSON struct {
 	Ranked        []candidateJSON `json:"ranked"`
 	NoEffect      []string        `json:"no_effect"`
 	NotTried      []string        `json:"not_tried"`
-	// OOMs are the recorded settings' failures with their verdicts; seq is
-	// the failed request's place in the trace.
+	// OOMs are the recorded settings' failures under the limit (with fit,
+	// the memory asked about) with their verdicts; seq is the failed
+	// request's place in the trace.
 	OOMs          []analysis.OOM `json:"ooms"`
 	AllocConfLine string         `json:"alloc_conf_line"`
 }

@@ -56,7 +56,8 @@ func TestTune_fitJSON(t *testing.T) {
 	for _, tc := range []struct {
 		limit string
 		fits  bool
-	}{{"24GiB", true}, {"100MiB", false}} {
+		ooms  bool // the recorded settings need more
+	}{{"24GiB", true, false}, {"570MiB", true, true}, {"100MiB", false, true}} {
 		code, stdout, stderr := tracer(t, "tune", "--objective", "fit", "--limit", tc.limit, "--json")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
@@ -71,6 +72,17 @@ func TestTune_fitJSON(t *testing.T) {
 		}
 		if j.Best.FitBytes <= 0 || j.Best.FitBytes > j.Recorded.FitBytes || j.Objective != "fit" {
 			t.Errorf("best needs %d, recorded %d (%s)", j.Best.FitBytes, j.Recorded.FitBytes, j.Objective)
+		}
+		// Where the recorded settings need more than the limit, their OOMs
+		// under it get verdicts, avoided by the settings that fit.
+		if (len(j.OOMs) > 0) != tc.ooms {
+			t.Errorf("--limit %s: %d OOM verdicts", tc.limit, len(j.OOMs))
+		}
+		for _, o := range j.OOMs {
+			avoided := len(o.AvoidedBy) > 0 && o.AvoidedBy[0] == j.Best.Conf
+			if o.Cause == "" || avoided != tc.fits {
+				t.Errorf("--limit %s: OOM %+v", tc.limit, o)
+			}
 		}
 	}
 	code, stdout, _ := tracer(t, "tune", "--objective", "fit", "--limit", "100MiB")
