@@ -57,9 +57,10 @@ the run has no OOM (a bisection in 2 MiB steps, each step a replay), and ranks
 by it: "needs 23.4 GiB with defaults, 19.1 GiB with expandable_segments:True".
 With --limit it answers whether the run fits in that much memory.
 
-Every OOM of the recorded settings gets a verdict: the limit (the live blocks
-and the request exceed it) or fragmentation (they fit, but no free block is
-large enough), who was live, and which settings avoid it.
+Every OOM of the recorded settings under the limit (with fit, under --limit
+when they need more) gets a verdict: the limit (the live blocks and the
+request exceed it) or fragmentation (they fit, but no free block is large
+enough), who was live, and which settings avoid it.
 
 -o draws the reserved memory of the best three settings against the recorded
 run (PNG, SVG or PDF). Without TRACE, the built-in sample trace is tuned.`,
