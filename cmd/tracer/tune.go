@@ -113,6 +113,9 @@ type tuneJSON struct {
 	// Devices counts the trace's GPUs; with several, a peak is the
 	// fullest one's, and an OOM on any counts.
 	Devices int `json:"devices"`
+	// HistoryTruncated: the trace starts mid-run, and every setting starts
+	// from the recorded state (see tracer info).
+	HistoryTruncated bool `json:"history_truncated"`
 	// Fits (fit, with --limit): the best setting needs no more than it.
 	Fits          *bool           `json:"fits,omitempty"`
 	SettingsTried int             `json:"settings_tried"`
@@ -169,6 +172,11 @@ func runTune(ctx context.Context, opts *tuneOptions) error {
 	if in.Sample {
 		fmt.Fprintf(opts.Err, "tuning the built-in sample trace: %s\n(pass a TRACE to tune your own; tracer import turns a PyTorch snapshot into one)\n", in.Name)
 	}
+	if in.Meta.Truncated {
+		// README, Exactness: a replay under other settings starts from the
+		// recorded state, which those settings did not make.
+		fmt.Fprintln(opts.Err, "note: the history starts mid-run (PyTorch's ring buffer wrapped): every setting starts from the recorded segments, so settings show only what they change after the first event")
+	}
 	topt := tune.Options{Limit: s.Limit, Progress: func(msg string) { fmt.Fprintln(opts.Err, msg) }}
 	if opts.Objective == "fit" {
 		topt.Objective = tune.Fit
@@ -206,7 +214,7 @@ func toCandidateJSON(rank int, c *tune.Candidate, rec *tune.Candidate) candidate
 
 func buildTuneJSON(in *pipeline.Input, rep *tune.Report, top int, ooms []analysis.OOM) *tuneJSON {
 	out := &tuneJSON{Trace: in.Name, Objective: rep.Objective.String(), LimitBytes: rep.LimitBytes,
-		Devices:       len(rep.Recorded.Devices),
+		Devices: len(rep.Recorded.Devices), HistoryTruncated: in.Meta.Truncated,
 		SettingsTried: len(rep.Ranked), Replays: rep.Replays, Passes: rep.Passes,
 		Ranked: []candidateJSON{}, NoEffect: append([]string{}, rep.NoEffect...),
 		NotTried: append([]string{}, rep.NotTried...), OOMs: ooms, AllocConfLine: rep.Line()}
