@@ -70,7 +70,10 @@ func roundDown(n int64) int64 { return n / fitUnit * fitUnit }
 func (s *searcher) fit(ctx context.Context, cands []*Candidate, sets []pipeline.Resolved) error {
 	jobs := make([]job, len(sets))
 	for i, r := range sets {
-		r.Limit = 0
+		// Without a limit: the recorded settings replay as recorded (with
+		// the recording's addresses and its releases) only if the run had
+		// none either.
+		r.Limit, r.Recorded = 0, r.Recorded && s.in.Meta.MemoryLimit == 0
 		jobs[i] = job{set: r}
 	}
 	outs, err := s.e.run(ctx, jobs)

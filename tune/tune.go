@@ -96,11 +96,7 @@ func Evaluate(ctx context.Context, in *pipeline.Input, sets []Setting) ([]Candid
 			return nil, err
 		}
 		jobs[i] = job{set: r}
-		c, err := candidate(s.Conf, r)
-		if err != nil {
-			return nil, err
-		}
-		cands[i] = c
+		cands[i] = candidate(s.Conf, r)
 	}
 	outs, err := e.run(ctx, jobs)
 	if err != nil {
@@ -112,7 +108,8 @@ func Evaluate(ctx context.Context, in *pipeline.Input, sets []Setting) ([]Candid
 	return cands, nil
 }
 
-func candidate(conf string, r pipeline.Resolved) (Candidate, error) {
+// candidate is the entry of conf, resolved as r, before its replays.
+func candidate(conf string, r pipeline.Resolved) Candidate {
 	c := Candidate{Conf: conf, Label: conf, Recorded: r.Recorded, LimitBytes: r.Limit}
 	if conf == "" {
 		c.Label = "defaults"
@@ -121,7 +118,7 @@ func candidate(conf string, r pipeline.Resolved) (Candidate, error) {
 	if err == nil {
 		c.Keys = keysOf(pc)
 	}
-	return c, nil
+	return c
 }
 
 // sameConf reports whether two configurations set the same values.
@@ -233,7 +230,7 @@ func (s *searcher) eval(ctx context.Context, stage string, pts []point, withReco
 		if err != nil {
 			return err
 		}
-		c, _ := candidate(p.String(), r)
+		c := candidate(p.String(), r)
 		c.pt, c.inPts = p, true
 		cands = append(cands, &c)
 		sets = append(sets, r)
@@ -254,7 +251,7 @@ func (s *searcher) eval(ctx context.Context, stage string, pts []point, withReco
 			}
 		}
 		if !found {
-			c, _ := candidate(s.in.Meta.AllocConf, r)
+			c := candidate(s.in.Meta.AllocConf, r)
 			c.Recorded = true
 			cands = append(cands, &c)
 			sets = append(sets, r)

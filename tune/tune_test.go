@@ -231,6 +231,18 @@ func TestSearch_oom(t *testing.T) {
 	if rep.Best().OOMs > rec.OOMs {
 		t.Errorf("best has %d OOMs, recorded %d", rep.Best().OOMs, rec.OOMs)
 	}
+	// The run failed under its limit, so it needs more: a limit found with
+	// no OOM, above the run's.
+	fit, err := Search(context.Background(), in, Options{Objective: Fit, Rounds: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := fit.Recorded.FitBytes; f <= rep.LimitBytes {
+		t.Fatalf("recorded settings fit in %d, yet failed under %d", f, rep.LimitBytes)
+	}
+	if o := replayOne(t, in, "", fit.Recorded.FitBytes); o.OOMs != 0 {
+		t.Errorf("%d OOMs under the fit %d", o.OOMs, fit.Recorded.FitBytes)
+	}
 }
 
 // A cancelled search stops with the context's error.
