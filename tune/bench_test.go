@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/record"
 )
@@ -76,18 +77,19 @@ func cpuSeconds() float64 {
 // benchSettings are 50 settings: PyTorch's defaults, every knob alone, and
 // expandable segments with each other knob's values.
 func benchSettings(limit int64) []Setting {
-	pts := append([]point{{}}, singles(true)...)
-	for _, p := range singles(true) {
+	sp := newSpace(allocator.DefaultConf())
+	pts := append([]point{{}}, sp.singles(true)...)
+	for _, p := range sp.singles(true) {
 		if len(pts) == 50 {
 			break
 		}
-		if q := p.with(0, 1); p[0] == 0 && q.valid() {
+		if q := p.with(0, 1); p[0] == 0 && sp.valid(q) {
 			pts = append(pts, q)
 		}
 	}
 	sets := make([]Setting, len(pts))
 	for i, p := range pts {
-		sets[i] = Setting{Conf: p.String(), Limit: -1}
+		sets[i] = Setting{Conf: sp.conf(p), Limit: -1}
 		if p[3] != 0 { // garbage collection acts under a limit only
 			sets[i].Limit = limit
 		}

@@ -1,6 +1,9 @@
 package tune
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -44,14 +47,75 @@ func Knobs() []string {
 	return out
 }
 
+// space is the knobs of one search: knobs, with the recorded settings'
+// values added where the table lacks them, so that the search varies the
+// run's own setting too.
+type space []knob
+
+// newSpace returns knobs with the values of rec (the recorded settings)
+// that they lack appended.
+func newSpace(rec allocator.Conf) space {
+	const mib = 1 << 20
+	d := allocator.DefaultConf()
+	own := make([]string, len(knobs))
+	if rec.MaxSplitSize != d.MaxSplitSize {
+		own[1] = strconv.FormatInt(rec.MaxSplitSize/mib, 10)
+	}
+	if rec.RoundupDivisions != d.RoundupDivisions {
+		own[2] = roundupValue(rec.RoundupDivisions)
+	}
+	if rec.GCThreshold != 0 {
+		own[3] = strconv.FormatFloat(rec.GCThreshold, 'g', -1, 64)
+	}
+	if rec.MaxNonSplitRounding != rec.LargeSegmentSize {
+		own[4] = strconv.FormatInt(rec.MaxNonSplitRounding/mib, 10)
+	}
+	if rec.LargeSegmentSize != d.LargeSegmentSize {
+		own[5] = strconv.FormatInt(rec.LargeSegmentSize/mib, 10)
+	}
+	sp := make(space, len(knobs))
+	for i, k := range knobs {
+		k.values = slices.Clone(k.values)
+		if own[i] != "" && !slices.Contains(k.values, own[i]) {
+			k.values = append(k.values, own[i])
+		}
+		sp[i] = k
+	}
+	return sp
+}
+
+// roundupValue writes a roundup_power2_divisions table as PyTorch reads
+// it: one number when every interval has it, else the list, each run of
+// equal intervals once (the first key also covers the intervals below it,
+// ">" those after the last key).
+func roundupValue(div [16]int64) string {
+	if !slices.ContainsFunc(div[:], func(v int64) bool { return v != div[0] }) {
+		return strconv.FormatUint(uint64(div[0]), 10)
+	}
+	var parts []string
+	for i := 0; i < len(div); {
+		j := i
+		for j+1 < len(div) && div[j+1] == div[i] {
+			j++
+		}
+		key := strconv.FormatInt(1<<j, 10)
+		if j == len(div)-1 {
+			key = ">"
+		}
+		parts = append(parts, fmt.Sprintf("%s:%d", key, uint64(div[i])))
+		i = j + 1
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
 // point is a setting of the search space: the index of each knob's value.
 type point [6]uint8
 
-// String renders p as the PYTORCH_CUDA_ALLOC_CONF a user sets: its keys
-// in knob order, "" for the defaults.
-func (p point) String() string {
+// conf renders p as the PYTORCH_CUDA_ALLOC_CONF a user sets: its keys in
+// knob order, "" for the defaults.
+func (sp space) conf(p point) string {
 	var parts []string
-	for i, k := range knobs {
+	for i, k := range sp {
 		if p[i] != 0 {
 			parts = append(parts, k.key+":"+k.values[p[i]])
 		}
@@ -78,21 +142,21 @@ func (p point) with(k int, v uint8) point {
 }
 
 // valid reports whether PyTorch accepts p's string.
-func (p point) valid() bool {
-	_, err := allocator.ParseConf(p.String())
+func (sp space) valid(p point) bool {
+	_, err := allocator.ParseConf(sp.conf(p))
 	return err == nil
 }
 
 // singles are the settings that set one knob, every value of each, in
 // knob order; knobs that need a limit are left out without one.
-func singles(limited bool) []point {
+func (sp space) singles(limited bool) []point {
 	var out []point
-	for k, kn := range knobs {
+	for k, kn := range sp {
 		if kn.needsLimit && !limited {
 			continue
 		}
 		for v := 1; v < len(kn.values); v++ {
-			if p := (point{}).with(k, uint8(v)); p.valid() {
+			if p := (point{}).with(k, uint8(v)); sp.valid(p) {
 				out = append(out, p)
 			}
 		}
@@ -102,9 +166,9 @@ func singles(limited bool) []point {
 
 // neighbours are the settings that differ from p in one knob, in knob and
 // value order.
-func neighbours(p point, limited bool) []point {
+func (sp space) neighbours(p point, limited bool) []point {
 	var out []point
-	for k, kn := range knobs {
+	for k, kn := range sp {
 		if kn.needsLimit && !limited {
 			continue
 		}
@@ -112,7 +176,7 @@ func neighbours(p point, limited bool) []point {
 			if uint8(v) == p[k] {
 				continue
 			}
-			if q := p.with(k, uint8(v)); q.valid() {
+			if q := p.with(k, uint8(v)); sp.valid(q) {
 				out = append(out, q)
 			}
 		}

@@ -9,6 +9,7 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -149,6 +150,7 @@ type searcher struct {
 	e       evaluator
 	limited bool                 // the replays run under a limit (Reserved) or search on it (Fit)
 	limit   int64                // pipeline.Settings.Limit of every Reserved replay
+	sp      space                // the knobs and their values
 	tried   map[point]*Candidate // by point
 	rec     *Candidate           // the recorded settings
 	all     []*Candidate         // in order of evaluation
@@ -156,7 +158,8 @@ type searcher struct {
 }
 
 // Search replays the input under the recorded settings, PyTorch's defaults
-// and every knob of knobs.go alone, then descends by coordinates from the
+// and every knob of knobs.go alone (with the recorded value of each among
+// its values), then descends by coordinates from the
 // best: each round tries every value of every knob with the others held at
 // the best so far, until a round finds nothing better (at most
 // Options.Rounds rounds). Combinations are reached that way, and a first
@@ -175,9 +178,10 @@ func Search(ctx context.Context, in *pipeline.Input, opts Options) (*Report, err
 	}
 	s.limit = s.replayLimit()
 	s.limited = opts.Objective == Fit || rec.Limit > 0
+	s.sp = newSpace(rec.Conf)
 
 	// Stage 1: the recorded settings, the defaults, each knob alone.
-	pts := append([]point{{}}, singles(s.limited)...)
+	pts := append([]point{{}}, s.sp.singles(s.limited)...)
 	if err := s.eval(ctx, "each setting alone", pts, true); err != nil {
 		return nil, err
 	}
@@ -187,8 +191,8 @@ func Search(ctx context.Context, in *pipeline.Input, opts Options) (*Report, err
 		if round == 1 {
 			next = append(next, s.combined())
 		}
-		next = append(next, neighbours(best, s.limited)...)
-		if err := s.eval(ctx, fmt.Sprintf("descent round %d from %s", round, labelOf(best)), next, false); err != nil {
+		next = append(next, s.sp.neighbours(best, s.limited)...)
+		if err := s.eval(ctx, fmt.Sprintf("descent round %d from %s", round, cmp.Or(s.sp.conf(best), "defaults")), next, false); err != nil {
 			return nil, err
 		}
 		nb := s.bestPoint()
@@ -208,13 +212,6 @@ func (s *searcher) replayLimit() int64 {
 	return s.opts.Limit
 }
 
-func labelOf(p point) string {
-	if p == (point{}) {
-		return "defaults"
-	}
-	return p.String()
-}
-
 // eval evaluates the points not tried yet (and, withRecorded, the recorded
 // settings) in one stage.
 func (s *searcher) eval(ctx context.Context, stage string, pts []point, withRecorded bool) error {
@@ -226,11 +223,11 @@ func (s *searcher) eval(ctx context.Context, stage string, pts []point, withReco
 			continue
 		}
 		seen[p] = true
-		r, err := s.in.Resolve(pipeline.Settings{Conf: p.String(), FromDefaults: true, Limit: s.limit})
+		r, err := s.in.Resolve(pipeline.Settings{Conf: s.sp.conf(p), FromDefaults: true, Limit: s.limit})
 		if err != nil {
 			return err
 		}
-		c := candidate(p.String(), r)
+		c := candidate(s.sp.conf(p), r)
 		c.pt, c.inPts = p, true
 		cands = append(cands, &c)
 		sets = append(sets, r)
@@ -311,14 +308,14 @@ func (s *searcher) bestPoint() point {
 func (s *searcher) combined() point {
 	def := s.tried[point{}]
 	var p point
-	for k, kn := range knobs {
+	for k, kn := range s.sp {
 		bestV, best := uint8(0), def
 		for v := 1; v < len(kn.values); v++ {
 			if c := s.tried[(point{}).with(k, uint8(v))]; c != nil && less(s.opts.Objective, c, best) < 0 {
 				bestV, best = uint8(v), c
 			}
 		}
-		if q := p.with(k, bestV); q.valid() {
+		if q := p.with(k, bestV); s.sp.valid(q) {
 			p = q
 		}
 	}
@@ -339,7 +336,7 @@ func (s *searcher) report() *Report {
 	}
 	Rank(s.opts.Objective, r.Ranked)
 	r.Recorded = *s.rec
-	for k, kn := range knobs {
+	for k, kn := range s.sp {
 		if kn.needsLimit && !s.limited {
 			r.NotTried = append(r.NotTried, kn.key+" (needs a memory limit: --limit)")
 			continue

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/record"
@@ -307,5 +309,57 @@ func TestFillAvoidedBy_replay(t *testing.T) {
 	}
 	if a := sum.OOMs[1].AvoidedBy; !reflect.DeepEqual(a, []string{"expandable_segments:True", "max_split_size_mb:64"}) {
 		t.Errorf("80 avoided by %v; want both, the one with no OOM first", a)
+	}
+}
+
+// The recorded settings' own values join the knobs' (as PyTorch reads
+// them back), so the search varies the run's setting too.
+func TestNewSpace(t *testing.T) {
+	for _, conf := range []string{"roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "roundup_power2_divisions:[64:8,>:2]",
+		"roundup_power2_divisions:4", "max_split_size_mb:100,garbage_collection_threshold:0.75", "large_segment_size_mb:30,max_non_split_rounding_mb:90"} {
+		rec, err := allocator.ParseConf(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := newSpace(rec)
+		// The point of the recorded values is the recorded settings.
+		var p point
+		for k, kn := range sp {
+			for v, val := range kn.values {
+				if val != "" && strings.Contains(conf, kn.key+":"+val) || kn.key == "roundup_power2_divisions" && v > 0 && strings.Contains(conf, kn.key) && sameRoundup(t, val, rec) {
+					p[k] = uint8(v)
+				}
+			}
+		}
+		got, err := allocator.ParseConf(sp.conf(p))
+		if err != nil || !sameConf(got, rec) {
+			t.Errorf("%s: the space's point %q (%v) is not the recorded settings", conf, sp.conf(p), err)
+		}
+		for k, kn := range sp {
+			if len(kn.values) < len(knobs[k].values) || len(kn.values) > len(knobs[k].values)+1 {
+				t.Errorf("%s: %s has %d values, the table %d", conf, kn.key, len(kn.values), len(knobs[k].values))
+			}
+		}
+	}
+	if sp := newSpace(allocator.DefaultConf()); !reflect.DeepEqual([]knob(sp), knobs) {
+		t.Error("under the defaults the space is not the knob table")
+	}
+}
+
+func sameRoundup(t *testing.T, val string, rec allocator.Conf) bool {
+	c, err := allocator.ParseConf("roundup_power2_divisions:" + val)
+	return err == nil && c.RoundupDivisions == rec.RoundupDivisions
+}
+
+// A run recorded with a value off the table (large_segment_size_mb:30) is
+// a point of the search: the descent may take that value with others.
+func TestSearch_recordedValue(t *testing.T) {
+	in := importSnapshot(t, "mlp_train__lseg30")
+	rep, err := Search(context.Background(), in, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recorded.Conf != "large_segment_size_mb:30" || !rep.Recorded.inPts || !rep.Recorded.Recorded {
+		t.Errorf("recorded %q (a point: %v)", rep.Recorded.Conf, rep.Recorded.inPts)
 	}
 }
