@@ -38,15 +38,6 @@ var knobs = []knob{
 	{key: "large_segment_size_mb", values: []string{"", "12", "16", "32", "64"}},
 }
 
-// Knobs names the keys the search varies, in order.
-func Knobs() []string {
-	out := make([]string, len(knobs))
-	for i, k := range knobs {
-		out[i] = k.key
-	}
-	return out
-}
-
 // space is the knobs of one search: knobs, with the recorded settings'
 // values added where the table lacks them, so that the search varies the
 // run's own setting too.
