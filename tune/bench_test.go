@@ -16,6 +16,17 @@ import (
 	"github.com/tracer-dev/tracer/record"
 )
 
+// benchDir holds benchTrace's trace; TestMain removes it.
+var benchDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
 // benchTrace records, once per test binary, a training loop on the
 // simulated device: 122 allocations a step of sizes from 40 KB to 37 MB,
 // each with its free_requested and free_completed, 2,732 steps: 1M events. TRACER_TUNE_STEPS changes the step count.
@@ -53,6 +64,7 @@ end
 	if err != nil {
 		return "", err
 	}
+	benchDir = dir
 	tg, err := record.OpenTarget("sim", 0, record.DefaultSimMemory)
 	if err != nil {
 		return "", err
