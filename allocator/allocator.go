@@ -273,6 +273,9 @@ func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *block
 		id = a.freeIDs[n-1]
 		a.freeIDs = a.freeIDs[:n-1]
 	} else {
+		if len(a.blocks) == cap(a.blocks) {
+			a.blocks = doubled(a.blocks)
+		}
 		a.blocks = append(a.blocks, block{})
 		id = blockID(len(a.blocks) - 1)
 	}
@@ -282,6 +285,17 @@ func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *block
 	b.addr, b.size, b.stream, b.pool = addr, size, stream, pool.idx
 	b.mapped, b.live = true, true
 	return id
+}
+
+// doubled returns s in an array of twice its capacity. append grows a large
+// slice by a quarter at a time, and each array it leaves behind stays
+// resident until the runtime gives it back: the old arrays of an arena grown
+// to n blocks by quarters add up to about 4n blocks of memory, by doubling
+// to n; the capacity not yet used is never touched.
+func doubled[E any](s []E) []E {
+	t := make([]E, len(s), max(64, 2*cap(s)))
+	copy(t, s)
+	return t
 }
 
 func (a *Allocator) deleteBlock(id blockID) {

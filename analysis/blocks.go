@@ -83,15 +83,32 @@ func (t *blocks) put(b block) *block {
 		t.slab[i] = b
 	} else {
 		i = int32(len(t.slab))
+		if len(t.slab) == cap(t.slab) {
+			t.slab = doubled(t.slab)
+		}
 		t.slab = append(t.slab, b)
 	}
 	t.insert(b.addr, i+1)
 	if len(t.fresh) > 2*t.n+64 {
 		t.compactFresh()
 	}
+	if len(t.fresh) == cap(t.fresh) {
+		t.fresh = doubled(t.fresh)
+	}
 	t.fresh = append(t.fresh, i)
 	t.n++
 	return &t.slab[i]
+}
+
+// doubled returns s in an array of twice its capacity. append grows a large
+// slice by a quarter at a time, and each array it leaves behind stays
+// resident until the runtime gives it back: the old arrays of a slab grown
+// to n blocks by quarters add up to about 4n blocks of memory, by doubling
+// to n; the capacity not yet used is never touched.
+func doubled[E any](s []E) []E {
+	t := make([]E, len(s), max(64, 2*cap(s)))
+	copy(t, s)
+	return t
 }
 
 func (t *blocks) insert(addr int64, s int32) {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/gcpace"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -110,7 +111,7 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 		// MB training snapshot peaked at 412–440 MiB (2.2–2.3× the file)
 		// before this, at 355–358 MiB with it, no slower, and at 303–312
 		// MiB since the events left the heap (GPU host, 2026-11-22).
-		defer debug.SetGCPercent(debug.SetGCPercent(25))
+		defer gcpace.SetPercent(gcpace.SetPercent(25))
 	default:
 		// Decoding into a spill keeps a few MB on the heap, and its
 		// garbage goes back to the system once it ends (importOne): at
@@ -120,7 +121,7 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 		// At 200 it runs none while decoding (only the one importOne
 		// forces after it), the import is 9% faster, and its peak no
 		// higher (13.6–13.8 MiB against 13.8–14.3; development VM).
-		defer debug.SetGCPercent(debug.SetGCPercent(200))
+		defer gcpace.SetPercent(gcpace.SetPercent(200))
 	}
 	results := make([]*ImportResult, len(ins))
 	errs := make([]error, len(ins))

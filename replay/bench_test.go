@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -202,8 +203,14 @@ func BenchmarkReplay(b *testing.B) {
 		// A trace that tracer import made of a large real snapshot (e.g.
 		// testdata/bench/real_snapshot.py's), read into memory, replayed
 		// on a Replayer under its recorded settings as the snapshots above.
+		// TRACER_REPLAY_CONF, if set, applies over the recorded settings
+		// (as tracer replay --conf does): expandable_segments:True.
 		evs, meta := readTrace(b, path)
-		conf, err := allocator.ParseConf(meta.AllocConf)
+		cs := meta.AllocConf
+		if extra := os.Getenv("TRACER_REPLAY_CONF"); extra != "" {
+			cs = strings.TrimPrefix(cs+","+extra, ",")
+		}
+		conf, err := allocator.ParseConf(cs)
 		if err != nil {
 			b.Fatal(err)
 		}

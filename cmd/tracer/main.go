@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tracer-dev/tracer/internal/gcpace"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/internal/textpages"
@@ -23,6 +24,9 @@ func main() {
 	// Initialization touched pages of nearly every package linked in;
 	// let only those the command uses stay resident (see textpages).
 	textpages.Release()
+	// A heap of many live blocks grows by a bounded amount between
+	// collections, not by as much again (see gcpace).
+	gcpace.Start()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

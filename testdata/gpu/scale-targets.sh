@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# The side-by-side targets of issue 22, on the GPU machine (torch + CUDA,
+# no Go, no network). Build here first:
+#
+#   go build -o .dev/bin/tracer ./cmd/tracer
+#   go test -c -o .dev/bin/replay.test ./replay     # optional: the model alone
+#
+# then there, from the repository root: testdata/gpu/scale-targets.sh
+# It records the many-small-tensor snapshot (~800k entries) and the seed
+# experiment at full scale (4M tensors of 129 floats, every other freed,
+# then a large request) with testdata/bench/scale_snapshots.py, and
+# measures side by side:
+#   - per request of each scale snapshot's request stream: PyTorch's own
+#     allocator (raw_alloc/raw_delete, testdata/bench/torch_replay.py,
+#     warm) against `tracer replay` (the whole command: read, model,
+#     analysis) and, with .dev/bin/replay.test, the model alone
+#     (BenchmarkReplay/trace-reuse), under the recorded settings and
+#     expandable_segments:True (target: 10x faster than PyTorch);
+#   - `tracer import` against pickle.load on every snapshot in
+#     testdata/snapshots and the two above (target: 0.2x), with its peak
+#     RSS against the file's size (target: 2x).
+# It writes $OUT/scale-targets.md (OUT defaults to /tmp/scale-targets) and
+# stops starting steps past BUDGET_S seconds (default 420: under 8
+# minutes). SMALL_N and SEED_N change the tensor counts; EXTRA names more
+# snapshots to measure as the scale ones; without torch or CUDA it measures
+# tracer alone (so it can be tried anywhere).
+set -u
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+OUT=${OUT:-/tmp/scale-targets}
+TRACER=${TRACER:-$root/.dev/bin/tracer}
+REPLAY_TEST=${REPLAY_TEST:-$root/.dev/bin/replay.test}
+BUDGET_S=${BUDGET_S:-420}
+SMALL_N=${SMALL_N:-450000}
+SEED_N=${SEED_N:-4000000}
+start=$(date +%s)
+mkdir -p "$OUT"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+md=$OUT/scale-targets.md
+log() { echo "scale-targets: $*" >&2; }
+left() { echo $((BUDGET_S - ($(date +%s) - start))); }
+# within SECONDS CMD...: runs CMD under a timeout of at most SECONDS and
+# the budget left; fails (without running it) once the budget is spent.
+within() {
+	local t=$1 l
+	shift
+	l=$(left)
+	((l < t)) && t=$l
+	if ((t <= 5)); then
+		log "out of time, skipped: $*"
+		return 124
+	fi
+	timeout "$t" "$@"
+}
+
+[ -x "$TRACER" ] || { echo "scale-targets: no tracer binary at $TRACER (go build -o .dev/bin/tracer ./cmd/tracer)" >&2; exit 2; }
+
+# maxrss prints "SECONDS s MIB MiB rc=RC" for a command (testdata/bench/maxrss.c).
+maxrss=$work/maxrss
+if ! cc -O2 -static -o "$maxrss" testdata/bench/maxrss.c 2>/dev/null && ! cc -O2 -o "$maxrss" testdata/bench/maxrss.c; then
+	echo "scale-targets: no C compiler for testdata/bench/maxrss.c" >&2
+	exit 1
+fi
+# measure CMD...: the least wall time of up to 3 runs (1 for a big input),
+# and the peak RSS of that run: "SECONDS MIB" (or "- -" on failure).
+measure() {
+	local runs=$1 best="" rss="" i line s m rc
+	shift
+	for ((i = 0; i < runs; i++)); do
+		line=$(within 300 "$maxrss" "$@") || break
+		read -r s _ m _ rc <<<"$line"
+		[ "$rc" = "rc=0" ] || { log "failed ($rc): $*"; break; }
+		if [ -z "$best" ] || awk "BEGIN{exit !($s < $best)}"; then best=$s rss=$m; fi
+	done
+	echo "${best:--} ${rss:--}"
+}
+
+one=""
+command -v taskset >/dev/null && one="taskset -c $(($(nproc) - 1))"
+
+torch=0
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	torch=1
+else
+	log "no torch with CUDA here: the scale snapshots and PyTorch's allocator are skipped"
+fi
+
+{
+	echo "# issue 22 targets, side by side"
+	echo
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+	[ $torch = 1 ] && echo "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+	echo "tracer: $("$TRACER" version 2>/dev/null | head -1)"
+} >"$md"
+
+read -r -a snaps <<<"${EXTRA:-}"
+if [ $torch = 1 ]; then
+	for kind in small seed; do
+		n=$SMALL_N
+		[ $kind = seed ] && n=$SEED_N
+		log "recording the $kind snapshot ($n tensors)"
+		if within 200 python3 testdata/bench/scale_snapshots.py $kind "$work/$kind.pickle" "$n" >&2; then
+			snaps+=("$work/$kind.pickle")
+		else
+			echo "- the $kind snapshot could not be made in time (scale_snapshots.py $kind, $n tensors)" >>"$md"
+		fi
+	done
+fi
+
+# Imports: the scale snapshots first (the budget may not reach them last).
+{
+	echo
+	echo "## tracer import against pickle.load"
+	echo
+	echo "Least of 3 runs (1 for files over 50 MB): the wall time of the tracer import process and its peak RSS (maxrss.c); pickle.load's own time in a Python process (without Python's start). Targets: import ≤ 0.2× pickle.load, peak RSS ≤ 2× the file."
+	echo
+	echo "| snapshot | MB | events | import s | pickle.load s | import / pickle.load | import peak MiB | peak / file |"
+	echo "|---|---|---|---|---|---|---|---|"
+} >>"$md"
+declare -A events
+for f in "${snaps[@]}" testdata/snapshots/*.pickle; do
+	name=$(basename "$f" .pickle)
+	bytes=$(stat -c %s "$f")
+	runs=3
+	((bytes > 50000000)) && runs=1
+	# One run outside the measure gives the event count (and warms the cache).
+	line=$(within 300 "$TRACER" import "$f" -o "$work/$name.arrows" 2>&1) || { log "import $f failed: $line"; continue; }
+	events[$name]=$(grep -o '[0-9]* events' <<<"$line" | head -1 | cut -d' ' -f1)
+	read -r is im <<<"$(measure $runs "$TRACER" import "$f" -o "$work/$name.arrows")"
+	ps=$(within 300 python3 -c 'import pickle, sys, time
+best = None
+for _ in range(int(sys.argv[2])):
+    with open(sys.argv[1], "rb") as f:
+        t = time.perf_counter()
+        pickle.load(f)
+        t = time.perf_counter() - t
+    best = t if best is None else min(best, t)
+print("%.4f" % best)' "$f" $runs 2>/dev/null) || ps=-
+	awk -v n="$name" -v b="$bytes" -v e="${events[$name]:-?}" -v is="$is" -v im="$im" -v ps="$ps" 'BEGIN {
+		r = (is != "-" && ps != "-" && ps > 0) ? sprintf("%.3f", is / ps) : "-"
+		q = (im != "-") ? sprintf("%.2f", im * 1048576 / b) : "-"
+		printf "| %s | %.1f | %s | %s | %s | %s | %s | %s |\n", n, b / 1e6, e, is, ps, r, im, q }' >>"$md"
+done
+
+# Replays, per request: only the scale snapshots (PyTorch's yardstick
+# compiles an extension and reads the trace with pyarrow: a minute each).
+{
+	echo
+	echo "## replay per request against PyTorch's allocator"
+	echo
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events). Target: 10× faster than PyTorch."
+	echo
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | peak MiB |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+} >>"$md"
+for f in "${snaps[@]}"; do
+	name=$(basename "$f" .pickle)
+	tr=$work/$name.arrows
+	[ -f "$tr" ] || continue
+	for conf in "" "expandable_segments:True"; do
+		label=${conf:-recorded}
+		req=- tns=-
+		if line=$(PYTORCH_CUDA_ALLOC_CONF=$conf within 240 python3 testdata/bench/torch_replay.py "$tr" 3 2>/dev/null | tail -1); then
+			req=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["events"])' "$line" 2>/dev/null || echo -)
+			tns=$(python3 -c 'import json, sys; print("%.0f" % json.loads(sys.argv[1])["ns_per_event"])' "$line" 2>/dev/null || echo -)
+		fi
+		args=(replay "$tr" --json)
+		[ -n "$conf" ] && args+=(--conf "$conf")
+		read -r rs rm <<<"$(measure 3 "$TRACER" "${args[@]}")"
+		mns=-
+		if [ -x "$REPLAY_TEST" ]; then
+			mns=$(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf within 120 $one "$REPLAY_TEST" \
+				-test.run XXX -test.bench 'Replay/trace-reuse' -test.benchtime 3x -test.cpu 1 2>/dev/null |
+				awk '/trace-reuse/ { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s") printf "%.1f", 1e9 / $i }')
+			mns=${mns:--}
+		fi
+		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" 'BEGIN {
+			per = (rs != "-" && q != "-" && q > 0) ? sprintf("%.0f", rs * 1e9 / q) : "-"
+			x = (per != "-" && t != "-" && per > 0) ? sprintf("%.1f×", t / per) : "-"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, rm }' >>"$md"
+	done
+done
+echo >>"$md"
+echo "$(($(date +%s) - start)) s in all" >>"$md"
+log "wrote $md"
+cat "$md"
