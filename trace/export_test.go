@@ -18,3 +18,11 @@ func SetLayoutPart(n int) (restore func()) {
 // BreakStreamFile closes a StreamWriter's file under it: every write fails
 // from then on.
 func BreakStreamFile(s *StreamWriter) { s.pf.f.Close() }
+
+// SetParquetGroupRows makes WriteParquet write row groups of n rows until
+// the returned func is called.
+func SetParquetGroupRows(n int) (restore func()) {
+	old := parquetGroupRows
+	parquetGroupRows = n
+	return func() { parquetGroupRows = old }
+}
