@@ -19,6 +19,7 @@ type analyzeOptions struct {
 	Conf     string
 	Round    int64
 	Limit    string
+	Full     bool
 	Out, Err io.Writer
 }
 
@@ -43,6 +44,7 @@ With --conf, --round or --limit the trace is first replayed under those
 settings and the replay is analyzed. Without TRACE, the built-in sample is used.`,
 		Example: `  tracer analyze run.arrows
   tracer analyze run.arrows --top 20
+  tracer analyze run.arrows --full-stacks     # every frame of each site, whole paths
   tracer analyze run.arrows --conf expandable_segments:True
   tracer analyze run.arrows --json | jq .fragmentation`,
 		Args: cobra.MaximumNArgs(1),
@@ -67,14 +69,22 @@ settings and the replay is analyzed. Without TRACE, the built-in sample is used.
 	f.StringVar(&opts.Conf, "conf", "", "replay first under these PYTORCH_CUDA_ALLOC_CONF keys")
 	f.Int64Var(&opts.Round, "round", 0, "replay first with this rounding quantum (bytes)")
 	f.StringVar(&opts.Limit, "limit", "", "replay first under this memory limit (e.g. 24GiB)")
+	f.BoolVar(&opts.Full, "full-stacks", false, "list every frame of each site's stack, with whole paths, instead of a clipped line")
 	return cmd
 }
+
+// fullStackFrames is the frames a site keeps with --full-stacks: any real
+// stack's all.
+const fullStackFrames = 1 << 16
 
 // summarize analyzes the input as recorded, or a replay of it when any
 // setting is given.
 func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64, limit string, aopt analysis.Options) ([]*analysis.Summary, string, error) {
 	if conf == "" && round == 0 && limit == "" {
 		sums, _, err := pipeline.Analyze(ctx, in, aopt)
+		for _, s := range sums {
+			s.MemoryLimit = analysis.Bytes(in.Meta.MemoryLimit)
+		}
 		return sums, "as recorded", err
 	}
 	s, err := parseSettings(conf, round, limit)
@@ -89,6 +99,9 @@ func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64
 	if err != nil {
 		return nil, "", err
 	}
+	for _, s := range run.Summaries {
+		s.MemoryLimit = analysis.Bytes(r.Limit)
+	}
 	return run.Summaries, "replayed: " + r.Label, nil
 }
 
@@ -101,7 +114,11 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	if in.Sample && !opts.JSON {
 		fmt.Fprintf(opts.Err, "analyzing the built-in sample trace: %s\n", in.Name)
 	}
-	sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, analysis.Options{TopSites: opts.Top})
+	aopt := analysis.Options{TopSites: opts.Top}
+	if opts.Full {
+		aopt.SiteFrames = fullStackFrames
+	}
+	sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, aopt)
 	if err != nil {
 		return err
 	}
@@ -117,7 +134,7 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	}
 	fmt.Fprintf(opts.Out, "%s (%s)\n", in.Name, how)
 	for _, s := range sums {
-		if err := analysis.WriteText(opts.Out, s, opts.Top); err != nil {
+		if err := analysis.WriteTextOptions(opts.Out, s, analysis.TextOptions{Top: opts.Top, FullStacks: opts.Full}); err != nil {
 			return err
 		}
 	}

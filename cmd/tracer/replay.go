@@ -172,12 +172,15 @@ type oomJSON struct {
 }
 
 type deviceJSON struct {
-	Name           string  `json:"name"`
-	Events         int64   `json:"events"`
-	WallSeconds    float64 `json:"wall_seconds"`
-	DeviceSeconds  float64 `json:"device_call_seconds"`
-	AllocatorNsPer float64 `json:"allocator_ns_per_event"`
-	Calls          map[string]latencyJSON
+	Name           string                 `json:"name"`
+	Events         int64                  `json:"events"`
+	WallSeconds    float64                `json:"wall_seconds"`
+	DeviceSeconds  float64                `json:"device_call_seconds"`
+	AllocatorNsPer float64                `json:"allocator_ns_per_event"`
+	Calls          map[string]latencyJSON `json:"calls"`
+	// OldCalls is Calls under the key of the first releases, a Go field
+	// name; written for this version only.
+	OldCalls map[string]latencyJSON `json:"Calls"`
 }
 
 type latencyJSON struct {
@@ -418,7 +421,7 @@ func deviceReport(gpu *cuda.Device, events int64, wall time.Duration) *deviceJSO
 			calls[name] = latencyJSON{Count: l.Count, MeanUs: float64(l.Mean()) / 1e3, MaxUs: float64(l.Max) / 1e3}
 		}
 	}
-	d := &deviceJSON{Name: gpu.Name(), Events: events, WallSeconds: wall.Seconds(), DeviceSeconds: devTime.Seconds(), Calls: calls}
+	d := &deviceJSON{Name: gpu.Name(), Events: events, WallSeconds: wall.Seconds(), DeviceSeconds: devTime.Seconds(), Calls: calls, OldCalls: calls}
 	if events > 0 {
 		d.AllocatorNsPer = float64(wall-devTime) / float64(events)
 	}
@@ -440,7 +443,7 @@ func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.R
 		if len(devs) > 1 {
 			fmt.Fprintf(w, "device %d\n", d)
 		}
-		writeReplayDevice(w, r.Devices[fmt.Sprint(d)])
+		writeReplayDevice(w, r.Devices[fmt.Sprint(d)], ps.Label == rs.Label || r.LimitFilledIn)
 	}
 	mismatches := 0
 	for _, d := range r.Devices {
@@ -470,8 +473,10 @@ func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.R
 }
 
 // writeReplayDevice prints one device's recorded and replayed figures side
-// by side, and its OOMs.
-func writeReplayDevice(w io.Writer, r *replayDeviceJSON) {
+// by side, and its OOMs; asRecorded says the replay was under the recorded
+// settings, where an OOM the recording had is that OOM, not a new one at
+// the same request.
+func writeReplayDevice(w io.Writer, r *replayDeviceJSON, asRecorded bool) {
 	fmt.Fprintf(w, "%-26s %14s %14s %20s\n", "", "recorded", "replayed", "change")
 	bytesRow := func(label, key string) {
 		a, b := r.Recorded[key], r.Replayed[key]
@@ -500,8 +505,11 @@ func writeReplayDevice(w io.Writer, r *replayDeviceJSON) {
 			break
 		}
 		was := "new: the recording did not fail here"
-		if o.Recorded {
+		switch {
+		case o.Recorded && asRecorded:
 			was = "as recorded"
+		case o.Recorded:
+			was = "the recording failed at this request too"
 		}
 		fmt.Fprintf(w, "OOM at event %d: %s on stream %d with %s free in the cache (%s)\n", o.Seq, analysis.Bytes(o.Size), o.Stream, analysis.Bytes(o.FreeCached), was)
 		if o.Site != "" {
