@@ -41,7 +41,9 @@ sites live at the allocated peak, grouped by stack; allocation lifetimes; the
 segment layout at the reserved peak; and every OOM with the cache state.
 
 With --conf, --round or --limit the trace is first replayed under those
-settings and the replay is analyzed. Without TRACE, the built-in sample is used.`,
+settings and the replay is analyzed. Without TRACE, the built-in sample is used.
+
+` + sizeRule,
 		Example: `  tracer analyze run.arrows
   tracer analyze run.arrows --top 20
   tracer analyze run.arrows --full-stacks     # every frame of each site, whole paths
@@ -68,7 +70,7 @@ settings and the replay is analyzed. Without TRACE, the built-in sample is used.
 	f.BoolVar(&opts.Timeline, "timeline", false, "with --json, include the reduced timeline")
 	f.StringVar(&opts.Conf, "conf", "", "replay first under these PYTORCH_CUDA_ALLOC_CONF keys")
 	f.Int64Var(&opts.Round, "round", 0, "replay first with this rounding quantum (bytes)")
-	f.StringVar(&opts.Limit, "limit", "", "replay first under this memory limit (e.g. 24GiB)")
+	f.StringVar(&opts.Limit, "limit", "", `replay first under this memory limit (e.g. 24GiB; "none" removes the recorded one)`)
 	f.BoolVar(&opts.Full, "full-stacks", false, "list every frame of each site's stack, with whole paths, instead of a clipped line")
 	return cmd
 }

@@ -52,7 +52,9 @@ func newPlotCmd(runF func(context.Context, *plotOptions) error) *cobra.Command {
 
 Time is in seconds from the first event (event index when the trace has no
 times). Long traces are reduced per pixel column keeping minima and maxima, so
-a peak is never lost. Without TRACE the built-in sample is drawn.`,
+a peak is never lost. Without TRACE the built-in sample is drawn.
+
+` + sizeRule,
 		Example: `  tracer plot peak.png run.arrows
   tracer plot frag.svg run.arrows --kind fragmentation
   tracer plot compare.png run.arrows --kind compare --conf expandable_segments:True --round 4096

@@ -73,7 +73,9 @@ name when the recording ends, so that OUT is always whole: a recording
 killed mid-run leaves that partial file, a trace readable up to its last
 batch ('tracer info' says it was cut short). Ctrl-C or SIGTERM stops the
 workload and keeps what it recorded at OUT (exit status 130 or 143).
-A symbolic link at OUT is replaced, not written through.`,
+A symbolic link at OUT is replaced, not written through.
+
+` + sizeRule,
 		Example: `  # The default workload, on the GPU if there is one, into trace.arrows
   tracer record
 
@@ -202,9 +204,12 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 		return usagef("%s %s: %v", src, pipeline.Clip(opts.Conf), err)
 	}
 	var limit, simMem int64
-	if opts.Limit != "" {
+	if opts.Limit != "" && opts.Limit != "none" {
 		if limit, err = parseBytes(opts.Limit); err != nil {
 			return usagef("--limit: %v", err)
+		}
+		if limit == 0 {
+			return usagef("--limit %s: no allocation fits under a limit of 0 bytes; leave --limit out (or say none) for no limit", opts.Limit)
 		}
 	}
 	if simMem, err = parseBytes(opts.SimMemory); err != nil {

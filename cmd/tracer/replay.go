@@ -65,7 +65,9 @@ setting, with a note saying so.
 --device cuda replays on real GPU memory through the CUDA driver and reports the
 latency of device calls and of the allocator's own work.
 
-Without TRACE, the built-in sample trace is replayed.`,
+Without TRACE, the built-in sample trace is replayed.
+
+` + sizeRule,
 		Example: `  tracer replay --round 4096                       # the built-in sample, 4 KiB quantum
   tracer replay run.arrows --conf expandable_segments:True
   tracer replay run.arrows --from-defaults         # as if the run had set no PYTORCH_CUDA_ALLOC_CONF
@@ -109,12 +111,15 @@ func parseSettings(conf string, round int64, limit string) (pipeline.Settings, e
 	s := pipeline.Settings{Conf: conf, Round: round}
 	switch limit {
 	case "":
-	case "none", "0":
+	case "none":
 		s.Limit = -1
 	default:
 		n, err := parseBytes(limit)
 		if err != nil {
 			return s, usagef("--limit: %v", err)
+		}
+		if n == 0 {
+			return s, usagef("--limit %s: no allocation fits under a limit of 0 bytes; --limit none removes the recorded limit", limit)
 		}
 		s.Limit = n
 	}
