@@ -51,6 +51,9 @@ recorded segment releases are outcomes only.
 --conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string
 (over PyTorch's defaults with --from-defaults, which drops the recorded keys it
 does not name: the way to replay under exactly another run's settings).
+KEY:none removes one recorded key (max_split_size_mb:none replays as if the
+run had left max_split_size_mb at PyTorch's default); PyTorch has no such
+value, which is tracer's.
 It also takes the allocator's internal constants, in bytes, which PyTorch does
 not expose: tracer_round (kMinBlockSize, 512; also --round), tracer_small_size
 (1 MiB), tracer_small_segment (2 MiB), tracer_min_large_alloc (10 MiB) and
@@ -71,6 +74,7 @@ Without TRACE, the built-in sample trace is replayed.
 		Example: `  tracer replay --round 4096                       # the built-in sample, 4 KiB quantum
   tracer replay run.arrows --conf expandable_segments:True
   tracer replay run.arrows --from-defaults         # as if the run had set no PYTORCH_CUDA_ALLOC_CONF
+  tracer replay run.arrows --conf max_split_size_mb:none   # one recorded key back to its default
   tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
   tracer replay run.arrows --round 512 -o replayed.arrows
   tracer replay run.arrows --conf tracer_small_size:262144,large_segment_size_mb:64
