@@ -40,7 +40,7 @@ the binary (a real 6-layer MLP training run on an H100), so you can try them now
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newVersionCmd(nil),
 		newImportCmd(nil),
@@ -48,6 +48,7 @@ the binary (a real 6-layer MLP training run on an H100), so you can try them now
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	registerCompletions(root)
 	return root
 }
 
