@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -84,4 +87,22 @@ func TestRoughEdges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An export stopped by Ctrl-C exits 130 and leaves no file; one that runs
+// writes the Parquet file beside the trace.
+func TestExportInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "s.parquet")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(&interrupted{syscall.SIGINT})
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"export", "-o", out}, &stdout, &stderr); code != 130 {
+		t.Errorf("exit %d, want 130: %s", code, stderr.String())
+	}
+	only(t, dir)
+	if code, stdout, stderr := tracer(t, "export", "-o", out, "--json"); code != 0 || !strings.Contains(stdout, `"rows": 1725`) {
+		t.Errorf("exit %d: %s%s", code, stdout, stderr)
+	}
+	only(t, dir, "s.parquet")
 }
