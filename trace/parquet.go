@@ -51,6 +51,8 @@ func WriteParquet(ctx context.Context, w io.Writer, rd *Reader) (ParquetStats, e
 	var st ParquetStats
 	meta := rd.Meta()
 	keys, values := meta.keyValues()
+	// Data pages of 8 MiB: arrow-go makes a new zstd encoder for every
+	// page it compresses, whose buffers dominate the work with small pages.
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithCreatedBy("tracer (github.com/tracer-dev/tracer)"),
@@ -60,6 +62,7 @@ func WriteParquet(ctx context.Context, w io.Writer, rd *Reader) (ParquetStats, e
 		parquet.WithDictionaryFor(ColFrameFile, true),
 		parquet.WithDictionaryFor(ColStackText, true),
 		parquet.WithDictionaryPageSizeLimit(64<<20),
+		parquet.WithDataPageSize(8<<20),
 	)
 	pw := file.NewParquetWriter(w, parquetSchema(), file.WithWriterProps(props))
 	for i := range keys {
