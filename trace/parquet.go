@@ -29,8 +29,8 @@ var ParquetColumns = []string{
 	ColAllocSeq, ColStackID, ColFrameName, ColFrameFile, ColFrameLine, ColStackText,
 }
 
-// parquetGroupRows is the rows of one Parquet row group: memory stays a few
-// tens of MiB however long the trace, and DuckDB reads groups in parallel.
+// parquetGroupRows is the rows of one Parquet row group: memory is bounded
+// by a group however long the trace, and DuckDB reads groups in parallel.
 var parquetGroupRows = 1 << 18
 
 // ParquetStats says what WriteParquet wrote.
@@ -71,9 +71,11 @@ func WriteParquet(ctx context.Context, w io.Writer, rd *Reader) (ParquetStats, e
 		}
 	}
 	var (
-		buf   parquetBuf
-		live  = map[blockKey]int64{} // live blocks: the seq of their alloc
-		texts = map[StackID]parquet.ByteArray{}
+		buf  parquetBuf
+		live = map[blockKey]int64{} // live blocks: the seq of their alloc
+		// The text of the group's stacks and their innermost frames, made
+		// once a stack a group: Parquet's dictionaries are per group too.
+		texts = map[StackID]stackBytes{}
 	)
 	flush := func() error {
 		if buf.n == 0 {
@@ -85,6 +87,7 @@ func WriteParquet(ctx context.Context, w io.Writer, rd *Reader) (ParquetStats, e
 		st.Rows += int64(buf.n)
 		st.RowGroups++
 		buf.reset()
+		clear(texts)
 		return ctx.Err()
 	}
 	for rd.Next() {
@@ -103,16 +106,12 @@ func WriteParquet(ctx context.Context, w io.Writer, rd *Reader) (ParquetStats, e
 				delete(live, k)
 			}
 		}
-		var stack Stack
-		text, ok := texts[ev.Stack]
-		if ev.Stack != NoStack {
-			stack = rd.Stack(ev.Stack)
-			if !ok {
-				text = parquet.ByteArray(FormatStack(stack))
-				texts[ev.Stack] = text
-			}
+		sb, ok := texts[ev.Stack]
+		if !ok && ev.Stack != NoStack {
+			sb = newStackBytes(rd.Stack(ev.Stack))
+			texts[ev.Stack] = sb
 		}
-		buf.add(ev, allocSeq, stack, text)
+		buf.add(ev, allocSeq, &sb)
 		if buf.n == parquetGroupRows {
 			if err := flush(); err != nil {
 				return st, err
@@ -126,6 +125,23 @@ func WriteParquet(ctx context.Context, w io.Writer, rd *Reader) (ParquetStats, e
 		return st, err
 	}
 	return st, pw.Close()
+}
+
+// stackBytes is a stack as the export writes it: its text, and its
+// innermost frame (hasFrame false for an empty stack).
+type stackBytes struct {
+	text, name, file parquet.ByteArray
+	line             int32
+	hasFrame         bool
+}
+
+func newStackBytes(st Stack) stackBytes {
+	sb := stackBytes{text: parquet.ByteArray(FormatStack(st))}
+	if len(st) > 0 {
+		f := st[0]
+		sb.name, sb.file, sb.line, sb.hasFrame = parquet.ByteArray(f.Name), parquet.ByteArray(f.File), f.Line, true
+	}
+	return sb
 }
 
 type blockKey struct {
@@ -177,7 +193,7 @@ var actionBytes = func() map[Kind]parquet.ByteArray {
 	return m
 }()
 
-func (b *parquetBuf) add(ev *Event, allocSeq int64, stack Stack, text parquet.ByteArray) {
+func (b *parquetBuf) add(ev *Event, allocSeq int64, sb *stackBytes) {
 	b.n++
 	b.seq = append(b.seq, ev.Seq)
 	b.time = append(b.time, ev.TimeUs)
@@ -206,18 +222,17 @@ func (b *parquetBuf) add(ev *Event, allocSeq int64, stack Stack, text parquet.By
 	}
 	b.sid = append(b.sid, int32(ev.Stack))
 	b.stackDefs = append(b.stackDefs, 1)
-	b.text = append(b.text, text)
-	if len(stack) == 0 {
+	b.text = append(b.text, sb.text)
+	if !sb.hasFrame {
 		b.frameDefs = append(b.frameDefs, 0)
 		b.lineDefs = append(b.lineDefs, 0)
 		return
 	}
-	f := stack[0]
 	b.frameDefs = append(b.frameDefs, 1)
-	b.frameName = append(b.frameName, parquet.ByteArray(f.Name))
-	b.frameFile = append(b.frameFile, parquet.ByteArray(f.File))
-	if f.Line >= 0 {
-		b.line = append(b.line, f.Line)
+	b.frameName = append(b.frameName, sb.name)
+	b.frameFile = append(b.frameFile, sb.file)
+	if sb.line >= 0 {
+		b.line = append(b.line, sb.line)
 		b.lineDefs = append(b.lineDefs, 1)
 	} else {
 		b.lineDefs = append(b.lineDefs, 0)

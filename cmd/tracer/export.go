@@ -135,6 +135,9 @@ func runExport(ctx context.Context, opts *exportOptions) error {
 		}
 		return fmt.Errorf("%s: %w", out, err)
 	}
+	if rd.Truncated() {
+		fmt.Fprintf(opts.Stderr, "warning: %s ends without its end-of-stream marker (a killed recording?): exported the %d events of its whole batches\n", in.Name, st.Rows)
+	}
 	say := opts.Stdout
 	if out == outfile.Stdout {
 		say = opts.Stderr // the table itself goes to stdout
