@@ -33,7 +33,13 @@ the binary (a real 6-layer MLP training run on an H100), so you can try them now
   tracer plot peak.png run.arrows
 
   # Record a PyTorch program, unchanged
-  tracer record -o train.arrows -- python train.py`,
+  tracer record -o train.arrows -- python train.py
+
+  # SQL: a Parquet table DuckDB reads with nothing to install
+  tracer export run.arrows -o run.parquet
+
+  # Shell completion of commands, flags and their values
+  source <(tracer completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       record.Version,
