@@ -54,6 +54,33 @@ func BenchmarkSummarizer(b *testing.B) {
 	b.ReportMetric(100*sum.Fragmentation.ExternalRatio, "ext-frag-%")
 }
 
+// BenchmarkSummarizer_phases is BenchmarkSummarizer with record_function
+// scopes, forward and backward alternating every 5 ms of the stream.
+func BenchmarkSummarizer_phases(b *testing.B) {
+	const n = 10_000_000
+	stream(b, 1, func(*trace.Event) {})
+	t0 := cycle[0].TimeUs
+	end := t0 + int64(n/len(cycle)+1)*(cycle[len(cycle)-1].TimeUs-t0+1)
+	var as []trace.Annotation
+	for t, i := t0, 0; t < end; t, i = t+5000, i+1 {
+		name := [2]string{"forward", "backward"}[i%2]
+		as = append(as, trace.Annotation{Name: name, Stage: trace.AnnotationStart, TimeUs: t},
+			trace.Annotation{Name: name, Stage: trace.AnnotationEnd, TimeUs: t + 4999})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	var sum *analysis.Summary
+	for i := 0; i < b.N; i++ {
+		s := analysis.NewSummarizer(analysis.Options{Annotations: as})
+		stream(b, n, s.Event)
+		sum = s.Finalize()
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N*n), "cpu-ns/event")
+	b.ReportMetric(float64(len(sum.Phases)), "phases")
+}
+
 // BenchmarkStream measures feeding the stream alone, to subtract.
 func BenchmarkStream(b *testing.B) {
 	const n = 10_000_000

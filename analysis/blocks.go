@@ -9,8 +9,9 @@ type block struct {
 	allocN    int64 // event index of the alloc
 	allocT    int64 // its TimeUs
 	stack     trace.StackID
-	pending   bool // free_requested seen, free_completed not yet
-	recon     bool // existed before the trace began
+	phase     int32 // the phase of its alloc (phases), 0 without annotations
+	pending   bool  // free_requested seen, free_completed not yet
+	recon     bool  // existed before the trace began
 	// inSeg: the block is counted in the segment that holds its address
 	// (one did at its alloc, and has not been freed since).
 	inSeg bool

@@ -2,7 +2,8 @@
 // PyTorch's CUDA caching allocator or replayed on the model in package
 // allocator) into a Summary: peaks, memory_stats counters, fragmentation,
 // what was live at the peak and where it came from, the segment layout,
-// allocation lifetimes and OOMs, with a bounded timeline for plots.
+// allocation lifetimes, OOMs and the program's phases, with a bounded
+// timeline for plots.
 //
 // # Use
 //
@@ -16,6 +17,10 @@
 // A Summarizer reads one device (Options.Device) and keeps state for the
 // live blocks, the segments and the stacks, plus fixed-size timeline and
 // histograms: never per event, so a trace of any length streams through.
+//
+// Summaries of several runs compare: Ranks tabulates the ranks of a
+// distributed run (RankTable: which rank peaks highest, and by how much),
+// and Compare diffs two runs, site by site at the allocated peak (Diff).
 //
 // # Block sizes
 //
@@ -101,6 +106,25 @@
 // peak creeps up every iteration. The segment layout at the reserved peak
 // (Summary.Segments) is copied the same way, at the fullest moment of the
 // reserved plateau; each copy walks the segments, which are few.
+//
+// # Phases
+//
+// A trace may carry the program's record_function scopes (trace.Annotation:
+// torch.profiler.record_function("forward"), PyTorch's own
+// Optimizer.step#Adam.step, ...). With Options.Annotations the Summarizer
+// gives each event a phase: the innermost scope open on its device at its
+// time (entered at or before it, left after it), OutsidePhases when none is
+// open, BeforeRecordingPhase for the reconstructed start of a wrapped
+// history. Names differing only by a trailing "#<digits>" are one phase
+// (ProfilerStep#3). Per phase, Summary.Phases gives the scopes entered, the
+// events, the time it was innermost, the allocations and their bytes, the
+// most allocated and reserved bytes after its events, and the bytes it
+// allocated that were live at the allocated peak: those sum to the peak, so
+// they say which phase's memory the peak is made of, while the phase of the
+// peak itself (Summary.AllocatedPeakPhase) says when it came. The annotations
+// are walked with the events, one compare per event; a device without any
+// costs one nil check. Timeline.Phases keeps the runs of events of each phase
+// for plots, at most 4096 (neighbours merge past that).
 //
 // # Timeline
 //

@@ -6,6 +6,9 @@ package analysis
 func (s *Summarizer) Finalize() *Summary {
 	if s.sitesStale {
 		s.sites.snapshot()
+		if s.ph != nil {
+			s.ph.snapshot()
+		}
 		s.sitesStale = false
 	}
 	if s.layoutStale {
@@ -66,6 +69,13 @@ func (s *Summarizer) Finalize() *Summary {
 		f.ExternalAtReservedPeak = Bytes(r - max(s.plateauAlloc, 0))
 		f.ExternalRatio = float64(f.ExternalAtReservedPeak) / float64(r)
 		f.GMLake = 1 - float64(sum.Peaks.Active.Bytes)/float64(r)
+	}
+	sum.Phases = []Phase{}
+	if s.ph != nil && s.hasTime {
+		sum.Phases = s.ph.result()
+		sum.AllocatedPeakPhase = s.ph.names[s.ph.peakAt[Allocated]]
+		sum.ReservedPeakPhase = s.ph.names[s.ph.peakAt[Reserved]]
+		sum.Timeline.Phases = s.ph.spans
 	}
 	sum.Sites, sum.Other = s.sites.top(s.opt.TopSites, s.opt.Stacks, s.opt.SiteFrames)
 	if s.hasGrow {

@@ -23,6 +23,9 @@ type Options struct {
 	TimelineBuckets int
 	// MaxOOMs bounds Summary.OOMs (default 16).
 	MaxOOMs int
+	// Annotations are the trace's record_function scopes (trace.Meta), of
+	// any device: the Summarizer takes Device's for Summary.Phases.
+	Annotations []trace.Annotation
 }
 
 // Summarizer computes a Summary from events fed one at a time. Its memory is
@@ -51,6 +54,8 @@ type Summarizer struct {
 	live  blocks
 	segs  segments
 	sites sites
+	ph    *phases // nil when the device has no annotations
+	phase int32   // the phase of the event being folded in
 	// misfits counts the live blocks not wholly inside the one segment
 	// counting them (a corrupt trace); corrupt is set for good when an unmap
 	// removed memory under blocks. Either makes largestFree sweep.
@@ -96,7 +101,8 @@ func NewSummarizer(opt Options) *Summarizer {
 	if opt.MaxOOMs <= 0 {
 		opt.MaxOOMs = 16
 	}
-	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments()}
+	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
+		ph: newPhases(opt.Annotations, opt.Device)}
 }
 
 // Event folds one event into the summary. Events must come in trace order.
@@ -109,6 +115,9 @@ func (s *Summarizer) Event(ev *trace.Event) {
 		s.hasTime, s.t0 = true, ev.TimeUs
 	}
 	s.lastSeq, s.lastTime = ev.Seq, ev.TimeUs
+	if s.ph != nil {
+		s.phase = s.ph.at(ev)
+	}
 	switch ev.Kind {
 	case trace.KindAlloc:
 		s.alloc(ev)
@@ -153,6 +162,9 @@ func (s *Summarizer) Event(ev *trace.Event) {
 		s.growRun = s.growRun[:0]
 	}
 	s.observe(ev)
+	if s.ph != nil {
+		s.ph.event(s.phase, s.n, ev, s.v[Allocated], s.v[Reserved])
+	}
 	s.n++
 }
 
@@ -204,7 +216,7 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.misfits++
 	}
 	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, allocN: s.n, allocT: ev.TimeUs,
-		stack: ev.Stack, inSeg: g != nil, misfit: misfit,
+		stack: ev.Stack, phase: s.phase, inSeg: g != nil, misfit: misfit,
 		recon:   ev.Flags&trace.FlagReconstructed != 0,
 		pending: ev.Flags&trace.FlagPending != 0})
 	s.v[Active] += bs
@@ -217,6 +229,9 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.peakBlocks = max(s.peakBlocks, s.nBlocks)
 		s.nAllocs++
 		s.sites.add(b.site(), bs, ev.Size, 1)
+		if s.ph != nil {
+			s.ph.alloc(b.phase, bs)
+		}
 	}
 	if g != nil {
 		s.segs.addBlock(g, allocd, bs, 1)
@@ -240,6 +255,9 @@ func (s *Summarizer) unallocate(b *block) {
 	s.nBlocks--
 	s.nFrees++
 	s.sites.add(b.site(), -b.size, -b.req, -1)
+	if s.ph != nil {
+		s.ph.free(b.phase, b.size)
+	}
 	b.pending = true
 	s.live.changed(b)
 	if g := s.blockSegment(b); g != nil {
@@ -291,6 +309,9 @@ func (s *Summarizer) release(b *block, lost bool) {
 func (s *Summarizer) willDecrease(allocated bool) {
 	if allocated && s.sitesStale {
 		s.sites.snapshot()
+		if s.ph != nil {
+			s.ph.snapshot()
+		}
 		s.sitesStale = false
 	}
 	if s.layoutStale {
@@ -347,6 +368,9 @@ func (s *Summarizer) observe(ev *trace.Event) {
 
 func (s *Summarizer) newPeak(i Series, x int64, ev *trace.Event) {
 	s.peak[i] = Peak{Bytes: Bytes(x), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
+	if s.ph != nil {
+		s.ph.peakAt[i] = s.phase
+	}
 	switch i {
 	case Allocated:
 		s.sitesStale = true

@@ -29,6 +29,13 @@ type Summary struct {
 	Sites []Site `json:"sites"`
 	Other Site   `json:"other"`
 
+	// Phases attribute the run to the program's record_function scopes
+	// (see Phase); empty when the trace recorded none for Device.
+	// AllocatedPeakPhase and ReservedPeakPhase name the phase of each peak.
+	Phases             []Phase `json:"phases"`
+	AllocatedPeakPhase string  `json:"allocated_peak_phase,omitempty"`
+	ReservedPeakPhase  string  `json:"reserved_peak_phase,omitempty"`
+
 	// Segments is the segment layout when the reserved peak was fullest (see
 	// the package doc), sorted by address; SegmentsAt says when.
 	Segments   []SegmentLayout `json:"segments"`

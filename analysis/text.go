@@ -34,6 +34,7 @@ func WriteTextOptions(w io.Writer, sum *Summary, opt TextOptions) error {
 	tw.fragmentation(sum)
 	tw.counters(sum)
 	tw.sites(sum, opt.Top)
+	tw.phases(sum)
 	tw.lifetimes(sum)
 	tw.segments(sum)
 	tw.ooms(sum)
@@ -211,6 +212,24 @@ func wrap(s string, width int, indent string) string {
 	}
 	b.WriteByte('\n')
 	return b.String()
+}
+
+// phases writes what each record_function scope did (Summary.Phases).
+func (t *textWriter) phases(sum *Summary) {
+	if len(sum.Phases) == 0 {
+		return
+	}
+	t.f("\nphases: the innermost record_function scope at each event\n")
+	t.f("%-25s %5s %9s %11s %12s %12s\n", "phase", "runs", "time", "peak alloc", "allocated in", "live at peak")
+	for _, p := range sum.Phases {
+		runs := strconv.FormatInt(p.Runs, 10)
+		if p.Name == OutsidePhases || p.Name == BeforeRecordingPhase {
+			runs = "-"
+		}
+		t.f("%-25s %5s %9s %11s %12s %12s\n", clip(p.Name, 25), runs, Duration(p.TimeUs),
+			p.PeakAllocatedBytes, p.AllocatedBytes, p.LiveAtPeakBytes)
+	}
+	t.f("allocated peak in %s, reserved peak in %s\n", sum.AllocatedPeakPhase, sum.ReservedPeakPhase)
 }
 
 func (t *textWriter) lifetimes(sum *Summary) {

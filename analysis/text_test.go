@@ -40,14 +40,15 @@ func TestWriteText(t *testing.T) {
 	t.Run("mlp_train", func(t *testing.T) { checkText(t, sampleSummary(t), "testdata/mlp_train.golden") })
 }
 
-// sampleSummary replays the built-in real trace under the default settings.
+// sampleSummary replays the built-in real trace under the default settings,
+// its phases from its annotations.
 func sampleSummary(t *testing.T) *analysis.Summary {
 	rd, err := sample.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack})
+	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack, Annotations: rd.Meta().Annotations})
 	if _, err := replay.Run(context.Background(), rd, replay.Options{Conf: allocator.DefaultConf(), Recorded: true}, s); err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,13 @@ type Timeline struct {
 	// since T0Us, else the event index.
 	HasTime bool  `json:"has_time"`
 	T0Us    int64 `json:"t0_us"`
+	// TimeUnit is the unit of X when HasTime: "s" (or ""), "ms" or "µs".
+	// Plots choose it by the trace's length, so that a 30 ms trace reads
+	// 0 to 30 ms rather than 0.00 to 0.03 s.
+	TimeUnit string `json:"-"`
+	// Phases are the runs of events in each phase (Summary.Phases), at most
+	// a few thousand: past that, neighbours merge. Absent without phases.
+	Phases []PhaseSpan `json:"phases,omitempty"`
 }
 
 // numInt is the number of integer (byte) series; ExternalRatio is the one
@@ -228,7 +235,14 @@ func (tl *Timeline) X(event, timeUs int64) float64 {
 		if timeUs == 0 {
 			return 0 // an untimed event (a reconstructed one) sits at the start
 		}
-		return float64(timeUs-tl.T0Us) / 1e6
+		d := float64(timeUs - tl.T0Us)
+		switch tl.TimeUnit {
+		case "ms":
+			return d / 1e3
+		case "µs":
+			return d
+		}
+		return d / 1e6
 	}
 	return float64(event)
 }
@@ -236,9 +250,22 @@ func (tl *Timeline) X(event, timeUs int64) float64 {
 // XLabel names the x axis of X.
 func (tl *Timeline) XLabel() string {
 	if tl.HasTime {
-		return "time since first event (s)"
+		unit := tl.TimeUnit
+		if unit == "" {
+			unit = "s"
+		}
+		return "time since first event (" + unit + ")"
 	}
 	return "event index"
+}
+
+// SpanUs is the time from the first event to the last, in µs (0 when the
+// events carry no time).
+func (tl *Timeline) SpanUs() int64 {
+	if !tl.HasTime || len(tl.Buckets) == 0 {
+		return 0
+	}
+	return tl.Buckets[len(tl.Buckets)-1].LastTimeUs - tl.T0Us
 }
 
 // Series returns series s as an envelope: two points per bucket, its

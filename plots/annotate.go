@@ -79,6 +79,21 @@ func (b *textBox) Plot(c draw.Canvas, p *plot.Plot) {
 		if i < len(b.Colors) && b.Colors[i] != nil {
 			s.Color = b.Colors[i]
 		}
-		c.FillText(s, vg.Point{X: x0 + pad, Y: y0 + h - pad - vg.Length(i)*lh}, l)
+		at := vg.Point{X: x0 + pad, Y: y0 + h - pad - vg.Length(i)*lh}
+		if rest, ok := strings.CutPrefix(l, markPrefix); ok {
+			// The mark is drawn, not written: a PDF's fonts (code page
+			// 1252) have no ▲.
+			w := s.Width(markPrefix)
+			r := s.Font.Size * 0.32
+			c.DrawGlyph(draw.GlyphStyle{Shape: draw.TriangleGlyph{}, Radius: r, Color: s.Color},
+				vg.Point{X: at.X + r, Y: at.Y - lh*0.5})
+			at.X += w
+			l = rest
+		}
+		c.FillText(s, at, l)
 	}
 }
+
+// markPrefix starts a textBox line that names a peak marked on the plot by
+// a triangle; the box draws the triangle in the line's colour.
+const markPrefix = "▲ "

@@ -105,7 +105,7 @@ func replayed(conf string) *analysis.Summary {
 		log.Fatal(err)
 	}
 	defer rd.Close()
-	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack})
+	s := analysis.NewSummarizer(analysis.Options{Stacks: rd.Stack, Annotations: rd.Meta().Annotations})
 	if conf == "recorded" {
 		for rd.Next() {
 			s.Event(rd.Event())
@@ -146,7 +146,11 @@ func ExampleSegments_mlpTrain() {
 func ExampleCompare_mlpTrain() {
 	var runs []plots.Run
 	for _, conf := range []string{"recorded", "expandable_segments:True", "roundup_power2_divisions:4", "max_split_size_mb:20"} {
-		runs = append(runs, plots.Run{Label: conf, Summary: replayed(conf)})
+		label := conf
+		if conf == "recorded" {
+			label = "recorded (defaults)" // as tracer plot labels it
+		}
+		runs = append(runs, plots.Run{Label: label, Summary: replayed(conf)})
 	}
 	// By event: the run idles 5 s first. Runs differ by a few segment
 	// events, so their event indices align closely, not exactly.
@@ -155,6 +159,71 @@ func ExampleCompare_mlpTrain() {
 		log.Fatal(err)
 	}
 	if err := plots.Save(p, "testdata/compare_mlp_train.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// ExampleSegments_expandable draws the sample replayed with expandable
+// segments: one range per pool, two bars, each whole.
+func ExampleSegments_expandable() {
+	p, err := plots.Segments(replayed("expandable_segments:True"), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/segments_expandable.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// oomRun is a synthetic 32 ms run that fills segments of 64 MiB until a
+// request of 80 MiB fails after n of them, then frees everything: a
+// millisecond trace with an OOM.
+func oomRun(n int) *analysis.Summary {
+	s := analysis.NewSummarizer(analysis.Options{Stacks: fakeStacks})
+	const t0, seg = 1_700_000_000_000_000, 64 << 20
+	var seq int64
+	ev := func(tus int64, k trace.Kind, addr uint64, size int64, stack trace.StackID) {
+		e := trace.Event{Seq: seq, TimeUs: t0 + tus, Kind: k, Addr: addr, Size: size, BlockSize: size, Stack: stack}
+		if k == trace.KindAlloc || k == trace.KindFreeRequested || k == trace.KindFreeCompleted {
+			e.BlockSize = seg - 4<<20
+		}
+		seq++
+		s.Event(&e)
+	}
+	for i := range n {
+		addr := uint64(i+1) * seg
+		ev(int64(100*i), trace.KindSegmentAlloc, addr, seg, trace.NoStack)
+		ev(int64(100*i+10), trace.KindAlloc, addr, seg-4<<20, trace.StackID(i%3))
+	}
+	ev(int64(100*n+50), trace.KindOOM, 1<<30, 80<<20, 1)
+	for i := range n {
+		addr := uint64(i+1) * seg
+		ev(int64(30_000+50*i), trace.KindFreeRequested, addr, seg-4<<20, trace.StackID(i%3))
+		ev(int64(30_000+50*i+1), trace.KindFreeCompleted, addr, seg-4<<20, trace.StackID(i%3))
+	}
+	return s.Finalize()
+}
+
+// ExamplePeak_oom draws a millisecond run with an out-of-memory error:
+// the axis in ms, the OOM marked where reserved stood.
+func ExamplePeak_oom() {
+	p, err := plots.Peak(oomRun(40), plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/peak_oom.png"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// ExampleCompare_oom compares two such runs, each OOM in its run's colour.
+func ExampleCompare_oom() {
+	runs := []plots.Run{{Label: "recorded (defaults)", Summary: oomRun(40)}, {Label: "a larger limit", Summary: oomRun(48)}}
+	p, err := plots.Compare(runs, plots.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plots.Save(p, "testdata/compare_oom.png"); err != nil {
 		log.Fatal(err)
 	}
 }

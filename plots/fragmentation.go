@@ -28,6 +28,7 @@ func Fragmentation(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 			f.ExternalAtReservedPeak, 100*f.ExternalRatio)
 	}
 	p := newPlot(title, tl.XLabel(), "memory ("+unit+")")
+	phases := markPhases(p, sum, tl)
 	res, err := envelope(tl, analysis.Reserved, div, grey, vg.Points(0.8))
 	if err != nil {
 		return nil, err
@@ -46,6 +47,11 @@ func Fragmentation(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	p.Legend.Add("external: reserved - allocated (min to max)", ext)
 	p.Legend.Add("inactive split: free beside live blocks (max)", split)
 	p.Legend.Add("internal: active - requested, rounding (max)", internal)
+	legend := 4 + phases.legend(p)
+	if m := markOOMs(p, sum, tl, div, black); m != nil {
+		p.Legend.Add(oomLabel(sum, tl), m)
+		legend++
+	}
 
 	lines := []string{
 		fmt.Sprintf("GMLake 1 - peak active / peak reserved: %.1f%%", 100*f.GMLake),
@@ -60,7 +66,7 @@ func Fragmentation(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	box.XAlign, box.YAlign = -1, -1
 	box.Offset = vg.Point{X: -vg.Points(6), Y: -vg.Points(6)}
 	p.Add(box)
-	headroom(p, float64(top)/div, max(4, len(lines)))
+	headroom(p, float64(top)/div, max(legend, len(lines)))
 	p.X.Min = 0
 	return p, nil
 }

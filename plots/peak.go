@@ -28,6 +28,7 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 			sum.Peaks.Allocated.Bytes, sum.Peaks.Reserved.Bytes)
 	}
 	p := newPlot(title, tl.XLabel(), "memory ("+unit+")")
+	phases := markPhases(p, sum, tl)
 
 	// Allocated is a band from each bucket's minimum to its maximum; active
 	// and requested, close to it, are lines along their maxima; reserved,
@@ -52,6 +53,11 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	p.Legend.Add("active max (allocated + pending free)", act)
 	p.Legend.Add("allocated (min to max)", alloc)
 	p.Legend.Add("requested max (before rounding)", req)
+	legend := 4 + phases.legend(p)
+	if m := markOOMs(p, sum, tl, div, black); m != nil {
+		p.Legend.Add(oomLabel(sum, tl), m)
+		legend++
+	}
 
 	for _, m := range []struct {
 		pk analysis.Peak
@@ -68,7 +74,7 @@ func Peak(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	// peak marks, where they would collide when the peaks are close.
 	box := infoBox(sum, tl, opt.Sites)
 	p.Add(box)
-	lines := max(4, len(box.Lines))
+	lines := max(legend, len(box.Lines))
 	headroom(p, float64(top)/div, lines)
 	p.X.Min = 0
 	return p, nil
@@ -88,7 +94,7 @@ func markPeak(p *plot.Plot, tl *analysis.Timeline, pk analysis.Peak, div float64
 // xText formats a moment as the x axis does.
 func xText(tl *analysis.Timeline, pk analysis.Peak) string {
 	if tl.HasTime {
-		return fmt.Sprintf("%.3g s", peakX(tl, pk))
+		return analysis.Duration(max(pk.TimeUs-tl.T0Us, 0))
 	}
 	return fmt.Sprintf("event %d", pk.Event)
 }

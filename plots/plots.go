@@ -11,13 +11,17 @@ package plots
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgpdf"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/outfile"
@@ -53,7 +57,7 @@ func Save(p *plot.Plot, path string) error {
 	default:
 		return fmt.Errorf("plots: cannot tell the image format of %q: use .png, .svg or .pdf", path)
 	}
-	wt, err := p.WriterTo(Width, Height, ext[1:])
+	wt, err := render(p, ext[1:])
 	if err != nil {
 		return fmt.Errorf("plots: save %s: %w", path, err)
 	}
@@ -71,6 +75,82 @@ func Save(p *plot.Plot, path string) error {
 		return fmt.Errorf("plots: save %s: %w", path, err)
 	}
 	return nil
+}
+
+// render draws p at Width×Height in format. An SVG embeds its fonts, so a
+// viewer without Liberation Sans does not fall back to a wider font that
+// runs off the box drawn for the text, and keeps its spaces (svgCanvas); a
+// PDF's text is written in the code
+// page its embedded fonts use (cp1252canvas).
+func render(p *plot.Plot, format string) (io.WriterTo, error) {
+	switch format {
+	case "svg":
+		c := vgsvg.NewWith(vgsvg.UseWH(Width, Height), vgsvg.EmbedFonts(true))
+		p.Draw(draw.New(svgCanvas{c}))
+		return c, nil
+	case "pdf":
+		c := vgpdf.New(Width, Height)
+		p.Draw(draw.New(cp1252canvas{c}))
+		return c, nil
+	}
+	return p.WriterTo(Width, Height, format)
+}
+
+// cp1252canvas is a PDF canvas that writes text in code page 1252, the
+// encoding gonum's PDF backend embeds fonts with; it passes UTF-8 through
+// as is, so "…" or "µ" came out as "â€¦" or "Âµ". Runes outside the code
+// page are written as ".".
+type cp1252canvas struct{ *vgpdf.Canvas }
+
+// FillString implements vg.Canvas.
+func (c cp1252canvas) FillString(f font.Face, pt vg.Point, s string) {
+	c.Canvas.FillString(f, pt, toCP1252(s))
+}
+
+// svgCanvas is an SVG canvas whose text keeps runs of spaces, which
+// aligns columns in text boxes: SVG collapses them, so each space after
+// another is written as a no-break space, as wide in the font.
+type svgCanvas struct{ *vgsvg.Canvas }
+
+// FillString implements vg.Canvas.
+func (c svgCanvas) FillString(f font.Face, pt vg.Point, s string) {
+	if strings.Contains(s, "  ") || strings.HasPrefix(s, " ") {
+		b := []rune(s)
+		for i := range b {
+			if b[i] == ' ' && (i == 0 || b[i-1] == ' ' || b[i-1] == '\u00a0') {
+				b[i] = '\u00a0'
+			}
+		}
+		s = string(b)
+	}
+	c.Canvas.FillString(f, pt, s)
+}
+
+// cp1252high are the runes of code page 1252's bytes 0x80 to 0x9F (0 where
+// a byte is unused); 0xA0 to 0xFF are Latin-1's.
+var cp1252high = [32]rune{
+	'€', 0, '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', 0, 'Ž', 0,
+	0, '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', 0, 'ž', 'Ÿ',
+}
+
+// toCP1252 encodes s in code page 1252, a rune outside it as ".".
+func toCP1252(s string) string {
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		switch {
+		case r < 0x80 || r >= 0xA0 && r <= 0xFF:
+			b = append(b, byte(r))
+		default:
+			c := byte('.')
+			for i, h := range cp1252high {
+				if h == r && h != 0 {
+					c = byte(0x80 + i)
+				}
+			}
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // Okabe–Ito colours: distinct for colour-blind readers and in grey print.
@@ -141,7 +221,20 @@ func timeline(sum *analysis.Summary, opt Options) (*analysis.Timeline, error) {
 	if opt.ByEvent {
 		tl.HasTime = false
 	}
+	tl.TimeUnit = timeUnit(tl.SpanUs())
 	return &tl, nil
+}
+
+// timeUnit is the unit of a time axis that spans spanUs: seconds from 1 s,
+// milliseconds from 1 ms, else microseconds.
+func timeUnit(spanUs int64) string {
+	switch {
+	case spanUs >= 1e6:
+		return "s"
+	case spanUs >= 1e3:
+		return "ms"
+	}
+	return "µs"
 }
 
 // peakX is the x coordinate of a peak on tl.

@@ -28,10 +28,17 @@ func TestPeak_mlpTrain(t *testing.T) {
 func TestSegments_mlpTrain(t *testing.T) {
 	cmpimg.CheckPlot(ExampleSegments_mlpTrain, t, "segments_mlp_train.png")
 }
+func TestSegments_expandable(t *testing.T) {
+	cmpimg.CheckPlot(ExampleSegments_expandable, t, "segments_expandable.png")
+}
 func TestCompare_mlpTrain(t *testing.T) {
 	cmpimg.CheckPlot(ExampleCompare_mlpTrain, t, "compare_mlp_train.png")
 }
-func TestCompare(t *testing.T) { cmpimg.CheckPlot(ExampleCompare, t, "compare.png") }
+func TestCompare(t *testing.T)  { cmpimg.CheckPlot(ExampleCompare, t, "compare.png") }
+func TestPeak_oom(t *testing.T) { cmpimg.CheckPlot(ExamplePeak_oom, t, "peak_oom.png") }
+func TestCompare_oom(t *testing.T) {
+	cmpimg.CheckPlot(ExampleCompare_oom, t, "compare_oom.png")
+}
 
 func TestSave_formats(t *testing.T) {
 	p, err := plots.Peak(summary(), plots.Options{})

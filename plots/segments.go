@@ -37,8 +37,12 @@ func Segments(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 		for _, g := range segs {
 			split, free = split+g.SplitFree, free+g.Free
 		}
-		title = fmt.Sprintf("%d segments at the reserved peak (%s): %s free beside blocks, %s in empty segments",
-			len(segs), sum.Peaks.Reserved.Bytes, split, free)
+		kind := "segments"
+		if expandable(segs) {
+			kind = "expandable segments"
+		}
+		title = fmt.Sprintf("%d %s at the reserved peak (%s): %s free beside blocks, %s in empty segments",
+			len(segs), kind, sum.Peaks.Reserved.Bytes, split, free)
 		if len(shown) < len(segs) {
 			title = fmt.Sprintf("%d largest of ", len(shown)) + title
 		}
@@ -80,6 +84,10 @@ func Segments(sum *analysis.Summary, opt Options) (*plot.Plot, error) {
 	p.Legend.Left = false
 	p.Legend.XOffs = -vg.Points(8)
 	p.X.Tick.Marker = segmentTicks{n: len(shown)}
+	// Each bar in the middle of a slot of its own: with the axis ending at
+	// the first and last bars' centres, those were cut in half (an
+	// expandable trace has just two segments, its pools' ranges).
+	p.X.Min, p.X.Max = -0.5, float64(len(shown))-0.5
 	headroom(p, float64(shown[0].Size)/div, 4)
 	return p, nil
 }
@@ -99,4 +107,14 @@ func (t segmentTicks) Ticks(lo, hi float64) []plot.Tick {
 		ts = append(ts, tk)
 	}
 	return ts
+}
+
+// expandable reports whether every segment is an expandable one.
+func expandable(segs []analysis.SegmentLayout) bool {
+	for _, g := range segs {
+		if !g.Expandable {
+			return false
+		}
+	}
+	return len(segs) > 0
 }

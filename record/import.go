@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -26,6 +27,11 @@ type ImportOptions struct {
 	// directory (created if needed). Empty: next to each input, with the
 	// extension replaced by .arrows.
 	Out string
+	// OutDir makes Out a directory even for one input (tracer import DIR).
+	OutDir bool
+	// Rank, when set, gives each input's distributed rank (from its file
+	// name, or as the user said), stored as the trace's tracer.x.rank.
+	Rank func(in string) (rank int, ok bool)
 	// MemoryFraction and DeviceTotal annotate the trace with the run's
 	// per-process memory limit (torch.cuda.set_per_process_memory_fraction),
 	// which snapshots do not store; replays use it as the default limit.
@@ -89,7 +95,7 @@ func (d Divergence) String() string {
 // Results come back in input order; the first error stops nothing else but is
 // returned, naming its file.
 func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*ImportResult, error) {
-	outs, err := outputPaths(ins, opts.Out)
+	outs, err := outputPaths(ins, opts.Out, opts.OutDir)
 	if err != nil {
 		return nil, err
 	}
@@ -494,8 +500,9 @@ func scanEvents(snap *torchsnap.Snapshot, scanned chan<- scan) {
 }
 
 // importMeta is the metadata of the trace imported from the snapshot snap
-// read from in: the recorded settings, and what opts add; the import adds
-// the history's completeness and an inferred memory limit.
+// read from in: the recorded settings and record_function scopes (entries
+// of another stage than START or END are left out), and what opts add; the
+// import adds the history's completeness and an inferred memory limit.
 func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.Meta {
 	meta := trace.Meta{
 		Producer:       "tracer " + Version,
@@ -513,9 +520,21 @@ func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.M
 	if opts.Source != "" {
 		meta.Source, meta.SourceFile = opts.Source, ""
 	}
+	for _, a := range snap.Annotations {
+		if a.Stage != trace.AnnotationStart && a.Stage != trace.AnnotationEnd {
+			continue
+		}
+		meta.Annotations = append(meta.Annotations, trace.Annotation{Name: a.Name, Stage: a.Stage, Device: a.Device, TimeUs: a.TimeUs})
+	}
+	trace.SortAnnotations(meta.Annotations)
 	meta.Extra = map[string]string{}
 	for k, v := range opts.Extra {
 		meta.Extra[k] = v
+	}
+	if opts.Rank != nil {
+		if r, ok := opts.Rank(in); ok {
+			meta.Extra[trace.ExtraRank] = strconv.Itoa(r)
+		}
 	}
 	return meta
 }

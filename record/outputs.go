@@ -12,8 +12,9 @@ import (
 // outputPaths names each input's output, and refuses outputs that are
 // inputs (snap.arrows that is a pickle would be replaced by its own trace)
 // or that two inputs share (a/s.pickle and b/s.pickle into one directory),
-// with an *outfile.ConflictError.
-func outputPaths(ins []string, out string) ([]string, error) {
+// with an *outfile.ConflictError. With outDir, out is a directory even
+// for one input.
+func outputPaths(ins []string, out string, outDir bool) ([]string, error) {
 	outs := make([]string, len(ins))
 	from := map[string]string{} // cleaned output → its input
 	for i, in := range ins {
@@ -21,7 +22,7 @@ func outputPaths(ins []string, out string) ([]string, error) {
 		switch {
 		case out == "":
 			outs[i] = filepath.Join(filepath.Dir(in), base)
-		case len(ins) == 1 && !isDir(out):
+		case len(ins) == 1 && !outDir && !isDir(out):
 			outs[i] = out
 		case outfile.Direct(out):
 			return nil, &outfile.ConflictError{Msg: fmt.Sprintf("import: %d snapshots cannot all be written to %s: give a directory", len(ins), out)}

@@ -212,7 +212,32 @@ Key/value strings on the schema (Meta):
 	                           wrapped, or recording began mid-run)
 	tracer.empty_cache         "rows" when every empty_cache() call that released memory is an
 	                           empty_cache row (see Requests and outcomes); absent otherwise
+	tracer.annotations         JSON array: the record_function scopes the source recorded (see
+	                           Annotations); absent when there are none
 	tracer.x.*                 free-form producer annotations (workload name, command line, ...)
+
+# Annotations
+
+PyTorch records, beside the allocator events, when each record_function
+scope of the program was entered and left (the snapshot's
+external_annotations): the user's own, such as
+torch.profiler.record_function("forward"), and those PyTorch opens itself,
+such as Optimizer.step#Adam.step and Optimizer.zero_grad#Adam.zero_grad.
+tracer import keeps them in tracer.annotations, one object per edge, sorted
+by time:
+
+	{"name": "forward", "stage": "START", "device": 0, "time_us": 1795280309912757}
+
+stage is START or END; device is the CUDA device that was current; time_us
+is on the time_us column's clock. An event of device d at time t lies in
+every scope of device d entered at or before t and left after t; tracer
+analyze calls the innermost one the event's phase. PyTorch keeps them in a
+ring buffer of the history's length, so an END may come without its START
+(the scope was entered before the history begins). Being metadata, they are
+read in full with the schema:
+
+	import json
+	json.loads(ipc.open_stream("run.arrows").schema.metadata[b"tracer.annotations"])
 
 # Versions
 

@@ -26,3 +26,7 @@ func SetParquetGroupRows(n int) (restore func()) {
 	parquetGroupRows = n
 	return func() { parquetGroupRows = old }
 }
+
+// ScanAnnotations is the fast reader of tracer.annotations; ok is false
+// where it leaves the text to encoding/json.
+var ScanAnnotations = scanAnnotations

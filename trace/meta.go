@@ -30,6 +30,11 @@ const (
 	SourcePythonProgram = "record-python"    // tracer record -- python ...
 )
 
+// ExtraRank is the Meta.Extra key (stored as tracer.x.rank) holding the
+// distributed rank a trace was recorded on, in decimal: tracer import
+// writes it from the snapshot's file name or --rank.
+const ExtraRank = "rank"
+
 // writeVersion is the version writers stamp; tests change it to fake files
 // from a future tracer.
 var writeVersion = Current
@@ -55,7 +60,10 @@ type Meta struct {
 	// segment_free/segment_unmap rows are outcomes only. Without it a replay
 	// infers the calls from the releases (see doc.go). Written only when set.
 	EmptyCacheRows bool
-	Extra          map[string]string // keys without the MetaExtraPrefix
+	// Annotations are the user scopes (record_function) the source
+	// recorded, in time order; nil when none (see Annotation).
+	Annotations []Annotation
+	Extra       map[string]string // keys without the MetaExtraPrefix (ExtraRank, ...)
 }
 
 func (m *Meta) keyValues() (keys, values []string) {
@@ -81,6 +89,9 @@ func (m *Meta) keyValues() (keys, values []string) {
 	add(MetaTruncated, strconv.FormatBool(m.Truncated))
 	if m.EmptyCacheRows {
 		add(MetaEmptyCache, "rows")
+	}
+	if len(m.Annotations) > 0 {
+		add(MetaAnnotations, encodeAnnotations(m.Annotations))
 	}
 	extra := make([]string, 0, len(m.Extra))
 	for k := range m.Extra {
@@ -129,5 +140,11 @@ func parseMeta(keys, values []string) (Meta, error) {
 	m.MemoryLimit, _ = strconv.ParseInt(get[MetaMemoryLimit], 10, 64)
 	m.Truncated = get[MetaTruncated] == "true"
 	m.EmptyCacheRows = get[MetaEmptyCache] == "rows"
+	if a, ok := get[MetaAnnotations]; ok {
+		if m.Annotations, err = decodeAnnotations(a); err != nil {
+			return m, err
+		}
+		SortAnnotations(m.Annotations)
+	}
 	return m, nil
 }

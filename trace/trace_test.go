@@ -318,6 +318,13 @@ func FuzzReader(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:len(data)/2])
 	f.Add([]byte{})
+	m := meta()
+	m.Annotations = []trace.Annotation{{Name: "forward", Stage: trace.AnnotationStart, TimeUs: 1}, {Name: "forward", Stage: trace.AnnotationEnd, TimeUs: 2}}
+	var withAnn bytes.Buffer
+	if err := trace.NewWriter(&withAnn, m, trace.WriterOptions{}).Close(); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(withAnn.Bytes())
 	for v := trace.V1; v <= trace.Current; v++ {
 		old, err := os.ReadFile(fmt.Sprintf("testdata/v%d.arrows", v))
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 
 type analyzeOptions struct {
 	Path     string
+	Paths    []string // several traces: a table by rank (see infoOptions)
+	several  bool
 	JSON     bool
 	Top      int
 	Timeline bool
@@ -30,29 +32,42 @@ func init() {
 func newAnalyzeCmd(runF func(context.Context, *analyzeOptions) error) *cobra.Command {
 	opts := &analyzeOptions{}
 	cmd := &cobra.Command{
-		Use:   "analyze [TRACE] [--top N] [--json]",
+		Use:   "analyze [TRACE... | DIR] [--top N] [--json]",
 		Short: "Peaks, fragmentation, and who was live at the peak",
 		Long: `Analyze summarizes a trace: the peaks of allocated, reserved, active and
 requested bytes with when they happened; fragmentation (internal: rounding;
 external: reserved but unallocated; GMLake's 1 − peak active / peak reserved;
 the largest free block against the largest request that failed or grew the
 pool; all defined in the analysis package documentation); the allocation
-sites live at the allocated peak, grouped by stack; allocation lifetimes; the
-segment layout at the reserved peak; and every OOM with the cache state.
+sites live at the allocated peak, grouped by stack; the phases (the
+record_function scopes the snapshot recorded, such as forward, backward or
+Optimizer.step#Adam.step): per phase its peak, what it allocated and how much
+of the allocated peak it holds; allocation lifetimes; the segment layout at the
+reserved peak; and every OOM with the cache state.
 
 With --conf, --round or --limit the trace is first replayed under those
 settings and the replay is analyzed. Without TRACE, the built-in sample is used.
+
+Several traces (the ranks of a distributed run), or a folder of them, give a
+table by rank (as tracer info prints it), then the analysis of the rank whose
+reserved peak is highest; --json holds every rank's.
 
 ` + sizeRule,
 		Example: `  tracer analyze run.arrows
   tracer analyze run.arrows --top 20
   tracer analyze run.arrows --full-stacks     # every frame of each site, whole paths
   tracer analyze run.arrows --conf expandable_segments:True
-  tracer analyze run.arrows --json | jq .fragmentation`,
-		Args: cobra.MaximumNArgs(1),
+  tracer analyze run.arrows --json | jq .fragmentation
+  tracer analyze run.arrows --json | jq '.devices[0].phases'
+  tracer analyze traces/ --limit 20GiB            # every rank under a limit`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if opts.Top < 0 {
@@ -78,6 +93,15 @@ settings and the replay is analyzed. Without TRACE, the built-in sample is used.
 // fullStackFrames is the frames a site keeps with --full-stacks: any real
 // stack's all.
 const fullStackFrames = 1 << 16
+
+// analysisOptions are the summary's options the flags ask for.
+func (o *analyzeOptions) analysisOptions() analysis.Options {
+	a := analysis.Options{TopSites: o.Top}
+	if o.Full {
+		a.SiteFrames = fullStackFrames
+	}
+	return a
+}
 
 // summarize analyzes the input as recorded, or a replay of it when any
 // setting is given.
@@ -108,6 +132,9 @@ func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64
 }
 
 func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
+	if opts.several {
+		return runAnalyzeRanks(ctx, opts)
+	}
 	in, err := pipeline.Open(opts.Path)
 	if err != nil {
 		return err
@@ -116,11 +143,7 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	if in.Sample && !opts.JSON {
 		fmt.Fprintf(opts.Err, "analyzing the built-in sample trace: %s\n", in.Name)
 	}
-	aopt := analysis.Options{TopSites: opts.Top}
-	if opts.Full {
-		aopt.SiteFrames = fullStackFrames
-	}
-	sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, aopt)
+	sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, opts.analysisOptions())
 	if err != nil {
 		return err
 	}

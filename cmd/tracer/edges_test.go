@@ -64,7 +64,7 @@ func TestRoughEdges(t *testing.T) {
 		{"OOM as recorded", []string{"replay", oom}, 0, []string{"(as recorded)"}, nil},
 		{"no stack, and why", []string{"analyze"}, 0, []string{"(no stack): PyTorch recorded no Python frame", "--full-stacks shows whole stacks"}, nil},
 		{"full stacks", []string{"analyze", "--full-stacks", "--top", "3"}, 0,
-			[]string{"\n                                 site-packages/torch/optim/adam.py:238 step\n"}, []string{"…"}},
+			[]string{"\n                                 site-packages/torch/optim/adam.py:238 step\n"}, []string{"adam.py:238 step…", "--full-stacks shows"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := tracer(t, tc.args...)

@@ -46,6 +46,10 @@ func FuzzCLI(f *testing.F) {
 		"plot t.arrows t.arrows",
 		"info t.arrows --json",
 		"analyze s.pickle --top 3",
+		"import . --rank 2",
+		"info t.arrows t.arrows --json",
+		"replay . --round 4096",
+		"diff t.arrows t.arrows --top 1",
 		"version",
 		"--bogus",
 	} {

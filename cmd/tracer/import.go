@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/record"
 )
@@ -17,6 +19,7 @@ type importOptions struct {
 	Fraction float64
 	Total    string
 	Device   string
+	Rank     int
 	Stdout   io.Writer
 	Stderr   io.Writer
 	Progress bool
@@ -25,7 +28,7 @@ type importOptions struct {
 func newImportCmd(runF func(context.Context, *importOptions) error) *cobra.Command {
 	opts := &importOptions{}
 	cmd := &cobra.Command{
-		Use:   "import SNAPSHOT... [-o OUT]",
+		Use:   "import SNAPSHOT...|DIR [-o OUT]",
 		Short: "Convert PyTorch memory snapshots into tracer traces",
 		Long: `Import converts snapshots written by torch.cuda.memory._dump_snapshot (pickle,
 protocols 2-5), the JSON form MemoryViz accepts, and bare segment lists
@@ -51,11 +54,18 @@ store the per-process memory limit either: give it with --fraction and
 --total-memory, or later to tracer replay --limit, which checks it against the
 recording.
 
-Several files (one per rank) import in parallel. Each output is written to a
-file with no name that takes the output's name at the end: a failed or
-interrupted import leaves nothing behind. An output that is one of the inputs,
-or that two inputs would share, is refused. "-o -" writes the trace to
-standard output; a device or FIFO is written to, never replaced.
+Several files (one per rank) import in parallel; a directory stands for every
+snapshot in it (recognised by content: other files are skipped), and -o is
+then a directory. Each trace records its distributed rank, read from the file
+name (rank3, rank_3, rank-3, snapshot_3.pickle) or given with --rank for one
+snapshot: tracer info, analyze and replay of several traces print a table by
+rank.
+
+Each output is written to a file with no name that takes the output's name at
+the end: a failed or interrupted import leaves nothing behind. An output that
+is one of the inputs, or that two inputs would share, is refused. "-o -"
+writes the trace to standard output; a device or FIFO is written to, never
+replaced.
 Decoded events wait in an unlinked scratch file beside the output (56 bytes per
 trace entry: the disk there needs the room), so memory stays small: a 9 MB
 snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
@@ -65,10 +75,18 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 		Example: `  tracer import snapshot.pickle                 # writes snapshot.arrows
   tracer import snapshot.pickle -o run.arrows
   tracer import rank*.pickle -o traces/          # one trace per rank
+  tracer import snapshots/ -o traces/            # every snapshot in the folder
+  tracer import mem.pickle --rank 3              # a rank the file name does not say
   tracer import oom.pickle --fraction 0.03 --total-memory 85017493504`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Inputs, opts.Stdout, opts.Stderr = args, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if cmd.Flags().Changed("rank") && opts.Rank < 0 {
+				return usagef("--rank %d: want a rank ≥ 0", opts.Rank)
+			}
+			if !cmd.Flags().Changed("rank") {
+				opts.Rank = analysis.NoRank
+			}
 			if opts.Fraction < 0 || opts.Fraction > 1 {
 				return usagef("--fraction %g: must be in [0, 1]", opts.Fraction)
 			}
@@ -82,6 +100,7 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 	cmd.Flags().Float64Var(&opts.Fraction, "fraction", 0, "the run's torch.cuda.set_per_process_memory_fraction, which snapshots do not record")
 	cmd.Flags().StringVar(&opts.Total, "total-memory", "", "the GPU's total memory (e.g. 80GiB), needed with --fraction")
 	cmd.Flags().StringVar(&opts.Device, "device-name", "", "the GPU's name, for the record")
+	cmd.Flags().IntVar(&opts.Rank, "rank", 0, "the snapshot's distributed rank, when its file name does not say (rank3, _3.pickle)")
 	cmd.Flags().BoolVar(&opts.Progress, "progress", isTerminal(os.Stderr), "print a line per imported file on stderr")
 	return cmd
 }
@@ -97,11 +116,27 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	if opts.Fraction > 0 && total == 0 {
 		return usagef("--fraction needs --total-memory (the limit is fraction × total)")
 	}
-	ro := record.ImportOptions{Out: opts.Out, MemoryFraction: opts.Fraction, DeviceTotal: total, DeviceName: opts.Device}
+	ro := record.ImportOptions{Out: opts.Out, MemoryFraction: opts.Fraction, DeviceTotal: total, DeviceName: opts.Device,
+		Rank: analysis.RankOf}
+	if opts.Rank != analysis.NoRank {
+		ro.Rank = func(string) (int, bool) { return opts.Rank, true }
+	}
+	ins, notes, err := expandDirs(opts.Inputs, &ro)
+	if err != nil {
+		return err
+	}
+	if opts.Rank != analysis.NoRank && len(ins) != 1 {
+		return usagef("--rank %d: %d snapshots would share it; several files take their ranks from their names", opts.Rank, len(ins))
+	}
 	if opts.Progress {
 		ro.Progress = opts.Stderr
 	}
-	results, err := record.ImportSnapshots(ctx, opts.Inputs, ro)
+	results, err := record.ImportSnapshots(ctx, ins, ro)
+	if err == nil {
+		for _, n := range notes {
+			fmt.Fprintln(opts.Stderr, n)
+		}
+	}
 	for _, r := range results {
 		if r == nil {
 			continue
@@ -129,4 +164,33 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		}
 	}
 	return err
+}
+
+// expandDirs replaces each directory among ins by the snapshots in it,
+// with a note of the files skipped; with a directory, -o is one too.
+func expandDirs(ins []string, ro *record.ImportOptions) (out, notes []string, err error) {
+	for _, in := range ins {
+		if st, err := os.Stat(in); err != nil || !st.IsDir() {
+			out = append(out, in)
+			continue
+		}
+		snaps, skipped, err := record.SnapshotsIn(in)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(skipped) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %s; skipped %s (%s)", in, plural(len(snaps), "snapshot"), plural(len(skipped), "other file"), clipList(skipped, 3)))
+		}
+		out = append(out, snaps...)
+		ro.OutDir = ro.Out != ""
+	}
+	return out, notes, nil
+}
+
+// clipList joins the first n names, saying how many more there are.
+func clipList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }

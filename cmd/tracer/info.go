@@ -17,8 +17,12 @@ import (
 
 type infoOptions struct {
 	Path string
-	JSON bool
-	Out  io.Writer
+	// Paths are the traces given, several (a table by rank) when several
+	// is set.
+	Paths   []string
+	several bool
+	JSON    bool
+	Out     io.Writer
 }
 
 func init() {
@@ -28,7 +32,7 @@ func init() {
 func newInfoCmd(runF func(context.Context, *infoOptions) error) *cobra.Command {
 	opts := &infoOptions{}
 	cmd := &cobra.Command{
-		Use:   "info [TRACE]",
+		Use:   "info [TRACE... | DIR]",
 		Short: "Describe a trace: events, devices, time span, memory_stats() peaks",
 		Long: `Info says what a trace holds: its source and settings, the events by action,
 devices and streams, the time span, whether the history is complete, and the
@@ -52,14 +56,26 @@ With --json the output is a stable contract:
    "num_alloc_retries", "memory_limit_bytes", "memory_limit_inferred",
    "per_device": {ordinal: {"stats", "model_mismatches", "num_alloc_retries",
    "approximate", "approximate_reason"}}, ...}
-num_alloc_retries is the allocator model's (a trace does not show retries).`,
+num_alloc_retries is the allocator model's (a trace does not show retries).
+
+Several traces (the ranks of a distributed run), or a folder of them, give a
+table by rank: peak allocated and reserved, fragmentation and OOMs, and the
+rank that peaks highest, by how much above the median and the lowest; with
+--json, {"ranks": {"rows", "allocated", "reserved"}, "traces": [the above,
+with "trace" and "rank"]}.`,
 		Example: `  tracer info run.arrows
   tracer info run.arrows --json | jq '.stats["reserved_bytes.all.peak"]'
+  tracer info traces/    # one row per rank (tracer import snapshots/ -o traces/)
+  tracer info traces/ --json | jq .ranks.reserved
   tracer info            # the built-in sample`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out = cmd.OutOrStdout()
 			if runF == nil {
@@ -74,6 +90,9 @@ num_alloc_retries is the allocator model's (a trace does not show retries).`,
 
 // infoJSON is the --json contract of tracer info. Add fields; never rename.
 type infoJSON struct {
+	// Trace and Rank are set when info reports several traces.
+	Trace         string           `json:"trace,omitempty"`
+	Rank          *int             `json:"rank,omitempty"`
 	FormatVersion int              `json:"format_version"`
 	Events        int64            `json:"events"`
 	Actions       map[string]int64 `json:"actions"`
@@ -120,6 +139,9 @@ type infoJSON struct {
 	PeaksLowerBound bool `json:"peaks_lower_bound"`
 	// PerDevice holds the same per CUDA device, by ordinal.
 	PerDevice map[string]*infoDeviceJSON `json:"per_device"`
+	// Scopes are the record_function scopes the trace recorded (its
+	// phases; see tracer analyze), by name.
+	Scopes []analysis.ScopeCount `json:"scopes"`
 }
 
 // infoDeviceJSON is one device's part of infoJSON.
@@ -132,13 +154,31 @@ type infoDeviceJSON struct {
 }
 
 func runInfo(ctx context.Context, opts *infoOptions) error {
-	in, err := pipeline.Open(opts.Path)
+	if opts.several {
+		return runInfoRanks(ctx, opts)
+	}
+	in, run, out, err := infoOf(ctx, opts.Path, analysis.Options{})
 	if err != nil {
 		return err
 	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return writeInfo(opts.Out, in, run, out)
+}
+
+// infoOf opens the trace at path and works out what info reports of it,
+// analysing it with aopt.
+func infoOf(ctx context.Context, path string, aopt analysis.Options) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
+	in, err := pipeline.Open(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	set, err := in.RecordedSettings()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	// The replay under the recorded settings checks the model against the
 	// recording; the figures come from the recording itself. The two passes
@@ -151,24 +191,18 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	)
 	go func() {
 		defer close(done)
-		sums, facts, sumsErr = pipeline.Analyze(ctx, in, analysis.Options{})
+		sums, facts, sumsErr = pipeline.Analyze(ctx, in, aopt)
 	}()
 	run, err := pipeline.Replay(ctx, in, set, pipeline.Options{})
 	<-done
 	if sumsErr != nil {
-		return sumsErr
+		return nil, nil, nil, sumsErr
 	}
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	run.Summaries, run.Facts = sums, facts
-	out := buildInfo(in, run)
-	if opts.JSON {
-		enc := json.NewEncoder(opts.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	return writeInfo(opts.Out, in, run, out)
+	return in, run, buildInfo(in, run), nil
 }
 
 func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
@@ -182,6 +216,7 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 		MemoryLimit: m.MemoryLimit, Stats: map[string]int64{}, DeviceStats: map[string]map[string]int64{},
 		Warnings: []string{}, RecordedActions: f.RecordedActions(), ReconstructedActions: f.ReconstructedActions(),
 		PeaksLowerBound: m.Truncated || f.Truncated, PerDevice: map[string]*infoDeviceJSON{},
+		Scopes: analysis.ScopeCounts(m.Annotations),
 	}
 	for i, s := range run.Summaries {
 		if i == 0 {
@@ -294,6 +329,17 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 		p("history", "incomplete at its start (ring buffer wrapped); %d reconstructed events restore the state", j.Reconstructed)
 	default:
 		p("history", "complete")
+	}
+	if len(j.Scopes) > 0 {
+		var names []string
+		for i, sc := range j.Scopes {
+			if i == 3 {
+				names = append(names, fmt.Sprintf("%d more", len(j.Scopes)-i))
+				break
+			}
+			names = append(names, fmt.Sprintf("%s ×%d", sc.Name, sc.Entered))
+		}
+		p("scopes", "%s (record_function: the phases of analyze)", strings.Join(names, ", "))
 	}
 	for _, s := range run.Summaries {
 		st := s.Stats

@@ -27,11 +27,16 @@ func TestJSONKeys(t *testing.T) {
 	if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, "oom__default__seed1.pickle"), "-o", oom); code != 0 {
 		t.Fatalf("import: %s", stderr)
 	}
+	split := filepath.Join(dir, "split.arrows")
+	if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, "mlp_train__split32.pickle"), "-o", split); code != 0 {
+		t.Fatalf("import: %s", stderr)
+	}
 	runs := map[string][][]string{
-		"info":    {{}, {oom}},
-		"analyze": {{"--timeline"}, {oom, "--timeline"}, {oom, "--limit", "none"}},
-		"replay":  {{"--round", "4096"}, {oom, "--conf", "expandable_segments:True"}},
+		"info":    {{}, {oom}, {oom, split}},
+		"analyze": {{"--timeline"}, {oom, "--timeline"}, {oom, "--limit", "none"}, {oom, split}},
+		"replay":  {{"--round", "4096"}, {oom, "--conf", "expandable_segments:True"}, {oom, split, "--round", "4096"}},
 		"export":  {{"-o", filepath.Join(dir, "x.parquet")}},
+		"diff":    {{oom, split}},
 	}
 	for _, c := range newRootCmd(nil, nil).Commands() {
 		if c.Flags().Lookup("json") == nil {

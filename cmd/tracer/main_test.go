@@ -114,7 +114,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"import"}, 2, "requires at least 1 arg"},
 		{[]string{"import", filepath.Join(dir, "missing.pickle")}, 1, "missing.pickle"},
-		{[]string{"import", dir}, 1, "is a directory"},
+		{[]string{"import", dir}, 1, "cut.pickle"}, // every snapshot in it; empty.pickle and notes.txt are not
 		{[]string{"import", text, "-o", filepath.Join(dir, "t.arrows")}, 1, "notes.txt"},
 		{[]string{"import", empty, "-o", filepath.Join(dir, "e.arrows")}, 1, "empty.pickle"},
 		{[]string{"import", cut, "-o", filepath.Join(dir, "c.arrows")}, 1, "cut.pickle"},

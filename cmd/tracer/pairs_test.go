@@ -59,6 +59,7 @@ type request struct {
 	kind   trace.Kind
 	size   int64
 	stream int
+	alloc  int // of a free or a completion: the number of the allocation it frees, in the device's order
 }
 
 func loadPairRuns(t *testing.T) map[string][]*pairRun {
@@ -186,6 +187,8 @@ func (r *pairRun) readTrace(t *testing.T) {
 	}
 	defer rd.Close()
 	streams := map[uint64]int{}
+	live := map[uint64]int{} // address → the number of the allocation there
+	allocs := 0
 	for rd.Next() {
 		ev := rd.Event()
 		r.events = append(r.events, *ev)
@@ -205,7 +208,18 @@ func (r *pairRun) readTrace(t *testing.T) {
 			s = len(streams)
 			streams[ev.Stream] = s
 		}
-		r.requests = append(r.requests, request{ev.Kind, ev.Size, s})
+		req := request{ev.Kind, ev.Size, s, -1}
+		switch ev.Kind {
+		case trace.KindAlloc:
+			live[ev.Addr] = allocs
+			allocs++
+		case trace.KindFreeRequested:
+			req.alloc = live[ev.Addr]
+		case trace.KindFreeCompleted:
+			req.alloc = live[ev.Addr]
+			delete(live, ev.Addr)
+		}
+		r.requests = append(r.requests, req)
 	}
 	if err := rd.Err(); err != nil {
 		t.Fatal(err)
@@ -220,12 +234,13 @@ func (r *pairRun) readTrace(t *testing.T) {
 // recorded order, so such a pair is exact only where the order does not
 // matter.
 func sameRequests(a, b []request) bool {
+	isFree := func(r request) bool { return r.kind == trace.KindFreeRequested || r.kind == trace.KindFreeCompleted }
 	if len(a) != len(b) {
 		return false
 	}
 	for i := 0; i < len(a); {
 		j := i
-		for j < len(a) && a[j].kind == trace.KindFreeRequested && b[j].kind == trace.KindFreeRequested {
+		for j < len(a) && isFree(a[j]) && isFree(b[j]) {
 			j++
 		}
 		if j == i {
@@ -236,7 +251,9 @@ func sameRequests(a, b []request) bool {
 			continue
 		}
 		x, y := slices.Clone(a[i:j]), slices.Clone(b[i:j])
-		byValue := func(p, q request) int { return cmp.Or(cmp.Compare(p.size, q.size), cmp.Compare(p.stream, q.stream)) }
+		byValue := func(p, q request) int {
+			return cmp.Or(cmp.Compare(p.alloc, q.alloc), cmp.Compare(p.kind, q.kind), cmp.Compare(p.size, q.size), cmp.Compare(p.stream, q.stream))
+		}
 		slices.SortFunc(x, byValue)
 		slices.SortFunc(y, byValue)
 		if !slices.Equal(x, y) {
@@ -298,8 +315,8 @@ func layoutShape(segs []allocator.SegmentInfo) []string {
 
 // withAddresses replays a under b's settings on a device that hands out
 // b's real segment addresses, and reports whether every memory_stats() key
-// then matches b's, and whether the final segments do.
-func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
+// but those skip names then matches b's, and whether the final segments do.
+func withAddresses(t *testing.T, a, b *pairRun, skip func(key string) bool) (stats, layout bool) {
 	conf, err := allocator.ParseConf(b.conf)
 	if err != nil {
 		t.Fatalf("%s: %v", b.conf, err)
@@ -328,7 +345,7 @@ func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
 	got := res.Devices[i].Stats.Map()
 	stats = true
 	for k, want := range b.stats {
-		if v, ok := got[k]; ok && v != want {
+		if v, ok := got[k]; ok && v != want && !skip(k) {
 			stats = false
 		}
 	}
@@ -338,7 +355,7 @@ func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
 // pairCell replays a under b's settings as a user would (tracer replay
 // --conf --limit) and names the memory_stats() keys, of those the replay
 // and PyTorch both report, on which it differs from b's run.
-func pairCell(t *testing.T, a, b *pairRun) string {
+func pairCell(t *testing.T, a, b *pairRun) (cell string, differ []string) {
 	args := []string{"replay", a.trace, "--json", "--from-defaults", "--conf", b.conf}
 	switch {
 	case b.limit > 0:
@@ -350,7 +367,7 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 	if code != 0 {
 		// A replay under any settings ends; an OOM it meets is a result.
 		t.Errorf("%s %s → %s: exit %d: %s", a.program, a.tag, b.tag, code, firstLine(stderr))
-		return "fails"
+		return "fails", nil
 	}
 	var out struct {
 		Devices map[string]struct {
@@ -361,24 +378,40 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 		t.Fatalf("replay %s under %s: %v", a.tag, b.tag, err)
 	}
 	replayed := out.Devices[strconv.Itoa(int(a.device))].Replayed
-	var differ []string
 	for k, want := range b.stats {
 		if got, ok := replayed[k]; ok && got != want {
 			differ = append(differ, k)
 		}
 	}
 	if len(replayed) == 0 {
-		return "no stats"
+		return "no stats", nil
 	}
 	if len(differ) == 0 {
-		return "exact"
+		return "exact", nil
 	}
 	slices.Sort(differ)
 	noun := "keys"
 	if len(differ) == 1 {
 		noun = "key"
 	}
-	return fmt.Sprintf("%d %s: %s", len(differ), noun, summarizeKeys(differ))
+	return fmt.Sprintf("%d %s: %s", len(differ), noun, summarizeKeys(differ)), differ
+}
+
+// followsFreeOrder names the memory_stats() keys whose value follows the
+// order of frees between two allocations: how many blocks became inactive
+// splits depends on which neighbour was freed first. Two real runs under
+// one setting whose frees come in another order (hf_train under defaults,
+// twice) differ in these keys and no others.
+func followsFreeOrder(key string) bool { return strings.HasPrefix(key, "inactive_split") }
+
+func noKey(string) bool { return false }
+
+// pairsSummary is the matrix's count line.
+func pairsSummary(exact, cells, withAddrs, orderOnly, oomMet int) string {
+	return fmt.Sprintf("%d of %d pairs exact; %d more exact where the replay is given the real run's segment addresses; "+
+		"%d more, whose program freed tensors in another order, exact (given the real addresses where needed) on every key "+
+		"but the inactive_split counts that follow that order; in %d more, whose run died of an OOM, the replay meets that "+
+		"OOM at the same allocation.\n", exact, cells, withAddrs, orderOnly, oomMet)
 }
 
 // summarizeKeys names differing keys by family (allocated_bytes, segment, ...)
@@ -419,20 +452,37 @@ func TestPairs(t *testing.T) {
 	all.WriteString("| program | recorded → replayed | result |\n|---|---|---|\n")
 	settings := []string{"default", "expandable", "split64", "pow2div4", "pow2list", "gc60", "retry", "expsplit", "lseg30"}
 	fromDefaults.WriteString("| program | " + strings.Join(settings, " | ") + " |\n|---" + strings.Repeat("|---", len(settings)) + "|\n")
-	exact, withAddrs, cells := 0, 0, 0
+	exact, withAddrs, orderOnly, oomMet, cells := 0, 0, 0, 0, 0
 	for _, p := range programs {
 		runs := byProgram[p]
 		short := map[string]string{}
 		for _, a := range runs {
 			for _, bb := range runs {
-				cell, brief := pairCell(t, a, bb), ""
+				cell, differ := pairCell(t, a, bb)
+				brief := ""
 				switch {
+				case bb.err != "" && a.err == "" && oomProblem(t, a, bb) == "":
+					// The run died of an OOM; its requests are a prefix.
+					oomMet++
+					cell, brief = "the run died of an OOM, which the replay meets at the same allocation", "OOM met"
 				case !sameRequests(a.requests, bb.requests):
 					cell, brief = "requests differ (the program's requests depend on the allocator): "+cell, "requests differ"
 				case cell != "exact" && !slices.Equal(a.requests, bb.requests):
-					cell, brief = "the same requests, some frees in another order: "+cell, "frees reordered"
+					// Keys that follow the free order aside, the pair
+					// is exact, or exact given the real addresses.
+					brief = "frees reordered"
+					stats, layout := withAddresses(t, a, bb, followsFreeOrder)
+					switch {
+					case !slices.ContainsFunc(differ, func(k string) bool { return !followsFreeOrder(k) }):
+						orderOnly++
+						cell, brief = cell+" (only inactive_split, which follows the free order)", "exact but free order"
+					case stats && layout:
+						orderOnly++
+						cell, brief = cell+" (exact with the real run's addresses, but for inactive_split, which follows the free order)", "addresses, free order"
+					}
+					cell = "the same requests, some frees in another order: " + cell
 				default:
-					stats, layout := withAddresses(t, a, bb)
+					stats, layout := withAddresses(t, a, bb, noKey)
 					switch {
 					case cell == "exact" && !layout:
 						cell, brief = "memory_stats() exact; the final segments differ from the dumped ones", "layout differs"
@@ -473,16 +523,17 @@ func TestPairs(t *testing.T) {
 	b.WriteString("\"addresses\": exact only when the replay is given the real run's segment addresses (allocator/ADDRESSES.md);\n")
 	b.WriteString("\"N keys\": N keys differ; \"requests differ\": the two runs did not make the same requests; \"frees reordered\":\n")
 	b.WriteString("the same requests, but the program freed some tensors between two allocations in another order (a collection\n")
-	b.WriteString("freed in address order), which the replay, following the recorded run, cannot know; –: no such run.\n\n")
-	fmt.Fprintf(&b, "%d of %d pairs exact; %d more exact where the replay is given the real run's segment addresses.\n\n",
-		exact, cells, withAddrs)
+	b.WriteString("freed in an order that varies from run to run), which the replay, following the recorded run, cannot know;\n")
+	b.WriteString("\"exact but free order\": every key but the inactive_split counts, which follow that order (two real runs under\n")
+	b.WriteString("one setting differ in them too), and \"addresses, free order\" the same given the real addresses; \"OOM met\": the\n")
+	b.WriteString("run died of an uncaught OOM and the replay meets it at the same allocation, for the same bytes; –: no such run.\n\n")
+	b.WriteString(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet) + "\n")
 	b.WriteString("## The run under defaults, replayed under each setting\n\n")
 	b.WriteString(fromDefaults.String())
 	b.WriteString("\n## Every pair\n\n")
 	b.WriteString(all.String())
-	t.Logf("%d of %d pairs exact, %d more with the real addresses", exact, cells, withAddrs)
-	syncReadme(t, fmt.Sprintf("%d of %d pairs exact; %d more exact with the real run's segment addresses.\n\n",
-		exact, cells, withAddrs)+fromDefaults.String())
+	t.Log(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet))
+	syncReadme(t, pairsSummary(exact, cells, withAddrs, orderOnly, oomMet)+"\n"+fromDefaults.String())
 	path := filepath.Join(pairsDir, "matrix.md")
 	if *updatePairs {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -599,4 +650,128 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestFreeOrderKeys checks followsFreeOrder against real runs: hf_train run
+// again under defaults and under max_split_size_mb:64 (testdata/pairs/repeats)
+// differs from the first runs only in keys it names.
+func TestFreeOrderKeys(t *testing.T) {
+	for first, again := range map[string]string{
+		"snapshots/hf_train__default.stats.json": "repeats/hf_train__rep.stats.json",
+		"snapshots/hf_train__split64.stats.json": "repeats/hf_train__stk_split64.stats.json",
+	} {
+		var a, b pairRun
+		a.readStats(t, filepath.Join(pairsDir, first))
+		b.readStats(t, filepath.Join(pairsDir, again))
+		differ := 0
+		for k, v := range a.stats {
+			if b.stats[k] != v {
+				differ++
+				if !followsFreeOrder(k) {
+					t.Errorf("%s and %s differ in %s (%d, %d), which followsFreeOrder does not name", first, again, k, v, b.stats[k])
+				}
+			}
+		}
+		if differ == 0 {
+			t.Errorf("%s and %s agree on every key: the free order left no trace", first, again)
+		}
+	}
+}
+
+// TestPairsOOM checks the OOMs the replay predicts against runs that died
+// of one: where a program's run under a limit ended in an uncaught OOM (its
+// requests are then a prefix of the others' runs), replaying each other
+// run under that run's settings and limit must meet its first OOM at the
+// same allocation, for the same bytes.
+func TestPairsOOM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("imports and replays every pair")
+	}
+	// Replays the matrix already shows wrong for a reason of their own:
+	// mempool's run under gc60 frees pool segments the import cannot yet
+	// tell apart (issue 21, item 5). One that starts to pass fails the test,
+	// so that the list is kept true.
+	knownGaps := map[string]bool{"mempool gc60 → retry": true}
+	checked := 0
+	for program, runs := range loadPairRuns(t) {
+		for _, a := range runs {
+			for _, b := range runs {
+				if a.err != "" || b.err == "" {
+					continue
+				}
+				name := fmt.Sprintf("%s %s → %s", program, a.tag, b.tag)
+				problem := oomProblem(t, a, b)
+				switch {
+				case knownGaps[name] && problem == "":
+					t.Errorf("%s: meets the OOM now; drop it from knownGaps", name)
+				case knownGaps[name]:
+				case problem != "":
+					t.Errorf("%s: %s", name, problem)
+				default:
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("%d replays under the settings of a run that died of an OOM: each met its first OOM where the real run did", checked)
+	if checked == 0 {
+		t.Error("no run died of an OOM: nothing checked")
+	}
+}
+
+// oomProblem replays a under the settings and limit of b, a run that died
+// of an uncaught OOM, and says how the replay's first OOM differs from b's:
+// "" when it comes at the same allocation, for the same bytes.
+func oomProblem(t *testing.T, a, b *pairRun) string {
+	want, wantSize := allocsBeforeOOM(b.events, b.device)
+	if want < 0 {
+		return "the run died of an OOM that its snapshot does not show"
+	}
+	args := []string{"replay", a.trace, "--json", "--from-defaults", "--conf", b.conf, "--limit", strconv.FormatInt(b.limit, 10)}
+	code, stdout, stderr := tracer(t, args...)
+	if code != 0 {
+		return fmt.Sprintf("%s: exit %d: %s", strings.Join(args, " "), code, firstLine(stderr))
+	}
+	var out struct {
+		OOMs []struct {
+			Seq  int64 `json:"seq"`
+			Size int64 `json:"size"`
+		} `json:"ooms"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.OOMs) == 0 {
+		return fmt.Sprintf("no OOM; the real run met one after %d allocations", want)
+	}
+	first := out.OOMs[0]
+	got := 0
+	for _, ev := range a.events[:first.Seq] {
+		if ev.Device == a.device && ev.Kind == trace.KindAlloc {
+			got++
+		}
+	}
+	// The OOM event holds the request rounded as PyTorch does (512 bytes
+	// under these settings); the replay reports it as asked.
+	if got != want || (first.Size+511)/512*512 != wantSize {
+		return fmt.Sprintf("first OOM after %d allocations, for %d bytes; the real run's after %d, for %d", got, first.Size, want, wantSize)
+	}
+	return ""
+}
+
+// allocsBeforeOOM counts a device's allocations before its first OOM and
+// gives that OOM's size; -1 when there is none.
+func allocsBeforeOOM(events []trace.Event, device int32) (n int, size int64) {
+	for _, ev := range events {
+		if ev.Device != device {
+			continue
+		}
+		switch ev.Kind {
+		case trace.KindAlloc:
+			n++
+		case trace.KindOOM:
+			return n, ev.Size
+		}
+	}
+	return -1, 0
 }

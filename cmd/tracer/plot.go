@@ -50,9 +50,12 @@ func newPlotCmd(runF func(context.Context, *plotOptions) error) *cobra.Command {
   segments       the segments at the reserved peak: allocated, free-but-split and
                  free bytes
 
-Time is in seconds from the first event (event index when the trace has no
-times). Long traces are reduced per pixel column keeping minima and maxima, so
-a peak is never lost. Without TRACE the built-in sample is drawn.
+Time is from the first event, in s, ms or µs by the trace's length (event
+index when the trace has no times). Long traces are reduced per pixel column
+keeping minima and maxima, so a peak is never lost. OOMs are marked (a dashed
+line up to a cross where reserved stood); the longest phases (record_function
+scopes) are shaded behind the lines. Without TRACE the built-in sample is
+drawn.
 
 ` + sizeRule,
 		Example: `  tracer plot peak.png run.arrows

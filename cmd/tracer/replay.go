@@ -20,6 +20,8 @@ import (
 
 type replayOptions struct {
 	Path         string
+	Paths        []string // several traces: a table by rank (see infoOptions)
+	several      bool
 	Conf         string
 	FromDefaults bool
 	Round        int64
@@ -38,7 +40,7 @@ func init() {
 func newReplayCmd(runF func(context.Context, *replayOptions) error) *cobra.Command {
 	opts := &replayOptions{}
 	cmd := &cobra.Command{
-		Use:   "replay [TRACE] [--conf STR] [--round N] [--limit SIZE] [--device sim|cuda] [-o OUT.arrows] [--json]",
+		Use:   "replay [TRACE... | DIR] [--conf STR] [--round N] [--limit SIZE] [--device sim|cuda] [-o OUT.arrows] [--json]",
 		Short: "Replay a trace on the caching-allocator model under other settings",
 		Long: `Replay feeds the trace's requests (allocations with their streams, frees,
 cross-stream frees, OOM attempts, the user's empty_cache calls, which tracer
@@ -68,6 +70,11 @@ setting, with a note saying so.
 --device cuda replays on real GPU memory through the CUDA driver and reports the
 latency of device calls and of the allocator's own work.
 
+Several traces (the ranks of a distributed run), or a folder of them, are each
+replayed under the same flags (over each one's recorded settings) and
+summarised rank by rank: the recorded and replayed reserved peaks and OOMs, and
+the rank that peaks highest in the replay (-o and --device cuda take one trace).
+
 Without TRACE, the built-in sample trace is replayed.
 
 ` + sizeRule,
@@ -76,16 +83,21 @@ Without TRACE, the built-in sample trace is replayed.
   tracer replay run.arrows --from-defaults         # as if the run had set no PYTORCH_CUDA_ALLOC_CONF
   tracer replay run.arrows --conf max_split_size_mb:none   # one recorded key back to its default
   tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
+  tracer replay traces/ --conf expandable_segments:True   # every rank
   tracer replay run.arrows --round 512 -o replayed.arrows
   tracer replay run.arrows --conf tracer_small_size:262144,large_segment_size_mb:64
   tracer replay run.arrows --device cuda            # on the GPU, with latencies
   tracer replay run.arrows --json | jq .replayed
   tracer replay run.arrows --json | jq '.devices["1"].replayed'   # a second GPU
   tracer replay oom.arrows --limit 2550524805     # the run's limit, which snapshots do not store`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Path = args[0]
+			paths, several, err := pipeline.Paths(args)
+			if err != nil {
+				return err
+			}
+			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
+				opts.Path = paths[0]
 			}
 			opts.Out, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if opts.Device != "sim" && opts.Device != "cuda" {
@@ -133,6 +145,7 @@ func parseSettings(conf string, round int64, limit string) (pipeline.Settings, e
 // replayJSON is the --json contract of tracer replay. Add fields; never rename.
 type replayJSON struct {
 	Trace         string                            `json:"trace"`
+	Rank          *int                              `json:"rank,omitempty"` // with several traces
 	Settings      map[string]settingsJSON           `json:"settings"`
 	Recorded      map[string]int64                  `json:"recorded"`
 	Replayed      map[string]int64                  `json:"replayed"`
@@ -199,6 +212,9 @@ type latencyJSON struct {
 }
 
 func runReplay(ctx context.Context, opts *replayOptions) error {
+	if opts.several {
+		return runReplayRanks(ctx, opts)
+	}
 	in, err := pipeline.Open(opts.Path)
 	if err != nil {
 		return err
@@ -268,86 +284,21 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 		}
 	}()
 
-	// A limit for a trace that does not know the run's (a snapshot stores
-	// none) may be the run's: replayed with the recording's addresses and
-	// compared with it, it then reproduces the recording, and is the
-	// recorded settings filled in. Otherwise it is another setting, replayed
-	// as such.
-	var rec, got *pipeline.Run
-	filled, fillTried := false, false
-	var fillDiffers int
-	start := time.Now()
-	if want.FillsLimit && opts.Device != "cuda" {
-		fillTried = true
-		// The import decided the empty_cache calls without the limit, and
-		// may have taken the releases of garbage collection or of a retry
-		// under it for calls: the calls are inferred again under the limit,
-		// and, should that not reproduce the recording, the import's rows
-		// are tried as they are.
-		for _, infer := range []bool{true, false} {
-			try := want
-			try.Recorded, try.InferEmptyCaches = true, infer
-			if got, err = pipeline.Replay(ctx, in, try, popts); err != nil {
-				return err
-			}
-			differs := 0
-			for _, d := range got.Result.Devices {
-				differs += d.NumMismatches
-			}
-			if differs == 0 {
-				filled, want, base, rec = true, try, try, got
-				break
-			}
-			if infer {
-				fillDiffers = differs
-			}
-			if w != nil {
-				w.Abort()
-				if err := create(); err != nil {
-					return err
-				}
-			}
-		}
+	restart := func() error {
+		w.Abort()
+		return create()
 	}
-
-	// The recorded column is the model under the recorded settings, which
-	// reproduces the recording exactly (and counts retries, which a trace
-	// does not show); both replays run at once. When the settings asked for
-	// are the recorded ones on the simulated device, one replay is both.
-	if !filled {
-		var recErr error
-		done := make(chan struct{})
-		same := want == base && opts.Device != "cuda"
-		go func() {
-			defer close(done)
-			if !same {
-				rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
-			}
-		}()
-		start = time.Now()
-		got, err = pipeline.Replay(ctx, in, want, popts)
-		<-done
-		if same {
-			rec = got
-		}
-		if err != nil {
-			return err
-		}
-		if recErr != nil {
-			return recErr
-		}
+	if w == nil {
+		restart = nil
 	}
-	wall := time.Since(start)
+	out, _, got, wall, err := replayCompared(ctx, in, want, base, &popts, opts.Device == "cuda", restart)
+	if err != nil {
+		return err
+	}
 	if w != nil {
 		if err := w.Close(); err != nil {
 			return err
 		}
-	}
-	out := buildReplayJSON(in, base, want, rec, got)
-	out.LimitFilledIn = filled
-	if fillTried && !filled {
-		out.LimitNote = fmt.Sprintf("the trace does not store the run's memory limit; with %s the replay differs from the recording at %d events, so it is not the run's: replayed as another setting",
-			analysis.Bytes(want.Limit), fillDiffers)
 	}
 	if gpu != nil {
 		out.Device = deviceReport(gpu, got.Facts.Events, wall)
@@ -362,6 +313,92 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 		fmt.Fprintf(opts.Out, "replayed events written to %s\n", opts.Output)
 	}
 	return nil
+}
+
+// replayCompared replays in under want and, for the recorded column,
+// under its recorded settings base, and compares the two. onDevice: the
+// replay runs on a real GPU (popts.NewDevice), where no event-by-event
+// comparison applies. restart, when set, starts the output trace
+// (popts.Out) again after a replay that turned out not to fill in the
+// run's limit. rec is the replay under the recorded settings (got when
+// they are the ones asked for); wall is how long the replay under want
+// took.
+func replayCompared(ctx context.Context, in *pipeline.Input, want, base pipeline.Resolved, popts *pipeline.Options, onDevice bool, restart func() error) (out *replayJSON, rec, got *pipeline.Run, wall time.Duration, err error) {
+	// A limit for a trace that does not know the run's (a snapshot stores
+	// none) may be the run's: replayed with the recording's addresses and
+	// compared with it, it then reproduces the recording, and is the
+	// recorded settings filled in. Otherwise it is another setting, replayed
+	// as such.
+	filled, fillTried := false, false
+	var fillDiffers int
+	start := time.Now()
+	if want.FillsLimit && !onDevice {
+		fillTried = true
+		// The import decided the empty_cache calls without the limit, and
+		// may have taken the releases of garbage collection or of a retry
+		// under it for calls: the calls are inferred again under the limit,
+		// and, should that not reproduce the recording, the import's rows
+		// are tried as they are.
+		for _, infer := range []bool{true, false} {
+			try := want
+			try.Recorded, try.InferEmptyCaches = true, infer
+			if got, err = pipeline.Replay(ctx, in, try, *popts); err != nil {
+				return nil, nil, nil, 0, err
+			}
+			differs := 0
+			for _, d := range got.Result.Devices {
+				differs += d.NumMismatches
+			}
+			if differs == 0 {
+				filled, want, base, rec = true, try, try, got
+				break
+			}
+			if infer {
+				fillDiffers = differs
+			}
+			if restart != nil {
+				if err := restart(); err != nil {
+					return nil, nil, nil, 0, err
+				}
+			}
+		}
+	}
+
+	// The recorded column is the model under the recorded settings, which
+	// reproduces the recording exactly (and counts retries, which a trace
+	// does not show); both replays run at once. When the settings asked for
+	// are the recorded ones on the simulated device, one replay is both.
+	if !filled {
+		var recErr error
+		done := make(chan struct{})
+		same := want == base && !onDevice
+		go func() {
+			defer close(done)
+			if !same {
+				rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
+			}
+		}()
+		start = time.Now()
+		got, err = pipeline.Replay(ctx, in, want, *popts)
+		<-done
+		if same {
+			rec = got
+		}
+		if err != nil {
+			return nil, nil, nil, 0, err
+		}
+		if recErr != nil {
+			return nil, nil, nil, 0, recErr
+		}
+	}
+	wall = time.Since(start)
+	out = buildReplayJSON(in, base, want, rec, got)
+	out.LimitFilledIn = filled
+	if fillTried && !filled {
+		out.LimitNote = fmt.Sprintf("the trace does not store the run's memory limit; with %s the replay differs from the recording at %d events, so it is not the run's: replayed as another setting",
+			analysis.Bytes(want.Limit), fillDiffers)
+	}
+	return out, rec, got, wall, nil
 }
 
 func buildReplayJSON(in *pipeline.Input, base, want pipeline.Resolved, rec, got *pipeline.Run) *replayJSON {

@@ -340,6 +340,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	run := &Run{Settings: s}
 	src := startReadAhead(ctx, rd, &run.Facts, false)
 	defer src.close()
+	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	obs := newFanout(opt)
 	behind := startAnalyzeBehind(obs, src)
 	run1 := replay.Run
@@ -449,6 +450,7 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 	defer rd.Close()
 	src := startReadAhead(ctx, rd, &facts, true)
 	defer src.close()
+	opt.Annotations = in.Meta.Annotations
 	obs := newFanout(Options{Analysis: opt})
 	for src.Next() {
 		obs.Event(src.Event())

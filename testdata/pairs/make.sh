@@ -5,8 +5,10 @@
 #   bash testdata/pairs/make.sh OUTDIR [PROGRAM...]
 #
 # First every program runs under defaults; the limits of the settings that need one are then
-# set from that run's peaks (limit.py). oom_retry runs under a 1 GiB limit in every setting. Runs go JOBS (8) at a
-# time, spread over the GPUs; ddp and two_gpu need two GPUs and are skipped on one.
+# set from that run's peaks (limit.py; retry tries four limits, retry_pick.py keeps one;
+# RETRY_FINE=1 tries 2, 4, 6 and 8 MiB below the reserved peak instead). oom_retry runs
+# under a 1 GiB limit in every setting. Runs go JOBS (8) at a time, spread over the GPUs;
+# ddp and two_gpu need two GPUs and are skipped on one.
 set -u
 out=${1:?OUTDIR}
 shift
@@ -54,6 +56,15 @@ run_jobs
 while IFS='|' read -r tag conf kind; do
 	case $tag in ''|'#'*|default) continue ;; esac
 	case " ${SETTINGS:-$tag} " in *" $tag "*) ;; *) continue ;; esac
-	for p in $programs; do job "$p" "$tag" "$conf" "$(limit_for "$p" "$kind")"; done
+	for p in $programs; do
+		if [ "$kind" = retry ] && [ "$p" != oom_retry ]; then # four limits; retry_pick.py keeps one
+			for k in 1 2 3 4; do job "$p" "$tag$k" "$conf" "$(limit_for "$p" "retry${RETRY_FINE:+fine}$k")"; done
+		else
+			job "$p" "$tag" "$conf" "$(limit_for "$p" "$kind")"
+		fi
+	done
 done <"$here/settings.txt"
 run_jobs
+case " ${SETTINGS:-retry} " in *" retry "*)
+	for p in $programs; do [ "$p" = oom_retry ] || python3 "$here/retry_pick.py" "$out" "$p"; done ;;
+esac

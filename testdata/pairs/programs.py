@@ -3,7 +3,7 @@
 usage: python3 programs.py PROGRAM OUTDIR
   environment: CONF_TAG (the setting's name in the output files), PYTORCH_CUDA_ALLOC_CONF,
   TRACER_FRACTION (set_per_process_memory_fraction on every device used), RANK/WORLD_SIZE
-  (set by the ddp program for its ranks).
+  (set by the ddp program for its ranks), TRACER_STACKS=1 (record Python stacks).
 
 Each run records its allocator history from before the first allocation (no stacks: the pairs
 test compares requests and outcomes, and stacks would make the files large), dumps
@@ -49,7 +49,9 @@ def start(devs):
             torch.cuda.set_per_process_memory_fraction(float(FRACTION), d)
     torch.manual_seed(0)
     random.seed(0)
-    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+    # TRACER_STACKS=1 records Python stacks too, to find where two runs' requests part.
+    context = "all" if os.environ.get("TRACER_STACKS") else None
+    torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python",
                                              max_entries=4_000_000)
 
 

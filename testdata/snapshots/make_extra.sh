@@ -16,3 +16,4 @@ CONF_TAG=pow2list PYTORCH_CUDA_ALLOC_CONF='roundup_power2_divisions:[256:1,512:2
 CONF_TAG=expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True SEED=1 $O multistream $out
 CONF_TAG=expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TRACER_FRACTION=0.03 SEED=1 $O oom $out
 CONF_TAG=lseg30 PYTORCH_CUDA_ALLOC_CONF=large_segment_size_mb:30 $O mlp_train $out
+CONF_TAG=default $W mlp_phases $out

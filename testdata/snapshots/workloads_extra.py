@@ -1,7 +1,7 @@
 """More ground-truth workloads for cases the first set lacks: explicit
 empty_cache, garbage collection under a memory fraction, expandable segments
 with max_split_size_mb, roundup lists, CUDA graph private pools, OOM recovery
-through release_available_cached_blocks. Same harness and output as
+through release_available_cached_blocks, record_function phases. Same harness and output as
 workloads.py:
 
     CONF_TAG=TAG PYTORCH_CUDA_ALLOC_CONF=CONF [SEED=N] [TRACER_FRACTION=F] \
@@ -78,7 +78,25 @@ def graphs():
     return [y, z, after, g]
 
 
-W = dict(empty_cache=empty_cache, churn=churn, graphs=graphs)
+def mlp_phases():
+    """mlp_train with its forward and backward passes in record_function
+    scopes, beside the optimizer's own (external_annotations: phases)."""
+    from torch.profiler import record_function
+    model = torch.nn.Sequential(*[m for _ in range(6) for m in (torch.nn.Linear(2048, 2048), torch.nn.GELU())],
+                                torch.nn.Linear(2048, 10)).to(dev)
+    opt = torch.optim.Adam(model.parameters())
+    for step in range(8):
+        bs = random.choice([32, 100, 256, 500])
+        x = torch.randn(bs, 2048, device=dev)
+        with record_function("forward"):
+            loss = model(x).logsumexp(-1).mean()
+        with record_function("backward"):
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+W = dict(empty_cache=empty_cache, churn=churn, graphs=graphs, mlp_phases=mlp_phases)
 
 t0 = time.time()
 keep = W[name]()
