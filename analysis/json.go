@@ -120,6 +120,7 @@ func (s *Summary) MarshalJSON() ([]byte, error) {
 	c.Sites = nonNil(c.Sites)
 	c.Segments = nonNil(c.Segments)
 	c.OOMs = nonNil(c.OOMs)
+	c.Phases = nonNil(c.Phases)
 	c.Timeline.Buckets = nonNil(c.Timeline.Buckets)
 	c.Lifetimes.Buckets = nonNil(c.Lifetimes.Buckets)
 	return json.Marshal(&c)
