@@ -45,6 +45,11 @@ type kInner struct {
 // costs nothing measurable.
 var treeWork int
 
+// countWork turns the work counters (treeWork, flatWork, pendWork, poolWork) on. The
+// package's tests set it; elsewhere it stays false, so that replays running
+// at once (tune, several ranks) share no counter.
+var countWork bool
+
 // kPath is the way from the root to a leaf: node[lv] is the inner node at
 // depth lv and idx[lv] the child taken.
 type kPath struct {
@@ -73,7 +78,9 @@ func (t *kTree) seek(k *freeKey, p *kPath) (*kLeaf, int) {
 	if t.height > 0 {
 		nd := t.inner
 		for lv := 0; ; lv++ {
-			treeWork++
+			if countWork {
+				treeWork++
+			}
 			lo, hi := 0, nd.n-1 // the last child takes what is past its max
 			for lo < hi {
 				m := int(uint(lo+hi) >> 1)
@@ -91,7 +98,9 @@ func (t *kTree) seek(k *freeKey, p *kPath) (*kLeaf, int) {
 			nd = nd.kid[lo]
 		}
 	}
-	treeWork++
+	if countWork {
+		treeWork++
+	}
 	lo, hi := 0, l.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -110,7 +119,9 @@ func (t *kTree) seekRank(r int, p *kPath) (*kLeaf, int) {
 	if t.height > 0 {
 		nd := t.inner
 		for lv := 0; ; lv++ {
-			treeWork++
+			if countWork {
+				treeWork++
+			}
 			j := 0
 			for r >= nd.cnt[j] {
 				r -= nd.cnt[j]
@@ -124,7 +135,9 @@ func (t *kTree) seekRank(r int, p *kPath) (*kLeaf, int) {
 			nd = nd.kid[j]
 		}
 	}
-	treeWork++
+	if countWork {
+		treeWork++
+	}
 	return l, r
 }
 
@@ -189,7 +202,9 @@ func (t *kTree) insert(k freeKey) bool {
 		p.node[lv].total++
 	}
 	if l.n < leafCap {
-		treeWork += l.n - i
+		if countWork {
+			treeWork += l.n - i
+		}
 		copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
 		l.keys[i] = k
 		l.n++
@@ -201,7 +216,9 @@ func (t *kTree) insert(k freeKey) bool {
 	// Split l: the upper half moves to a new leaf r after it.
 	r := t.newLeaf()
 	h := leafCap / 2
-	treeWork += leafCap - h
+	if countWork {
+		treeWork += leafCap - h
+	}
 	copy(r.keys[:], l.keys[h:])
 	clear(l.keys[h:])
 	r.n, l.n = leafCap-h, h
@@ -214,7 +231,9 @@ func (t *kTree) insert(k freeKey) bool {
 	if i > h {
 		dst, di = r, i-h
 	}
-	treeWork += dst.n - di
+	if countWork {
+		treeWork += dst.n - di
+	}
 	copy(dst.keys[di+1:dst.n+1], dst.keys[di:dst.n])
 	dst.keys[di] = k
 	dst.n++
@@ -239,7 +258,9 @@ func (t *kTree) splitUp(p *kPath, ll *kLeaf, li *kInner, rl *kLeaf, ri *kInner) 
 		// Split nd: its upper half moves to a new inner node after it.
 		nr := new(kInner)
 		h := fanCap / 2
-		treeWork += fanCap - h
+		if countWork {
+			treeWork += fanCap - h
+		}
 		copy(nr.max[:], nd.max[h:])
 		copy(nr.cnt[:], nd.cnt[h:])
 		copy(nr.leaf[:], nd.leaf[h:])
@@ -292,7 +313,9 @@ func (t *kTree) sumOf(lv int, l *kLeaf, in *kInner) (freeKey, int) {
 }
 
 func (nd *kInner) insertChild(j int, m freeKey, c int, l *kLeaf, in *kInner) {
-	treeWork += nd.n - j
+	if countWork {
+		treeWork += nd.n - j
+	}
 	copy(nd.max[j+1:nd.n+1], nd.max[j:nd.n])
 	copy(nd.cnt[j+1:nd.n+1], nd.cnt[j:nd.n])
 	copy(nd.leaf[j+1:nd.n+1], nd.leaf[j:nd.n])
@@ -302,7 +325,9 @@ func (nd *kInner) insertChild(j int, m freeKey, c int, l *kLeaf, in *kInner) {
 }
 
 func (nd *kInner) removeChild(j int) {
-	treeWork += nd.n - j
+	if countWork {
+		treeWork += nd.n - j
+	}
 	copy(nd.max[j:], nd.max[j+1:nd.n])
 	copy(nd.cnt[j:], nd.cnt[j+1:nd.n])
 	copy(nd.leaf[j:], nd.leaf[j+1:nd.n])
@@ -343,7 +368,9 @@ func (t *kTree) deleteRank(r int) {
 // balances the nodes left less than a quarter full with a sibling.
 func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 	t.n--
-	treeWork += l.n - i
+	if countWork {
+		treeWork += l.n - i
+	}
 	copy(l.keys[i:], l.keys[i+1:l.n])
 	l.n--
 	l.keys[l.n] = freeKey{}
@@ -370,7 +397,9 @@ func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 		}
 		x, y := nd.leaf[a], nd.leaf[a+1]
 		if x.n+y.n <= leafCap {
-			treeWork += y.n
+			if countWork {
+				treeWork += y.n
+			}
 			copy(x.keys[x.n:], y.keys[:y.n])
 			x.n += y.n
 			x.next = y.next
@@ -398,7 +427,9 @@ func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 			}
 			x, y := up.kid[a], up.kid[a+1]
 			if x.n+y.n <= fanCap {
-				treeWork += y.n
+				if countWork {
+					treeWork += y.n
+				}
 				copy(x.max[x.n:], y.max[:y.n])
 				copy(x.cnt[x.n:], y.cnt[:y.n])
 				copy(x.leaf[x.n:], y.leaf[:y.n])
@@ -432,13 +463,17 @@ func balanceLeaves(x, y *kLeaf) {
 	h := tot / 2
 	if x.n > h { // x gives its last keys to y's front
 		d := x.n - h
-		treeWork += y.n + d
+		if countWork {
+			treeWork += y.n + d
+		}
 		copy(y.keys[d:], y.keys[:y.n])
 		copy(y.keys[:d], x.keys[h:x.n])
 		clear(x.keys[h:x.n])
 	} else { // y gives its first keys to x's end
 		d := h - x.n
-		treeWork += y.n
+		if countWork {
+			treeWork += y.n
+		}
 		copy(x.keys[x.n:], y.keys[:d])
 		copy(y.keys[:], y.keys[d:y.n])
 		clear(y.keys[y.n-d : y.n])
@@ -457,7 +492,9 @@ func balanceInner(x, y *kInner) {
 }
 
 func moveInner(x, y *kInner, h int) {
-	treeWork += x.n + y.n
+	if countWork {
+		treeWork += x.n + y.n
+	}
 	var all struct {
 		max  [2 * fanCap]freeKey
 		cnt  [2 * fanCap]int

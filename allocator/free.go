@@ -189,7 +189,9 @@ func (a *Allocator) ProcessEvents() {
 	}
 	ids := a.doneIDs[:a.done]
 	a.done = 0
-	pendWork += len(ids)
+	if countWork {
+		pendWork += len(ids)
+	}
 	pos := a.pendPos[:0]
 	for _, id := range ids {
 		pos = append(pos, a.pendIndex(id))
@@ -229,7 +231,9 @@ func (a *Allocator) pendIndex(id blockID) int32 {
 			a.pendAt[x] = int32(i)
 		}
 	}
-	pendWork += len(a.pending)
+	if countWork {
+		pendWork += len(a.pending)
+	}
 	return a.pendAt[id]
 }
 
@@ -244,7 +248,9 @@ func (a *Allocator) compactPending() {
 		return
 	}
 	out := a.pending[:0]
-	pendWork += len(a.pending)
+	if countWork {
+		pendWork += len(a.pending)
+	}
 	for _, id := range a.pending {
 		if id != 0 {
 			a.pendAt[id] = int32(len(out))

@@ -91,7 +91,9 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	}
 	r = append(r, e)
 	if i < len(r)-1 {
-		flatWork += len(r) - 1 - i
+		if countWork {
+			flatWork += len(r) - 1 - i
+		}
 		copy(r[i+1:], r[i:])
 		r[i] = e
 	}
@@ -102,7 +104,9 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 func (h *bin) toTree() *kTree {
 	t := new(kTree)
 	r := h.rest.s
-	flatWork += len(r)
+	if countWork {
+		flatWork += len(r)
+	}
 	for i := len(r) - 1; i >= 0; i-- {
 		t.insert(entryKey(r[i]))
 	}
@@ -115,7 +119,9 @@ func (h *bin) toTree() *kTree {
 func (h *bin) toFlat() {
 	t := h.rest.t
 	r := h.rest.s[:0]
-	flatWork += t.n
+	if countWork {
+		flatWork += t.n
+	}
 	for l := t.first(); l != nil; l = l.next {
 		for _, k := range l.keys[:l.n] {
 			r = append(r, keyEntry(k))
@@ -133,7 +139,9 @@ func (h *bin) deleteRest(i int) {
 	if i == 0 {
 		h.setHead(r[n])
 	} else if j := n + 1 - i; j < n {
-		flatWork += n - j
+		if countWork {
+			flatWork += n - j
+		}
 		copy(r[j:], r[j+1:])
 	}
 	h.setRest(r[:n])

@@ -34,12 +34,16 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	}
 	for i, x := range s.streams {
 		if x.st == st {
-			flatWork += i
+			if countWork {
+				flatWork += i
+			}
 			s.lastSt, s.lastB = st, x.b
 			return x.b
 		}
 	}
-	flatWork += len(s.streams)
+	if countWork {
+		flatWork += len(s.streams)
+	}
 	return nil
 }
 
@@ -52,7 +56,9 @@ func (s *sizeSet) streamIndex(st uint64) int {
 	for i < len(s.streams) && s.streams[i].st < st {
 		i++
 	}
-	flatWork += i
+	if countWork {
+		flatWork += i
+	}
 	return i
 }
 
@@ -75,7 +81,9 @@ func (s *sizeSet) newStream(st uint64) *streamBins {
 	s.lastSt, s.lastB = st, b
 	if s.idx == nil && len(s.streams) < streamsFlat {
 		i := s.streamIndex(st)
-		flatWork += len(s.streams) - i
+		if countWork {
+			flatWork += len(s.streams) - i
+		}
 		s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
 		return b
 	}

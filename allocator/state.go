@@ -94,14 +94,18 @@ func (a *Allocator) sortedFreeable(id PoolID) []PoolID {
 		if a.freeable[id] == nil {
 			return nil
 		}
-		poolWork++
+		if countWork {
+			poolWork++
+		}
 		return []PoolID{id}
 	}
 	ids := make([]PoolID, 0, len(a.freeable))
 	for pid := range a.freeable {
 		ids = append(ids, pid)
 	}
-	poolWork += len(ids)
+	if countWork {
+		poolWork += len(ids)
+	}
 	slices.SortFunc(ids, comparePools)
 	return ids
 }

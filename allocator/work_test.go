@@ -22,6 +22,8 @@ func workBound(n int) int { return 40 * bits.Len(uint(n)) }
 
 func work() int { return treeWork + flatWork + pendWork }
 
+func init() { countWork = true }
+
 var workOrders = []string{"ascending", "descending", "random"}
 
 // workPerm is 0..n-1 in the named order.

@@ -104,8 +104,13 @@ func (s *sites) snapshot() {
 // id, for determinism), and the remainder folded into one Site with Stack
 // OtherSites (zero bytes when nothing was left out).
 func (s *sites) top(n int, lookup func(trace.StackID) trace.Stack, frames int) (top []Site, other Site) {
+	return s.topOf(s.atPeak, n, lookup, frames)
+}
+
+// topOf is top over aggs: the sites at the peak (atPeak) or now (cur).
+func (s *sites) topOf(aggs []siteAgg, n int, lookup func(trace.StackID) trace.Stack, frames int) (top []Site, other Site) {
 	var all []Site
-	for i, a := range s.atPeak {
+	for i, a := range aggs {
 		if a.count == 0 && a.block == 0 {
 			continue
 		}

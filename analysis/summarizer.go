@@ -26,6 +26,9 @@ type Options struct {
 	// Annotations are the trace's record_function scopes (trace.Meta), of
 	// any device: the Summarizer takes Device's for Summary.Phases.
 	Annotations []trace.Annotation
+	// MemoryLimit is the per-process memory limit the events ran under, in
+	// bytes (0 for none): an OOM's verdict compares the live bytes with it.
+	MemoryLimit int64
 }
 
 // Summarizer computes a Summary from events fed one at a time. Its memory is
@@ -343,6 +346,7 @@ func (s *Summarizer) oom(ev *trace.Event) {
 		Stream: ev.Stream, Stack: ev.Stack, DeviceFree: Bytes(ev.Addr),
 		Reserved: Bytes(s.v[Reserved]), Allocated: Bytes(s.v[Allocated]),
 		CacheFree: Bytes(s.v[Reserved] - s.v[Allocated]), LargestFree: Bytes(any), LargestFreeStream: Bytes(same)})
+	s.oomVerdict(&s.ooms[len(s.ooms)-1])
 }
 
 // observe updates peaks and the timeline with the state after ev.

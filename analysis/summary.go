@@ -116,6 +116,21 @@ type OOM struct {
 	// only in segments of the request's stream (the only ones it can use).
 	LargestFree       Bytes `json:"largest_free"`
 	LargestFreeStream Bytes `json:"largest_free_stream"`
+
+	// The verdict (oom.go). CapacityBytes is what the process could hold:
+	// its reserved bytes and what it could still reserve (under the
+	// per-process limit, Options.MemoryLimit, or the device's free
+	// memory); LiveBytes its allocated and pending-free blocks.
+	Cause               OOMCause `json:"cause"`
+	CapacityBytes       Bytes    `json:"capacity_bytes"`
+	LiveBytes           Bytes    `json:"live_bytes"`
+	FreeBesideLiveBytes Bytes    `json:"free_beside_live_bytes"` // free blocks in segments that hold live ones
+	// LiveSites are the allocation sites live at that moment, largest first.
+	LiveSites []Site `json:"live_sites"`
+	// AvoidedBy names settings (PYTORCH_CUDA_ALLOC_CONF strings, "" for
+	// PyTorch's defaults) under which the request does not fail; a summary
+	// cannot know them (tune fills them in), so [] here.
+	AvoidedBy []string `json:"avoided_by"`
 }
 
 // Grow is a request that the cache could not serve, so the allocator

@@ -294,6 +294,33 @@ func (t *textWriter) ooms(sum *Summary) {
 		}
 		t.f("  %s: request %s on stream %#x; %s\n", when(sum, Peak{Seq: o.Seq, TimeUs: o.TimeUs}), o.Request, o.Stream, room)
 		t.f("    cache free %s, largest free block %s (%s on its stream)\n", o.CacheFree, o.LargestFree, o.LargestFreeStream)
+		t.oomVerdict(&o)
+	}
+}
+
+// oomVerdict writes why an OOM happened, who was live, and what avoids it.
+func (t *textWriter) oomVerdict(o *OOM) {
+	switch o.Cause {
+	case CauseLimit:
+		t.f("    cause: the limit: %s live + %s asked > %s allowed\n", o.LiveBytes, o.Request, o.CapacityBytes)
+	case CauseFragmentation:
+		t.f("    cause: fragmentation: %s live + %s asked fit in %s,\n", o.LiveBytes, o.Request, o.CapacityBytes)
+		t.f("      but no free block is large enough (%s free beside live blocks)\n", o.FreeBesideLiveBytes)
+	}
+	if len(o.LiveSites) > 0 {
+		t.f("    live then:\n")
+	}
+	for _, st := range o.LiveSites {
+		t.f("      %10s %6d blocks  %s\n", st.BlockBytes, st.Count, clip(st.Label(), 50))
+	}
+	if len(o.AvoidedBy) > 0 {
+		t.f("    avoided by:\n")
+		for _, a := range o.AvoidedBy {
+			if a == "" {
+				a = "(PyTorch's defaults)"
+			}
+			t.f("      PYTORCH_CUDA_ALLOC_CONF=%s\n", a)
+		}
 	}
 }
 

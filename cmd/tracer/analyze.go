@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/tune"
 )
 
 type analyzeOptions struct {
@@ -43,7 +44,10 @@ sites live at the allocated peak, grouped by stack; the phases (the
 record_function scopes the snapshot recorded, such as forward, backward or
 Optimizer.step#Adam.step): per phase its peak, what it allocated and how much
 of the allocated peak it holds; allocation lifetimes; the segment layout at the
-reserved peak; and every OOM with the cache state.
+reserved peak; and every OOM with the cache state and its verdict: the limit
+(the live blocks and the request exceed it) or fragmentation (they fit, but no
+free block is large enough), the sites live then, and which settings avoid it
+(from a replay under each setting alone).
 
 With --conf, --round or --limit the trace is first replayed under those
 settings and the replay is analyzed. Without TRACE, the built-in sample is used.
@@ -106,29 +110,62 @@ func (o *analyzeOptions) analysisOptions() analysis.Options {
 // summarize analyzes the input as recorded, or a replay of it when any
 // setting is given.
 func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64, limit string, aopt analysis.Options) ([]*analysis.Summary, string, error) {
+	sums, how, _, err := summarizeRun(ctx, in, conf, round, limit, aopt)
+	return sums, how, err
+}
+
+// summarizeRun is summarize, with the replay it analyzed (nil for none).
+func summarizeRun(ctx context.Context, in *pipeline.Input, conf string, round int64, limit string, aopt analysis.Options) ([]*analysis.Summary, string, *pipeline.Run, error) {
 	if conf == "" && round == 0 && limit == "" {
 		sums, _, err := pipeline.Analyze(ctx, in, aopt)
 		for _, s := range sums {
 			s.MemoryLimit = analysis.Bytes(in.Meta.MemoryLimit)
 		}
-		return sums, "as recorded", err
+		return sums, "as recorded", nil, err
 	}
 	s, err := parseSettings(conf, round, limit)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	r, err := in.Resolve(s)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	run, err := pipeline.Replay(ctx, in, r, pipeline.Options{Analysis: aopt})
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	for _, s := range run.Summaries {
 		s.MemoryLimit = analysis.Bytes(r.Limit)
 	}
-	return run.Summaries, "replayed: " + r.Label, nil
+	return run.Summaries, "replayed: " + r.Label, run, nil
+}
+
+// avoidOOMs names, for each OOM of the summaries (of run, a replay, when
+// not nil), up to three settings under which its request does not fail,
+// from one tune pass: PyTorch's defaults and each knob alone, under the
+// analyzed limit.
+func avoidOOMs(ctx context.Context, in *pipeline.Input, limit string, sums []*analysis.Summary, run *pipeline.Run, progress io.Writer) error {
+	n := 0
+	for _, s := range sums {
+		n += len(s.OOMs)
+	}
+	if n == 0 {
+		return nil
+	}
+	s, err := parseSettings("", 0, limit)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "replaying under each setting alone, to find which avoid the %d OOMs\n", n)
+	rep, err := tune.Search(ctx, in, tune.Options{Limit: s.Limit, Rounds: -1})
+	if err != nil {
+		return err
+	}
+	for _, sum := range sums {
+		tune.FillAvoidedBy(rep, sum, run)
+	}
+	return nil
 }
 
 func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
@@ -143,8 +180,11 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	if in.Sample && !opts.JSON {
 		fmt.Fprintf(opts.Err, "analyzing the built-in sample trace: %s\n", in.Name)
 	}
-	sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, opts.analysisOptions())
+	sums, how, run, err := summarizeRun(ctx, in, opts.Conf, opts.Round, opts.Limit, opts.analysisOptions())
 	if err != nil {
+		return err
+	}
+	if err := avoidOOMs(ctx, in, opts.Limit, sums, run, opts.Err); err != nil {
 		return err
 	}
 	if opts.JSON {

@@ -37,6 +37,7 @@ func TestJSONKeys(t *testing.T) {
 		"replay":  {{"--round", "4096"}, {oom, "--conf", "expandable_segments:True"}, {oom, split, "--round", "4096"}},
 		"export":  {{"-o", filepath.Join(dir, "x.parquet")}},
 		"diff":    {{oom, split}},
+		"tune":    {{oom}},
 	}
 	for _, c := range newRootCmd(nil, nil).Commands() {
 		if c.Flags().Lookup("json") == nil {

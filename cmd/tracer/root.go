@@ -18,8 +18,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 them on an exact model of PyTorch's CUDA caching allocator with other settings,
 and reports peak memory and fragmentation.
 
-Without a TRACE argument, replay, analyze and plot use a sample trace built into
-the binary (a real 6-layer MLP training run on an H100), so you can try them now.`,
+Without a TRACE argument, replay, analyze, plot and tune use a sample trace built
+into the binary (a real 6-layer MLP training run on an H100), so you can try
+them now.`,
 		Example: `  # What would my run reserve with a 4 KiB rounding quantum, or expandable segments?
   tracer replay --round 4096
   tracer replay --conf expandable_segments:True run.arrows
@@ -27,6 +28,10 @@ the binary (a real 6-layer MLP training run on an H100), so you can try them now
   # Turn a PyTorch snapshot (torch.cuda.memory._dump_snapshot) into a trace
   tracer import snapshot.pickle -o run.arrows
   tracer info run.arrows
+
+  # Which PYTORCH_CUDA_ALLOC_CONF to use, and the smallest GPU the run fits
+  tracer tune run.arrows
+  tracer tune run.arrows --objective fit --limit 24GiB
 
   # Who was live at the peak, and a picture of it
   tracer analyze run.arrows

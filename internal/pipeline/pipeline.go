@@ -338,6 +338,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	}
 	defer rd.Close()
 	run := &Run{Settings: s}
+	opt.Analysis.MemoryLimit = s.Limit // the OOM verdicts compare with it
 	src := startReadAhead(ctx, rd, &run.Facts, false)
 	defer src.close()
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
@@ -451,6 +452,9 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 	src := startReadAhead(ctx, rd, &facts, true)
 	defer src.close()
 	opt.Annotations = in.Meta.Annotations
+	if opt.MemoryLimit == 0 {
+		opt.MemoryLimit = in.Meta.MemoryLimit
+	}
 	obs := newFanout(Options{Analysis: opt})
 	for src.Next() {
 		obs.Event(src.Event())
