@@ -11,8 +11,8 @@ import (
 )
 
 // registerCompletions gives the shell completion of the flags whose values
-// are names: --kind, --device, --workload, --stacks, --x, and the keys of
-// --conf. Shells get it from 'tracer completion bash|zsh|fish|powershell'.
+// are names: --kind, --device, --workload, --stacks, --x, --objective, and
+// the keys of --conf. Shells get it from 'tracer completion bash|zsh|fish|powershell'.
 func registerCompletions(root *cobra.Command) {
 	words := func(ws ...string) cobra.CompletionFunc {
 		return cobra.FixedCompletions(ws, cobra.ShellCompDirectiveNoFileComp)
@@ -20,6 +20,7 @@ func registerCompletions(root *cobra.Command) {
 	byCmd := map[string]map[string]cobra.CompletionFunc{
 		"plot":   {"kind": words("peak", "fragmentation", "compare", "segments"), "x": words("auto", "time", "event")},
 		"replay": {"device": words("sim", "cuda")},
+		"tune":   {"objective": words("reserved", "fit")},
 		"record": {"device": words(record.DeviceAuto, record.DeviceCUDA, record.DeviceSim), "workload": completeWorkload,
 			"stacks": words(record.StackModes...)},
 	}
