@@ -48,6 +48,10 @@ type Summary struct {
 	OOMs []OOM `json:"ooms"`
 	// Grow is the largest request that had to grow the pool, nil if none.
 	Grow *Grow `json:"grow,omitempty"`
+	// MemoryLimit is the per-process limit the run was under, 0 for none
+	// or unknown: set by the caller, who knows the settings (a report
+	// then tells an OOM's room under the limit rather than device free).
+	MemoryLimit Bytes `json:"memory_limit_bytes"`
 
 	Timeline Timeline `json:"timeline"`
 }

@@ -14,12 +14,26 @@ import (
 // number with its unit, listing at most topN allocation sites (all of
 // sum.Sites when topN ≤ 0).
 func WriteText(w io.Writer, sum *Summary, topN int) error {
-	tw := &textWriter{w: w}
+	return WriteTextOptions(w, sum, TextOptions{Top: topN})
+}
+
+// TextOptions shape WriteTextOptions' report.
+type TextOptions struct {
+	Top int // allocation sites to list; all when ≤ 0
+	// FullStacks lists every frame of each site's stack (as many as
+	// Options.SiteFrames kept), with whole file paths, instead of the
+	// innermost few on one clipped line.
+	FullStacks bool
+}
+
+// WriteTextOptions is WriteText with options.
+func WriteTextOptions(w io.Writer, sum *Summary, opt TextOptions) error {
+	tw := &textWriter{w: w, full: opt.FullStacks}
 	tw.header(sum)
 	tw.peaks(sum)
 	tw.fragmentation(sum)
 	tw.counters(sum)
-	tw.sites(sum, topN)
+	tw.sites(sum, opt.Top)
 	tw.phases(sum)
 	tw.lifetimes(sum)
 	tw.segments(sum)
@@ -28,8 +42,9 @@ func WriteText(w io.Writer, sum *Summary, topN int) error {
 }
 
 type textWriter struct {
-	w   io.Writer
-	err error
+	w    io.Writer
+	err  error
+	full bool // whole stacks (TextOptions.FullStacks)
 }
 
 func (t *textWriter) f(format string, args ...any) {
@@ -119,14 +134,28 @@ func (t *textWriter) sites(sum *Summary, topN int) {
 	t.f("\nlive at the allocated peak (%s %s), by site\n", sum.Peaks.Allocated.Bytes, when(sum, sum.Peaks.Allocated))
 	t.f("%10s %10s %7s  %s\n", "block", "requested", "blocks", "site: caller, via innermost frames")
 	const indent = 31 // the width of the numbers before a site
+	noStack, cut := false, false
+	fit := func(s string) string {
+		c := clip(s, 80-indent-2)
+		cut = cut || c != s
+		return c
+	}
 	for _, x := range sites {
 		t.f("%10s %10s %7d  ", x.BlockBytes, x.RequestedBytes, x.Count)
+		noStack = noStack || x.Stack == trace.NoStack
+		if t.full && len(x.Frames) > 0 {
+			t.f("%s\n", x.Label())
+			for _, fr := range x.Frames {
+				t.f("%*s%s\n", indent+2, "", longFrame(fr))
+			}
+			continue
+		}
 		if x.Caller == (trace.Frame{}) || len(x.Frames) == 0 || x.Frames[0] == x.Caller {
-			t.f("%s\n", clip(x.Label(), 80-indent-2))
+			t.f("%s\n", fit(x.Label()))
 			continue
 		}
 		// The caller, then the innermost frames that led from it.
-		t.f("%s\n", clip(ShortFrame(x.Caller), 80-indent-2))
+		t.f("%s\n", fit(ShortFrame(x.Caller)))
 		var via []string
 		for _, fr := range x.Frames {
 			if fr == x.Caller {
@@ -134,7 +163,7 @@ func (t *textWriter) sites(sum *Summary, topN int) {
 			}
 			via = append(via, ShortFrame(fr))
 		}
-		t.f("%*s%s\n", indent+2, "", clip("via "+strings.Join(via, " < "), 80-indent-2))
+		t.f("%*s%s\n", indent+2, "", fit("via "+strings.Join(via, " < ")))
 	}
 	var rest Site
 	for _, x := range sum.Sites[len(sites):] {
@@ -148,6 +177,41 @@ func (t *textWriter) sites(sum *Summary, topN int) {
 	if rest.Count > 0 {
 		t.f("%10s %10s %7d  (other sites)\n", rest.BlockBytes, rest.RequestedBytes, rest.Count)
 	}
+	if noStack {
+		t.f("%s", wrap("(no stack): "+NoStackHint, 80, "  "))
+	}
+	if cut {
+		t.f("(… cut to fit: tracer analyze --full-stacks shows whole stacks)\n")
+	}
+}
+
+// longFrame formats a frame with its whole file path: "path/file.py:12 name".
+func longFrame(f trace.Frame) string {
+	if f.Line < 0 {
+		return fmt.Sprintf("%s:? %s", f.File, f.Name)
+	}
+	return fmt.Sprintf("%s:%d %s", f.File, f.Line, f.Name)
+}
+
+// wrap breaks s into lines of at most width runes at spaces, continuation
+// lines indented.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		n := len([]rune(word))
+		if i > 0 && line+1+n > width {
+			b.WriteString("\n" + indent)
+			line = len(indent)
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += n
+	}
+	b.WriteByte('\n')
+	return b.String()
 }
 
 // phases writes what each record_function scope did (Summary.Phases).
@@ -224,7 +288,11 @@ func (t *textWriter) ooms(sum *Summary) {
 	}
 	t.f("\nout of memory errors: %d\n", n)
 	for _, o := range sum.OOMs {
-		t.f("  %s: request %s on stream %#x; device free %s\n", when(sum, Peak{Seq: o.Seq, TimeUs: o.TimeUs}), o.Request, o.Stream, o.DeviceFree)
+		room := "device free " + o.DeviceFree.String()
+		if sum.MemoryLimit > 0 {
+			room = fmt.Sprintf("%s free under the %s memory limit", max(sum.MemoryLimit-o.Reserved, 0), sum.MemoryLimit)
+		}
+		t.f("  %s: request %s on stream %#x; %s\n", when(sum, Peak{Seq: o.Seq, TimeUs: o.TimeUs}), o.Request, o.Stream, room)
 		t.f("    cache free %s, largest free block %s (%s on its stream)\n", o.CacheFree, o.LargestFree, o.LargestFreeStream)
 		t.oomVerdict(&o)
 	}

@@ -85,7 +85,9 @@ precedes the first allocation, and attaches an OOM observer. It dumps
 snapshot-<pid>.pickle at exit, on an uncaught exception, on a CUDA OOM and
 on SIGINT/SIGTERM (which tracer forwards to the program, then waits), and
 appends what happened to a status file, from which tracer explains a missing
-snapshot in one line: no python, no torch, no GPU, CUDA never used. Every
+snapshot in one line: no python, no torch, no GPU, CUDA never used, first
+saying that the program failed when it did (ProgramError.NothingUsed tells
+these apart from a recording that failed). Every
 Python process of the program that uses CUDA dumps its own snapshot
 (torchrun ranks); with several, the traces are OUT-<pid>.arrows.
 */

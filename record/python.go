@@ -437,21 +437,38 @@ func (st *hookStatus) why(prog string, code int) error {
 	e := func(reason, format string, args ...any) error {
 		return &ProgramError{Reason: reason, Msg: fmt.Sprintf(format, args...)}
 	}
+	// A program that failed before torch did anything failed on its own:
+	// say so first, its output tells why.
+	failed := ""
+	if code != 0 {
+		failed = fmt.Sprintf("%s exited with status %d (its output above says why); ", prog, code)
+	}
 	switch {
 	case !has("started"):
 		return e("no-hook", "%s did not load tracer's startup hook: is it CPython, run without -S or -I? (exit status %d)", prog, code)
 	case has("no-torch") && !has("torch"):
-		return e("no-torch", "no torch: %s cannot import torch (pip install torch)", st.words["no-torch"])
+		return e("no-torch", "%snothing recorded: no torch: %s cannot import torch (pip install torch)", failed, st.words["no-torch"])
 	case has("no-cuda") && !has("recording"):
-		return e("no-cuda", "no GPU: torch %s sees no CUDA device (torch.cuda.is_available() is False)", st.words["torch"])
+		return e("no-cuda", "%snothing recorded: no GPU: torch %s sees no CUDA device (torch.cuda.is_available() is False)", failed, st.words["torch"])
 	case has("recording"):
 		return e("no-dump", "the program ended without dumping its memory history (killed? exit status %d)", code)
 	case has("cuda-unused"):
-		return e("cuda-unused", "the program never used CUDA: nothing to record")
+		return e("cuda-unused", "%snothing recorded: the program never used CUDA", failed)
 	case has("torch"):
-		return e("no-torch-use", "torch was imported but CUDA never initialized before the program ended (exit status %d)", code)
+		return e("no-torch-use", "%snothing recorded: torch was imported but CUDA never initialized before the program ended", failed)
 	}
-	return e("no-torch-use", "the program never imported torch: nothing to record (exit status %d)", code)
+	return e("no-torch-use", "%snothing recorded: the program never imported torch", failed)
+}
+
+// NothingUsed reports whether the program ran but never gave the caching
+// allocator anything to record (no torch, no GPU, CUDA unused): not a
+// failure of the recording when the program itself succeeded.
+func (e *ProgramError) NothingUsed() bool {
+	switch e.Reason {
+	case "no-torch", "no-cuda", "cuda-unused", "no-torch-use":
+		return true
+	}
+	return false
 }
 
 func pidOf(snap string) int {

@@ -82,8 +82,8 @@ func TestRecordProgramProblems(t *testing.T) {
 	for _, tc := range []struct {
 		mode, reason, msg string
 	}{
-		{"no-torch", "no-torch", "no torch: /usr/bin/fake cannot import torch"},
-		{"no-cuda", "no-cuda", "no GPU: torch 2.11.0-fake sees no CUDA device"},
+		{"no-torch", "no-torch", "nothing recorded: no torch: /usr/bin/fake cannot import torch"},
+		{"no-cuda", "no-cuda", "nothing recorded: no GPU: torch 2.11.0-fake sees no CUDA device"},
 	} {
 		res, err, _, _ := runProgram(t, record.ProgramOptions{Args: []string{fake}, Env: fakeEnv("FAKE_MODE=" + tc.mode)})
 		var pe *record.ProgramError

@@ -38,6 +38,12 @@ are plain:
 	              JOIN stack_text t USING (stack_id) WHERE e.action = 'alloc'
 	              GROUP BY t.text ORDER BY bytes DESC LIMIT 10""")
 
+DuckDB reads Arrow IPC only through an extension it downloads, but Parquet
+natively: WriteParquet (tracer export) writes a trace as one flat Parquet
+table (see Parquet export), which needs no pyarrow either:
+
+	duckdb -c "SELECT action, count(*) FROM 'run.parquet' GROUP BY action"
+
 # Columns (format v2)
 
 One row per allocator event, in the order the allocator emitted them. Readers
@@ -96,6 +102,38 @@ other producers.
 	                                                     new reading is stamped on events from at most
 	                                                     about 50 µs after it arrived); 0 = not sampled
 	                                                     (optional)
+
+# Parquet export
+
+WriteParquet writes one row per event, in seq order, in row groups of up to
+262144 rows (zstd), with the schema metadata as the file's key/value
+metadata. The columns are the trace's own, less stack and frame, plus five
+that make SQL need no address matching and no dictionary decoding:
+
+	column             Parquet type                   meaning
+	seq .. pool_b      as the trace (addr, stream, pool_a, pool_b: INT64 as
+	                   unsigned 64-bit integers; action: a string)
+	block_size_bytes, reconstructed, pending_free, device_used_bytes
+	                   as the trace
+	alloc_seq          INT64, nullable            alloc rows: seq itself; free_requested and
+	                                              free_completed rows: the seq of the alloc of the
+	                                              block freed (blocks are matched by device and
+	                                              address); null elsewhere and for a free whose
+	                                              alloc the trace does not hold
+	stack_id           INT32, nullable            the stack's id in the trace (null: no stack)
+	frame_name         string, nullable           the innermost frame (null: no stack, or an
+	frame_file         string, nullable           empty one)
+	frame_line         INT32, nullable            null also when the line is unknown
+	stack_text         string, nullable           the whole stack as FormatStack renders it
+	                                              (stored once per row group by Parquet's
+	                                              dictionary encoding); "" for an empty stack
+
+Live bytes at the end of the run by file:line, in DuckDB:
+
+	SELECT frame_file || ':' || frame_line AS site, sum(size_bytes) AS live_bytes
+	FROM 'run.parquet' a WHERE action = 'alloc' AND NOT EXISTS
+	  (SELECT 1 FROM 'run.parquet' f WHERE f.action = 'free_requested' AND f.alloc_seq = a.seq)
+	GROUP BY site ORDER BY live_bytes DESC
 
 # Stacks
 

@@ -19,6 +19,14 @@ func SetLayoutPart(n int) (restore func()) {
 // from then on.
 func BreakStreamFile(s *StreamWriter) { s.pf.f.Close() }
 
+// SetParquetGroupRows makes WriteParquet write row groups of n rows until
+// the returned func is called.
+func SetParquetGroupRows(n int) (restore func()) {
+	old := parquetGroupRows
+	parquetGroupRows = n
+	return func() { parquetGroupRows = old }
+}
+
 // ScanAnnotations is the fast reader of tracer.annotations; ok is false
 // where it leaves the text to encoding/json.
 var ScanAnnotations = scanAnnotations

@@ -22,6 +22,7 @@ type analyzeOptions struct {
 	Conf     string
 	Round    int64
 	Limit    string
+	Full     bool
 	Out, Err io.Writer
 }
 
@@ -53,9 +54,12 @@ settings and the replay is analyzed. Without TRACE, the built-in sample is used.
 
 Several traces (the ranks of a distributed run), or a folder of them, give a
 table by rank (as tracer info prints it), then the analysis of the rank whose
-reserved peak is highest; --json holds every rank's.`,
+reserved peak is highest; --json holds every rank's.
+
+` + sizeRule,
 		Example: `  tracer analyze run.arrows
   tracer analyze run.arrows --top 20
+  tracer analyze run.arrows --full-stacks     # every frame of each site, whole paths
   tracer analyze run.arrows --conf expandable_segments:True
   tracer analyze run.arrows --json | jq .fragmentation
   tracer analyze run.arrows --json | jq '.devices[0].phases'
@@ -85,8 +89,22 @@ reserved peak is highest; --json holds every rank's.`,
 	f.BoolVar(&opts.Timeline, "timeline", false, "with --json, include the reduced timeline")
 	f.StringVar(&opts.Conf, "conf", "", "replay first under these PYTORCH_CUDA_ALLOC_CONF keys")
 	f.Int64Var(&opts.Round, "round", 0, "replay first with this rounding quantum (bytes)")
-	f.StringVar(&opts.Limit, "limit", "", "replay first under this memory limit (e.g. 24GiB)")
+	f.StringVar(&opts.Limit, "limit", "", `replay first under this memory limit (e.g. 24GiB; "none" removes the recorded one)`)
+	f.BoolVar(&opts.Full, "full-stacks", false, "list every frame of each site's stack, with whole paths, instead of a clipped line")
 	return cmd
+}
+
+// fullStackFrames is the frames a site keeps with --full-stacks: any real
+// stack's all.
+const fullStackFrames = 1 << 16
+
+// analysisOptions are the summary's options the flags ask for.
+func (o *analyzeOptions) analysisOptions() analysis.Options {
+	a := analysis.Options{TopSites: o.Top}
+	if o.Full {
+		a.SiteFrames = fullStackFrames
+	}
+	return a
 }
 
 // summarize analyzes the input as recorded, or a replay of it when any
@@ -100,6 +118,9 @@ func summarize(ctx context.Context, in *pipeline.Input, conf string, round int64
 func summarizeRun(ctx context.Context, in *pipeline.Input, conf string, round int64, limit string, aopt analysis.Options) ([]*analysis.Summary, string, *pipeline.Run, error) {
 	if conf == "" && round == 0 && limit == "" {
 		sums, _, err := pipeline.Analyze(ctx, in, aopt)
+		for _, s := range sums {
+			s.MemoryLimit = analysis.Bytes(in.Meta.MemoryLimit)
+		}
 		return sums, "as recorded", nil, err
 	}
 	s, err := parseSettings(conf, round, limit)
@@ -113,6 +134,9 @@ func summarizeRun(ctx context.Context, in *pipeline.Input, conf string, round in
 	run, err := pipeline.Replay(ctx, in, r, pipeline.Options{Analysis: aopt})
 	if err != nil {
 		return nil, "", nil, err
+	}
+	for _, s := range run.Summaries {
+		s.MemoryLimit = analysis.Bytes(r.Limit)
 	}
 	return run.Summaries, "replayed: " + r.Label, run, nil
 }
@@ -156,7 +180,7 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	if in.Sample && !opts.JSON {
 		fmt.Fprintf(opts.Err, "analyzing the built-in sample trace: %s\n", in.Name)
 	}
-	sums, how, run, err := summarizeRun(ctx, in, opts.Conf, opts.Round, opts.Limit, analysis.Options{TopSites: opts.Top})
+	sums, how, run, err := summarizeRun(ctx, in, opts.Conf, opts.Round, opts.Limit, opts.analysisOptions())
 	if err != nil {
 		return err
 	}
@@ -175,7 +199,7 @@ func runAnalyze(ctx context.Context, opts *analyzeOptions) error {
 	}
 	fmt.Fprintf(opts.Out, "%s (%s)\n", in.Name, how)
 	for _, s := range sums {
-		if err := analysis.WriteText(opts.Out, s, opts.Top); err != nil {
+		if err := analysis.WriteTextOptions(opts.Out, s, analysis.TextOptions{Top: opts.Top, FullStacks: opts.Full}); err != nil {
 			return err
 		}
 	}

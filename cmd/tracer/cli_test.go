@@ -59,9 +59,10 @@ func tracerBin(t testing.TB) string {
 // execTracer runs the binary in dir and returns its exit status and output.
 func execTracer(t *testing.T, dir string, args ...string) (int, string, string) {
 	t.Helper()
+	bin := tracerBin(t) // built first: the build is not the run's to time
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, tracerBin(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

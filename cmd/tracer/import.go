@@ -69,7 +69,9 @@ replaced.
 Decoded events wait in an unlinked scratch file beside the output (56 bytes per
 trace entry: the disk there needs the room), so memory stays small: a 9 MB
 snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
-4 cores or more, several times faster, in about 1.5 times the file's size.`,
+4 cores or more, several times faster, in about 1.5 times the file's size.
+
+` + sizeRule,
 		Example: `  tracer import snapshot.pickle                 # writes snapshot.arrows
   tracer import snapshot.pickle -o run.arrows
   tracer import rank*.pickle -o traces/          # one trace per rank

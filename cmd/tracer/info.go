@@ -53,8 +53,10 @@ With --json the output is a stable contract:
    "time_span_us", "truncated", "stats": {memory_stats() key: value},
    "recorded_actions", "reconstructed_actions": {name: count},
    "approximate", "approximate_reason", "peaks_lower_bound",
-   "per_device": {ordinal: {"stats", "model_mismatches", "approximate",
-   "approximate_reason"}}, ...}
+   "num_alloc_retries", "memory_limit_bytes", "memory_limit_inferred",
+   "per_device": {ordinal: {"stats", "model_mismatches", "num_alloc_retries",
+   "approximate", "approximate_reason"}}, ...}
+num_alloc_retries is the allocator model's (a trace does not show retries).
 
 Several traces (the ranks of a distributed run), or a folder of them, give a
 table by rank: peak allocated and reserved, fragmentation and OOMs, and the
@@ -111,8 +113,17 @@ type infoJSON struct {
 	DeviceName    string                      `json:"device_name,omitempty"`
 	DeviceTotal   int64                       `json:"device_total_bytes,omitempty"`
 	MemoryLimit   int64                       `json:"memory_limit_bytes,omitempty"`
-	Mismatches    int                         `json:"model_mismatches"`
-	Warnings      []string                    `json:"warnings"`
+	// MemoryLimitInferred: the trace did not store the run's limit, and
+	// import took MemoryLimit for it (MemoryLimitNote says how).
+	MemoryLimitInferred bool   `json:"memory_limit_inferred"`
+	MemoryLimitNote     string `json:"memory_limit_note,omitempty"`
+	// NumAllocRetries is PyTorch's num_alloc_retries (mallocs that freed
+	// the cache and tried again), which a trace does not show: the
+	// allocator model's, replaying under the recorded settings. Device 0's
+	// (the first device's); per_device has each.
+	NumAllocRetries int64    `json:"num_alloc_retries"`
+	Mismatches      int      `json:"model_mismatches"`
+	Warnings        []string `json:"warnings"`
 	// RecordedActions is Actions less the reconstructed events, which
 	// ReconstructedActions counts.
 	RecordedActions      map[string]int64 `json:"recorded_actions"`
@@ -137,6 +148,7 @@ type infoJSON struct {
 type infoDeviceJSON struct {
 	Stats             map[string]int64 `json:"stats"`
 	Mismatches        int              `json:"model_mismatches"`
+	NumAllocRetries   int64            `json:"num_alloc_retries"`
 	Approximate       bool             `json:"approximate"`
 	ApproximateReason string           `json:"approximate_reason,omitempty"`
 }
@@ -224,10 +236,17 @@ func buildInfo(in *pipeline.Input, run *pipeline.Run) *infoJSON {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("device %d: %d events contradict the state before them (frees of unknown blocks, double frees, frees of unknown segments)", s.Device, s.Unmatched))
 		}
 	}
-	for _, d := range run.Result.Devices {
+	if note, ok := m.Extra["memory_limit"]; ok && m.MemoryLimit > 0 && strings.HasPrefix(note, "inferred") {
+		out.MemoryLimitInferred, out.MemoryLimitNote = true, note
+	}
+	for i, d := range run.Result.Devices {
 		out.Mismatches += d.NumMismatches
+		if i == 0 {
+			out.NumAllocRetries = d.Stats.NumAllocRetries
+		}
 		if dj := out.PerDevice[fmt.Sprint(d.Device)]; dj != nil {
 			dj.Mismatches = d.NumMismatches
+			dj.NumAllocRetries = d.Stats.NumAllocRetries
 		}
 		for i, mm := range d.Mismatches {
 			if i == 3 {
@@ -286,7 +305,10 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 	if m.DeviceName != "" || m.DeviceTotal > 0 {
 		p("device", "%s, %s", orUnknown(m.DeviceName), analysis.Bytes(m.DeviceTotal))
 	}
-	if m.MemoryLimit > 0 {
+	switch {
+	case j.MemoryLimitInferred:
+		p("limit", "%s per process, INFERRED (%s; tracer import --fraction F --total-memory T gives the run's)", analysis.Bytes(m.MemoryLimit), strings.TrimPrefix(j.MemoryLimitNote, "inferred: "))
+	case m.MemoryLimit > 0:
 		p("limit", "%s per process", analysis.Bytes(m.MemoryLimit))
 	}
 	span := "no timestamps"
@@ -334,9 +356,13 @@ func writeInfo(w io.Writer, in *pipeline.Input, run *pipeline.Run, j *infoJSON) 
 		p("peaks"+dev, "allocated %s, reserved %s, active %s, requested %s",
 			analysis.Bytes(st["allocated_bytes.all.peak"]), analysis.Bytes(st["reserved_bytes.all.peak"]),
 			analysis.Bytes(st["active_bytes.all.peak"]), analysis.Bytes(st["requested_bytes.all.peak"]))
-		p("counters", "%s segments at peak, %s device mallocs, %s device frees, %s allocations, %s OOMs",
-			analysis.Count(st["segment.all.peak"]), analysis.Count(st["num_device_alloc"]), analysis.Count(st["num_device_free"]),
-			analysis.Count(st["allocation.all.allocated"]), analysis.Count(st["num_ooms"]))
+		retries := j.NumAllocRetries
+		if dj := j.PerDevice[fmt.Sprint(s.Device)]; dj != nil {
+			retries = dj.NumAllocRetries
+		}
+		p("counters", "%s at peak, %s, %s, %s, %s, %s",
+			countOf(st["segment.all.peak"], "segment"), countOf(st["num_device_alloc"], "device malloc"), countOf(st["num_device_free"], "device free"),
+			countOf(st["allocation.all.allocated"], "allocation"), countOf(retries, "alloc retry"), countOf(st["num_ooms"], "OOM"))
 	}
 	if j.Mismatches == 0 {
 		p("model", "replaying under the recorded settings reproduces every recorded event")
@@ -364,6 +390,18 @@ func actionList(actions map[string]int64) string {
 		parts[i] = name + " " + analysis.Count(actions[name])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// countOf is n and word, plural unless n is 1, with thousands separators:
+// "1 OOM", "2 OOMs", "1,024 allocations", "3 alloc retries".
+func countOf(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	if strings.HasSuffix(word, "y") {
+		return analysis.Count(n) + " " + strings.TrimSuffix(word, "y") + "ies"
+	}
+	return analysis.Count(n) + " " + word + "s"
 }
 
 func plural(n int, word string) string {

@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	err = commandError(root, err)
 	var ex *exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {

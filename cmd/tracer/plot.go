@@ -55,7 +55,9 @@ index when the trace has no times). Long traces are reduced per pixel column
 keeping minima and maxima, so a peak is never lost. OOMs are marked (a dashed
 line up to a cross where reserved stood); the longest phases (record_function
 scopes) are shaded behind the lines. Without TRACE the built-in sample is
-drawn.`,
+drawn.
+
+` + sizeRule,
 		Example: `  tracer plot peak.png run.arrows
   tracer plot frag.svg run.arrows --kind fragmentation
   tracer plot compare.png run.arrows --kind compare --conf expandable_segments:True --round 4096
@@ -74,9 +76,15 @@ drawn.`,
 			default:
 				return usagef("--kind %q: want peak, fragmentation, compare or segments", opts.Kind)
 			}
-			switch ext := strings.ToLower(filepath.Ext(opts.Out)); ext {
-			case ".png", ".svg", ".pdf":
-			default:
+			if !isImage(opts.Out) {
+				for _, tr := range opts.Traces {
+					if isImage(tr) {
+						return usagef("plot takes the image first, then the traces: tracer plot %s %s", tr, opts.Out)
+					}
+				}
+				if strings.EqualFold(filepath.Ext(opts.Out), ".arrows") {
+					return usagef("%s is a trace: plot takes the image to write first, as in: tracer plot peak.png %s", opts.Out, strings.Join(args, " "))
+				}
 				return usagef("%s: the output's extension picks the format: .png, .svg or .pdf", opts.Out)
 			}
 			if runF == nil {
@@ -215,4 +223,13 @@ func comparePlot(ctx context.Context, opts *plotOptions, inputs []*pipeline.Inpu
 		popt.ByEvent = opts.X == "event" || opts.X == "auto" && plots.IdleDominated(runs[0].Summary)
 	}
 	return plots.Compare(runs, popt)
+}
+
+// isImage reports whether path's extension is one plot writes.
+func isImage(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".png", ".svg", ".pdf":
+		return true
+	}
+	return false
 }

@@ -127,7 +127,7 @@ func runAnalyzeRanks(ctx context.Context, opts *analyzeOptions) error {
 			return err
 		}
 		in.Warn = warnTo(errw)
-		sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, analysis.Options{TopSites: opts.Top})
+		sums, how, err := summarize(ctx, in, opts.Conf, opts.Round, opts.Limit, opts.analysisOptions())
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func runAnalyzeRanks(ctx context.Context, opts *analyzeOptions) error {
 		for _, s := range t.Devices {
 			if t.Trace == top.Trace && s.Device == top.Device {
 				fmt.Fprintf(opts.Out, "\nthe highest reserved peak: %s (%s)\n", t.Trace, t.How)
-				return analysis.WriteText(opts.Out, s, opts.Top)
+				return analysis.WriteTextOptions(opts.Out, s, analysis.TextOptions{Top: opts.Top, FullStacks: opts.Full})
 			}
 		}
 	}

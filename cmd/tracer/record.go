@@ -59,7 +59,8 @@ With a program after --, tracer runs it unchanged with PyTorch's memory
 history switched on from its start (a startup hook on PYTHONPATH), and when
 it ends (normally, on an exception, on a CUDA OOM, on Ctrl-C or SIGTERM,
 which tracer forwards) imports the snapshot it dumps. The program's output
-and exit status pass through; tracer exits with the program's status. A
+and exit status pass through; tracer exits with the program's status (one
+that never used CUDA, or had no torch, leaves no trace, which tracer says). A
 second Ctrl-C or SIGTERM kills the program (SIGKILL: nothing is dumped), and
 the program dies with tracer if tracer is killed. A snapshot that fails to
 import is kept beside OUT (OUT's name, .snapshot-PID.pickle), and tracer
@@ -73,7 +74,9 @@ name when the recording ends, so that OUT is always whole: a recording
 killed mid-run leaves that partial file, a trace readable up to its last
 batch ('tracer info' says it was cut short). Ctrl-C or SIGTERM stops the
 workload and keeps what it recorded at OUT (exit status 130 or 143).
-A symbolic link at OUT is replaced, not written through.`,
+A symbolic link at OUT is replaced, not written through.
+
+` + sizeRule,
 		Example: `  # The default workload, on the GPU if there is one, into trace.arrows
   tracer record
 
@@ -202,9 +205,12 @@ func runRecord(ctx context.Context, opts *recordOptions) error {
 		return usagef("%s %s: %v", src, pipeline.Clip(opts.Conf), err)
 	}
 	var limit, simMem int64
-	if opts.Limit != "" {
+	if opts.Limit != "" && opts.Limit != "none" {
 		if limit, err = parseBytes(opts.Limit); err != nil {
 			return usagef("--limit: %v", err)
+		}
+		if limit == 0 {
+			return usagef("--limit %s: no allocation fits under a limit of 0 bytes; leave --limit out (or say none) for no limit", opts.Limit)
 		}
 	}
 	if simMem, err = parseBytes(opts.SimMemory); err != nil {
@@ -283,9 +289,19 @@ func runRecordProgram(ctx context.Context, opts *recordOptions) error {
 			t.Events, t.PID, t.Reason, allocator.FormatSize(t.Peak.Reserved), approx, allocator.FormatSize(t.Peak.Allocated), t.Out)
 	}
 	code := res.ExitCode
-	if err != nil {
-		// Nothing (or not everything) was recorded: say why, and fail even
-		// if the program succeeded.
+	var pe *record.ProgramError
+	switch {
+	case err != nil && errors.As(err, &pe) && pe.NothingUsed():
+		// The program ran and gave the allocator nothing to record: tracer
+		// says so and exits as the program did.
+		if code == 0 {
+			fmt.Fprintf(opts.Stderr, "tracer: %v; no trace written\n", err)
+			return nil
+		}
+		return &exitError{code: code, msg: err.Error() + "; no trace written"}
+	case err != nil:
+		// Not everything was recorded: say why, and fail even if the
+		// program succeeded.
 		return &exitError{code: max(code, 1), msg: err.Error()}
 	}
 	if code != 0 {

@@ -115,9 +115,18 @@ func TestRecordProgramCLI(t *testing.T) {
 	}
 	t.Setenv("FAKE_EXIT", "0")
 	t.Setenv("FAKE_MODE", "no-torch")
+	// A program that succeeds without torch is not a failure: tracer says
+	// nothing was recorded, and exits 0 as the program did.
 	code, _, stderr = tracer(t, "record", "-o", out, "--", fake)
-	if code != 1 || !strings.Contains(stderr, "tracer: no torch:") {
+	if code != 0 || !strings.Contains(stderr, "tracer: nothing recorded: no torch:") {
 		t.Errorf("no torch: exit %d, stderr %s", code, stderr)
+	}
+	// One that fails before torch fails as it did, and tracer says so
+	// first (python3 missing.py said "no torch").
+	t.Setenv("FAKE_EXIT", "2")
+	code, _, stderr = tracer(t, "record", "-o", out, "--", fake, "missing.py")
+	if code != 2 || !strings.Contains(stderr, "tracer: "+fake+" exited with status 2 (its output above says why); nothing recorded") {
+		t.Errorf("failing program: exit %d, stderr %s", code, stderr)
 	}
 	code, _, stderr = tracer(t, "record", "--", "no-such-python-here")
 	if code != 127 || !strings.Contains(stderr, "no-such-python-here: command not found") {

@@ -53,6 +53,9 @@ recorded segment releases are outcomes only.
 --conf takes PYTORCH_CUDA_ALLOC_CONF syntax and applies over the recorded string
 (over PyTorch's defaults with --from-defaults, which drops the recorded keys it
 does not name: the way to replay under exactly another run's settings).
+KEY:none removes one recorded key (max_split_size_mb:none replays as if the
+run had left max_split_size_mb at PyTorch's default); PyTorch has no such
+value, which is tracer's.
 It also takes the allocator's internal constants, in bytes, which PyTorch does
 not expose: tracer_round (kMinBlockSize, 512; also --round), tracer_small_size
 (1 MiB), tracer_small_segment (2 MiB), tracer_min_large_alloc (10 MiB) and
@@ -72,10 +75,13 @@ replayed under the same flags (over each one's recorded settings) and
 summarised rank by rank: the recorded and replayed reserved peaks and OOMs, and
 the rank that peaks highest in the replay (-o and --device cuda take one trace).
 
-Without TRACE, the built-in sample trace is replayed.`,
+Without TRACE, the built-in sample trace is replayed.
+
+` + sizeRule,
 		Example: `  tracer replay --round 4096                       # the built-in sample, 4 KiB quantum
   tracer replay run.arrows --conf expandable_segments:True
   tracer replay run.arrows --from-defaults         # as if the run had set no PYTORCH_CUDA_ALLOC_CONF
+  tracer replay run.arrows --conf max_split_size_mb:none   # one recorded key back to its default
   tracer replay run.arrows --conf max_split_size_mb:128,garbage_collection_threshold:0.8 --limit 20GiB
   tracer replay traces/ --conf expandable_segments:True   # every rank
   tracer replay run.arrows --round 512 -o replayed.arrows
@@ -121,12 +127,15 @@ func parseSettings(conf string, round int64, limit string) (pipeline.Settings, e
 	s := pipeline.Settings{Conf: conf, Round: round}
 	switch limit {
 	case "":
-	case "none", "0":
+	case "none":
 		s.Limit = -1
 	default:
 		n, err := parseBytes(limit)
 		if err != nil {
 			return s, usagef("--limit: %v", err)
+		}
+		if n == 0 {
+			return s, usagef("--limit %s: no allocation fits under a limit of 0 bytes; --limit none removes the recorded limit", limit)
 		}
 		s.Limit = n
 	}
@@ -185,12 +194,15 @@ type oomJSON struct {
 }
 
 type deviceJSON struct {
-	Name           string  `json:"name"`
-	Events         int64   `json:"events"`
-	WallSeconds    float64 `json:"wall_seconds"`
-	DeviceSeconds  float64 `json:"device_call_seconds"`
-	AllocatorNsPer float64 `json:"allocator_ns_per_event"`
-	Calls          map[string]latencyJSON
+	Name           string                 `json:"name"`
+	Events         int64                  `json:"events"`
+	WallSeconds    float64                `json:"wall_seconds"`
+	DeviceSeconds  float64                `json:"device_call_seconds"`
+	AllocatorNsPer float64                `json:"allocator_ns_per_event"`
+	Calls          map[string]latencyJSON `json:"calls"`
+	// OldCalls is Calls under the key of the first releases, a Go field
+	// name; written for this version only.
+	OldCalls map[string]latencyJSON `json:"Calls"`
 }
 
 type latencyJSON struct {
@@ -455,7 +467,7 @@ func deviceReport(gpu *cuda.Device, events int64, wall time.Duration) *deviceJSO
 			calls[name] = latencyJSON{Count: l.Count, MeanUs: float64(l.Mean()) / 1e3, MaxUs: float64(l.Max) / 1e3}
 		}
 	}
-	d := &deviceJSON{Name: gpu.Name(), Events: events, WallSeconds: wall.Seconds(), DeviceSeconds: devTime.Seconds(), Calls: calls}
+	d := &deviceJSON{Name: gpu.Name(), Events: events, WallSeconds: wall.Seconds(), DeviceSeconds: devTime.Seconds(), Calls: calls, OldCalls: calls}
 	if events > 0 {
 		d.AllocatorNsPer = float64(wall-devTime) / float64(events)
 	}
@@ -477,7 +489,7 @@ func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.R
 		if len(devs) > 1 {
 			fmt.Fprintf(w, "device %d\n", d)
 		}
-		writeReplayDevice(w, r.Devices[fmt.Sprint(d)])
+		writeReplayDevice(w, r.Devices[fmt.Sprint(d)], ps.Label == rs.Label || r.LimitFilledIn)
 	}
 	mismatches := 0
 	for _, d := range r.Devices {
@@ -507,8 +519,10 @@ func writeReplay(w io.Writer, in *pipeline.Input, r *replayJSON, got *pipeline.R
 }
 
 // writeReplayDevice prints one device's recorded and replayed figures side
-// by side, and its OOMs.
-func writeReplayDevice(w io.Writer, r *replayDeviceJSON) {
+// by side, and its OOMs; asRecorded says the replay was under the recorded
+// settings, where an OOM the recording had is that OOM, not a new one at
+// the same request.
+func writeReplayDevice(w io.Writer, r *replayDeviceJSON, asRecorded bool) {
 	fmt.Fprintf(w, "%-26s %14s %14s %20s\n", "", "recorded", "replayed", "change")
 	bytesRow := func(label, key string) {
 		a, b := r.Recorded[key], r.Replayed[key]
@@ -537,8 +551,11 @@ func writeReplayDevice(w io.Writer, r *replayDeviceJSON) {
 			break
 		}
 		was := "new: the recording did not fail here"
-		if o.Recorded {
+		switch {
+		case o.Recorded && asRecorded:
 			was = "as recorded"
+		case o.Recorded:
+			was = "the recording failed at this request too"
 		}
 		fmt.Fprintf(w, "OOM at event %d: %s on stream %d with %s free in the cache (%s)\n", o.Seq, analysis.Bytes(o.Size), o.Stream, analysis.Bytes(o.FreeCached), was)
 		if o.Site != "" {

@@ -38,14 +38,20 @@ them now.`,
   tracer plot peak.png run.arrows
 
   # Record a PyTorch program, unchanged
-  tracer record -o train.arrows -- python train.py`,
+  tracer record -o train.arrows -- python train.py
+
+  # SQL: a Parquet table DuckDB reads with nothing to install
+  tracer export run.arrows -o run.parquet
+
+  # Shell completion of commands, flags and their values
+  source <(tracer completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       record.Version,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newVersionCmd(nil),
 		newImportCmd(nil),
@@ -53,6 +59,7 @@ them now.`,
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	registerCompletions(root)
 	return root
 }
 

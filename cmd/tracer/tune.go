@@ -63,7 +63,9 @@ request exceed it) or fragmentation (they fit, but no free block is large
 enough), who was live, and which settings avoid it.
 
 -o draws the reserved memory of the best three settings against the recorded
-run (PNG, SVG or PDF). Without TRACE, the built-in sample trace is tuned.`,
+run (PNG, SVG or PDF). Without TRACE, the built-in sample trace is tuned.
+
+` + sizeRule,
 		Example: `  tracer tune                                   # the built-in sample
   tracer tune run.arrows
   tracer tune run.arrows --limit 24GiB          # fewest OOMs, then least reserved, under 24 GiB

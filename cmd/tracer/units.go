@@ -8,35 +8,38 @@ import (
 	"strings"
 )
 
-// parseBytes reads a size such as "24GiB", "512MiB", "1.5GB" or "1048576".
-// Binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB) units are both
-// accepted; "K", "M", "G" alone mean binary units, as in PyTorch's messages.
+// sizeRule is how every size flag reads its value, for --help.
+const sizeRule = `Sizes are bytes, or a number with a binary unit as PyTorch counts memory
+(its messages' GiB, its settings' _mb): K, M, G, T with or without B or iB, in
+any case, so 24G = 24GB = 24GiB = 24gib = 24 x 2^30 bytes; 1.5GiB is allowed.`
+
+// parseBytes reads a size by sizeRule: "24GiB", "24G", "24gb", "512MiB",
+// "1.5G" or "1048576". Every unit is binary, as in PyTorch, whose
+// max_split_size_mb counts MiB and whose messages print GiB.
 func parseBytes(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
-	}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
+	t, mult := splitUnit(strings.ToLower(strings.TrimSpace(s)))
 	v, err := strconv.ParseFloat(t, 64)
 	if isRange(err) || err == nil && v*mult > maxBytes {
 		return 0, fmt.Errorf("%q is larger than the largest size tracer takes, 4 EiB (2^62 bytes)", s)
 	}
 	// NaN and negative sizes are refused; NaN fails every comparison.
 	if err != nil || !(v >= 0) {
-		return 0, fmt.Errorf("%q is not a size (try 24GiB, 512MiB or a number of bytes)", s)
+		return 0, fmt.Errorf("%q is not a size (try 24GiB, 24G, 512MiB or a number of bytes)", s)
 	}
 	return int64(v * mult), nil
+}
+
+// splitUnit cuts a lower-case size's unit off: the number's text and the
+// unit's bytes (1 without a unit, or with "b" alone).
+func splitUnit(t string) (string, float64) {
+	for i, u := range []string{"k", "m", "g", "t"} {
+		for _, suffix := range []string{u + "ib", u + "b", u} {
+			if strings.HasSuffix(t, suffix) {
+				return strings.TrimSpace(strings.TrimSuffix(t, suffix)), float64(int64(1) << (10 * (i + 1)))
+			}
+		}
+	}
+	return strings.TrimSpace(strings.TrimSuffix(t, "b")), 1
 }
 
 // maxBytes is the largest size parseBytes takes: sums of a few such sizes

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestParseBytes: sizes that are not numbers of bytes (NaN, which made
+// TestParseBytes: one rule, binary units in any case (24G = 24GB = 24GiB
+// = 24gib; 24GB was 22.35 GiB and 24gib refused); sizes that are not numbers of bytes (NaN, which made
 // --total-memory write -9223372036854775808 into a trace, and --limit
 // remove the limit) are refused as not sizes; sizes past the 2^62 cap are
 // refused for the cap.
@@ -16,7 +17,15 @@ func TestParseBytes(t *testing.T) {
 		err  string
 	}{
 		{"24GiB", 24 << 30, ""},
-		{"1.5GB", 1500000000, ""},
+		{"1.5GB", 3 << 29, ""},
+		{"24G", 24 << 30, ""},
+		{"24GB", 24 << 30, ""},
+		{"24gib", 24 << 30, ""},
+		{"24 gb", 24 << 30, ""},
+		{"512mb", 512 << 20, ""},
+		{"1k", 1024, ""},
+		{"100B", 100, ""},
+		{"0", 0, ""},
 		{"4096TiB", 4096 << 40, ""},
 		{"4611686018427387904", 1 << 62, ""},
 		{"NaN", 0, "is not a size"},

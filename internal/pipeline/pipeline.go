@@ -168,12 +168,18 @@ func (in *Input) Resolve(s Settings) (Resolved, error) {
 		}
 	}
 	if s.Conf != "" {
-		merged := s.Conf
-		if over != "" {
-			merged = over + "," + s.Conf
+		over, user, err := applyUnsets(over, s.Conf)
+		if err != nil {
+			return Resolved{}, &SettingsError{fmt.Errorf("--conf %s: %v", Clip(s.Conf), err)}
+		}
+		merged := user
+		if over != "" && user != "" {
+			merged = over + "," + user
+		} else if over != "" {
+			merged = over
 		}
 		if conf, err = parseConf(merged); err != nil {
-			return Resolved{}, &SettingsError{fmt.Errorf("--conf %s: %v", Clip(s.Conf), err)}
+			return Resolved{}, &SettingsError{fmt.Errorf("--conf %s: %v%s", Clip(s.Conf), err, unsetHint(s.Conf))}
 		}
 	}
 	if s.Round != 0 {

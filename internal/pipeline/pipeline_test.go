@@ -8,6 +8,7 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
 )
 
 func TestParseConf_modelKeys(t *testing.T) {
@@ -123,4 +124,36 @@ func TestReplayReuse(t *testing.T) {
 			}
 		}
 	}
+}
+
+// KEY:none removes a recorded key (PyTorch has no value that does); a key
+// no one knows is refused; -1, 0 or nothing for a key hint at none.
+func TestResolveUnset(t *testing.T) {
+	in := &Input{Name: "t", Meta: trace.Meta{AllocConf: "max_split_size_mb:32,roundup_power2_divisions:[256:1,>:4],expandable_segments:True"}}
+	for _, tc := range []struct{ conf, label, err string }{
+		{"max_split_size_mb:none", "expandable_segments:True,roundup_power2_divisions:[256:1,>:4]", ""},
+		{"max_split_size_mb:None,roundup_power2_divisions:none", "expandable_segments:True", ""},
+		{"roundup_power2_divisions:none, garbage_collection_threshold:0.5", "expandable_segments:True,garbage_collection_threshold:0.5,max_split_size_mb:32", ""},
+		{"bogus:none", "", "bogus:none: no such key to remove"},
+		{"max_split_size_mb:0", "", "to remove a recorded max_split_size_mb, say max_split_size_mb:none"},
+	} {
+		r, err := in.Resolve(Settings{Conf: tc.conf})
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("--conf %s: %v, want an error with %q", tc.conf, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("--conf %s: %v", tc.conf, err)
+		case tc.err == "" && !sameConf(t, r.Conf, tc.label):
+			t.Errorf("--conf %s: %s, want %s", tc.conf, r.Conf.String(), tc.label)
+		}
+	}
+}
+
+// sameConf reports whether c is the conf s parses to.
+func sameConf(t *testing.T, c allocator.Conf, s string) bool {
+	want, err := parseConf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return confEqual(c, want)
 }
