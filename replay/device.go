@@ -47,6 +47,10 @@ type deviceReplay struct {
 	// rows not yet performed instead (they are, at the next request), each
 	// followed by the recorded releases after it.
 	reclaim []trace.Event
+	// quietOOM is the recorded OOM after which the model would have
+	// released nothing, while no release or request has followed it
+	// (Kind KindInvalid: none); see afterOOM.
+	quietOOM trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
 	expect     []expected
@@ -290,10 +294,11 @@ func (r *deviceReplay) keepHeld() {
 }
 
 // plain reports whether step would replay ev without its rare cases: ev is
-// not reconstructed, the restore is behind, and no recorded segment release
-// awaits attribution.
+// not reconstructed, the restore is behind, no recorded segment release
+// awaits attribution, and no OOM an empty_cache() may have followed
+// (afterOOM).
 func (r *deviceReplay) plain(ev *trace.Event) bool {
-	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0
+	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && r.quietOOM.Kind == trace.KindInvalid
 }
 
 // completes reports whether next is the free_completed of the
@@ -407,6 +412,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
+		r.quietOOM.Kind = trace.KindInvalid
 		r.segmentFreed(ev)
 		if !r.rows || len(r.reclaim) > 0 {
 			// With rows, only the releases after a row: they tell
@@ -426,6 +432,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
 		calls := r.res.EmptyCaches
+		r.afterOOM()
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -510,6 +517,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.addrs.Delete(ev.Addr)
 		return false, a.CompleteFreeHandle(b.addr, b.h)
 	case trace.KindOOM:
+		r.afterOOM()
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -521,6 +529,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 				return false, err
 			}
 			r.oom(ev, true)
+			if r.opts.EmptyCacheAfterOOM && r.opts.Recorded && !r.rows && !r.a.WouldEmpty() {
+				r.quietOOM = *ev
+			}
 			return false, nil
 		}
 		r.res.AvoidedOOMs++
@@ -624,6 +635,45 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 	err := r.emptyCache(&first, released, r.reclaim)
 	r.reclaim = r.reclaim[:0]
 	return err
+}
+
+// afterOOM is called at each request (an alloc or an OOM). A program that
+// catches an OOM and goes on (a smaller batch, a skipped sample) may empty
+// the cache in its handler, as the OOM message advises, while the
+// exception still holds the failed step's tensors: right after the OOM.
+// The call leaves no event when the OOM's own flush left nothing to
+// release, but PyTorch counts its synchronize (num_sync_all_streams), and
+// under other settings it may release what the recording's did not. A
+// recording cannot tell such a program from one that does not empty the
+// cache (testdata/snapshots' oom workload), so the user says which
+// (Options.EmptyCacheAfterOOM). Inferring the calls from a recording
+// (Recorded, no rows), a replay then takes a program that makes a request
+// after an OOM to have made that call right after it, where the recording
+// allows it: the model said the call would release nothing and complete
+// no free then (quietOOM), and no release came before this request (one
+// is a call the inference finds itself, or a malloc's, which no call of
+// the program's came before). An observer gets the row here, after the
+// frees that came between.
+func (r *deviceReplay) afterOOM() {
+	oom := r.quietOOM
+	if oom.Kind != trace.KindOOM {
+		return
+	}
+	r.quietOOM.Kind = trace.KindInvalid
+	// Nothing the call would have touched has changed since: it was a
+	// synchronize that waited for nothing.
+	r.a.CountSync()
+	r.res.EmptyCaches++
+	at := trace.Event{Seq: oom.Seq + 1, TimeUs: oom.TimeUs, Device: r.device, Kind: trace.KindEmptyCache, Stack: oom.Stack}
+	if r.opts.EmptyCacheFound != nil {
+		r.opts.EmptyCacheFound(&at, 0)
+	}
+	if r.obs != nil {
+		r.out = at
+		r.out.Seq = r.outSeq
+		r.outSeq++
+		r.obs.Event(&r.out)
+	}
 }
 
 // emptyCache performs a torch.cuda.empty_cache() call, stated by the row

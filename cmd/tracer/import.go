@@ -20,6 +20,9 @@ type importOptions struct {
 	Stdout   io.Writer
 	Stderr   io.Writer
 	Progress bool
+	// OOMEmpties: the program calls torch.cuda.empty_cache() when it
+	// catches an OOM (record.ImportOptions.EmptyCacheAfterOOM).
+	OOMEmpties bool
 }
 
 func newImportCmd(runF func(context.Context, *importOptions) error) *cobra.Command {
@@ -49,7 +52,11 @@ stores each as an "empty_cache" event before the releases it caused: a replay
 under other settings then makes the calls the program made. Snapshots do not
 store the per-process memory limit either: give it with --fraction and
 --total-memory, or later to tracer replay --limit, which checks it against the
-recording.
+recording. A call that released nothing leaves no trace at all: such is the
+empty_cache() with which a program that catches an OOM often goes on, right
+after the OOM's own flush. Say the program does so with --oom-empties-cache:
+import then adds the call after every OOM the program survived, where the
+recording allows it.
 
 Several files (one per rank) import in parallel. Each output is written to a
 file with no name that takes the output's name at the end: a failed or
@@ -63,7 +70,9 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 		Example: `  tracer import snapshot.pickle                 # writes snapshot.arrows
   tracer import snapshot.pickle -o run.arrows
   tracer import rank*.pickle -o traces/          # one trace per rank
-  tracer import oom.pickle --fraction 0.03 --total-memory 85017493504`,
+  tracer import oom.pickle --fraction 0.03 --total-memory 85017493504
+  # a loop that catches torch.OutOfMemoryError, empties the cache, retries smaller
+  tracer import retry.pickle --fraction 0.03 --total-memory 80GiB --oom-empties-cache`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Inputs, opts.Stdout, opts.Stderr = args, cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -81,6 +90,7 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 	cmd.Flags().StringVar(&opts.Total, "total-memory", "", "the GPU's total memory (e.g. 80GiB), needed with --fraction")
 	cmd.Flags().StringVar(&opts.Device, "device-name", "", "the GPU's name, for the record")
 	cmd.Flags().BoolVar(&opts.Progress, "progress", isTerminal(os.Stderr), "print a line per imported file on stderr")
+	cmd.Flags().BoolVar(&opts.OOMEmpties, "oom-empties-cache", false, "the program calls torch.cuda.empty_cache() when it catches an OOM (snapshots do not show a call that released nothing)")
 	return cmd
 }
 
@@ -95,7 +105,8 @@ func runImport(ctx context.Context, opts *importOptions) error {
 	if opts.Fraction > 0 && total == 0 {
 		return usagef("--fraction needs --total-memory (the limit is fraction × total)")
 	}
-	ro := record.ImportOptions{Out: opts.Out, MemoryFraction: opts.Fraction, DeviceTotal: total, DeviceName: opts.Device}
+	ro := record.ImportOptions{Out: opts.Out, MemoryFraction: opts.Fraction, DeviceTotal: total, DeviceName: opts.Device,
+		EmptyCacheAfterOOM: opts.OOMEmpties}
 	if opts.Progress {
 		ro.Progress = opts.Stderr
 	}
