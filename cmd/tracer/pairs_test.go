@@ -88,6 +88,9 @@ func loadPairRuns(t *testing.T) map[string][]*pairRun {
 		if r.fraction != "" {
 			args = append(args, "--fraction", r.fraction, "--total-memory", strconv.FormatInt(r.total, 10))
 		}
+		if oomEmpties[program] {
+			args = append(args, "--oom-empties-cache")
+		}
 		if code, _, stderr := tracer(t, args...); code != 0 {
 			t.Fatalf("import %s: exit %d: %s", name, code, stderr)
 		}
@@ -100,6 +103,12 @@ func loadPairRuns(t *testing.T) map[string][]*pairRun {
 	}
 	return byProgram
 }
+
+// oomEmpties names the programs of programs.py that call
+// torch.cuda.empty_cache() when they catch an OOM, which their snapshots
+// cannot show when the call releases nothing: their user would say so
+// (tracer import --oom-empties-cache), as with the limit.
+var oomEmpties = map[string]bool{"oom_retry": true}
 
 // settingOrder orders the settings as testdata/pairs/settings.txt lists them.
 func settingOrder(tag string) int {
@@ -337,8 +346,9 @@ func withAddresses(t *testing.T, a, b *pairRun) (stats, layout bool) {
 
 // pairCell replays a under b's settings as a user would (tracer replay
 // --conf --limit) and names the memory_stats() keys, of those the replay
-// and PyTorch both report, on which it differs from b's run.
-func pairCell(t *testing.T, a, b *pairRun) string {
+// and PyTorch both report, on which it differs from b's run: the cell's
+// text, and the keys themselves (nil where the replay gave no figures).
+func pairCell(t *testing.T, a, b *pairRun) (string, []string) {
 	args := []string{"replay", a.trace, "--json", "--from-defaults", "--conf", b.conf}
 	switch {
 	case b.limit > 0:
@@ -350,7 +360,7 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 	if code != 0 {
 		// A replay under any settings ends; an OOM it meets is a result.
 		t.Errorf("%s %s → %s: exit %d: %s", a.program, a.tag, b.tag, code, firstLine(stderr))
-		return "fails"
+		return "fails", nil
 	}
 	var out struct {
 		Devices map[string]struct {
@@ -368,17 +378,37 @@ func pairCell(t *testing.T, a, b *pairRun) string {
 		}
 	}
 	if len(replayed) == 0 {
-		return "no stats"
+		return "no stats", nil
 	}
 	if len(differ) == 0 {
-		return "exact"
+		return "exact", []string{}
 	}
 	slices.Sort(differ)
 	noun := "keys"
 	if len(differ) == 1 {
 		noun = "key"
 	}
-	return fmt.Sprintf("%d %s: %s", len(differ), noun, summarizeKeys(differ))
+	return fmt.Sprintf("%d %s: %s", len(differ), noun, summarizeKeys(differ)), differ
+}
+
+// headlineKeys are the memory_stats() figures a user of a what-if replay
+// asks about first: the matrix says, for each, on how many pairs it is
+// right without the real run's addresses.
+var headlineKeys = []string{
+	"reserved_bytes.all.peak", "allocated_bytes.all.peak", "active_bytes.all.peak",
+	"inactive_split_bytes.all.peak", "segment.all.peak", "num_device_alloc", "num_device_free",
+	"num_alloc_retries", "num_ooms", "num_sync_all_streams",
+}
+
+// rightKeys returns the headline keys not among differ.
+func rightKeys(differ []string) []string {
+	var out []string
+	for _, k := range headlineKeys {
+		if !slices.Contains(differ, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // summarizeKeys names differing keys by family (allocated_bytes, segment, ...)
@@ -420,12 +450,23 @@ func TestPairs(t *testing.T) {
 	settings := []string{"default", "expandable", "split64", "pow2div4", "pow2list", "gc60", "retry", "expsplit", "lseg30"}
 	fromDefaults.WriteString("| program | " + strings.Join(settings, " | ") + " |\n|---" + strings.Repeat("|---", len(settings)) + "|\n")
 	exact, withAddrs, cells := 0, 0, 0
+	// Of the pairs whose two runs made the same requests: how many, and
+	// on how many each headline key is right (of them all, and of those
+	// exact with the real addresses).
+	same, right, rightAddrs := 0, map[string]int{}, map[string]int{}
 	for _, p := range programs {
 		runs := byProgram[p]
 		short := map[string]string{}
 		for _, a := range runs {
 			for _, bb := range runs {
-				cell, brief := pairCell(t, a, bb), ""
+				cell, differ := pairCell(t, a, bb)
+				brief := ""
+				if sameRequests(a.requests, bb.requests) && differ != nil {
+					same++
+					for _, k := range rightKeys(differ) {
+						right[k]++
+					}
+				}
 				switch {
 				case !sameRequests(a.requests, bb.requests):
 					cell, brief = "requests differ (the program's requests depend on the allocator): "+cell, "requests differ"
@@ -441,7 +482,11 @@ func TestPairs(t *testing.T) {
 						brief = "exact"
 					case stats && layout:
 						withAddrs++
-						cell += " (exact with the real run's addresses)"
+						ok := rightKeys(differ)
+						for _, k := range ok {
+							rightAddrs[k]++
+						}
+						cell += " (exact with the real run's addresses; right without them: " + strings.Join(ok, ", ") + ")"
 						brief = "addresses"
 					default:
 						brief = strings.SplitN(cell, ":", 2)[0]
@@ -474,15 +519,27 @@ func TestPairs(t *testing.T) {
 	b.WriteString("\"N keys\": N keys differ; \"requests differ\": the two runs did not make the same requests; \"frees reordered\":\n")
 	b.WriteString("the same requests, but the program freed some tensors between two allocations in another order (a collection\n")
 	b.WriteString("freed in address order), which the replay, following the recorded run, cannot know; –: no such run.\n\n")
-	fmt.Fprintf(&b, "%d of %d pairs exact; %d more exact where the replay is given the real run's segment addresses.\n\n",
+	fmt.Fprintf(&b, "%d of %d pairs exact; %d more exact where the replay is given the real run's segment addresses.\n",
 		exact, cells, withAddrs)
+	summary := fmt.Sprintf("Of the %d pairs whose runs made the same requests, %d are exact on every key and %d on the peak reserved bytes.\n\n",
+		same, exact, right["reserved_bytes.all.peak"])
+	b.WriteString(summary)
+	b.WriteString("## Which predictions need the addresses\n\n")
+	b.WriteString("Each headline key: the pairs (of those whose runs made the same requests) on which the replay, without the\n")
+	b.WriteString("real run's addresses, gets it right; and of the pairs that are exact only with the real addresses, those on\n")
+	b.WriteString("which it is right without them, i.e. does not depend on where the driver put the segments.\n\n")
+	fmt.Fprintf(&b, "| key | right, of %d pairs | right without addresses, of the %d \"addresses\" pairs |\n|---|---|---|\n", same, withAddrs)
+	for _, k := range headlineKeys {
+		fmt.Fprintf(&b, "| %s | %d | %d |\n", k, right[k], rightAddrs[k])
+	}
+	b.WriteString("\n")
 	b.WriteString("## The run under defaults, replayed under each setting\n\n")
 	b.WriteString(fromDefaults.String())
 	b.WriteString("\n## Every pair\n\n")
 	b.WriteString(all.String())
 	t.Logf("%d of %d pairs exact, %d more with the real addresses", exact, cells, withAddrs)
-	syncReadme(t, fmt.Sprintf("%d of %d pairs exact; %d more exact with the real run's segment addresses.\n\n",
-		exact, cells, withAddrs)+fromDefaults.String())
+	syncReadme(t, fmt.Sprintf("%d of %d pairs exact; %d more exact with the real run's segment addresses.\n",
+		exact, cells, withAddrs)+summary+fromDefaults.String())
 	path := filepath.Join(pairsDir, "matrix.md")
 	if *updatePairs {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -558,6 +615,9 @@ func TestPairsLimitAtReplay(t *testing.T) {
 			args := []string{"import", pickle, "-o", out}
 			if given == "import" {
 				args = append(args, "--fraction", r.fraction, "--total-memory", strconv.FormatInt(r.total, 10))
+			}
+			if program, _, _ := strings.Cut(name, "__"); oomEmpties[program] {
+				args = append(args, "--oom-empties-cache")
 			}
 			if code, _, stderr := tracer(t, args...); code != 0 {
 				t.Fatalf("import %s: exit %d: %s", name, code, stderr)
