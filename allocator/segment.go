@@ -227,6 +227,12 @@ func (a *Allocator) EmptyPoolCache(id PoolID) error { return a.releaseCached(id)
 // what it would release.
 func (a *Allocator) CountSync() { a.stats.NumSyncAllStreams++ }
 
+// DeviceCalls returns num_device_alloc and num_device_free: the segments
+// (or expandable mappings) made and released so far.
+func (a *Allocator) DeviceCalls() (mallocs, frees int64) {
+	return a.stats.NumDeviceAlloc, a.stats.NumDeviceFree
+}
+
 // WouldEmpty reports whether EmptyCache would do more than count in
 // num_sync_all_streams: complete a pending free, cudaFree a segment or
 // unmap a page. Such a call leaves events in a recording; one that does

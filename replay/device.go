@@ -47,6 +47,14 @@ type deviceReplay struct {
 	// rows not yet performed instead (they are, at the next request), each
 	// followed by the recorded releases after it.
 	reclaim []trace.Event
+	// Under settings other than the recording's (see follow): the
+	// recorded segments made for the request being replayed, the
+	// recorded cudaMalloc and cudaFree calls before it, whether the
+	// replay's calls have parted from the recording's, and whether
+	// follow planned addresses for the request.
+	followSegs           []allocator.SegmentInfo
+	recMallocs, recFrees int64
+	parted, following    bool
 	// quietOOM is the recorded OOM after which the model would have
 	// released nothing, while no release or request has followed it
 	// (Kind KindInvalid: none); see afterOOM.
@@ -313,6 +321,9 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 	r.res.Events++
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)
+	if len(r.followSegs) > 0 {
+		r.follow()
+	}
 	addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
 	r.clearPlan()
 	if err != nil {
@@ -394,6 +405,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	case trace.KindSegmentAlloc:
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanMalloc(ev.Addr, ev.Size)
+		} else if !r.parted && r.sim != nil {
+			r.followSegs = append(r.followSegs, allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size})
 		}
 		if r.annotate && r.opts.InferPools {
 			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size}
@@ -407,12 +420,14 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanReserve(ev.Addr)
 		}
+		r.parted = true // expandable segments: reservations are not followed
 		if r.annotate && r.opts.InferPools && r.pools.fresh.Size == 0 {
 			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size, Expandable: true}
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
 		r.quietOOM.Kind = trace.KindInvalid
+		r.recFrees++
 		r.segmentFreed(ev)
 		if !r.rows || len(r.reclaim) > 0 {
 			// With rows, only the releases after a row: they tell
@@ -443,6 +458,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
 				return false, err
 			}
+		}
+		if len(r.followSegs) > 0 {
+			r.follow()
 		}
 		addr, h, err := a.MallocHandle(ev.Size, ev.Stream)
 		if private {
@@ -522,6 +540,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
+		if len(r.followSegs) > 0 {
+			r.follow()
+		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
 		r.clearPlan()
 		if err != nil {
@@ -548,6 +569,10 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 
 func (r *deviceReplay) clearPlan() {
 	if r.sim != nil {
+		if r.following && r.sim.Plans() > 0 {
+			r.parted = true // the replay did not make a segment the recording made
+		}
+		r.following = false
 		r.sim.ClearPlan()
 	}
 }
@@ -635,6 +660,30 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 	err := r.emptyCache(&first, released, r.reclaim)
 	r.reclaim = r.reclaim[:0]
 	return err
+}
+
+// follow plans, under settings other than the recording's, the recorded
+// addresses of the segments the recording made for the request about to
+// be replayed, while the replay has made the same cudaMalloc and cudaFree
+// calls as the recording so far: the driver, given the same calls by the
+// same program, hands out the same addresses (allocator/ADDRESSES.md), and
+// where equal free blocks tie, the lower address wins. Once the calls part
+// (a segment the replay did not need or made on its own, a release the
+// other did not make, expandable segments), the replay invents addresses,
+// above the recorded ones.
+func (r *deviceReplay) follow() {
+	mallocs, frees := r.a.DeviceCalls()
+	if mallocs != r.recMallocs || frees != r.recFrees {
+		r.parted = true
+	}
+	if !r.parted {
+		for _, s := range r.followSegs {
+			r.sim.PlanMalloc(s.Addr, s.Size)
+		}
+		r.following = true
+	}
+	r.recMallocs += int64(len(r.followSegs))
+	r.followSegs = r.followSegs[:0]
 }
 
 // afterOOM is called at each request (an alloc or an OOM). A program that
