@@ -639,7 +639,13 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
-			byMalloc = r.a.WouldRelease(req.Size, req.Stream, r.releasesSmall())
+			small := r.releasesSmall()
+			byMalloc = r.a.WouldRelease(req.Size, req.Stream, small)
+			if last := &r.reclaim[len(r.reclaim)-1]; !byMalloc && last.Seq+1 < req.Seq {
+				// A new segment came between: the request's pool, a
+				// private one perhaps, had no block for it.
+				byMalloc = r.a.WouldReleaseNew(req.Size, req.Stream, small)
+			}
 		} else {
 			last := &r.reclaim[len(r.reclaim)-1]
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq

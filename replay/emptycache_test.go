@@ -163,3 +163,40 @@ func TestEmptyCacheAfterOOM(t *testing.T) {
 		}
 	}
 }
+
+// A MemPool's request that finds no block in its pool runs garbage
+// collection on the default pools even where they hold a block that would
+// fit it: a run of releases followed by the request's new segment is the
+// malloc's, not an empty_cache() call, whatever the default pools hold.
+func TestGarbageCollectionForPrivatePool(t *testing.T) {
+	const s1, s2, p, mib = 0x7f0000000000, 0x7f1000000000, 0x7f2000000000, 1 << 20
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: s1, Size: 16 * mib},
+		{Kind: trace.KindAlloc, Addr: s1, Size: 16 * mib},
+		{Kind: trace.KindFreeRequested, Addr: s1, Size: 16 * mib},
+		{Kind: trace.KindFreeCompleted, Addr: s1, Size: 16 * mib},
+		{Kind: trace.KindSegmentAlloc, Addr: s2, Size: 40 * mib},
+		{Kind: trace.KindAlloc, Addr: s2, Size: 40 * mib},
+		// 56 MiB reserved, past the threshold: the MemPool's 12 MiB
+		// request, which s1 would fit in the default pools, has garbage
+		// collection release s1 first.
+		{Kind: trace.KindSegmentFree, Addr: s1, Size: 16 * mib},
+		{Kind: trace.KindSegmentAlloc, Addr: p, Size: 12 * mib},
+		{Kind: trace.KindAlloc, Addr: p, Size: 12 * mib, Pool: trace.PoolID{B: 1}},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
+	}
+	conf, err := allocator.ParseConf("garbage_collection_threshold:0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: conf, MemoryLimit: 100 << 20, Recorded: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res.Devices[0]; d.EmptyCaches != 0 || d.Stats.NumSyncAllStreams != 0 || d.NumMismatches != 0 {
+		t.Errorf("%d empty_cache calls, num_sync_all_streams %d, %d mismatches (%v); want 0, 0, 0",
+			d.EmptyCaches, d.Stats.NumSyncAllStreams, d.NumMismatches, d.Mismatches)
+	}
+}
