@@ -403,6 +403,18 @@ func (a *Allocator) WouldReclaim(size int64, stream uint64) bool {
 // a new segment is refused without any release, so that the malloc goes on
 // to release every cached segment.
 func (a *Allocator) WouldRelease(size int64, stream uint64, small bool) bool {
+	return a.wouldRelease(size, stream, small, false)
+}
+
+// WouldReleaseNew is WouldRelease for a request known to find no cached
+// block in its pool (the recording shows it made a new segment), whichever
+// pool that is: a private pool's request, which the caller may not have
+// routed yet, runs garbage collection on the default pools all the same.
+func (a *Allocator) WouldReleaseNew(size int64, stream uint64, small bool) bool {
+	return a.wouldRelease(size, stream, small, true)
+}
+
+func (a *Allocator) wouldRelease(size int64, stream uint64, small, noFit bool) bool {
 	if size <= 0 {
 		return false
 	}
@@ -412,7 +424,7 @@ func (a *Allocator) WouldRelease(size int64, stream uint64, small bool) bool {
 	r.allocSize = a.conf.allocationSize(r.size)
 	r.expActive = a.conf.ExpandableSegments
 	// Pending blocks whose events completed would be freed first.
-	if id := a.peekFreeBlock(&r); id != 0 {
+	if !noFit && a.peekFreeBlock(&r) != 0 {
 		return false
 	}
 	if !small && a.gcEnabled() && a.totalMem > int64(a.conf.GCThreshold*float64(a.limit)) {

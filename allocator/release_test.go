@@ -40,3 +40,72 @@ func TestWouldReleaseSmall(t *testing.T) {
 		t.Error("over the limit, a malloc releases every cached segment; WouldRelease says not")
 	}
 }
+
+// WouldEmpty says whether EmptyCache would leave a trace (a release, an
+// unmap, a completed free): checked against EmptyCache itself on random
+// states under plain and expandable segments.
+func TestWouldEmpty(t *testing.T) {
+	for _, cs := range []string{"", "expandable_segments:True"} {
+		conf, err := ParseConf(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen [2]int // states where EmptyCache would do nothing, something
+		for seed := range uint64(200) {
+			a, err := New(conf, NewSimDevice(1<<40))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := seed*0x9e3779b97f4a7c15 + 1
+			next := func(n uint64) uint64 {
+				rng ^= rng << 13
+				rng ^= rng >> 7
+				rng ^= rng << 17
+				return rng % n
+			}
+			var live []uint64
+			for range 1 + next(30) {
+				size := int64(1+next(4096)) << (9 + next(3)*4) // 512 B .. 2 GiB scale, mostly small
+				size = min(size, 96<<20)
+				addr, err := a.Malloc(size, next(2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				live = append(live, addr)
+				if len(live) > 0 && next(3) == 0 {
+					i := next(uint64(len(live)))
+					if next(4) == 0 {
+						if err := a.RecordStream(live[i], 7); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := a.Free(live[i]); err != nil {
+						t.Fatal(err)
+					}
+					live = append(live[:i], live[i+1:]...)
+				}
+			}
+			want := a.WouldEmpty()
+			before, pending := a.Stats(), len(a.pending)-a.pendDead
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			after := a.Stats()
+			got := pending > 0 || after.ReservedBytes[0].Current != before.ReservedBytes[0].Current
+			if got != want {
+				t.Fatalf("%q seed %d: WouldEmpty %v, but EmptyCache changed something: %v", cs, seed, want, got)
+			}
+			if a.WouldEmpty() {
+				t.Fatalf("%q seed %d: WouldEmpty right after EmptyCache", cs, seed)
+			}
+			if want {
+				seen[1]++
+			} else {
+				seen[0]++
+			}
+		}
+		if seen[0] == 0 || seen[1] == 0 {
+			t.Errorf("%q: the states tried do not cover both answers: %v", cs, seen)
+		}
+	}
+}

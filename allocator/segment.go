@@ -220,3 +220,51 @@ func (a *Allocator) EmptyCache() error { return a.releaseCached(PoolID{}) }
 
 // EmptyPoolCache is empty_cache for one private pool (the mempool variant).
 func (a *Allocator) EmptyPoolCache(id PoolID) error { return a.releaseCached(id) }
+
+// CountSync counts one synchronize_and_free_events in num_sync_all_streams
+// and does nothing else: what an EmptyCache does when WouldEmpty is false,
+// for a replay that learns of such a call only after later events changed
+// what it would release.
+func (a *Allocator) CountSync() { a.stats.NumSyncAllStreams++ }
+
+// DeviceCalls returns num_device_alloc and num_device_free: the segments
+// (or expandable mappings) made and released so far.
+func (a *Allocator) DeviceCalls() (mallocs, frees int64) {
+	return a.stats.NumDeviceAlloc, a.stats.NumDeviceFree
+}
+
+// WouldEmpty reports whether EmptyCache would do more than count in
+// num_sync_all_streams: complete a pending free, cudaFree a segment or
+// unmap a page. Such a call leaves events in a recording; one that does
+// none of these leaves nothing, which is how a replay that infers an
+// empty_cache() call no release shows checks that the recording allows it.
+func (a *Allocator) WouldEmpty() bool {
+	if len(a.pending) > a.pendDead {
+		return true
+	}
+	pools := []*blockPool{}
+	if len(a.captures) == 0 {
+		pools = append(pools, a.large, a.small)
+	}
+	for _, pid := range a.sortedFreeable(PoolID{}) {
+		pools = append(pools, a.freeable[pid].small, a.freeable[pid].large)
+	}
+	found := false
+	for _, p := range pools {
+		p.blocks.Ascend(func(k freeKey) bool {
+			b := &a.blocks[k.id]
+			if b.exp == 0 {
+				found = !b.isSplit()
+			} else {
+				e := a.expTab[b.exp]
+				off := int64(b.addr - e.base)
+				found = (off+e.page-1)/e.page < (off+b.size)/e.page
+			}
+			return !found
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}

@@ -87,6 +87,9 @@ func (d *SimDevice) avoid(addr uint64) {
 // ClearPlan forgets planned addresses that were not used.
 func (d *SimDevice) ClearPlan() { d.plan = d.plan[:0] }
 
+// Plans returns the number of planned addresses not used yet.
+func (d *SimDevice) Plans() int { return len(d.plan) }
+
 func (d *SimDevice) take(reserve bool, size int64) (uint64, bool) {
 	for i, p := range d.plan {
 		if p.reserve == reserve && (reserve || p.size == size) {

@@ -27,10 +27,10 @@ const maxPoolFlips = 64
 // the dump and the final releases. The annotation takes the flips, so that
 // every event is written once, with its pool. A recording the model
 // follows with no private pool met needs one pass, as before.
-func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
+func decidePools(conf allocator.Conf, infer inference, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
-	rows, end, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, nil)
-	if err != nil || !inferPools || !end.left && len(end.misplaced) == 0 || end.pools == 0 && len(private.segs) == 0 {
+	rows, end, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, nil)
+	if err != nil || !infer.pools || !end.left && len(end.misplaced) == 0 || end.pools == 0 && len(private.segs) == 0 {
 		// Followed, or left for another reason than a pool: no private
 		// pool was met (garbage collection under a limit the model does
 		// not know, say).
@@ -67,7 +67,7 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 				try = map[replay.AllocKey]bool{}
 			}
 			try[key] = true
-			r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+			r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
 			if err != nil {
 				return false, err
 			}
@@ -114,7 +114,7 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 			try = map[replay.AllocKey]bool{}
 		}
 		try[key] = true
-		r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -142,7 +142,7 @@ func decidePools(conf allocator.Conf, inferPools bool, limit, total int64, initi
 		for _, k := range keys {
 			try[k] = true
 		}
-		r, e, err := findEmptyCaches(conf, inferPools, limit, total, initial, d, lastRelease, private, try)
+		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -51,21 +51,21 @@ func TestDecidePools_memPoolFirst(t *testing.T) {
 	evs := memPoolFirst()
 	dev := &torchsnap.Device{Events: evs}
 	last := int64(len(evs) - 1)
-	_, end, err := findEmptyCaches(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev), nil)
+	_, end, err := findEmptyCaches(allocator.DefaultConf(), inference{pools: true}, 0, 0, nil, dev, last, privateSegments(dev), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !end.left || end.ev.Seq != 10 {
 		t.Fatalf("without flips the model leaves at %+v, want the reuse of a (seq 10)", end)
 	}
-	_, flips, err := decidePools(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev))
+	_, flips, err := decidePools(allocator.DefaultConf(), inference{pools: true}, 0, 0, nil, dev, last, privateSegments(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (replay.AllocKey{TimeUs: 101, Addr: 0x10000000}); len(flips) != 1 || !flips[want] {
 		t.Fatalf("flips %v, want a's alloc %v", flips, want)
 	}
-	if _, end, err = findEmptyCaches(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev), flips); err != nil || end.left {
+	if _, end, err = findEmptyCaches(allocator.DefaultConf(), inference{pools: true}, 0, 0, nil, dev, last, privateSegments(dev), flips); err != nil || end.left {
 		t.Errorf("with the flips the model leaves at %+v (%v)", end, err)
 	}
 }
@@ -85,10 +85,10 @@ func TestDecidePools_noPool(t *testing.T) {
 	}
 	dev := &torchsnap.Device{Events: evs}
 	last := int64(len(evs) - 1)
-	if _, end, err := findEmptyCaches(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev), nil); err != nil || !end.left || end.pools != 0 {
+	if _, end, err := findEmptyCaches(allocator.DefaultConf(), inference{pools: true}, 0, 0, nil, dev, last, privateSegments(dev), nil); err != nil || !end.left || end.pools != 0 {
 		t.Fatalf("the model leaves at %+v (%v), want it to leave with no pool met", end, err)
 	}
-	_, flips, err := decidePools(allocator.DefaultConf(), true, 0, 0, nil, dev, last, privateSegments(dev))
+	_, flips, err := decidePools(allocator.DefaultConf(), inference{pools: true}, 0, 0, nil, dev, last, privateSegments(dev))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,11 @@ type ImportOptions struct {
 	// tracer.x.* annotations (tracer record -- python records the command).
 	Source string
 	Extra  map[string]string
+	// EmptyCacheAfterOOM says the program empties the cache when it
+	// catches an OOM (replay.Options.EmptyCacheAfterOOM): the import then
+	// writes those calls as rows too, and notes it in the trace for replays
+	// that infer the calls again (tracer replay --limit).
+	EmptyCacheAfterOOM bool
 }
 
 // ImportResult describes one imported snapshot.
@@ -345,7 +350,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	// The program's empty_cache() calls, decided on the model before
 	// anything is written: they are rows of the trace, whose length the
-	// writer is told first. Only a device that released memory has any.
+	// writer is told first. Only a device that released memory, or met an
+	// OOM that the program is said to follow with one, has any.
 	// Under the recording's own settings (the snapshot has its
 	// allocator_settings) the model also infers the private pool of each
 	// allocation (replay.Options.InferPools), here and in the annotation.
@@ -353,8 +359,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	rows := make([][]trace.Event, len(snap.Devices))
 	flips := make([]map[replay.AllocKey]bool, len(snap.Devices))
 	for i, d := range snap.Devices {
-		if recorded[i].released {
-			if rows[i], flips[i], err = decidePools(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, recorded[i].lastRelease, privateSegments(d)); err != nil {
+		if sc := recorded[i]; sc.released || sc.ooms && opts.EmptyCacheAfterOOM {
+			if rows[i], flips[i], err = decidePools(conf, inference{pools: inferPools, oomEmpties: opts.EmptyCacheAfterOOM}, meta.MemoryLimit, annotationTotal(meta, initial[i], sc), initial[i], d, max(sc.lastRelease, sc.lastOOM), privateSegments(d)); err != nil {
 				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
 		}
@@ -537,6 +543,9 @@ func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.M
 			meta.Extra[trace.ExtraRank] = strconv.Itoa(r)
 		}
 	}
+	if opts.EmptyCacheAfterOOM {
+		meta.Extra[trace.ExtraEmptyCacheAfterOOM] = "given: the program empties the cache when it catches an OOM"
+	}
 	return meta
 }
 
@@ -602,8 +611,8 @@ type reservedScan struct {
 	grew, ooms bool  // there was a segment_alloc or segment_map; an oom
 	released   bool  // there was a segment_free or segment_unmap
 	// lastRelease is the index of the last of them among the events
-	// scanned (n so far).
-	lastRelease, n int64
+	// scanned (n so far), lastOOM that of the last oom.
+	lastRelease, lastOOM, n int64
 }
 
 func scanReserved(evs []trace.Event) reservedScan {
@@ -626,7 +635,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 			s.end -= evs[j].Size
 			s.released, s.lastRelease = true, s.n+int64(j)
 		case trace.KindOOM:
-			s.ooms = true
+			s.ooms, s.lastOOM = true, s.n+int64(j)
 		}
 	}
 	s.n += int64(len(evs))

@@ -26,21 +26,24 @@ import (
 // settings makes the requests the program made, rather than inferring them
 // again from releases that the new settings would not repeat.
 //
-// inferPools has the replay infer private pools as the annotation does
+// inference says what else the replay infers. pools has it infer private
+// pools as the annotation does
 // (annotateBlockSizes): a run of releases that frees a pool's segments
 // releases that pool first, without which the model would keep the
 // segments the recording gave back and decide the later runs on a state
 // the recording did not have. The inference writes into the events, so the
 // chunks are then copies, never views of the snapshot's events. flips are
 // replay.Options.PoolFlips; end says where the model left the recording,
-// if it did, and how many pools it invented (none without inferPools).
-func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
+// if it did, and how many pools it invented (none without pools).
+// oomEmpties is replay.Options.EmptyCacheAfterOOM.
+func findEmptyCaches(conf allocator.Conf, infer inference, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools, flips map[replay.AllocKey]bool) ([]trace.Event, passEnd, error) {
 	var rows []trace.Event
 	var end passEnd
+	inferPools := infer.pools
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, PoolFlips: flips, LeftAt: func(_ *trace.Event, addr uint64) {
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, LeftAt: func(_ *trace.Event, addr uint64) {
 			end.addr = addr
 		}, Left: func(ev *trace.Event) {
 			end.left, end.ev = true, *ev
@@ -62,6 +65,12 @@ func findEmptyCaches(conf allocator.Conf, inferPools bool, limit, total int64, i
 	}
 	return rows, end, err
 }
+
+// inference is what findEmptyCaches infers besides the empty_cache() calls
+// that released memory: the private pools (the recording's own settings
+// are known), and the calls that followed OOMs (the user says the program
+// makes them: ImportOptions.EmptyCacheAfterOOM).
+type inference struct{ pools, oomEmpties bool }
 
 // misplaced returns, for each segment d's dump says is the default pools',
 // the private pool of the model's final segments segs that holds it, if

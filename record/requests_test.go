@@ -95,7 +95,7 @@ func TestFindEmptyCaches_privatePool(t *testing.T) {
 		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
 	}
 	dev := &torchsnap.Device{Events: evs}
-	rows, _, err := findEmptyCaches(allocator.DefaultConf(), true, 60*mib, 0, nil, dev, 8, privateSegments(dev), nil)
+	rows, _, err := findEmptyCaches(allocator.DefaultConf(), inference{pools: true}, 60*mib, 0, nil, dev, 8, privateSegments(dev), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,18 @@ type deviceReplay struct {
 	// rows not yet performed instead (they are, at the next request), each
 	// followed by the recorded releases after it.
 	reclaim []trace.Event
+	// Under settings other than the recording's (see follow): the
+	// recorded segments made for the request being replayed, the
+	// recorded cudaMalloc and cudaFree calls before it, whether the
+	// replay's calls have parted from the recording's, and whether
+	// follow planned addresses for the request.
+	followSegs           []allocator.SegmentInfo
+	recMallocs, recFrees int64
+	parted, following    bool
+	// quietOOM is the recorded OOM after which the model would have
+	// released nothing, while no release or request has followed it
+	// (Kind KindInvalid: none); see afterOOM.
+	quietOOM trace.Event
 
 	// expect holds recorded events the allocator has yet to emit (Recorded mode).
 	expect     []expected
@@ -290,10 +302,11 @@ func (r *deviceReplay) keepHeld() {
 }
 
 // plain reports whether step would replay ev without its rare cases: ev is
-// not reconstructed, the restore is behind, and no recorded segment release
-// awaits attribution.
+// not reconstructed, the restore is behind, no recorded segment release
+// awaits attribution, and no OOM an empty_cache() may have followed
+// (afterOOM).
 func (r *deviceReplay) plain(ev *trace.Event) bool {
-	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0
+	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && r.quietOOM.Kind == trace.KindInvalid
 }
 
 // completes reports whether next is the free_completed of the
@@ -308,6 +321,9 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 	r.res.Events++
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)
+	if len(r.followSegs) > 0 {
+		r.follow()
+	}
 	addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
 	r.clearPlan()
 	if err != nil {
@@ -389,6 +405,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	case trace.KindSegmentAlloc:
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanMalloc(ev.Addr, ev.Size)
+		} else if !r.parted && r.sim != nil {
+			r.followSegs = append(r.followSegs, allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size})
 		}
 		if r.annotate && r.opts.InferPools {
 			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size}
@@ -402,11 +420,14 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if r.opts.Recorded && r.sim != nil {
 			r.sim.PlanReserve(ev.Addr)
 		}
+		r.parted = true // expandable segments: reservations are not followed
 		if r.annotate && r.opts.InferPools && r.pools.fresh.Size == 0 {
 			r.pools.fresh = allocator.SegmentInfo{Addr: ev.Addr, Size: ev.Size, Expandable: true}
 		}
 		r.expectEv(ev)
 	case trace.KindSegmentFree, trace.KindSegmentUnmap:
+		r.quietOOM.Kind = trace.KindInvalid
+		r.recFrees++
 		r.segmentFreed(ev)
 		if !r.rows || len(r.reclaim) > 0 {
 			// With rows, only the releases after a row: they tell
@@ -426,6 +447,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
 		calls := r.res.EmptyCaches
+		r.afterOOM()
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -436,6 +458,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
 				return false, err
 			}
+		}
+		if len(r.followSegs) > 0 {
+			r.follow()
 		}
 		addr, h, err := a.MallocHandle(ev.Size, ev.Stream)
 		if private {
@@ -510,10 +535,14 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.addrs.Delete(ev.Addr)
 		return false, a.CompleteFreeHandle(b.addr, b.h)
 	case trace.KindOOM:
+		r.afterOOM()
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
 		r.expectEv(ev)
+		if len(r.followSegs) > 0 {
+			r.follow()
+		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
 		r.clearPlan()
 		if err != nil {
@@ -521,6 +550,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 				return false, err
 			}
 			r.oom(ev, true)
+			if r.opts.EmptyCacheAfterOOM && r.opts.Recorded && !r.rows && !r.a.WouldEmpty() {
+				r.quietOOM = *ev
+			}
 			return false, nil
 		}
 		r.res.AvoidedOOMs++
@@ -537,6 +569,10 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 
 func (r *deviceReplay) clearPlan() {
 	if r.sim != nil {
+		if r.following && r.sim.Plans() > 0 {
+			r.parted = true // the replay did not make a segment the recording made
+		}
+		r.following = false
 		r.sim.ClearPlan()
 	}
 }
@@ -603,7 +639,13 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 	byMalloc := false
 	if req != nil {
 		if r.opts.Recorded {
-			byMalloc = r.a.WouldRelease(req.Size, req.Stream, r.releasesSmall())
+			small := r.releasesSmall()
+			byMalloc = r.a.WouldRelease(req.Size, req.Stream, small)
+			if last := &r.reclaim[len(r.reclaim)-1]; !byMalloc && last.Seq+1 < req.Seq {
+				// A new segment came between: the request's pool, a
+				// private one perhaps, had no block for it.
+				byMalloc = r.a.WouldReleaseNew(req.Size, req.Stream, small)
+			}
 		} else {
 			last := &r.reclaim[len(r.reclaim)-1]
 			byMalloc = req.Kind == trace.KindOOM || last.Seq+1 < req.Seq
@@ -624,6 +666,69 @@ func (r *deviceReplay) settle(req *trace.Event) error {
 	err := r.emptyCache(&first, released, r.reclaim)
 	r.reclaim = r.reclaim[:0]
 	return err
+}
+
+// follow plans, under settings other than the recording's, the recorded
+// addresses of the segments the recording made for the request about to
+// be replayed, while the replay has made the same cudaMalloc and cudaFree
+// calls as the recording so far: the driver, given the same calls by the
+// same program, hands out the same addresses (allocator/ADDRESSES.md), and
+// where equal free blocks tie, the lower address wins. Once the calls part
+// (a segment the replay did not need or made on its own, a release the
+// other did not make, expandable segments), the replay invents addresses,
+// above the recorded ones.
+func (r *deviceReplay) follow() {
+	mallocs, frees := r.a.DeviceCalls()
+	if mallocs != r.recMallocs || frees != r.recFrees {
+		r.parted = true
+	}
+	if !r.parted {
+		for _, s := range r.followSegs {
+			r.sim.PlanMalloc(s.Addr, s.Size)
+		}
+		r.following = true
+	}
+	r.recMallocs += int64(len(r.followSegs))
+	r.followSegs = r.followSegs[:0]
+}
+
+// afterOOM is called at each request (an alloc or an OOM). A program that
+// catches an OOM and goes on (a smaller batch, a skipped sample) may empty
+// the cache in its handler, as the OOM message advises, while the
+// exception still holds the failed step's tensors: right after the OOM.
+// The call leaves no event when the OOM's own flush left nothing to
+// release, but PyTorch counts its synchronize (num_sync_all_streams), and
+// under other settings it may release what the recording's did not. A
+// recording cannot tell such a program from one that does not empty the
+// cache (testdata/snapshots' oom workload), so the user says which
+// (Options.EmptyCacheAfterOOM). Inferring the calls from a recording
+// (Recorded, no rows), a replay then takes a program that makes a request
+// after an OOM to have made that call right after it, where the recording
+// allows it: the model said the call would release nothing and complete
+// no free then (quietOOM), and no release came before this request (one
+// is a call the inference finds itself, or a malloc's, which no call of
+// the program's came before). An observer gets the row here, after the
+// frees that came between.
+func (r *deviceReplay) afterOOM() {
+	oom := r.quietOOM
+	if oom.Kind != trace.KindOOM {
+		return
+	}
+	r.quietOOM.Kind = trace.KindInvalid
+	// Nothing the call would have touched has changed since: it was a
+	// synchronize that waited for nothing.
+	r.a.CountSync()
+	r.res.EmptyCaches++
+	at := trace.Event{Seq: oom.Seq + 1, TimeUs: oom.TimeUs, Device: r.device, Kind: trace.KindEmptyCache, Stack: oom.Stack}
+	if r.opts.EmptyCacheFound != nil {
+		r.opts.EmptyCacheFound(&at, 0)
+	}
+	if r.obs != nil {
+		r.out = at
+		r.out.Seq = r.outSeq
+		r.outSeq++
+		r.obs.Event(&r.out)
+	}
 }
 
 // emptyCache performs a torch.cuda.empty_cache() call, stated by the row

@@ -152,6 +152,14 @@ type Options struct {
 	// take the releases of garbage collection or of a retry under that
 	// limit for empty_cache() calls.
 	InferEmptyCaches bool
+	// EmptyCacheAfterOOM says the program empties the cache when it
+	// catches an OOM, which a recording cannot show where the OOM's own
+	// flush left nothing to release: inferring the calls (Recorded, no
+	// rows), the replay then takes one to follow each recorded OOM after
+	// which the program made another request, where the recording allows
+	// it (see afterOOM). A trace says so in its Extra
+	// (trace.ExtraEmptyCacheAfterOOM).
+	EmptyCacheAfterOOM bool
 	// EmptyCacheFound, if set, receives each run of recorded releases the
 	// replay attributes to an empty_cache() call it infers: the run's first
 	// event, and the bytes the run released (tracer import writes a

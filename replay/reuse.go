@@ -80,6 +80,7 @@ func (r *deviceReplay) recycle() {
 		restoreSegs: r.restoreSegs[:0],
 		restoreEvs:  r.restoreEvs[:0],
 		reclaim:     r.reclaim[:0],
+		followSegs:  r.followSegs[:0],
 		expect:      r.expect[:0],
 		pools:       poolRoute{seen: r.pools.seen, last: r.pools.last, segs: r.pools.segs[:0]},
 		private:     r.private[:0],

@@ -186,7 +186,11 @@ reproduces the recording), and writes one empty_cache row per call, before
 the releases it caused, with their first one's time and stack; it sets
 tracer.empty_cache, and tracer.x.empty_cache says the rows are inferred. A replay, under any settings, then performs EmptyCache
 at those rows: a changed setting does not change what the program asked for.
-A call that released nothing left no event and has no row. In a trace
+A call that released nothing left no event and has no row, unless the
+user said the program empties the cache when it catches an OOM (tracer
+import --oom-empties-cache, noted as tracer.x.empty_cache_after_oom): then
+a row of size 0 follows each OOM after which the program went on, where the
+model says the call would have released nothing. In a trace
 without tracer.empty_cache (older imports, other producers) a replay infers
 the calls from the releases as it goes, which under other settings is a
 guess. A replayed trace (tracer replay -o) has a row for every call its

@@ -35,6 +35,12 @@ const (
 // writes it from the snapshot's file name or --rank.
 const ExtraRank = "rank"
 
+// ExtraEmptyCacheAfterOOM, a Meta.Extra key (tracer.x.empty_cache_after_oom),
+// says the program empties the cache when it catches an OOM, which a
+// recording cannot show (tracer import --oom-empties-cache): a replay that
+// infers the calls from the releases infers those too.
+const ExtraEmptyCacheAfterOOM = "empty_cache_after_oom"
+
 // writeVersion is the version writers stamp; tests change it to fake files
 // from a future tracer.
 var writeVersion = Current

@@ -23,6 +23,9 @@ type importOptions struct {
 	Stdout   io.Writer
 	Stderr   io.Writer
 	Progress bool
+	// OOMEmpties: the program calls torch.cuda.empty_cache() when it
+	// catches an OOM (record.ImportOptions.EmptyCacheAfterOOM).
+	OOMEmpties bool
 }
 
 func newImportCmd(runF func(context.Context, *importOptions) error) *cobra.Command {
@@ -52,7 +55,11 @@ stores each as an "empty_cache" event before the releases it caused: a replay
 under other settings then makes the calls the program made. Snapshots do not
 store the per-process memory limit either: give it with --fraction and
 --total-memory, or later to tracer replay --limit, which checks it against the
-recording.
+recording. A call that released nothing leaves no trace at all: such is the
+empty_cache() with which a program that catches an OOM often goes on, right
+after the OOM's own flush. Say the program does so with --oom-empties-cache:
+import then adds the call after every OOM the program survived, where the
+recording allows it.
 
 Several files (one per rank) import in parallel; a directory stands for every
 snapshot in it (recognised by content: other files are skipped), and -o is
@@ -77,7 +84,9 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
   tracer import rank*.pickle -o traces/          # one trace per rank
   tracer import snapshots/ -o traces/            # every snapshot in the folder
   tracer import mem.pickle --rank 3              # a rank the file name does not say
-  tracer import oom.pickle --fraction 0.03 --total-memory 85017493504`,
+  tracer import oom.pickle --fraction 0.03 --total-memory 85017493504
+  # a loop that catches torch.OutOfMemoryError, empties the cache, retries smaller
+  tracer import retry.pickle --fraction 0.03 --total-memory 80GiB --oom-empties-cache`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Inputs, opts.Stdout, opts.Stderr = args, cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -102,6 +111,7 @@ snapshot imports in about 14 MiB. Snapshots over 64 MB are decoded in memory on
 	cmd.Flags().StringVar(&opts.Device, "device-name", "", "the GPU's name, for the record")
 	cmd.Flags().IntVar(&opts.Rank, "rank", 0, "the snapshot's distributed rank, when its file name does not say (rank3, _3.pickle)")
 	cmd.Flags().BoolVar(&opts.Progress, "progress", isTerminal(os.Stderr), "print a line per imported file on stderr")
+	cmd.Flags().BoolVar(&opts.OOMEmpties, "oom-empties-cache", false, "the program calls torch.cuda.empty_cache() when it catches an OOM (snapshots do not show a call that released nothing)")
 	return cmd
 }
 
@@ -117,7 +127,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 		return usagef("--fraction needs --total-memory (the limit is fraction × total)")
 	}
 	ro := record.ImportOptions{Out: opts.Out, MemoryFraction: opts.Fraction, DeviceTotal: total, DeviceName: opts.Device,
-		Rank: analysis.RankOf}
+		Rank: analysis.RankOf, EmptyCacheAfterOOM: opts.OOMEmpties}
 	if opts.Rank != analysis.NoRank {
 		ro.Rank = func(string) (int, bool) { return opts.Rank, true }
 	}

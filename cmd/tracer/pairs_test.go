@@ -89,6 +89,9 @@ func loadPairRuns(t *testing.T) map[string][]*pairRun {
 		if r.fraction != "" {
 			args = append(args, "--fraction", r.fraction, "--total-memory", strconv.FormatInt(r.total, 10))
 		}
+		if oomEmpties[program] {
+			args = append(args, "--oom-empties-cache")
+		}
 		if code, _, stderr := tracer(t, args...); code != 0 {
 			t.Fatalf("import %s: exit %d: %s", name, code, stderr)
 		}
@@ -101,6 +104,12 @@ func loadPairRuns(t *testing.T) map[string][]*pairRun {
 	}
 	return byProgram
 }
+
+// oomEmpties names the programs of programs.py that call
+// torch.cuda.empty_cache() when they catch an OOM, which their snapshots
+// cannot show when the call releases nothing: their user would say so
+// (tracer import --oom-empties-cache), as with the limit.
+var oomEmpties = map[string]bool{"oom_retry": true}
 
 // settingOrder orders the settings as testdata/pairs/settings.txt lists them.
 func settingOrder(tag string) int {
@@ -354,8 +363,9 @@ func withAddresses(t *testing.T, a, b *pairRun, skip func(key string) bool) (sta
 
 // pairCell replays a under b's settings as a user would (tracer replay
 // --conf --limit) and names the memory_stats() keys, of those the replay
-// and PyTorch both report, on which it differs from b's run.
-func pairCell(t *testing.T, a, b *pairRun) (cell string, differ []string) {
+// and PyTorch both report, on which it differs from b's run: the cell's
+// text, and the keys themselves (nil where the replay gave no figures).
+func pairCell(t *testing.T, a, b *pairRun) (string, []string) {
 	args := []string{"replay", a.trace, "--json", "--from-defaults", "--conf", b.conf}
 	switch {
 	case b.limit > 0:
@@ -378,6 +388,7 @@ func pairCell(t *testing.T, a, b *pairRun) (cell string, differ []string) {
 		t.Fatalf("replay %s under %s: %v", a.tag, b.tag, err)
 	}
 	replayed := out.Devices[strconv.Itoa(int(a.device))].Replayed
+	var differ []string
 	for k, want := range b.stats {
 		if got, ok := replayed[k]; ok && got != want {
 			differ = append(differ, k)
@@ -387,7 +398,7 @@ func pairCell(t *testing.T, a, b *pairRun) (cell string, differ []string) {
 		return "no stats", nil
 	}
 	if len(differ) == 0 {
-		return "exact", nil
+		return "exact", []string{}
 	}
 	slices.Sort(differ)
 	noun := "keys"
@@ -412,6 +423,26 @@ func pairsSummary(exact, cells, withAddrs, orderOnly, oomMet int) string {
 		"%d more, whose program freed tensors in another order, exact (given the real addresses where needed) on every key "+
 		"but the inactive_split counts that follow that order; in %d more, whose run died of an OOM, the replay meets that "+
 		"OOM at the same allocation.\n", exact, cells, withAddrs, orderOnly, oomMet)
+}
+
+// headlineKeys are the memory_stats() figures a user of a what-if replay
+// asks about first: the matrix says, for each, on how many pairs it is
+// right without the real run's addresses.
+var headlineKeys = []string{
+	"reserved_bytes.all.peak", "allocated_bytes.all.peak", "active_bytes.all.peak",
+	"inactive_split_bytes.all.peak", "segment.all.peak", "num_device_alloc", "num_device_free",
+	"num_alloc_retries", "num_ooms", "num_sync_all_streams",
+}
+
+// rightKeys returns the headline keys not among differ.
+func rightKeys(differ []string) []string {
+	var out []string
+	for _, k := range headlineKeys {
+		if !slices.Contains(differ, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // summarizeKeys names differing keys by family (allocated_bytes, segment, ...)
@@ -453,6 +484,10 @@ func TestPairs(t *testing.T) {
 	settings := []string{"default", "expandable", "split64", "pow2div4", "pow2list", "gc60", "retry", "expsplit", "lseg30"}
 	fromDefaults.WriteString("| program | " + strings.Join(settings, " | ") + " |\n|---" + strings.Repeat("|---", len(settings)) + "|\n")
 	exact, withAddrs, orderOnly, oomMet, cells := 0, 0, 0, 0, 0
+	// Of the pairs whose two runs made the same requests: how many, and
+	// on how many each headline key is right (of them all, and of those
+	// exact with the real addresses).
+	same, right, rightAddrs := 0, map[string]int{}, map[string]int{}
 	for _, p := range programs {
 		runs := byProgram[p]
 		short := map[string]string{}
@@ -460,6 +495,12 @@ func TestPairs(t *testing.T) {
 			for _, bb := range runs {
 				cell, differ := pairCell(t, a, bb)
 				brief := ""
+				if sameRequests(a.requests, bb.requests) && differ != nil {
+					same++
+					for _, k := range rightKeys(differ) {
+						right[k]++
+					}
+				}
 				switch {
 				case bb.err != "" && a.err == "" && oomProblem(t, a, bb) == "":
 					// The run died of an OOM; its requests are a prefix.
@@ -491,7 +532,11 @@ func TestPairs(t *testing.T) {
 						brief = "exact"
 					case stats && layout:
 						withAddrs++
-						cell += " (exact with the real run's addresses)"
+						ok := rightKeys(differ)
+						for _, k := range ok {
+							rightAddrs[k]++
+						}
+						cell += " (exact with the real run's addresses; right without them: " + strings.Join(ok, ", ") + ")"
 						brief = "addresses"
 					default:
 						brief = strings.SplitN(cell, ":", 2)[0]
@@ -527,13 +572,25 @@ func TestPairs(t *testing.T) {
 	b.WriteString("\"exact but free order\": every key but the inactive_split counts, which follow that order (two real runs under\n")
 	b.WriteString("one setting differ in them too), and \"addresses, free order\" the same given the real addresses; \"OOM met\": the\n")
 	b.WriteString("run died of an uncaught OOM and the replay meets it at the same allocation, for the same bytes; –: no such run.\n\n")
-	b.WriteString(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet) + "\n")
+	b.WriteString(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet))
+	summary := fmt.Sprintf("Of the %d pairs whose runs made the same requests, %d are exact on every key and %d on the peak reserved bytes.\n\n",
+		same, exact, right["reserved_bytes.all.peak"])
+	b.WriteString(summary)
+	b.WriteString("## Which predictions need the addresses\n\n")
+	b.WriteString("Each headline key: the pairs (of those whose runs made the same requests) on which the replay, without the\n")
+	b.WriteString("real run's addresses, gets it right; and of the pairs that are exact only with the real addresses, those on\n")
+	b.WriteString("which it is right without them, i.e. does not depend on where the driver put the segments.\n\n")
+	fmt.Fprintf(&b, "| key | right, of %d pairs | right without addresses, of the %d \"addresses\" pairs |\n|---|---|---|\n", same, withAddrs)
+	for _, k := range headlineKeys {
+		fmt.Fprintf(&b, "| %s | %d | %d |\n", k, right[k], rightAddrs[k])
+	}
+	b.WriteString("\n")
 	b.WriteString("## The run under defaults, replayed under each setting\n\n")
 	b.WriteString(fromDefaults.String())
 	b.WriteString("\n## Every pair\n\n")
 	b.WriteString(all.String())
 	t.Log(pairsSummary(exact, cells, withAddrs, orderOnly, oomMet))
-	syncReadme(t, pairsSummary(exact, cells, withAddrs, orderOnly, oomMet)+"\n"+fromDefaults.String())
+	syncReadme(t, pairsSummary(exact, cells, withAddrs, orderOnly, oomMet)+summary+fromDefaults.String())
 	path := filepath.Join(pairsDir, "matrix.md")
 	if *updatePairs {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -609,6 +666,9 @@ func TestPairsLimitAtReplay(t *testing.T) {
 			args := []string{"import", pickle, "-o", out}
 			if given == "import" {
 				args = append(args, "--fraction", r.fraction, "--total-memory", strconv.FormatInt(r.total, 10))
+			}
+			if program, _, _ := strings.Cut(name, "__"); oomEmpties[program] {
+				args = append(args, "--oom-empties-cache")
 			}
 			if code, _, stderr := tracer(t, args...); code != 0 {
 				t.Fatalf("import %s: exit %d: %s", name, code, stderr)

@@ -356,8 +356,9 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		NewDevice:   opt.NewDevice,
 		// The trace's empty_cache rows, when it says it has them, are the
 		// program's calls; otherwise the replay infers them.
-		EmptyCacheRows:   in.Meta.EmptyCacheRows,
-		InferEmptyCaches: s.InferEmptyCaches,
+		EmptyCacheRows:     in.Meta.EmptyCacheRows,
+		InferEmptyCaches:   s.InferEmptyCaches,
+		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
 	}, behind)
 	behind.close()
 	src.close()
