@@ -122,7 +122,7 @@ func (t *Trace) moment(id int, i int64, maxBlocks int) *Moment {
 		minDrawn = all[maxBlocks-1].Size
 	}
 	for _, g := range st.Segments {
-		sv := SegmentView{Addr: fmt.Sprintf("%#x", g.Addr), SizeBytes: int64(g.Size), Stream: g.Stream,
+		sv := SegmentView{Addr: fmtAddr(g.Addr), SizeBytes: int64(g.Size), Stream: g.Stream,
 			Expandable: g.Expandable, Allocated: int64(g.Allocated), PendingFree: int64(g.PendingFree),
 			SplitFree: int64(g.SplitFree), Free: int64(g.Free), Blocks: []BlockRect{}}
 		for _, b := range g.Live {
@@ -145,7 +145,7 @@ func (t *Trace) moment(id int, i int64, maxBlocks int) *Moment {
 }
 
 func (t *Trace) blockView(b *analysis.BlockState) BlockView {
-	v := BlockView{Addr: fmt.Sprintf("%#x", b.Addr), Size: int64(b.Size), Requested: int64(b.Requested),
+	v := BlockView{Addr: fmtAddr(b.Addr), Size: int64(b.Size), Requested: int64(b.Requested),
 		Pending: b.Pending, Stack: b.Stack, AllocEv: b.AllocEvent, Lifetime: -1}
 	v.Site = analysis.SiteLabel(b.Stack, t.stack(b.Stack))
 	if b.AllocEvent >= 0 && b.AllocEvent < t.Events() {
@@ -156,6 +156,8 @@ func (t *Trace) blockView(b *analysis.BlockState) BlockView {
 	}
 	return v
 }
+
+func fmtAddr(a uint64) string { return fmt.Sprintf("%#x", a) }
 
 // stackLines renders a stack one frame a line, innermost first.
 func stackLines(st trace.Stack) []string {

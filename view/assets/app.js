@@ -153,10 +153,12 @@ function load() {
   const seq = ++state.seq;
   const cols = Math.max(1, Math.floor(plotWidth()));
   const x0 = Math.floor(state.x0), x1 = Math.ceil(state.x1);
+  canvas.dataset.busy = '1'; // until the latest range is drawn
   Promise.all(state.info.traces.map((t) => api.columns(t.id, x0, x1, cols))).then((cs) => {
     if (seq !== state.seq) return; // a newer range was asked for
     state.cols = cs;
     draw();
+    canvas.dataset.busy = '0';
   }).catch(showError);
   document.getElementById('range').textContent = `showing ${fmtX(state.x0)} to ${fmtX(state.x1)} (${fmtSpan(state.x1 - state.x0)})`;
 }
@@ -352,14 +354,20 @@ function readout(p) {
   el.textContent = `${fmtX(xAt(p))} · ${ev} · ` + SERIES.map((s, k) => `${s} ${fmtBytes(c.max_bytes[k][j])}`).join(' · ');
 }
 
-// clickAt selects the moment under pixel p: the column's event, or, for a
-// column of many events, the one where its allocated bytes peaked.
+// clickAt selects the moment under pixel p: of the columns (or events)
+// drawn in that pixel, the one where allocated bytes peaked, so that a click
+// on a peak gets the peak however far out the view is zoomed.
 function clickAt(p) {
   const i = state.momentTrace;
-  const j = column(i, p);
-  if (j < 0) return;
   const c = state.cols[i];
-  selectEvent(c.first_event[j] === c.last_event[j] ? c.first_event[j] : c.max_event[0][j], false);
+  let j = column(i, p - 0.5);
+  if (j < 0) return;
+  let best = j;
+  const end = xAt(p + 0.5);
+  for (; j < c.x_start.length && c.x_start[j] <= end; j++) {
+    if (c.max_bytes[0][j] > c.max_bytes[0][best]) best = j;
+  }
+  selectEvent(c.max_event[0][best], false);
 }
 
 function selectEvent(ev, center) {
