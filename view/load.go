@@ -66,13 +66,11 @@ func Load(ctx context.Context, opt Options) (*View, error) {
 	}
 	v.TimeAxis = opt.Time
 	for _, t := range v.Traces {
-		v.TimeAxis = v.TimeAxis && t.hasTime
+		v.TimeAxis = v.TimeAxis && t.timed
 	}
 	for _, t := range v.Traces {
-		t.hasTime = v.TimeAxis // x is the event index for all when one lacks time
-		if err := build(ctx, t); err != nil {
-			return nil, err
-		}
+		t.hasTime = v.TimeAxis
+		t.placeMarks()
 	}
 	return v, nil
 }
@@ -84,33 +82,8 @@ func shortName(in *pipeline.Input) string {
 	return filepath.Base(in.Path)
 }
 
-// collector keeps the events of one device: the first event's.
-type collector struct {
-	t       *Trace
-	started bool
-	skipped int64
-}
-
-func (c *collector) add(ev *trace.Event) {
-	if !c.started {
-		c.started, c.t.Device = true, ev.Device
-	}
-	if ev.Device != c.t.Device {
-		c.skipped++
-		return
-	}
-	if ev.TimeUs != 0 && !c.t.hasTime {
-		c.t.hasTime, c.t.t0 = true, ev.TimeUs
-	}
-	c.t.evs = append(c.t.evs, event{addr: ev.Addr, stream: ev.Stream, size: ev.Size, bsize: ev.BlockSize,
-		timeUs: ev.TimeUs, stack: ev.Stack, kind: ev.Kind, flags: ev.Flags})
-}
-
-func (c *collector) warn(warn func(string)) {
-	if c.skipped > 0 && warn != nil {
-		warn(fmt.Sprintf("%s: viewing device %d; %d events of other devices left out", c.t.Name, c.t.Device, c.skipped))
-	}
-}
+// batchEvents is how many events the decoding goroutine hands on at once.
+const batchEvents = 1024
 
 func loadRecorded(ctx context.Context, in *pipeline.Input, warn func(string)) (*Trace, error) {
 	rd, err := in.Reader()
@@ -118,15 +91,50 @@ func loadRecorded(ctx context.Context, in *pipeline.Input, warn func(string)) (*
 		return nil, err
 	}
 	defer rd.Close()
-	c := &collector{t: &Trace{Name: shortName(in), Label: "recorded"}}
-	for i := 0; rd.Next(); i++ {
-		if i%(1<<16) == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	t := &Trace{Name: shortName(in), Label: "recorded"}
+	b := newBuilder(t)
+	// Decoding runs on its own goroutine, in batches, beside the index.
+	full, free := make(chan []trace.Event, 4), make(chan []trace.Event, 6)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(full)
+		batch := make([]trace.Event, 0, batchEvents)
+		for rd.Next() {
+			if ev := rd.Event(); ev.Kind.Valid() {
+				batch = append(batch, *ev)
+			}
+			if len(batch) < batchEvents {
+				continue
+			}
+			select {
+			case full <- batch:
+			case <-stop:
+				return
+			}
+			select {
+			case batch = <-free:
+			default:
+				batch = make([]trace.Event, 0, batchEvents)
 			}
 		}
-		if ev := rd.Event(); ev.Kind.Valid() {
-			c.add(ev)
+		select {
+		case full <- batch:
+		case <-stop:
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for batch := range full {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for i := range batch {
+			b.add(&batch[i])
+		}
+		select {
+		case free <- batch[:0]:
+		default:
 		}
 	}
 	if err := rd.Err(); err != nil {
@@ -135,9 +143,8 @@ func loadRecorded(ctx context.Context, in *pipeline.Input, warn func(string)) (*
 	if rd.Truncated() && warn != nil {
 		warn(fmt.Sprintf("%s ends without its end-of-stream marker (a killed recording?): viewing the events of its whole batches", in.Name))
 	}
-	c.warn(warn)
-	c.t.stacks = rd.Stacks()
-	return c.t, nil
+	t.stacks = rd.Stacks()
+	return t, b.finish(warn)
 }
 
 func loadReplay(ctx context.Context, in *pipeline.Input, s pipeline.Settings) (*Trace, error) {
@@ -145,12 +152,12 @@ func loadReplay(ctx context.Context, in *pipeline.Input, s pipeline.Settings) (*
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{t: &Trace{Name: shortName(in), Label: "replayed: " + r.Label}}
-	run, err := pipeline.Replay(ctx, in, r, pipeline.Options{Observe: c.add})
+	t := &Trace{Name: shortName(in), Label: "replayed: " + r.Label}
+	b := newBuilder(t)
+	run, err := pipeline.Replay(ctx, in, r, pipeline.Options{Observe: b.add})
 	if err != nil {
 		return nil, err
 	}
-	c.warn(in.Warn)
-	c.t.stacks = run.Stacks
-	return c.t, nil
+	t.stacks = run.Stacks
+	return t, b.finish(in.Warn)
 }

@@ -1,11 +1,11 @@
 package view
 
 import (
-	"context"
 	"fmt"
 	"sort"
 
 	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -34,10 +34,12 @@ type Trace struct {
 	Label  string // the legend's: "recorded" or the replay's settings
 	Device int32  // the CUDA device viewed (the first event's)
 
-	evs     []event
-	stacks  []trace.Stack
+	evs    []event
+	stacks []trace.Stack
+	timed  bool  // some events carry a time
+	t0     int64 // the first timed event's TimeUs
+	// hasTime: x is time (View.TimeAxis), else the event index.
 	hasTime bool
-	t0      int64 // the first timed event's TimeUs
 
 	pyr pyramid
 	// cps[k] is the state after event k·every−1 (cps[0] is empty).
@@ -46,7 +48,7 @@ type Trace struct {
 	// freeAt[i], for an alloc event i, is the index of the block's
 	// free_requested, or -1 when the block is live at the end.
 	freeAt []int32
-	// xmax[k] is the largest x of events before k·xBlock (time mode).
+	// xmax[k] is the largest time x (tx) of the events before k·xBlock.
 	xmax []int64
 
 	sum   *analysis.Summary
@@ -71,65 +73,99 @@ const (
 	// it, every other state is dropped and the spacing doubles.
 	checkpointBytes = 256 << 20
 	minEvery        = 1 << 14
+	maxCheckpoints  = 64 // past it, the spacing doubles
 	// maxEvents: event indexes are kept as int32 (freeAt).
 	maxEvents = 1<<31 - 1
 )
 
-// build indexes evs: one pass of an analysis.Summarizer fills the pyramid,
-// the resume states, freeAt and the marks.
-func build(ctx context.Context, t *Trace) error {
-	n := int64(len(t.evs))
-	if n > maxEvents {
-		return fmt.Errorf("%s: %d events on device %d; the view holds at most %d", t.Name, n, t.Device, maxEvents)
-	}
-	t.every = max(minEvery, n/64)
-	t.freeAt = make([]int32, n)
-	t.pyr = newPyramid(n)
+// builder indexes a trace as its events come: one pass of an
+// analysis.Summarizer fills the pyramid, the resume states, freeAt and the
+// marks, while the next events are still being decoded.
+type builder struct {
+	t       *Trace
+	s       *analysis.Summarizer // made at the first event, which decides the device
+	skipped int64                // events of other devices
+	live    addrmap.Map[int32] // alloc event of each live block, by address
+	cpBytes int64
+	runMax  int64 // the largest time x so far
+	err     error
+}
+
+func newBuilder(t *Trace) *builder {
+	t.every = minEvery
+	t.pyr = pyramid{levels: [][]span{nil}}
 	t.cps = []*analysis.State{{Event: -1, Segments: []analysis.SegmentState{}, Outside: []analysis.BlockState{}}}
-	t.xmax = make([]int64, 0, n/xBlock+1)
-	live := map[uint64]int32{}
-	s := analysis.NewSummarizer(analysis.Options{Device: t.Device, Stacks: t.stack, MaxOOMs: 64})
-	var cpBytes int64
-	var runMax int64
-	for i := int64(0); i < n; i++ {
-		if i%(1<<16) == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+	return &builder{t: t}
+}
+
+// add appends ev and indexes it, if it is of the trace's device: the first
+// event's.
+func (b *builder) add(ev *trace.Event) {
+	t := b.t
+	if b.s == nil {
+		t.Device = ev.Device
+		b.s = analysis.NewSummarizer(analysis.Options{Device: t.Device, Stacks: t.stack, MaxOOMs: 64})
+	}
+	if ev.Device != t.Device {
+		b.skipped++
+		return
+	}
+	i := int64(len(t.evs))
+	if i >= maxEvents {
+		if b.err == nil {
+			b.err = fmt.Errorf("%s: more than %d events on device %d; the view holds at most that many", t.Name, maxEvents, t.Device)
 		}
-		e := &t.evs[i]
-		if i%xBlock == 0 {
-			t.xmax = append(t.xmax, runMax)
+		return
+	}
+	if ev.TimeUs != 0 && !t.timed {
+		t.timed, t.t0 = true, ev.TimeUs
+	}
+	t.evs = append(t.evs, event{addr: ev.Addr, stream: ev.Stream, size: ev.Size, bsize: ev.BlockSize,
+		timeUs: ev.TimeUs, stack: ev.Stack, kind: ev.Kind, flags: ev.Flags})
+	if i%xBlock == 0 {
+		t.xmax = append(t.xmax, b.runMax)
+	}
+	b.runMax = max(b.runMax, t.tx(i))
+	e := *ev
+	e.Seq = i
+	b.s.Event(&e)
+	t.pyr.set(i, b.s.Levels())
+	t.freeAt = append(t.freeAt, -1)
+	switch ev.Kind {
+	case trace.KindAlloc:
+		b.live.Put(ev.Addr, int32(i))
+	case trace.KindFreeRequested:
+		if j, ok := b.live.Take(ev.Addr); ok {
+			t.freeAt[j] = int32(i)
 		}
-		runMax = max(runMax, t.xRaw(i))
-		ev := e.full(t.Device, i)
-		s.Event(&ev)
-		t.pyr.set(i, s.Levels())
-		t.freeAt[i] = -1
-		switch e.kind {
-		case trace.KindAlloc:
-			live[e.addr] = int32(i)
-		case trace.KindFreeRequested:
-			if j, ok := live[e.addr]; ok {
-				t.freeAt[j] = int32(i)
-				delete(live, e.addr)
-			}
-		case trace.KindEmptyCache:
-			t.marks = append(t.marks, Mark{Kind: "empty_cache", Event: i, EndEvent: i,
-				Label: "empty_cache() released " + analysis.Bytes(e.size).String()})
-		}
-		if (i+1)%t.every == 0 {
-			st := s.State()
-			t.cps = append(t.cps, st)
-			cpBytes += stateBytes(st)
-			if cpBytes > checkpointBytes {
-				cpBytes = t.thinCheckpoints()
-			}
+	case trace.KindEmptyCache:
+		t.marks = append(t.marks, Mark{Kind: "empty_cache", Event: i, EndEvent: i,
+			Label: "empty_cache() released " + analysis.Bytes(ev.Size).String()})
+	}
+	if (i+1)%t.every == 0 {
+		st := b.s.State()
+		t.cps = append(t.cps, st)
+		b.cpBytes += stateBytes(st)
+		if b.cpBytes > checkpointBytes || len(t.cps) > maxCheckpoints {
+			b.cpBytes = t.thinCheckpoints()
 		}
 	}
-	t.pyr.finish()
-	t.sum = s.Finalize()
-	t.addMarks()
+}
+
+// finish completes the index, warning of the events of other devices.
+func (b *builder) finish(warn func(string)) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.skipped > 0 && warn != nil {
+		warn(fmt.Sprintf("%s: viewing device %d; %d events of other devices left out", b.t.Name, b.t.Device, b.skipped))
+	}
+	if b.s == nil {
+		b.s = analysis.NewSummarizer(analysis.Options{})
+	}
+	b.t.pyr.finish()
+	b.t.sum = b.s.Finalize()
+	b.t.addMarks()
 	return nil
 }
 
@@ -173,6 +209,10 @@ func (t *Trace) addMarks() {
 	}
 	t.marks = append(t.marks, t.phases()...)
 	sort.SliceStable(t.marks, func(i, j int) bool { return t.marks[i].Event < t.marks[j].Event })
+}
+
+// placeMarks sets the marks' x, once the axis is known.
+func (t *Trace) placeMarks() {
 	for k := range t.marks {
 		m := &t.marks[k]
 		m.Event, m.EndEvent = min(m.Event, t.Events()-1), min(m.EndEvent, t.Events()-1)
@@ -213,11 +253,11 @@ func (t *Trace) Events() int64 { return int64(len(t.evs)) }
 // Summary returns the analysis of the viewed events.
 func (t *Trace) Summary() *analysis.Summary { return t.sum }
 
-// xRaw is event i's x before the running maximum: its time since t0 in µs
-// (time mode), or its index.
-func (t *Trace) xRaw(i int64) int64 {
-	if !t.hasTime {
-		return i
+// tx is event i's time since t0 in µs (0 for an untimed event), before
+// the running maximum.
+func (t *Trace) tx(i int64) int64 {
+	if !t.timed || t.evs[i].timeUs == 0 {
+		return 0
 	}
 	return max(t.evs[i].timeUs-t.t0, 0)
 }
@@ -231,7 +271,7 @@ func (t *Trace) x(i int64) int64 {
 	k := i / xBlock
 	m := t.xmax[k]
 	for j := k * xBlock; j <= i; j++ {
-		m = max(m, t.xRaw(j))
+		m = max(m, t.tx(j))
 	}
 	return m
 }
@@ -250,7 +290,7 @@ func (t *Trace) firstAt(x int64) int64 {
 	}
 	m := t.xmax[k]
 	for j := int64(k) * xBlock; j < n; j++ {
-		m = max(m, t.xRaw(j))
+		m = max(m, t.tx(j))
 		if m >= x {
 			return j
 		}

@@ -53,11 +53,6 @@ type pyramid struct {
 	levels [][]span
 }
 
-func newPyramid(n int64) pyramid {
-	leaves := (n + leafEvents - 1) / leafEvents
-	return pyramid{levels: [][]span{make([]span, 0, leaves)}}
-}
-
 // set records the values after event i; events come in order.
 func (p *pyramid) set(i int64, l analysis.Levels) {
 	v := levelsOf(l)

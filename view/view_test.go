@@ -1,7 +1,7 @@
 package view
 
 import (
-	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,24 +16,25 @@ import (
 // computes them.
 func synthetic(t testing.TB, n int) (*Trace, []analysis.Levels) {
 	t.Helper()
-	c := &collector{t: &Trace{Name: "synthetic", Label: "recorded"}}
-	analysistest.Training(11, n, c.add)
+	tr := &Trace{Name: "synthetic", Label: "recorded"}
+	b := newBuilder(tr)
+	analysistest.Training(11, n, b.add)
 	for i := range 80 {
-		c.t.stacks = append(c.t.stacks, trace.Stack{{Name: "inner", File: "/usr/lib/python3/site-packages/torch/x.py", Line: 1},
+		tr.stacks = append(tr.stacks, trace.Stack{{Name: "inner", File: "/usr/lib/python3/site-packages/torch/x.py", Line: 1},
 			{Name: "layer", File: "model.py", Line: int32(i)}, {Name: "main", File: "train.py", Line: 9}})
 	}
-	c.t.hasTime = false // x is the event index, as Load makes it by default
-	if err := build(context.Background(), c.t); err != nil {
+	if err := b.finish(nil); err != nil {
 		t.Fatal(err)
 	}
+	tr.placeMarks() // x is the event index, as Load makes it by default
 	s := analysis.NewSummarizer(analysis.Options{})
-	levels := make([]analysis.Levels, len(c.t.evs))
-	for i := range c.t.evs {
-		ev := c.t.evs[i].full(0, int64(i))
+	levels := make([]analysis.Levels, len(tr.evs))
+	for i := range tr.evs {
+		ev := tr.evs[i].full(0, int64(i))
 		s.Event(&ev)
 		levels[i] = s.Levels()
 	}
-	return c.t, levels
+	return tr, levels
 }
 
 // Each column holds exactly the minima and maxima of its events, the
@@ -53,25 +54,7 @@ func TestColumns(t *testing.T) {
 		if c.FirstEvent[0] > max(tc.x0-1, 0) || c.LastEvent[len(c.LastEvent)-1] < min(tc.x1, n-1) {
 			t.Errorf("%+v: columns cover events %d to %d", tc, c.FirstEvent[0], c.LastEvent[len(c.LastEvent)-1])
 		}
-		for j := range c.FirstEvent {
-			if j > 0 && c.FirstEvent[j] != c.LastEvent[j-1]+1 {
-				t.Fatalf("%+v: column %d starts at %d after %d", tc, j, c.FirstEvent[j], c.LastEvent[j-1])
-			}
-			for k := range numSeries {
-				lo, hi, at := int64(1<<62), int64(-1), int64(-1)
-				for i := c.FirstEvent[j]; i <= c.LastEvent[j]; i++ {
-					v := levelsOf(levels[i])[k]
-					lo = min(lo, v)
-					if v > hi {
-						hi, at = v, i
-					}
-				}
-				if c.Min[k][j] != lo || c.Max[k][j] != hi || c.MaxEvent[k][j] != at {
-					t.Fatalf("%+v: column %d (events %d-%d) %s: min %d max %d at %d, want %d %d at %d", tc, j,
-						c.FirstEvent[j], c.LastEvent[j], seriesNames[k], c.Min[k][j], c.Max[k][j], c.MaxEvent[k][j], lo, hi, at)
-				}
-			}
-		}
+		checkColumns(t, fmt.Sprintf("%+v", tc), c, levels)
 		if wantExact := tc.x1-tc.x0 < 2*int64(tc.cols)-4; c.Exact != wantExact {
 			t.Errorf("%+v: Exact %v", tc, c.Exact)
 		}
@@ -84,6 +67,58 @@ func TestColumns(t *testing.T) {
 	}
 	if peak != int64(tr.sum.Peaks.Allocated.Bytes) {
 		t.Errorf("max over 50 columns %d, allocated peak %d", peak, tr.sum.Peaks.Allocated.Bytes)
+	}
+}
+
+// checkColumns checks that the columns are contiguous and hold the exact
+// minima and maxima of their events.
+func checkColumns(t *testing.T, name string, c *Columns, levels []analysis.Levels) {
+	t.Helper()
+	for j := range c.FirstEvent {
+		if j > 0 && c.FirstEvent[j] != c.LastEvent[j-1]+1 {
+			t.Fatalf("%s: column %d starts at %d after %d", name, j, c.FirstEvent[j], c.LastEvent[j-1])
+		}
+		for k := range numSeries {
+			lo, hi, at := int64(1<<62), int64(-1), int64(-1)
+			for i := c.FirstEvent[j]; i <= c.LastEvent[j]; i++ {
+				v := levelsOf(levels[i])[k]
+				lo = min(lo, v)
+				if v > hi {
+					hi, at = v, i
+				}
+			}
+			if c.Min[k][j] != lo || c.Max[k][j] != hi || c.MaxEvent[k][j] != at {
+				t.Fatalf("%s: column %d (events %d-%d) %s: min %d max %d at %d, want %d %d at %d", name, j,
+					c.FirstEvent[j], c.LastEvent[j], seriesNames[k], c.Min[k][j], c.Max[k][j], c.MaxEvent[k][j], lo, hi, at)
+			}
+		}
+	}
+	for j := 1; j < len(c.XStart); j++ {
+		if c.XStart[j] < c.XEnd[j-1] {
+			t.Fatalf("%s: column %d starts at x %d, before the last ends (%d)", name, j, c.XStart[j], c.XEnd[j-1])
+		}
+	}
+}
+
+// On a time axis, columns split the range by time: each holds the events
+// whose time falls in it, exactly reduced, and firstAt inverts x.
+func TestColumns_time(t *testing.T) {
+	tr, levels := synthetic(t, 60_000)
+	tr.hasTime = true
+	n := tr.Events()
+	xmax := tr.x(n - 1)
+	for _, x := range []int64{-5, 0, 1, xmax / 3, xmax - 1, xmax, xmax + 9} {
+		i := tr.firstAt(x)
+		if i < n && tr.x(i) < x || i > 0 && tr.x(i-1) >= x {
+			t.Errorf("firstAt(%d) = %d: x %d, before it %d", x, i, tr.x(min(i, n-1)), tr.x(max(i-1, 0)))
+		}
+	}
+	for _, r := range [][2]int64{{0, xmax}, {xmax / 4, xmax / 2}, {xmax / 2, xmax/2 + 50}} {
+		c := tr.Columns(r[0], r[1], 500)
+		checkColumns(t, fmt.Sprint(r), c, levels)
+		if c.FirstEvent[0] > max(tr.firstAt(r[0])-1, 0) || c.LastEvent[len(c.LastEvent)-1] < tr.firstAt(r[1]+1)-1 {
+			t.Errorf("%v: columns hold events %d to %d", r, c.FirstEvent[0], c.LastEvent[len(c.LastEvent)-1])
+		}
 	}
 }
 
