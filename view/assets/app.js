@@ -117,7 +117,7 @@ function init(info) {
   state.xmax = Math.max(1, ...info.traces.map((t) => t.x_max));
   state.x0 = 0; state.x1 = state.xmax;
   const legend = document.getElementById('legend');
-  legend.innerHTML = info.traces.map((t, i) => `<span class="item" data-trace="${i}"><span class="swatch" style="background:${TRACE_COLOR[i % TRACE_COLOR.length]}"></span>${esc(t.name)}: ${esc(t.label)}${t.device ? ' (device ' + t.device + ')' : ''}, peak ${fmtBytes(t.peak_reserved_bytes)} reserved</span>`).join('');
+  legend.innerHTML = info.traces.map((t, i) => `<span class="item" data-trace="${i}"><span class="swatch" style="background:${i ? TRACE_COLOR[i % TRACE_COLOR.length] : 'linear-gradient(90deg,' + SERIES.map((s) => SERIES_COLOR[s]).join(',') + ')'}"></span>${esc(t.name)}: ${esc(t.label)}${t.device ? ' (device ' + t.device + ')' : ''}, peak ${fmtBytes(t.peak_reserved_bytes)} reserved</span>`).join('');
   document.getElementById('series-toggles').innerHTML = SERIES.map((s) => `<label><input type="checkbox" data-series="${s}" checked><span class="swatch" style="background:${SERIES_COLOR[s]}"></span>${s}</label>`).join('');
   document.querySelectorAll('#series-toggles input').forEach((el) => el.addEventListener('change', () => {
     if (el.checked) state.shown.add(el.dataset.series); else state.shown.delete(el.dataset.series);
@@ -125,17 +125,36 @@ function init(info) {
   }));
   const sel = document.getElementById('moment-trace');
   sel.innerHTML = info.traces.map((t, i) => `<option value="${i}">${esc(t.name)}: ${esc(t.label)}</option>`).join('');
-  sel.addEventListener('change', () => { state.momentTrace = +sel.value; if (state.selected) selectEvent(state.selected.event, true); });
+  sel.addEventListener('change', () => {
+    state.momentTrace = +sel.value;
+    renderMarks();
+    draw();
+    if (state.selected) selectEvent(state.selected.event, true);
+  });
   if (info.traces.length < 2) document.getElementById('moment-trace-label').style.display = 'none';
-  const marks = document.getElementById('marks');
-  const t0 = info.traces[0];
-  marks.innerHTML = t0.marks.slice(0, 200).map((m, i) => `<button class="${m.kind}" data-i="${i}" title="${esc(m.label)}">${esc(markName(m))}</button>`).join('');
-  marks.querySelectorAll('button').forEach((b) => b.addEventListener('click', () => {
-    const m = t0.marks[+b.dataset.i];
-    state.momentTrace = 0; sel.value = '0';
-    selectEvent(m.event, true);
-  }));
+  renderMarks();
+  // A link may name a range and a moment: #x0=..&x1=..&t=..&e=..
+  const h = new URLSearchParams(location.hash.slice(1));
+  if (h.has('x0') && h.has('x1') && +h.get('x1') > +h.get('x0')) { state.x0 = +h.get('x0'); state.x1 = +h.get('x1'); }
+  if (h.has('t') && +h.get('t') < info.traces.length) { state.momentTrace = +h.get('t'); sel.value = h.get('t'); }
+  if (h.has('e')) selectEvent(+h.get('e'), false);
   load();
+}
+
+// renderMarks lists the marks of the trace whose moments are shown.
+function renderMarks() {
+  const marks = document.getElementById('marks');
+  const t = state.info.traces[state.momentTrace];
+  marks.innerHTML = t.marks.slice(0, 200).map((m, i) => `<button class="${m.kind}" data-i="${i}" title="${esc(m.label)}">${esc(markName(m))}</button>`).join('');
+  marks.querySelectorAll('button').forEach((b) => b.addEventListener('click', () => selectEvent(t.marks[+b.dataset.i].event, true)));
+}
+
+// saveHash keeps the range and the moment in the address, so that a link
+// (or a reload) shows the same.
+function saveHash() {
+  let h = `x0=${Math.round(state.x0)}&x1=${Math.round(state.x1)}`;
+  if (state.selected) h += `&t=${state.selected.trace}&e=${state.selected.event}`;
+  history.replaceState(null, '', '#' + h);
 }
 
 function markName(m) {
@@ -160,6 +179,7 @@ function load() {
     draw();
     canvas.dataset.busy = '0';
   }).catch(showError);
+  saveHash();
   document.getElementById('range').textContent = `showing ${fmtX(state.x0)} to ${fmtX(state.x1)} (${fmtSpan(state.x1 - state.x0)})`;
 }
 
@@ -269,7 +289,7 @@ function niceStep(x) {
 }
 
 function marks(g, ph) {
-  const t = state.info.traces[0];
+  const t = state.info.traces[state.momentTrace];
   g.font = '10px system-ui, sans-serif'; g.textAlign = 'left'; g.textBaseline = 'top';
   for (const m of t.marks) {
     if (m.kind === 'phase' || m.x < state.x0 || m.x > state.x1) continue;
@@ -286,7 +306,7 @@ function marks(g, ph) {
 
 // phases draws record_function ranges (marks of kind "phase") as bands.
 function phases(g, ph) {
-  const t = state.info.traces[0];
+  const t = state.info.traces[state.momentTrace];
   g.font = '10px system-ui, sans-serif'; g.textBaseline = 'top';
   for (const m of t.marks) {
     if (m.kind !== 'phase' || m.end_x < state.x0 || m.x > state.x1) continue;
@@ -381,6 +401,7 @@ function selectEvent(ev, center) {
       draw();
     }
     showMoment(m);
+    saveHash();
   }).catch(showError);
 }
 
