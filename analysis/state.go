@@ -1,8 +1,7 @@
 package analysis
 
 import (
-	"cmp"
-	"slices"
+	"math"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -61,15 +60,16 @@ type BlockState struct {
 func (s *Summarizer) State() *State {
 	st := &State{Event: s.n - 1, Levels: s.Levels(), Segments: make([]SegmentState, 0, s.segs.tree.Len())}
 	s.segs.tree.Each(func(_ int64, g *segment) {
-		st.Segments = append(st.Segments, SegmentState{SegmentLayout: layoutOf(g), Live: []BlockState{}})
+		st.Segments = append(st.Segments, SegmentState{SegmentLayout: layoutOf(g), Live: make([]BlockState, 0, g.blocks)})
 	})
 	st.Outside = []BlockState{}
+	// The address tree gives the blocks in order; a block enters it once
+	// (blocks.sync), so States taken again and again cost no sort.
 	blocks := make([]BlockState, 0, s.live.n)
-	s.live.each(func(b *block) {
+	s.live.inRange(math.MinInt64, math.MaxInt64, func(b *block) {
 		blocks = append(blocks, BlockState{Addr: uint64(b.addr), Size: Bytes(b.size), Requested: Bytes(b.req),
 			Stack: b.site(), AllocEvent: b.allocN, AllocTimeUs: b.allocT, Pending: b.pending})
 	})
-	slices.SortFunc(blocks, func(a, b BlockState) int { return cmp.Compare(a.Addr, b.Addr) })
 	// Both lists are by address: one merge places each block in the last
 	// segment starting at or before it, when it lies inside.
 	j := 0

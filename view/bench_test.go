@@ -15,10 +15,17 @@ import (
 	"github.com/tracer-dev/tracer/record"
 )
 
-// benchTrace records, once per test binary, a training loop on the
-// simulated device: 243 events per step, 8,230 steps by default, so 2.0M
-// events (issue 25's size). TRACER_BENCH_STEPS changes the step count.
-var benchTrace = sync.OnceValues(func() (string, error) {
+// benchTrace records, once per test binary and kind, a training loop on
+// the simulated device: 243 events per step, 8,230 steps by default, so
+// 2.0M events (issue 25's size). The "live" kind first allocates 50,000
+// blocks that stay live, so that every moment holds that many.
+// TRACER_BENCH_STEPS changes the step count.
+func benchTrace(kind string) (string, error) {
+	benchOnce.Lock()
+	defer benchOnce.Unlock()
+	if p, ok := benchPaths[kind]; ok {
+		return p, nil
+	}
 	steps := 8230
 	if s := os.Getenv("TRACER_BENCH_STEPS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -27,9 +34,14 @@ var benchTrace = sync.OnceValues(func() (string, error) {
 		}
 		steps = n
 	}
+	keep := ""
+	if kind == "live" {
+		keep = "alloc kept 4096 count=50000\n"
+		steps -= 50000 / 243
+	}
 	src := fmt.Sprintf(`description a training loop of small and medium tensors
 alloc weights 64MiB count=8
-repeat %d
+%srepeat %d
   alloc act 3MB count=20
   alloc small 40000 count=40
   alloc logits 8MB
@@ -39,7 +51,7 @@ repeat %d
   free logits
   free grad
 end
-`, steps)
+`, keep, steps)
 	w, err := record.ParseWorkload("train.workload", []byte(src))
 	if err != nil {
 		return "", err
@@ -53,16 +65,22 @@ end
 		return "", err
 	}
 	defer tg.Close()
-	out := filepath.Join(dir, "train.arrows")
+	out := filepath.Join(dir, kind+".arrows")
 	if _, err := record.Record(context.Background(), record.Options{Workload: w, Target: tg, Out: out}); err != nil {
 		return "", err
 	}
+	benchPaths[kind] = out
 	return out, nil
-})
+}
 
-func benchView(b *testing.B) *View {
+var (
+	benchOnce  sync.Mutex
+	benchPaths = map[string]string{}
+)
+
+func benchView(b *testing.B, kind string) *View {
 	b.Helper()
-	path, err := benchTrace()
+	path, err := benchTrace(kind)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +95,7 @@ func benchView(b *testing.B) *View {
 // draw: load and index the trace, then answer the page, /api/info and the
 // whole-range timeline at 1600 columns. It reports the heap the view holds.
 func BenchmarkFirstPaint(b *testing.B) {
-	path, err := benchTrace()
+	path, err := benchTrace("train")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +135,12 @@ func BenchmarkFirstPaint(b *testing.B) {
 // BenchmarkEndpoints times each request the page makes on a zoom or a
 // click, through the handler (JSON encoding included).
 func BenchmarkEndpoints(b *testing.B) {
-	v := benchView(b)
+	for _, kind := range []string{"train", "live"} {
+		b.Run(kind, func(b *testing.B) { benchEndpoints(b, benchView(b, kind)) })
+	}
+}
+
+func benchEndpoints(b *testing.B, v *View) {
 	t := v.Traces[0]
 	n := t.Events()
 	peak := t.sum.Peaks.Allocated.Event
@@ -149,16 +172,20 @@ func BenchmarkEndpoints(b *testing.B) {
 
 // BenchmarkReport writes the self-contained report of the 2M-event trace.
 func BenchmarkReport(b *testing.B) {
-	v := benchView(b)
-	var size int64
-	for b.Loop() {
-		cw := &counter{}
-		if err := v.WriteReport(context.Background(), cw); err != nil {
-			b.Fatal(err)
-		}
-		size = cw.n
+	for _, kind := range []string{"train", "live"} {
+		b.Run(kind, func(b *testing.B) {
+			v := benchView(b, kind)
+			var size int64
+			for b.Loop() {
+				cw := &counter{}
+				if err := v.WriteReport(context.Background(), cw); err != nil {
+					b.Fatal(err)
+				}
+				size = cw.n
+			}
+			b.ReportMetric(float64(size)/(1<<20), "report-MiB")
+		})
 	}
-	b.ReportMetric(float64(size)/(1<<20), "report-MiB")
 }
 
 type counter struct{ n int64 }

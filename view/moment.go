@@ -108,33 +108,51 @@ func (t *Trace) moment(id int, i int64, maxBlocks int) *Moment {
 	m.X, m.TimeUs, m.Kind, m.Levels = t.x(i), e.timeUs, e.kind.String(), st.Levels
 	m.Outside = len(st.Outside)
 
-	// The largest blocks are drawn; below maxBlocks, all.
+	// The largest blocks are drawn, at most maxBlocks (those of the
+	// smallest size drawn, by address); sorting the sizes alone finds the
+	// cut, and the top rows sort only the blocks above theirs.
 	var all []analysis.BlockState
 	for _, g := range st.Segments {
 		all = append(all, g.Live...)
 	}
 	all = append(all, st.Outside...)
-	slices.SortFunc(all, func(a, b analysis.BlockState) int {
+	sizes := make([]analysis.Bytes, len(all))
+	for k, b := range all {
+		sizes[k] = b.Size
+	}
+	slices.Sort(sizes)
+	minDrawn := analysis.Bytes(0)
+	if len(sizes) > maxBlocks {
+		minDrawn = sizes[len(sizes)-maxBlocks]
+	}
+	var top []analysis.BlockState
+	if len(sizes) > 0 {
+		cut := sizes[max(len(sizes)-topBlocks, 0)]
+		for _, b := range all {
+			if b.Size >= cut {
+				top = append(top, b)
+			}
+		}
+	}
+	slices.SortFunc(top, func(a, b analysis.BlockState) int {
 		return cmp.Or(cmp.Compare(b.Size, a.Size), cmp.Compare(a.Addr, b.Addr))
 	})
-	minDrawn := analysis.Bytes(0)
-	if len(all) > maxBlocks {
-		minDrawn = all[maxBlocks-1].Size
-	}
+	drawn := 0
 	for _, g := range st.Segments {
 		sv := SegmentView{Addr: fmtAddr(g.Addr), SizeBytes: int64(g.Size), Stream: g.Stream,
 			Expandable: g.Expandable, Allocated: int64(g.Allocated), PendingFree: int64(g.PendingFree),
 			SplitFree: int64(g.SplitFree), Free: int64(g.Free), Blocks: []BlockRect{}}
 		for _, b := range g.Live {
-			if b.Size < minDrawn || len(sv.Blocks)+m.BlocksOmitted >= maxBlocks && b.Size == minDrawn {
+			if b.Size < minDrawn || drawn >= maxBlocks {
 				m.BlocksOmitted++
 				continue
 			}
+			drawn++
 			sv.Blocks = append(sv.Blocks, BlockRect{Offset: int64(b.Addr - g.Addr), Size: int64(b.Size), Pending: b.Pending, Stack: b.Stack})
 		}
 		m.Segments = append(m.Segments, sv)
 	}
-	for _, b := range all[:min(topBlocks, len(all))] {
+	for _, b := range top[:min(topBlocks, len(top))] {
 		m.Largest = append(m.Largest, t.blockView(&b))
 		if st := t.stack(b.Stack); st != nil {
 			m.Stacks[fmt.Sprint(b.Stack)] = stackLines(st)

@@ -51,7 +51,7 @@ const (
 	reportCols      = 4096
 	reportMoments   = 40
 	reportMarks     = 24
-	reportBlocks    = 1500 // blocks drawn per saved moment
+	reportBlocks    = 600  // blocks drawn per saved moment
 	reportStackKeep = 48   // frames kept per stack
 )
 
