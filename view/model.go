@@ -85,7 +85,7 @@ type builder struct {
 	t       *Trace
 	s       *analysis.Summarizer // made at the first event, which decides the device
 	skipped int64                // events of other devices
-	live    addrmap.Map[int32] // alloc event of each live block, by address
+	live    addrmap.Map[int32]   // alloc event of each live block, by address
 	cpBytes int64
 	runMax  int64 // the largest time x so far
 	err     error

@@ -84,7 +84,7 @@ type SiteNode struct {
 }
 
 const (
-	maxBlocks  = 20000 // blocks drawn in a moment's segments
+	maxBlocks  = 5000  // blocks drawn in a moment's segments (more do not show at a page's width)
 	topBlocks  = 20    // rows of the largest blocks
 	siteDepth  = 64    // frames of a stack in the icicle
 	siteMinPct = 0.002 // icicle nodes below this share of the bytes are folded away

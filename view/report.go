@@ -51,8 +51,8 @@ const (
 	reportCols      = 4096
 	reportMoments   = 40
 	reportMarks     = 24
-	reportBlocks    = 600  // blocks drawn per saved moment
-	reportStackKeep = 48   // frames kept per stack
+	reportBlocks    = 600 // blocks drawn per saved moment
+	reportStackKeep = 48  // frames kept per stack
 )
 
 type reportData struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,10 +13,10 @@ import (
 	"testing"
 )
 
-// sampleView is the built-in sample, with a replay under --round 4096.
+// sampleView is the built-in sample.
 func sampleView(t testing.TB) *View {
 	t.Helper()
-	v, err := Load(context.Background(), Options{Replays: nil})
+	v, err := Load(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +147,48 @@ func TestWriteReport(t *testing.T) {
 	}
 	if len(d.Timelines) != 1 || len(d.Moments) != 1 || len(d.Moments[0]) < 20 || len(d.Stacks[0]) == 0 {
 		t.Fatalf("report data: %d timelines, %d moments, %d stacks", len(d.Timelines), len(d.Moments[0]), len(d.Stacks[0]))
+	}
+}
+
+// Requests are served at once (net/http runs each on its goroutine): the
+// view is read-only after Load, and each answer gets its own analysis.
+func TestHandler_concurrent(t *testing.T) {
+	v := sampleView(t)
+	srv := httptest.NewServer(v.Handler())
+	defer srv.Close()
+	want := v.Traces[0].Moment(0, 700)
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			path := "/api/moment?trace=0&event=700"
+			if g%2 == 1 {
+				path = "/api/timeline?trace=0&x0=100&x1=900&cols=300"
+			}
+			resp, err := http.Get(srv.URL + path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			if g%2 == 1 {
+				errs <- nil
+				return
+			}
+			var m Moment
+			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+				errs <- err
+				return
+			}
+			if m.Levels != want.Levels || len(m.Segments) != len(want.Segments) {
+				errs <- fmt.Errorf("moment %+v, want %+v", m.Levels, want.Levels)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -107,6 +108,9 @@ func runView(ctx context.Context, opts *viewOptions) error {
 	if err != nil {
 		return err
 	}
+	// Loading left garbage about the size of the view (the slices it
+	// grew); the server may run for hours: give it back now.
+	debug.FreeOSMemory()
 	if opts.Output != "" {
 		return writeReport(ctx, v, opts)
 	}
