@@ -239,6 +239,25 @@ func TestBrowser_report(t *testing.T) {
 	run(t, ctx, chromedp.Click(chromedp.CSS("#zoom-in")))
 	waitText(t, ctx, "#range", "(862 events)")
 	screenshot(t, ctx, "body", "report")
+
+	// A longer trace's report zooms to single events around its peak.
+	tr, _ := synthetic(t, 60_000)
+	f, err = os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&View{Traces: []*Trace{tr}}).WriteReport(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	p := tr.sum.Peaks.Allocated.Event
+	run(t, ctx, chromedp.Navigate(fmt.Sprintf("file://%s#x0=%d&x1=%d", path, p-300, p+300)))
+	run(t, ctx, chromedp.Reload())
+	idle(t, ctx)
+	waitText(t, ctx, "#range", "(600 events)")
+	if !eval[bool](t, ctx, `state.cols[0].exact && state.cols[0].first_event.length > 500 && state.cols[0].first_event.every((e, i) => e === state.cols[0].last_event[i])`) {
+		t.Errorf("zoomed in around the peak, the report does not draw single events")
+	}
 	if errs := consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}

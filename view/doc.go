@@ -19,9 +19,10 @@
 //     allocated and reserved peaks, and record_function phases once traces
 //     carry them (Trace.phases is the hook).
 //
-// Memory is about 80 bytes per event of the viewed device plus the resume
+// Memory is about 64 bytes per event of the viewed device plus the resume
 // states. The page (assets/) is plain HTML, CSS and JavaScript drawing on a
 // canvas, embedded in the binary: no network, no build step. The server's
 // endpoints are listed at View.Handler; a report embeds each trace's
-// timeline at 4096 columns and its state at its marks and 40 moments.
+// timeline at 4096 columns, every event around its first marks, and its
+// state at its marks and 40 moments.
 package view

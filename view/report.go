@@ -45,10 +45,14 @@ func (v *View) page(data []byte) ([]byte, error) {
 }
 
 // The report's precomputed data: each trace's timeline at reportCols
-// columns (the page zooms within it), and its state at its marks and at
-// reportMoments evenly spaced moments (a click shows the nearest one).
+// columns (the page zooms within it), every event of a window around each
+// of its first reportDetails marks (so that zooming in there reaches single
+// events), and its state at its marks and at reportMoments evenly spaced
+// moments (a click shows the nearest one).
 const (
 	reportCols      = 4096
+	reportDetails   = 8
+	reportWindow    = 600 // events each side of a mark
 	reportMoments   = 40
 	reportMarks     = 24
 	reportBlocks    = 600 // blocks drawn per saved moment
@@ -58,6 +62,7 @@ const (
 type reportData struct {
 	Info      *Info                  `json:"info"`
 	Timelines []*Columns             `json:"timelines"`
+	Details   [][]*Columns           `json:"details"`
 	Moments   [][]*Moment            `json:"moments"`
 	Stacks    []map[string]StackView `json:"stacks"`
 }
@@ -77,6 +82,17 @@ func (v *View) WriteReport(ctx context.Context, w io.Writer) error {
 		c := t.Columns(0, xmax, reportCols)
 		c.Trace = id
 		d.Timelines = append(d.Timelines, c)
+		details := []*Columns{}
+		for _, m := range t.marks[:min(len(t.marks), reportDetails)] {
+			lo, hi := max(m.Event-reportWindow, 0), min(m.Event+reportWindow, t.Events()-1)
+			if c.Exact || lo > hi {
+				break // the whole timeline is already event by event
+			}
+			dc := t.Columns(t.x(lo), t.x(hi), int(hi-lo+1))
+			dc.Trace = id
+			details = append(details, dc)
+		}
+		d.Details = append(d.Details, details)
 		var at []int64
 		for _, m := range t.marks[:min(len(t.marks), reportMarks)] {
 			at = append(at, m.Event)

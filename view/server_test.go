@@ -148,6 +148,36 @@ func TestWriteReport(t *testing.T) {
 	if len(d.Timelines) != 1 || len(d.Moments) != 1 || len(d.Moments[0]) < 20 || len(d.Stacks[0]) == 0 {
 		t.Fatalf("report data: %d timelines, %d moments, %d stacks", len(d.Timelines), len(d.Moments[0]), len(d.Stacks[0]))
 	}
+	if !d.Timelines[0].Exact || len(d.Details[0]) != 0 {
+		t.Errorf("the sample's timeline: exact %v, %d detail windows; want it whole, event by event", d.Timelines[0].Exact, len(d.Details[0]))
+	}
+
+	// A longer trace is saved at reportCols columns, and event by event
+	// around its marks.
+	tr, _ := synthetic(t, 60_000)
+	b.Reset()
+	if err := (&View{Traces: []*Trace{tr}}).WriteReport(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	page = b.String()
+	i = strings.Index(page, `<script type="application/json" id="tracer-data">`)
+	j = strings.Index(page[i:], "</script>")
+	d = reportData{}
+	if err := json.Unmarshal([]byte(page[i+len(`<script type="application/json" id="tracer-data">`):i+j]), &d); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Timelines[0]; c.Exact || len(c.FirstEvent) > reportCols {
+		t.Errorf("timeline: exact %v, %d columns", c.Exact, len(c.FirstEvent))
+	}
+	if len(d.Details[0]) != min(len(tr.marks), reportDetails) {
+		t.Fatalf("%d detail windows for %d marks", len(d.Details[0]), len(tr.marks))
+	}
+	for k, w := range d.Details[0] {
+		m := tr.marks[k]
+		if !w.Exact || w.FirstEvent[0] > m.Event-reportWindow+1 || w.LastEvent[len(w.LastEvent)-1] < m.Event+reportWindow-1 {
+			t.Errorf("window %d around event %d: exact %v, events %d to %d", k, m.Event, w.Exact, w.FirstEvent[0], w.LastEvent[len(w.LastEvent)-1])
+		}
+	}
 }
 
 // Requests are served at once (net/http runs each on its goroutine): the

@@ -32,6 +32,9 @@ the binary (a real 6-layer MLP training run on an H100), so you can try them now
   tracer analyze run.arrows
   tracer plot peak.png run.arrows
 
+  # Explore it in the browser: timeline, segments and sites at any moment
+  tracer view run.arrows
+
   # Record a PyTorch program, unchanged
   tracer record -o train.arrows -- python train.py`,
 		SilenceUsage:  true,

@@ -32,7 +32,15 @@ function reportAPI(d) {
   return {
     report: true,
     info: () => Promise.resolve(d.info),
-    columns: (id, x0, x1, cols) => Promise.resolve(reduceColumns(d.timelines[id], x0, x1, cols)),
+    columns: (id, x0, x1, cols) => {
+      // Zoomed in within a window saved event by event, use it.
+      let c = d.timelines[id];
+      for (const w of d.details[id]) {
+        const n = w.x_start.length;
+        if (n && w.x_start[0] <= x0 && w.x_end[n - 1] >= x1 && x1 - x0 < c.x_end[c.x_end.length - 1] / c.x_start.length * cols) c = w;
+      }
+      return Promise.resolve(reduceColumns(c, x0, x1, cols));
+    },
     moment: (id, ev) => {
       let best = null;
       for (const m of d.moments[id]) if (!best || Math.abs(m.event - ev) < Math.abs(best.event - ev)) best = m;
