@@ -55,8 +55,9 @@ Several TRACEs (one per rank, say) are drawn together; each --conf or --round
 adds a replay of the first TRACE under those settings, named in the legend.
 With -o, view writes one self-contained HTML file instead (no network needed
 to open it): its timeline zooms to 4096 columns (to single events around the
-marks), and a click shows the nearest of the moments it saved. Without TRACE, the built-in sample is viewed.
-Stop the server with Ctrl-C.`,
+marks), and a click shows the nearest of the moments it saved.
+
+Without TRACE, the built-in sample is viewed. Stop the server with Ctrl-C.`,
 		Example: `  tracer view                                        # the built-in sample
   tracer view run.arrows --open
   tracer view run.arrows --http :8080                # on port 8080, all interfaces
