@@ -299,6 +299,7 @@ function niceStep(x) {
 function marks(g, ph) {
   const t = state.info.traces[state.momentTrace];
   g.font = '10px system-ui, sans-serif'; g.textAlign = 'left'; g.textBaseline = 'top';
+  const rows = []; // where each row of labels ends, so that labels do not overlap
   for (const m of t.marks) {
     if (m.kind === 'phase' || m.x < state.x0 || m.x > state.x1) continue;
     const x = px(m.x);
@@ -307,7 +308,11 @@ function marks(g, ph) {
     g.lineWidth = m.kind === 'oom' ? 2 : 1;
     g.beginPath(); g.moveTo(x, PAD.top); g.lineTo(x, PAD.top + ph); g.stroke();
     g.fillStyle = g.strokeStyle;
-    g.fillText(m.kind === 'oom' ? 'OOM' : m.kind === 'empty_cache' ? 'empty_cache' : m.kind === 'peak_allocated' ? 'alloc peak' : 'reserved peak', x + 3, PAD.top + 1);
+    const label = m.kind === 'oom' ? 'OOM' : m.kind === 'empty_cache' ? 'empty_cache' : m.kind === 'peak_allocated' ? 'alloc peak' : 'reserved peak';
+    let row = 0;
+    while (row < rows.length && rows[row] > x) row++;
+    rows[row] = x + 3 + g.measureText(label).width + 4;
+    g.fillText(label, x + 3, PAD.top + 1 + row * 11);
   }
   g.setLineDash([]);
 }
@@ -379,7 +384,9 @@ function readout(p) {
   if (j < 0) { el.textContent = ''; return; }
   const c = state.cols[0];
   const ev = c.first_event[j] === c.last_event[j] ? 'event ' + c.first_event[j] : `events ${c.first_event[j]}–${c.last_event[j]}`;
-  el.textContent = `${fmtX(xAt(p))} · ${ev} · ` + SERIES.map((s, k) => `${s} ${fmtBytes(c.max_bytes[k][j])}`).join(' · ');
+  const near = state.info.traces[state.momentTrace].marks.filter((m) => m.kind !== 'phase' && Math.abs(px(m.x) - p) <= 3);
+  el.textContent = `${fmtX(xAt(p))} · ${ev} · ` + SERIES.map((s, k) => `${s} ${fmtBytes(c.max_bytes[k][j])}`).join(' · ') +
+    near.map((m) => ' · ' + m.label).join('');
 }
 
 // clickAt selects the moment under pixel p: of the columns (or events)
