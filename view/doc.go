@@ -19,8 +19,10 @@
 //     allocated and reserved peaks, and record_function phases once traces
 //     carry them (Trace.phases is the hook).
 //
-// Memory is about 64 bytes per event of the viewed device plus the resume
-// states. The page (assets/) is plain HTML, CSS and JavaScript drawing on a
+// The events themselves (48 bytes each) go to an unlinked temporary file
+// that is mapped once loaded (eventStore): they live in the page cache, not
+// the heap, which holds about 15 bytes per event (the pyramid, each
+// alloc's free) plus the resume states. The page (assets/) is plain HTML, CSS and JavaScript drawing on a
 // canvas, embedded in the binary: no network, no build step. The server's
 // endpoints are listed at View.Handler; a report embeds each trace's
 // timeline at 4096 columns, every event around its first marks, and its

@@ -27,7 +27,8 @@ func (e *event) full(dev int32, seq int64) trace.Event {
 }
 
 // Trace is one trace (recorded, or a replay under other settings) loaded
-// for viewing: its events, a min/max pyramid of its byte series, states
+// for viewing: its events (mapped from a file where it can: eventStore), a
+// min/max pyramid of its byte series, states
 // every so many events to resume from, and its marks.
 type Trace struct {
 	Name   string // the file, or the sample's name
@@ -85,6 +86,7 @@ type builder struct {
 	t       *Trace
 	s       *analysis.Summarizer // made at the first event, which decides the device
 	skipped int64                // events of other devices
+	store   *eventStore
 	live    addrmap.Map[int32]   // alloc event of each live block, by address
 	cpBytes int64
 	runMax  int64 // the largest time x so far
@@ -95,7 +97,7 @@ func newBuilder(t *Trace) *builder {
 	t.every = minEvery
 	t.pyr = pyramid{levels: [][]span{nil}}
 	t.cps = []*analysis.State{{Event: -1, Segments: []analysis.SegmentState{}, Outside: []analysis.BlockState{}}}
-	return &builder{t: t}
+	return &builder{t: t, store: newEventStore()}
 }
 
 // add appends ev and indexes it, if it is of the trace's device: the first
@@ -110,7 +112,7 @@ func (b *builder) add(ev *trace.Event) {
 		b.skipped++
 		return
 	}
-	i := int64(len(t.evs))
+	i := b.store.n
 	if i >= maxEvents {
 		if b.err == nil {
 			b.err = fmt.Errorf("%s: more than %d events on device %d; the view holds at most that many", t.Name, maxEvents, t.Device)
@@ -120,12 +122,12 @@ func (b *builder) add(ev *trace.Event) {
 	if ev.TimeUs != 0 && !t.timed {
 		t.timed, t.t0 = true, ev.TimeUs
 	}
-	t.evs = append(t.evs, event{addr: ev.Addr, stream: ev.Stream, size: ev.Size, bsize: ev.BlockSize,
+	b.store.add(event{addr: ev.Addr, stream: ev.Stream, size: ev.Size, bsize: ev.BlockSize,
 		timeUs: ev.TimeUs, stack: ev.Stack, kind: ev.Kind, flags: ev.Flags})
 	if i%xBlock == 0 {
 		t.xmax = append(t.xmax, b.runMax)
 	}
-	b.runMax = max(b.runMax, t.tx(i))
+	b.runMax = max(b.runMax, t.txOf(ev.TimeUs))
 	e := *ev
 	e.Seq = i
 	b.s.Event(&e)
@@ -155,6 +157,7 @@ func (b *builder) add(ev *trace.Event) {
 // finish completes the index, warning of the events of other devices.
 func (b *builder) finish(warn func(string)) error {
 	if b.err != nil {
+		b.store.close()
 		return b.err
 	}
 	if b.skipped > 0 && warn != nil {
@@ -163,6 +166,7 @@ func (b *builder) finish(warn func(string)) error {
 	if b.s == nil {
 		b.s = analysis.NewSummarizer(analysis.Options{})
 	}
+	b.t.evs = b.store.events(b.t)
 	b.t.pyr.finish()
 	b.t.sum = b.s.Finalize()
 	b.t.addMarks()
@@ -255,11 +259,13 @@ func (t *Trace) Summary() *analysis.Summary { return t.sum }
 
 // tx is event i's time since t0 in µs (0 for an untimed event), before
 // the running maximum.
-func (t *Trace) tx(i int64) int64 {
-	if !t.timed || t.evs[i].timeUs == 0 {
+func (t *Trace) tx(i int64) int64 { return t.txOf(t.evs[i].timeUs) }
+
+func (t *Trace) txOf(timeUs int64) int64 {
+	if !t.timed || timeUs == 0 {
 		return 0
 	}
-	return max(t.evs[i].timeUs-t.t0, 0)
+	return max(timeUs-t.t0, 0)
 }
 
 // x is event i's x: time since t0 (never before an earlier event's), or
