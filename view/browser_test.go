@@ -155,6 +155,9 @@ func TestBrowser_serve(t *testing.T) {
 	}
 	waitText(t, ctx, "#range", "showing event 0 to event 1,724 (1,724 events)")
 	waitText(t, ctx, "#legend", "replayed: --round 4096")
+	if !eval[bool](t, ctx, `state.cols.length === 2 && state.cols[1].x_start.length > 100 && state.cols[1].series[1] === 'reserved'`) {
+		t.Errorf("the replay's columns were not loaded for the overlay")
+	}
 	screenshot(t, ctx, "body", "view-compare")
 
 	// Zoom: the visible range halves around its centre.
