@@ -87,7 +87,7 @@ type builder struct {
 	s       *analysis.Summarizer // made at the first event, which decides the device
 	skipped int64                // events of other devices
 	store   *eventStore
-	live    addrmap.Map[int32]   // alloc event of each live block, by address
+	live    addrmap.Map[int32] // alloc event of each live block, by address
 	cpBytes int64
 	runMax  int64 // the largest time x so far
 	err     error
