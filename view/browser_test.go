@@ -181,6 +181,13 @@ func TestBrowser_serve(t *testing.T) {
 		t.Errorf("%d icicle nodes", n)
 	}
 
+	// A click on a frame of the icicle zooms into it; on the top frame, back out.
+	top := want.Sites.Children[0]
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#icicle .node[data-path='["`+top.Name+`"]']`)))
+	waitText(t, ctx, "#sites-summary", "allocated under "+top.Name)
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#icicle .node`)))
+	waitText(t, ctx, "#sites-summary", "549.7 MiB allocated; outermost frame at the top")
+
 	// Hover a block of the largest segment: its whole stack.
 	xy := eval[[]float64](t, ctx, `(() => { const r = document.querySelector('#segments .b').getBoundingClientRect(); return [r.left + 1, r.top + r.height / 2]; })()`)
 	run(t, ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0], xy[1]))

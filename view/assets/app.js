@@ -111,7 +111,7 @@ function esc(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<
 
 const embedded = document.getElementById('tracer-data');
 const api = embedded ? reportAPI(JSON.parse(embedded.textContent)) : serverAPI();
-const state = { info: null, x0: 0, x1: 1, xmax: 1, cols: [], shown: new Set(SERIES), selected: null, momentTrace: 0, seq: 0 };
+const state = { info: null, x0: 0, x1: 1, xmax: 1, cols: [], shown: new Set(SERIES), selected: null, momentTrace: 0, seq: 0, sitePath: [] };
 const canvas = document.getElementById('timeline');
 const tip = document.getElementById('tip');
 const PAD = { left: 70, right: 12, top: 22, bottom: 26 };
@@ -454,28 +454,44 @@ function segments(m) {
   document.getElementById('segments').innerHTML = rows.join('');
 }
 
+// icicle draws live memory by site from state.sitePath's node down (a
+// click on a node zooms into it; on the top node, back out).
 function icicle(m) {
   const el = document.getElementById('icicle');
-  const root = m.sites;
-  document.getElementById('sites-summary').textContent = root.bytes ? `${fmtBytes(root.bytes)} allocated; outermost frame at the top, width by bytes; hover for the frame` : 'nothing allocated at this moment';
+  let root = m.sites;
+  const path = [];
+  for (const name of state.sitePath) {
+    const k = root.children.find((c) => c.name === name);
+    if (!k) break;
+    root = k; path.push(name);
+  }
+  state.sitePath = path;
+  document.getElementById('sites-summary').textContent = !m.sites.bytes ? 'nothing allocated at this moment'
+    : path.length ? `${fmtBytes(root.bytes)} of ${fmtBytes(m.sites.bytes)} allocated under ${path[path.length - 1]}; click the top frame to go back up`
+      : `${fmtBytes(root.bytes)} allocated; outermost frame at the top, width by bytes; click a frame to zoom, hover for it`;
   const out = [];
   let depth = 0;
   const H = 17;
-  const walk = (n, d, left, width) => {
+  const walk = (n, d, left, width, p) => {
     if (width < 0.15) return;
     depth = Math.max(depth, d + 1);
     const hue = (n.name.length * 37 + d * 11) % 60 + 10;
-    out.push(`<div class="node" style="top:${d * H}px;left:${left}%;width:${width}%;background:hsl(${hue},70%,${78 - d % 3 * 4}%)" data-name="${esc(n.name)}" data-bytes="${n.bytes}">${width > 4 ? esc(n.name) + ' ' + fmtBytes(n.bytes) : ''}</div>`);
+    out.push(`<div class="node" style="top:${d * H}px;left:${left}%;width:${width}%;background:hsl(${hue},70%,${78 - d % 3 * 4}%)" data-name="${esc(n.name)}" data-bytes="${n.bytes}" data-path="${esc(JSON.stringify(p))}">${width > 4 ? esc(n.name) + ' ' + fmtBytes(n.bytes) : ''}</div>`);
     let x = left;
     for (const k of n.children) {
       const w = width * k.bytes / n.bytes;
-      walk(k, d + 1, x, w);
+      walk(k, d + 1, x, w, p.concat([k.name]));
       x += w;
     }
   };
-  if (root.bytes) walk(root, 0, 0, 100);
+  if (root.bytes) walk(root, 0, 0, 100, path);
   el.style.height = depth * H + 'px';
   el.innerHTML = out.join('');
+  el.querySelectorAll('.node').forEach((n) => n.addEventListener('click', () => {
+    const p = JSON.parse(n.dataset.path);
+    state.sitePath = p.length === path.length ? p.slice(0, -1) : p; // the top node: back up one
+    icicle(m);
+  }));
 }
 
 function largest(m) {
