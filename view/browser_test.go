@@ -174,6 +174,8 @@ func TestBrowser_serve(t *testing.T) {
 	waitText(t, ctx, "#moment-head", "allocated 549.7 MiB")
 	waitText(t, ctx, "#segments-summary", fmt.Sprintf("%d segments: 549.7 MiB allocated", len(want.Segments)))
 	waitText(t, ctx, "#largest", want.Largest[0].Site)
+	waitText(t, ctx, "#largest", "live at the end") // the lifetime of a block never freed
+	waitText(t, ctx, "#largest", "1,483 events")    // and of one freed
 	if n := eval[int](t, ctx, `document.querySelectorAll('#segments .segment').length`); n != len(want.Segments) {
 		t.Errorf("%d segment rows, want %d", n, len(want.Segments))
 	}

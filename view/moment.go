@@ -71,7 +71,7 @@ type BlockView struct {
 	AllocX    int64         `json:"alloc_x"`
 	// Lifetime is from alloc to free_requested, in the axis unit (µs or
 	// events); -1 when the block is still live at the end of the trace.
-	Lifetime int64 `json:"lifetime"`
+	Lifetime int64 `json:"lifetime_x"`
 }
 
 // SiteNode is one frame of the icicle: the live allocated bytes of the

@@ -497,7 +497,7 @@ function icicle(m) {
 function largest(m) {
   const rows = m.largest.map((b) => `<tr data-stack="${b.stack}" data-trace="${m.trace}"><td class="num">${fmtBytes(b.size_bytes)}</td><td class="num">${fmtBytes(b.requested_bytes)}</td>` +
     `<td>${b.pending ? 'pending free' : 'allocated'}</td><td class="num">${esc(fmtX(b.alloc_x))}</td>` +
-    `<td class="num">${b.lifetime < 0 ? 'live at the end' : esc(fmtSpan(b.lifetime))}</td><td>${esc(b.site)}</td></tr>`);
+    `<td class="num">${b.lifetime_x < 0 ? 'live at the end' : esc(fmtSpan(b.lifetime_x))}</td><td>${esc(b.site)}</td></tr>`);
   document.getElementById('largest').innerHTML =
     '<tr><th>size</th><th>requested</th><th>state</th><th>allocated at</th><th>lifetime</th><th>site (hover for the whole stack)</th></tr>' + rows.join('');
 }
