@@ -124,3 +124,55 @@ func TestViewServeSignalled(t *testing.T) {
 		t.Errorf("exit %d after SIGINT, want 130", code)
 	}
 }
+
+// On every real snapshot, imported, each moment adds up: the segments'
+// blocks sum to the moment's allocated and active bytes and lie inside
+// their segments, the site icicle holds the allocated bytes, and the
+// allocated peak's moment holds the peak.
+func TestViewSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range snapshotNames(t) {
+		t.Run(name, func(t *testing.T) {
+			tr := filepath.Join(dir, name+".arrows")
+			if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, name+".pickle"), "-o", tr); code != 0 {
+				t.Fatalf("import: %s", stderr)
+			}
+			v, err := view.Load(context.Background(), view.Options{Paths: []string{tr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vt := v.Traces[0]
+			n := vt.Events()
+			peak := vt.Summary().Peaks.Allocated
+			for _, ev := range []int64{0, n / 7, n / 3, n / 2, 2 * n / 3, n - 1, peak.Event} {
+				m := vt.Moment(0, ev)
+				var alloc, active int64
+				for _, g := range m.Segments {
+					var a, p int64
+					for _, b := range g.Blocks {
+						if b.Offset < 0 || b.Offset+b.Size > g.SizeBytes {
+							t.Fatalf("event %d: a block at offset %d, %d bytes, outside segment %s of %d bytes", ev, b.Offset, b.Size, g.Addr, g.SizeBytes)
+						}
+						if b.Pending {
+							p += b.Size
+						} else {
+							a += b.Size
+						}
+					}
+					if a != g.Allocated || p != g.PendingFree || g.Allocated+g.PendingFree+g.SplitFree+g.Free != g.SizeBytes {
+						t.Fatalf("event %d: segment %s: blocks %d allocated, %d pending; layout %+v", ev, g.Addr, a, p, g)
+					}
+					alloc += a
+					active += a + p
+				}
+				if m.BlocksOmitted != 0 || m.Outside != 0 || alloc != m.Levels.Allocated || active != m.Levels.Active || m.Sites.Bytes != alloc {
+					t.Fatalf("event %d: blocks sum to %d allocated, %d active (%d omitted, %d outside), icicle %d; levels %+v",
+						ev, alloc, active, m.BlocksOmitted, m.Outside, m.Sites.Bytes, m.Levels)
+				}
+				if ev == peak.Event && m.Levels.Allocated != int64(peak.Bytes) {
+					t.Errorf("the allocated peak's moment holds %d, the peak is %d", m.Levels.Allocated, peak.Bytes)
+				}
+			}
+		})
+	}
+}
