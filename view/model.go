@@ -10,8 +10,9 @@ import (
 )
 
 // event is one event of the viewed device, as much of trace.Event as the
-// analysis reads: a trace of millions of events is held in memory once,
-// and a moment's state is rebuilt from it (see Trace.stateAt).
+// analysis reads: a trace of millions of events is kept once (eventStore),
+// and a moment's state is rebuilt from it (see Trace.stateAt). It holds no
+// pointer, so that it may live in a mapped file.
 type event struct {
 	addr, stream uint64
 	size, bsize  int64
@@ -27,9 +28,9 @@ func (e *event) full(dev int32, seq int64) trace.Event {
 }
 
 // Trace is one trace (recorded, or a replay under other settings) loaded
-// for viewing: its events (mapped from a file where it can: eventStore), a
-// min/max pyramid of its byte series, states
-// every so many events to resume from, and its marks.
+// for viewing: its events, a min/max pyramid of its byte series, states
+// every so many events to resume from, and its marks. It is read-only once
+// loaded: requests are served at once.
 type Trace struct {
 	Name   string // the file, or the sample's name
 	Label  string // the legend's: "recorded" or the replay's settings
