@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -182,6 +183,12 @@ func TestBrowser_serve(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('#icicle .node').length`); n < 3 {
 		t.Errorf("%d icicle nodes", n)
 	}
+
+	// → steps the moment one event on, ← back.
+	run(t, ctx, chromedp.KeyEvent(kb.ArrowRight))
+	waitText(t, ctx, "#moment-head", fmt.Sprintf("after event %d ", peak.Event+1))
+	run(t, ctx, chromedp.KeyEvent(kb.ArrowLeft))
+	waitText(t, ctx, "#moment-head", fmt.Sprintf("after event %d ", peak.Event))
 
 	// A click on a frame of the icicle zooms into it; on the top frame, back out.
 	top := want.Sites.Children[0]

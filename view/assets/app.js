@@ -367,6 +367,18 @@ document.getElementById('zoom-in').addEventListener('click', () => zoom(0.5, (st
 document.getElementById('zoom-out').addEventListener('click', () => zoom(2, (state.x0 + state.x1) / 2));
 document.getElementById('reset').addEventListener('click', () => { state.x0 = 0; state.x1 = state.xmax; load(); });
 window.addEventListener('resize', () => load());
+// Keys: ← and → step the moment by one event, + and − zoom.
+window.addEventListener('keydown', (e) => {
+  if (e.target.closest && e.target.closest('select, input')) return;
+  const m = state.selected;
+  const n = state.info.traces[state.momentTrace].events;
+  if (e.key === 'ArrowLeft' && m && m.event > 0) selectEvent(m.event - 1, true);
+  else if (e.key === 'ArrowRight' && m && m.event + 1 < n) selectEvent(m.event + 1, true);
+  else if (e.key === '+' || e.key === '=') zoom(0.5, m ? m.x : (state.x0 + state.x1) / 2);
+  else if (e.key === '-') zoom(2, m ? m.x : (state.x0 + state.x1) / 2);
+  else return;
+  e.preventDefault();
+});
 
 // column returns the index of the column of trace i under pixel p.
 function column(i, p) {
