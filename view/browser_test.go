@@ -173,6 +173,7 @@ func TestBrowser_serve(t *testing.T) {
 	clickEvent(t, ctx, int(peak.Event))
 	waitText(t, ctx, "#moment-head", fmt.Sprintf("after event %d ", peak.Event))
 	waitText(t, ctx, "#moment-head", "allocated 549.7 MiB")
+	waitText(t, ctx, "#moment-head", "allocated peak 549.7 MiB") // the mark's label
 	waitText(t, ctx, "#segments-summary", fmt.Sprintf("%d segments: 549.7 MiB allocated", len(want.Segments)))
 	waitText(t, ctx, "#largest", want.Largest[0].Site)
 	waitText(t, ctx, "#largest", "live at the end") // the lifetime of a block never freed

@@ -440,7 +440,8 @@ function showMoment(m) {
   document.getElementById('moment-head').innerHTML =
     `${esc(t.name)} (${esc(t.label)}): after event ${m.event.toLocaleString('en')} (${esc(m.kind)}) at ${esc(fmtX(m.x))}: ` +
     `allocated ${fmtBytes(lv.allocated_bytes)} · reserved ${fmtBytes(lv.reserved_bytes)} · active ${fmtBytes(lv.active_bytes)} · requested ${fmtBytes(lv.requested_bytes)}` +
-    (api.report ? ' <span class="note">(the nearest moment this report saved; tracer view serves every one)</span>' : '');
+    (api.report ? ' <span class="note">(the nearest moment this report saved; tracer view serves every one)</span>' : '') +
+    t.marks.filter((k) => k.kind !== 'phase' && k.event === m.event).map((k) => `<div class="mark-note ${k.kind}">${esc(k.label)}</div>`).join('');
   segments(m);
   icicle(m);
   largest(m);
