@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Wall time from starting tracer view on a trace to the page's first data:
-# the URL printed, then /, /api/info and the whole timeline fetched.
+# view_firstpaint.sh BIN TRACE: the wall time from starting `BIN view TRACE`
+# to the page's first data (the URL printed, then /, /api/info and the whole
+# timeline fetched), with the server's CPU time and resident memory then.
+# The 2M-event trace of PERFORMANCE.md: tracer record --workload
+# testdata/bench/view_train2m.workload --device sim -o t.arrows
 set -euo pipefail
 bin=$1; trace=$2
 out=$(mktemp)
