@@ -195,3 +195,13 @@ func (s *Site) Label() string {
 	}
 	return ShortFrame(s.Caller) + " via " + ShortFrame(s.Frames[0])
 }
+
+// SiteLabel names the site of stack id, whose frames are st (nil when
+// unknown), as Site.Label does.
+func SiteLabel(id trace.StackID, st trace.Stack) string {
+	s := Site{Stack: id, Caller: userFrame(st)}
+	if len(st) > 0 {
+		s.Frames = st[:1]
+	}
+	return s.Label()
+}

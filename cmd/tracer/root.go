@@ -37,6 +37,9 @@ them now.`,
   tracer analyze run.arrows
   tracer plot peak.png run.arrows
 
+  # Explore it in the browser: timeline, segments and sites at any moment
+  tracer view run.arrows
+
   # Record a PyTorch program, unchanged
   tracer record -o train.arrows -- python train.py
 

@@ -313,6 +313,10 @@ type Options struct {
 	// The Run's Result is then valid until the Replayer's next replay, and
 	// replays that run at once must not share it.
 	Replayer *replay.Replayer
+	// Observe, when set, sees every replayed event, in order, on the
+	// analysis goroutine (the event is reused: copy what it keeps). Stack
+	// IDs refer to Run.Stacks.
+	Observe func(ev *trace.Event)
 }
 
 // Run is the outcome of one replay of an input.
@@ -323,6 +327,9 @@ type Run struct {
 	Facts     trace.Facts         // of the input, as recorded
 	// OOMStacks holds the stacks of the failed requests in Result.
 	OOMStacks map[trace.StackID]trace.Stack
+	// Stacks is the input's stack table, which the replayed events' stack
+	// IDs index.
+	Stacks []trace.Stack
 }
 
 // Replay replays the input once under s and analyzes the replayed events.
@@ -372,6 +379,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	obs.stacks = rd.Stacks()
 	run.Result = res
 	run.Summaries = obs.summaries()
+	run.Stacks = obs.stacks
 	run.OOMStacks = map[trace.StackID]trace.Stack{}
 	for _, d := range res.Devices {
 		for _, o := range d.OOMs {
@@ -421,6 +429,9 @@ func (f *fanout) Event(ev *trace.Event) {
 		f.last, f.lastDev = s, ev.Device
 	}
 	s.Event(ev)
+	if f.opt.Observe != nil {
+		f.opt.Observe(ev)
+	}
 	if f.opt.Out != nil && f.err == nil {
 		out := *ev
 		if out.Stack != trace.NoStack {

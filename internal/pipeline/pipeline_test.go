@@ -157,3 +157,34 @@ func sameConf(t *testing.T, c allocator.Conf, s string) bool {
 	}
 	return confEqual(c, want)
 }
+
+// Observe sees every replayed event in order, and Run.Stacks resolves
+// their stacks.
+func TestReplay_observe(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := in.Resolve(Settings{Round: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, withStack int64
+	lastSeq := int64(-1)
+	run, err := Replay(context.Background(), in, r, Options{Observe: func(ev *trace.Event) {
+		if ev.Seq <= lastSeq {
+			t.Errorf("event seq %d after %d", ev.Seq, lastSeq)
+		}
+		lastSeq = ev.Seq
+		n++
+		if ev.Stack >= 0 {
+			withStack++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != run.Summaries[0].Events || withStack == 0 || len(run.Stacks) == 0 {
+		t.Errorf("observed %d events (%d with a stack), summarized %d; %d stacks", n, withStack, run.Summaries[0].Events, len(run.Stacks))
+	}
+}
