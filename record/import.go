@@ -12,9 +12,9 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/outfile"
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // Version is the tracer version written into every trace's producer field.

@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tracer-dev/tracer/internal/outfile"
-	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/internal/textpages"
+	"github.com/tracer-dev/tracer/pipeline"
 )
 
 func main() {
