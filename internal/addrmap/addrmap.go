@@ -32,18 +32,9 @@ const fib = 0x9E3779B97F4A7C15
 // minSlots is the table's first size.
 const minSlots = 64
 
-// The table grows when it would be more than maxLoadNum/maxLoadDen full.
-//
-// At most half full, as it was, a table sits near 1/2 when the live count
-// is just under a power of two, as the replay's map of the stress trace
-// (about 4000 live blocks in 8192 slots) does: a Take there probed and
-// shifted back a few slots, 94 instructions and 1.8 L1 misses. At 3/8,
-// that map has 16384 slots (a quarter full; the table is far larger than
-// L1 either way), and Replay/generated1M/default fell from 561 to 551
-// instructions and from 6.02 to 5.81 L1 misses an event (cachegrind),
-// generated1M/expandable from 652 to 641 and 7.16 to 6.88, training1M
-// from 464 to 463 and 1.89 to 1.86 (its maps held fewer blocks; no change
-// beyond noise in the snapshot replays).
+// The table grows when it would be more than maxLoadNum/maxLoadDen full: at
+// a half, a table whose live count is just under a power of two sits near
+// full enough that a Take probes and shifts back several slots.
 const (
 	maxLoadNum = 3
 	maxLoadDen = 8
