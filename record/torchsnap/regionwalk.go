@@ -87,8 +87,8 @@ func (r *region) walk() {
 // Events and memo slots are counted along, so each chunk learns its first
 // event and memo slot, and its events' slots are reserved in order.
 //
-// The serial walk (walk) costs about 4 ns per opcode on one goroutine,
-// enough to bound the whole region on a large host; this one spreads it,
+// The serial walk (walk), on one goroutine, would bound the whole region
+// on a large host; this one spreads it,
 // and the reads, over the workers, leaving only a byte search and the hand
 // over in order. Where the cut fails (a start that is not where the chunk
 // before stopped, a segment the walk cannot get through in a bounded buffer)
