@@ -368,8 +368,9 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 			}
 		case ev.Kind == trace.KindFreeRequested:
 			// A synchronous free whose free_completed follows in the batch
-			// is replayed at once, as holding it for the next iteration
-			// would, with less work; otherwise it is held.
+			// is replayed at once, with the result holding it for the next
+			// iteration would give and without the work of holding it;
+			// otherwise it is held.
 			if i+1 < len(evs) {
 				if next := &evs[i+1]; r.completes(ev, next) {
 					i++
