@@ -39,19 +39,14 @@ func (e *RawEvent) BlockSize() int64 { return int64(e.BlockAction & (maxSinkBloc
 // EventSink receives the allocator's events in runs, written by the
 // allocator straight into memory the sink provides, for a recorder that
 // must cost the allocator as little as possible. Most events take no call
-// at all: the allocator stores their four words inline, two dozen
-// instructions. An Observer costs a call per event and a copy of the event
-// from the allocator's staging Event into the observer's memory: on warm
-// request streams (record's BenchmarkRecordDrive), an Observer that only
-// counts the events adds 70 instructions an event (14% more than the
-// allocator's own) and, on the H200 host, 30-60% to the time; a sink's
-// stores alone (BenchmarkSinkFloor), two dozen instructions and 2.5-6% (H100
-// host, 32-byte events; 3-10% at 40 bytes with a free as two events).
+// at all: the allocator stores their four words inline. An Observer costs
+// a call per event and a copy of the event from the allocator's staging
+// Event into the observer's memory, several times what a sink's stores
+// cost (BenchmarkSinkFloor, record's BenchmarkRecordDrive).
 //
 // Writing into the sink's memory, rather than into a small buffer of the
 // allocator's that the sink copies out, lets the stores' cache misses
-// overlap the allocator's work: copied out in bulk, runs of 256 events cost
-// the allocator 2-6% more of its time (BenchmarkSinkFloor, H200 host).
+// overlap the allocator's work.
 type EventSink interface {
 	// EventsWritten says that the first n events of the buffer last given
 	// to the allocator are written, all of them in pool, and returns the
@@ -112,8 +107,8 @@ func (a *Allocator) SetEventBuffer(buf []RawEvent) {
 
 // sinkRoom is the room for the events of blocks to be written inline: none
 // while a private pool exists or the run's events are not in the default
-// pool, so that the inline path need not check an event's pool (four
-// instructions of the two dozen an event costs). Private pools come with
+// pool, so that the inline path need not check an event's pool. Private
+// pools come with
 // CUDA graphs and MemPools, rare in a recording; while they exist every
 // event takes sinkEvent, which checks.
 func (a *Allocator) sinkRoom() int {

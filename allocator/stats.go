@@ -81,7 +81,7 @@ type Stats struct {
 // updated and the others are copied from them here. The first free that
 // leaves a block pending (or a Restore) separates them for good
 // (activeApart). That spares every malloc and free two of its five
-// statistic updates: 14 instructions an event on the generated stream.
+// statistic updates.
 func (a *Allocator) activeStats() Stats {
 	s := a.stats
 	if !a.activeApart {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/analysis"
-	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/record/sample"
 )
 
 // realStats reads torch.cuda.memory_stats() saved at the end of a real run.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/analysis/analysistest"
-	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/trace"
 )
 

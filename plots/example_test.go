@@ -9,8 +9,8 @@ import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/analysis/analysistest"
-	"github.com/tracer-dev/tracer/internal/sample"
 	"github.com/tracer-dev/tracer/plots"
+	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )

@@ -47,12 +47,7 @@ func init() { initReleased = releaseFontPages() }
 // parses all 12 fonts, ~4.3 MB of []byte embedded in the executable's
 // writable data (.noptrdata); reading them, with the kernel's fault-around,
 // maps most of those pages, so every tracer process carried them, even
-// `tracer version` or `tracer import`, which never plot. Measured on the GPU
-// host (2026-11-22), dropping them cut the peak RSS of `tracer import` of a
-// 9 MB snapshot from 16.9 to 15.1 MB, and the RSS of `tracer version` after
-// init from 12.5 to 10.4 MB (the executable's rw-p mapping: Rss 2372 kB ->
-// 652 kB); the peak of `tracer version` is reached during init, before the
-// release, and does not change.
+// `tracer version` or `tracer import`, which never plot.
 //
 // Why it is safe: the fonts are only ever read, so their pages are still the
 // executable's bytes, and madvise(MADV_DONTNEED) on a private file mapping
@@ -67,9 +62,6 @@ func init() { initReleased = releaseFontPages() }
 //
 // On the plot path, rendering text reads the parsed fonts, which still point
 // into these slices, so the glyph pages it needs fault back in as it goes.
-//
-// Cost (BenchmarkReleaseFontPages, dev VM): ~30 µs to read and parse
-// /proc/self/maps, ~130 µs in all when the fonts' pages are mapped, as in init.
 func releaseFontPages() (released int) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {

@@ -23,9 +23,8 @@ const DefaultWorkload = "fragment-10mb"
 //go:embed workloads/*.workload
 var builtinFS embed.FS
 
-// builtins parses them on first use, not at init: every tracer process
-// (an import, a plot) would otherwise pay about 0.15 ms and 358 allocations
-// for them at start (GODEBUG=inittrace=1).
+// builtins parses them on first use, not at init, so that a process that
+// never runs a workload (an import, a plot) does not pay for them.
 var builtins = sync.OnceValue(loadBuiltins)
 
 func loadBuiltins() map[string]*Workload {

@@ -10,7 +10,9 @@ Package record captures GPU allocation events into traces, three ways:
   - RecordProgram runs a PyTorch program unchanged, with memory history
     switched on from its start by a startup hook (hook.py), and imports the
     snapshot the program dumps when it ends, however it ends.
-  - ImportSnapshots converts snapshot files (import.go).
+  - ImportSnapshots converts snapshot files (import.go), decoded by the
+    subpackage torchsnap; the subpackage sample holds the trace built into
+    the binary, one such import.
 
 Live recordings are crash-safe: the trace grows in a partial file beside
 its output (trace.WriterOptions.Live), renamed to the output at the end, and

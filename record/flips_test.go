@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // memPoolFirst is a torch.cuda.MemPool whose first allocation comes before

@@ -14,9 +14,9 @@ import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/gcpace"
 	"github.com/tracer-dev/tracer/internal/outfile"
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // Version is the tracer version written into every trace's producer field.
@@ -109,23 +109,18 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 	case os.Getenv("GOGC") != "":
 	case decodesInMemory(ins):
 		// Decoding a file in memory keeps tables that grow with it (the
-		// pickle memo, the frames lists, the workers' chunks: about 60
-		// bytes a trace entry) beside the events, which lie outside the
-		// heap (torchsnap.ReadFileMapped); at the default pace its garbage
-		// grows as large as those tables between collections. A real 190
-		// MB training snapshot peaked at 412–440 MiB (2.2–2.3× the file)
-		// before this, at 355–358 MiB with it, no slower, and at 303–312
-		// MiB since the events left the heap (GPU host, 2026-11-22).
+		// pickle memo, the frames lists, the workers' chunks) beside the
+		// events, which lie outside the heap (torchsnap.ReadFileMapped);
+		// at the default pace its garbage grows as large as those tables
+		// between collections.
 		defer gcpace.SetPercent(gcpace.SetPercent(25))
 	default:
 		// Decoding into a spill keeps a few MB on the heap, and its
 		// garbage goes back to the system once it ends (importOne): at
-		// the default pace the collector ran twice while the real 9.6 MB
-		// snapshot was decoded, each time slowing the decoder with its
-		// write barriers and assists, for a peak that comes later anyway.
-		// At 200 it runs none while decoding (only the one importOne
-		// forces after it), the import is 9% faster, and its peak no
-		// higher (13.6–13.8 MiB against 13.8–14.3; development VM).
+		// the default pace the collector would run while decoding, slowing
+		// the decoder with its write barriers and assists, for a peak that
+		// comes later anyway. At 200 it runs only once, when importOne
+		// forces it after decoding.
 		defer gcpace.SetPercent(gcpace.SetPercent(200))
 	}
 	results := make([]*ImportResult, len(ins))
@@ -287,9 +282,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		// Decoding's garbage (the pickle memo above all: a slot or two per
 		// trace entry) is the largest part of the heap the import has had
 		// so far; hand it back now, or it stays resident beside the
-		// buffers of the passes below (3 MB of 17.6 MB at the peak of the
-		// 9 MB snapshot's import). A collection of what is left costs
-		// about a millisecond.
+		// buffers of the passes below. A collection of what is left is
+		// cheap.
 		debug.FreeOSMemory()
 	}
 	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
@@ -391,9 +385,9 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// A spilled trace is written a piece of a batch at a time; one decoded
 	// in memory (a large file on many cores), whose memory is the events
 	// anyway, by Create's writer, which lays whole batches out on several
-	// cores and writes through a window of its own: the stream writer's
-	// positioned writes, 14 per 2048 events, took the 202 MB file's import
-	// on the GPU host from 0.20 s to 0.3–0.4 s. Both write the same bytes.
+	// cores and writes through a window of its own, which for such files
+	// beats the stream writer's positioned writes. Both write the same
+	// bytes.
 	var w eventWriter
 	if spilled {
 		w, err = trace.CreateStream(out, meta, total, nulls)
@@ -658,10 +652,7 @@ func (s *reservedScan) add(evs []trace.Event) {
 // their pools, a chunk ahead on a goroutine of its own; the replay's source
 // (annSource) hands each to the replay whole; the replay writes the model's
 // block sizes into it as it goes (replay.Options.Annotate), and the chunk
-// goes on to the writer when the replay asks for the next one. An observer
-// of the model's allocs that annotated them, and the frees from a map of
-// its own, made this annotation of a real 9.6 MB training snapshot cost
-// about a fifth more instructions.
+// goes on to the writer when the replay asks for the next one.
 //
 // rows are d's empty_cache rows (findEmptyCaches): the chunks carry them,
 // and the replay performs them (replay.Options.EmptyCacheRows).
@@ -678,8 +669,8 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 	s.ready = readChunks(d, rows, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
-	// every event would have the allocator report them all, and cost this
-	// replay a third of its instructions.
+	// every event would have the allocator report them all, which this
+	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
 		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()

@@ -13,7 +13,7 @@ import (
 // writer. It imports every real snapshot in testdata/snapshots, and the file
 // named by TRACER_IMPORT_BENCH if set (a large one, e.g. from
 //
-//	TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 go test -run TestSyntheticSnapshot ./trace/torchsnap
+//	TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 go test -run TestSyntheticSnapshot ./record/torchsnap
 //
 // ). It reports events/s and input MB/s.
 func BenchmarkImport(b *testing.B) {

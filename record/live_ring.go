@@ -32,18 +32,12 @@ import (
 // traffic and the hand-over of chunks, and both are kept small:
 //
 //   - Chunks are reused last-returned first (encoder.free is a stack), so
-//     that the few in use stay in the allocator core's L2 cache. Reused in
-//     turn (a FIFO ring), 16 chunks of 40-byte events, 2.5 MiB, streamed
-//     through a 2 MiB L2:
-//     on one thread (BenchmarkRecordDrive's streams, sim device, chunks
-//     recycled with no encoder) that cost the median pass 3-20% of the
-//     allocator's time, against 0-3% for one chunk reused.
+//     that the few in use stay in the allocator core's L2 cache; reused in
+//     turn, a ring of them would stream through it.
 //   - A hand-over is a send into a buffered channel that nobody waits on:
 //     while chunks come, the encoder takes them every pollEvery instead of
-//     being woken for each. Waking a parked goroutine costs the sender a
-//     futex call and an inter-processor interrupt, 3-4 µs on a virtual
-//     machine against 0.5 µs for the send alone: 1-2% of the allocator's
-//     time at one hand-over per 4096 events.
+//     being woken for each, since waking a parked goroutine costs the
+//     sender a futex call and an inter-processor interrupt.
 //   - The first chunks are made, and their pages faulted in, before the
 //     workload starts (firstChunks).
 
@@ -54,17 +48,14 @@ const (
 	// and the time the encoder takes to write a batch, so that the
 	// allocator does not wait for it on a machine with a spare core. In use
 	// at a time are the chunks handed over since the last poll and the one
-	// being filled: about 1 MiB at 20-30 million events a second. Chunks of
-	// 1024 events made recording cost 5-13 points more of the allocator's
-	// time on BenchmarkRecordDrive's streams (H200 host, three runs beside
-	// this size), 16384 no less.
+	// being filled: about 1 MiB at 20-30 million events a second. Smaller
+	// chunks mean more hand-overs, larger ones no less cost.
 	chunkEvents = 4096
 	ringChunks  = 64
 	// firstChunks are made, and their memory touched, when the recording
 	// starts, more than are in use at full speed, so that the allocator's
 	// thread seldom makes one: a chunk made during the run costs it 32 page
-	// faults, 0.1-0.5 ms on a virtual machine. Made at the start, the 2 MiB
-	// take 1-2 ms there, before the workload's first event.
+	// faults.
 	firstChunks = 16
 	// pollEvery is how often a busy encoder takes the chunks handed over
 	// (a shorter timer would not fire sooner: an idle Go thread waits for
@@ -81,12 +72,10 @@ const (
 	// events between reads are placed in time by the encoder (stampTimes),
 	// within the reads around them. On a warm allocator (40-90 ns an event)
 	// that is a read every 550-1024 events, and times within clockPeriod of
-	// the truth, far finer than a memory timeline needs. Reading every
-	// 10 µs (at most every 256 events) cost 1.5-3.5 points more of the
-	// allocator's time; every 1 µs, 15-30 points (BenchmarkRecordDrive,
-	// H100 host, 2026-11-22). Where events are sparse (a program computing
-	// between its allocations) every event reads the clock and its time is
-	// exact.
+	// the truth, far finer than a memory timeline needs, and reading more
+	// often costs the allocator's thread visibly more. Where events are
+	// sparse (a program computing between its allocations) every event
+	// reads the clock and its time is exact.
 	clockPeriod   = 50 * time.Microsecond
 	maxClockEvery = 1024
 	// actSnapshot is the Action of a snapshot marker in a chunk; the

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // privatePools holds the segments a snapshot reports as owned by a private

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // poolsDevice returns a device with n private segments of 2 MiB, every

@@ -5,9 +5,9 @@ import (
 	mbits "math/bits"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // findEmptyCaches decides which of d's recorded segment_free/segment_unmap

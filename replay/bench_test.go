@@ -62,10 +62,9 @@ func (g *genSource) Next() bool {
 
 // step writes event g.i into e and advances. It writes only the fields
 // that vary (Seq, Kind, Addr, Size, Stream): e's others must hold the
-// constant values every event has (Stack NoStack, the rest zero). Writing
-// whole events, and copying them from Next's event into NextBatch's, made
-// the generator cost 144 instructions an event instead of 83: a fifth of
-// what BenchmarkReplay measured on this stream, where it counts as replay.
+// constant values every event has (Stack NoStack, the rest zero), so that
+// the generator's own cost, which BenchmarkReplay counts as replay, stays
+// small.
 func (g *genSource) step(e *trace.Event) {
 	e.Seq = g.i
 	g.i++

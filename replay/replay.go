@@ -134,9 +134,8 @@ type Options struct {
 	PoolFlips map[AllocKey]bool
 	// SkipCompare, with Recorded, takes the segments' addresses from the
 	// recording but compares nothing with it (no Mismatches, no
-	// NumMismatches), for a caller that checks what it needs itself: the
-	// comparison has the allocator report every event, which cost the
-	// import's annotation of a real snapshot a third of its instructions.
+	// NumMismatches), for a caller that checks what it needs itself and
+	// spares the allocator reporting every event.
 	SkipCompare bool
 	// EmptyCacheRows says the trace states the user's empty_cache() calls
 	// as KindEmptyCache rows (trace.Meta.EmptyCacheRows, tracer import's
@@ -377,9 +376,9 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 			}
 		case ev.Kind == trace.KindFreeRequested:
 			// A synchronous free whose free_completed follows in the batch
-			// is replayed at once, as holding it for the next iteration
-			// would (7 instructions an event fewer on the generated
-			// stream); otherwise it is held.
+			// is replayed at once, with the result holding it for the next
+			// iteration would give and without the work of holding it;
+			// otherwise it is held.
 			if i+1 < len(evs) {
 				if next := &evs[i+1]; r.completes(ev, next) {
 					i++

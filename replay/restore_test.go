@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/trace"
-	"github.com/tracer-dev/tracer/trace/torchsnap"
 )
 
 // TestSnapshotWrappedExpandable makes wrapped histories of the real

@@ -1,7 +1,7 @@
 package replay
 
 // A small PyTorch snapshot loader for the differential tests. The production
-// decoder is trace/torchsnap; this stays in one file so it can be swapped for it.
+// decoder is record/torchsnap; this stays in one file so it can be swapped for it.
 
 import (
 	"encoding/json"

@@ -391,10 +391,10 @@ func BenchmarkReader(b *testing.B) {
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
 }
 
-// sampleTrace is the trace tracer embeds (internal/sample), read from disk:
+// sampleTrace is the trace tracer embeds (record/sample), read from disk:
 // package trace cannot import its own users.
 func sampleTrace(tb testing.TB) []byte {
-	data, err := os.ReadFile("../internal/sample/mlp_train.arrows")
+	data, err := os.ReadFile("../record/sample/mlp_train.arrows")
 	if err != nil {
 		tb.Skip("no sample trace:", err)
 	}

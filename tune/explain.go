@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tracer-dev/tracer/analysis"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/replay"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/tracer-dev/tracer/analysis"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 )
 
 // fitUnit is the step of the search on the limit: the CUDA driver's 2 MiB

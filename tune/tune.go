@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 )
 
 // Objective is what the search minimises.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/trace"
 )
 

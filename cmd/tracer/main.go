@@ -16,8 +16,8 @@ import (
 
 	"github.com/tracer-dev/tracer/internal/gcpace"
 	"github.com/tracer-dev/tracer/internal/outfile"
-	"github.com/tracer-dev/tracer/internal/pipeline"
 	"github.com/tracer-dev/tracer/internal/textpages"
+	"github.com/tracer-dev/tracer/pipeline"
 )
 
 func main() {

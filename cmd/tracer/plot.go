@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/internal/outfile"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/plots"
 	"github.com/tracer-dev/tracer/replay"
 	"gonum.org/v1/plot"

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/tracer-dev/tracer/analysis"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 )
 
 // Several traces given to info, analyze or replay (the ranks of one

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/outfile"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/record"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/cuda"
 	"github.com/tracer-dev/tracer/internal/outfile"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/record"
 	"github.com/tracer-dev/tracer/trace"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/tune"
 )
 

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/record/sample"
 )
 
 // tracer tune on the built-in sample: a table, progress on stderr, and last

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/view"
 )
 

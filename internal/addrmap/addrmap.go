@@ -33,26 +33,13 @@ const fib = 0x9E3779B97F4A7C15
 // minSlots is the table's first size.
 const minSlots = 64
 
-// The table grows when it would be more than maxLoadNum/maxLoadDen full,
-// and from bigSlots slots on when it would be more than 3/4 full.
-//
-// At most half full, as it was, a table sits near 1/2 when the live count
-// is just under a power of two, as the replay's map of the stress trace
-// (about 4000 live blocks in 8192 slots) does: a Take there probed and
-// shifted back a few slots, 94 instructions and 1.8 L1 misses. At 3/8,
-// that map has 16384 slots (a quarter full; the table is far larger than
-// L1 either way), and Replay/generated1M/default fell from 561 to 551
-// instructions and from 6.02 to 5.81 L1 misses an event (cachegrind),
-// generated1M/expandable from 652 to 641 and 7.16 to 6.88, training1M
-// from 464 to 463 and 1.89 to 1.86 (its maps held fewer blocks; no change
-// beyond noise in the snapshot replays).
-//
-// A table of bigSlots slots or more is past L2 whatever its load, so a
-// lookup's cost is its first miss, and the next slots of a probe share its
-// line; there the table's size is what counts: at 3/8 it took 2.7 to 5.3
-// slots an entry (64 to 128 bytes for the replay's 24-byte slots, the
-// largest share of a replay's memory per live block). Up to 3/4 it takes
-// 1.3 to 2.7.
+// The table grows when it would be more than maxLoadNum/maxLoadDen full
+// (near half full, a table whose live count is just under a power of two
+// makes a Take probe and shift back several slots), and from bigSlots slots
+// on when it would be more than 3/4 full: a table that large is past L2
+// whatever its load, so a lookup's cost is its first miss and the table's
+// size is what counts (the replay's 24-byte slots are the largest share of
+// its memory per live block).
 const (
 	maxLoadNum = 3
 	maxLoadDen = 8

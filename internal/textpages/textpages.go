@@ -9,9 +9,7 @@
 // import` began with about 10 MB of them resident, which its peak counted
 // in full, though the import itself uses a fraction. Released once
 // initialization is over, the pages that the command then reads come back
-// from the page cache (a minor fault each, with the same fault-around):
-// the import of a real 9.6 MB snapshot peaked at 13.6–14.2 MiB instead of
-// 15.9–16.4 on the GPU machine's host, no slower (2026-11-22).
+// from the page cache (a minor fault each, with the same fault-around).
 package textpages
 
 import (

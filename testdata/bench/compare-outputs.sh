@@ -1,19 +1,31 @@
 #!/bin/sh
-# compare-outputs.sh BASE NEW [SNAPSHOT...]: runs two tracer binaries on the
-# snapshots (default testdata/snapshots/*.pickle) and the workloads of
-# testdata/workloads and record/workloads, each in a folder of its own under
-# the same file names, and reports every output that differs: import's
-# trace, analyze's text and JSON (with the timeline), replay's JSON under
-# expandable segments, info's JSON, the segments and fragmentation plots,
-# and each workload recorded on the simulated device.
-# Exits 1 on a difference.
+# compare-outputs.sh BASE NEW [SNAPSHOT...]: runs two tracer binaries on
+# snapshots and reports every output that differs. Exits 1 on a difference.
+#
+# The snapshots default to every one in the repository: testdata/snapshots,
+# the pairs of testdata/pairs/snapshots (gunzipped first) and the decoder's
+# own (record/torchsnap/testdata, pickles and JSON, some of them malformed on
+# purpose). Each is compared by import's trace, messages and exit status,
+# info's text and JSON, analyze's text and JSON (with the timeline), replay's
+# text under the recorded settings and its JSON under expandable segments and
+# a 4 KiB rounding quantum, and the segments and fragmentation plots. The
+# workloads of testdata/workloads and record/workloads are then recorded on
+# the simulated device by each binary and compared through analyze.
 set -u
 base=$1 new=$2
 shift 2
-[ $# -gt 0 ] || set -- testdata/snapshots/*.pickle
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-mkdir "$dir/base" "$dir/new"
+mkdir "$dir/base" "$dir/new" "$dir/in"
+if [ $# -eq 0 ]; then
+	set -- testdata/snapshots/*.pickle testdata/pairs/snapshots/*.pickle.gz
+	for d in record/torchsnap/testdata; do
+		if [ -d "$d" ]; then
+			set -- "$@" "$d"/*.pickle "$d"/*.json
+			break
+		fi
+	done
+fi
 bad=0
 same() { # same LABEL FILE
 	if ! cmp -s "$dir/base/$2" "$dir/new/$2"; then
@@ -23,24 +35,41 @@ same() { # same LABEL FILE
 }
 n=0
 for snap in "$@"; do
-	name=$(basename "$snap" .pickle)
+	name=$(basename "$snap")
+	# The input's path shows in error messages: both binaries read the
+	# same copy, under a name of its own.
+	in="$dir/in/$n-${name%.gz}"
+	case $snap in
+	*.gz) gzip -dc "$snap" >"$in" ;;
+	*) cp "$snap" "$in" ;;
+	esac
 	for w in base new; do
 		bin=$base
 		[ "$w" = new ] && bin=$new
 		(
 			cd "$dir/$w" || exit 1
-			"$bin" import "$OLDPWD/$snap" -o t.arrows >/dev/null 2>&1
+			rm -f t.arrows
+			"$bin" import "$in" -o t.arrows >imp 2>&1
+			echo "exit $?" >>imp
+			[ -f t.arrows ] || exit 0
+			"$bin" info t.arrows >inf 2>&1
+			"$bin" info t.arrows --json >info 2>&1
 			"$bin" analyze t.arrows --top 20 >an 2>&1
 			"$bin" analyze t.arrows --json --timeline >anj 2>&1
+			"$bin" replay t.arrows >rept 2>&1
 			"$bin" replay t.arrows --conf expandable_segments:True --json >rep 2>&1
-			"$bin" info t.arrows --json >info 2>&1
+			"$bin" replay t.arrows --round 4096 --json >rep4k 2>&1
 			"$bin" plot seg.svg t.arrows --kind segments >/dev/null 2>&1
 			"$bin" plot frag.svg t.arrows --kind fragmentation >/dev/null 2>&1
 		)
 	done
-	for f in t.arrows an anj rep info seg.svg frag.svg; do
-		same "$name $f" $f
-	done
+	same "$name import" imp
+	if [ -f "$dir/base/t.arrows" ] || [ -f "$dir/new/t.arrows" ]; then
+		for f in t.arrows inf info an anj rept rep rep4k seg.svg frag.svg; do
+			same "$name $f" $f
+		done
+	fi
+	rm -f "$dir"/base/* "$dir"/new/* "$in"
 	n=$((n + 1))
 done
 # A recording's timestamps are the wall clock's: the recordings are compared

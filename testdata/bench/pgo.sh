@@ -22,7 +22,7 @@ bench() { # package, benchmark regexp, benchtime, profile name
 }
 bench ./replay 'BenchmarkReplay/(training1M|generated1M)/|BenchmarkReplay/snapshot-reuse/' 3x replay
 bench ./record 'BenchmarkImport/' 20x import
-bench ./trace/torchsnap 'BenchmarkDecode/(multistream_x49|synthetic)' 2x decode
+bench ./record/torchsnap 'BenchmarkDecode/(multistream_x49|synthetic)' 2x decode
 bench ./trace 'BenchmarkReader|BenchmarkWriter' 3x trace
 bench ./analysis 'BenchmarkSummarizer' 1x analysis
 go tool pprof -proto "$tmp"/*.prof >"$tmp/merged.pgo"

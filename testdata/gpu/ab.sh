@@ -5,7 +5,7 @@
 # Build both here, each with testdata/gpu/build.sh, into two folders under
 # .dev (for the old one, from a `git worktree add` of its commit:
 # `go build -o DIR/tracer ./cmd/tracer; go test -c -o DIR/replay.test ./replay`
-# and so on for record and trace/torchsnap), carry them, then, from the repo
+# and so on for record and record/torchsnap), carry them, then, from the repo
 # root there:
 #
 #   testdata/gpu/ab.sh OLD NEW [SECTION...]
@@ -82,10 +82,10 @@ for name in sorted({n for n, _ in rates}):
 on import && have tracer && {
 	log "tracer import (old, new) vs python's pickle.load"
 	if [ -x "$new/torchsnap.test" ] && [ ! -s /tmp/big.pickle ]; then
-		(cd trace/torchsnap && TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 "$root/$new/torchsnap.test" \
+		(cd record/torchsnap && TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 "$root/$new/torchsnap.test" \
 			-test.run TestSyntheticSnapshot -test.count 1 >/dev/null)
 	fi
-	[ -s /tmp/ms10.pickle ] || python3 trace/torchsnap/testdata/scale_snapshot.py \
+	[ -s /tmp/ms10.pickle ] || python3 record/torchsnap/testdata/scale_snapshot.py \
 		testdata/snapshots/multistream__default__seed1.pickle /tmp/ms10.pickle 10 >/dev/null
 	# A real training run's snapshot of about 10 MB (a new frames list per
 	# trace entry, which the scaled one lacks); needs the GPU.

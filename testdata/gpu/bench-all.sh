@@ -33,7 +33,7 @@ log "allocator model: replays on one core (events/s)"
 }
 on pipeline && {
 log "replay + analysis of a 10M-event trace on two cores"
-(cd internal/pipeline && TRACER_BENCH_TRACE=/tmp/bench10m.arrows $two "$root/.dev/pipeline.test" \
+(cd pipeline && TRACER_BENCH_TRACE=/tmp/bench10m.arrows $two "$root/.dev/pipeline.test" \
 	-test.run XXX -test.bench ReplayAnalyze -test.benchtime 3x -test.cpu 2)
 for args in "replay /tmp/bench10m.arrows --round 512" "replay /tmp/bench10m.arrows --round 4096" \
 	"analyze /tmp/bench10m.arrows" "plot /tmp/bench10m.png /tmp/bench10m.arrows" "info /tmp/bench10m.arrows"; do
@@ -55,9 +55,9 @@ log "recording cost on real request streams, warm (sim device)"
 }
 on import && {
 log "tracer import vs python's pickle.load, on a generated 200 MB snapshot and a 9 MB one"
-(cd trace/torchsnap && TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 "$root/.dev/torchsnap.test" \
+(cd record/torchsnap && TORCHSNAP_GEN=/tmp/big.pickle TORCHSNAP_GEN_EVENTS=2500000 "$root/.dev/torchsnap.test" \
 	-test.run TestSyntheticSnapshot -test.count 1 >/dev/null)
-python3 trace/torchsnap/testdata/scale_snapshot.py testdata/snapshots/multistream__default__seed1.pickle /tmp/ms10.pickle 10 >/dev/null
+python3 record/torchsnap/testdata/scale_snapshot.py testdata/snapshots/multistream__default__seed1.pickle /tmp/ms10.pickle 10 >/dev/null
 ls -l /tmp/big.pickle /tmp/ms10.pickle
 for f in /tmp/big.pickle /tmp/ms10.pickle; do
 	for i in 1 2 3; do

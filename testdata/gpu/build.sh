@@ -8,7 +8,7 @@ go build -ldflags='-s -w' -o .dev/tracer ./cmd/tracer
 go test -c -ldflags='-s -w' -o .dev/cuda.test ./cuda
 go test -c -ldflags='-s -w' -o .dev/record.test ./record
 go test -c -ldflags='-s -w' -o .dev/replay.test ./replay
-go test -c -ldflags='-s -w' -o .dev/pipeline.test ./internal/pipeline
+go test -c -ldflags='-s -w' -o .dev/pipeline.test ./pipeline
 go test -c -ldflags='-s -w' -o .dev/trace.test ./trace
-go test -c -ldflags='-s -w' -o .dev/torchsnap.test ./trace/torchsnap
+go test -c -ldflags='-s -w' -o .dev/torchsnap.test ./record/torchsnap
 du -sh .dev

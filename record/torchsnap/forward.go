@@ -9,8 +9,7 @@ import (
 // decoded, the start state that Reconstruct's undo derives backwards from
 // the end state: so that an import, whose decoder spills its events (Open)
 // on one core, has the start state when decoding ends instead of reading
-// the whole trace back once more (on a real 9.6 MB snapshot, 3–4 ms of a
-// 40 ms import on the GPU host). OpenFollowed feeds it.
+// the whole trace back once more. OpenFollowed feeds it.
 //
 // Undo (reconstruct.go) changes the blocks and the segment ranges apart:
 // no block event touches a range, no segment event a block. Its result for

@@ -3,7 +3,7 @@
 // machine: a real PyTorch run (testdata/snapshots/mlp_train__default.pickle,
 // a 6-layer 2048-wide MLP trained with Adam for 8 steps on an H100, torch
 // 2.11), imported by tracer. TestSampleIsFresh keeps it equal to a fresh
-// import of that snapshot; `go test ./internal/sample -update` rewrites it.
+// import of that snapshot; `go test ./record/sample -update` rewrites it.
 package sample
 
 import (

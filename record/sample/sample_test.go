@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tracer-dev/tracer/internal/sample"
 	"github.com/tracer-dev/tracer/record"
+	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -39,11 +39,11 @@ func TestSampleIsFresh(t *testing.T) {
 	}
 	got := events(t, rd)
 	if len(got) != len(want) || len(got) == 0 {
-		t.Fatalf("sample has %d events, a fresh import %d; run go test ./internal/sample -update", len(got), len(want))
+		t.Fatalf("sample has %d events, a fresh import %d; run go test ./record/sample -update", len(got), len(want))
 	}
 	for i := range got {
 		if got[i] != want[i] {
-			t.Fatalf("event %d differs from a fresh import: %+v vs %+v; run go test ./internal/sample -update", i, got[i], want[i])
+			t.Fatalf("event %d differs from a fresh import: %+v vs %+v; run go test ./record/sample -update", i, got[i], want[i])
 		}
 	}
 }

@@ -164,9 +164,8 @@ func ReadFile(path string) (*Snapshot, error) { return readFile(path, false) }
 // and no slice of them kept from before may be used. An import decodes a
 // large file in memory this way. Its store is sized for the most entries
 // the file could hold (about twice what a real snapshot has); on the heap,
-// that size set the collector's goal, and the garbage of decoding grew
-// with it: a real 95 MB snapshot peaked at 185–190 MiB (more than twice
-// the file) with GOGC at 25, where the events take 90 MiB.
+// that size would set the collector's goal, and the garbage of decoding
+// would grow with it.
 func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true) }
 
 func readFile(path string, offHeap bool) (*Snapshot, error) {

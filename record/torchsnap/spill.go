@@ -77,9 +77,7 @@ type spillWrite struct {
 // spillBuffers is how many buffers a spill fills and writes in turn. The
 // writer keeps up with the decoder on average, but not chunk by chunk (the
 // kernel's page-cache allocation, the follower of OpenFollowed, the
-// collector): with two, the decoder of the real 9.6 MB snapshot waited
-// 2 ms for a buffer without a follower and 4 ms with one, of 15–18 ms;
-// with four, 0.05–1.1 ms (development VM, two cores), for 112 KiB more.
+// collector), so the decoder gets more than two buffers to fill ahead.
 const spillBuffers = 4
 
 // spillChunk is how many events a spill buffers before writing them (56

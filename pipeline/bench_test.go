@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tracer-dev/tracer/internal/pipeline"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/record"
 )
 

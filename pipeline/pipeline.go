@@ -19,7 +19,7 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
-	"github.com/tracer-dev/tracer/internal/sample"
+	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )

@@ -109,7 +109,7 @@ func TestRegions_matchSequential(t *testing.T) {
 // large, so minimizing an input grown from it takes long, with the exec count
 // standing still meanwhile: run it with a bounded minimization, e.g.
 //
-//	go test -run X -fuzz FuzzRegions -fuzzminimizetime 200x ./trace/torchsnap
+//	go test -run X -fuzz FuzzRegions -fuzzminimizetime 200x ./record/torchsnap
 func FuzzRegions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		withRegions(t, 48, 3)

@@ -1,0 +1,401 @@
+package torchsnap
+
+import (
+	"encoding/binary"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// entry decodes the trace entry dict at buf[i] into *out, event evIdx of
+// the store (its Seq, as eventStore.add sets it), as flatDict and toEvent
+// would, and returns the offset past it. ok is false for anything this
+// subset does not cover (*out is then undefined).
+func (w *pworker) entry(i int, evIdx int64, out *cev) (int, bool) {
+	if j, ok := w.flatEntry(i, evIdx, out); ok {
+		return j, true
+	}
+	j, e, ok := w.itemsEntry(i, evIdx)
+	if ok {
+		e.Seq = evIdx
+		*out = e
+	}
+	return j, ok
+}
+
+// itemsEntry is entry for any entry of the subset: it collects the items,
+// then converts them (event).
+func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
+	buf := w.buf
+	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
+		return 0, cev{}, false
+	}
+	slot := len(w.res.memo.k)
+	w.memoize(value{k: vOpen})
+	items := &w.items
+	n := 0
+	j := i + 3
+	// The prefix memo's first chunk, where the keys and most shared objects
+	// are, one indirection closer.
+	var k0 []vkind
+	var v0 []int32
+	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
+		k0, v0 = w.view.memoK[0], w.view.memoV[0]
+	}
+	for {
+		if n == maxFlatItems {
+			return 0, cev{}, false
+		}
+		var v value
+		if j+10 <= len(buf) {
+			// Fast path: the opcode and its argument are in buf.
+			p := (*[10]byte)(buf[j : j+10])
+			switch p[0] {
+			case opSetItems:
+				j++
+				goto done
+			case opBinGet, opLongBinGet:
+				var idx uint64
+				if p[0] == opBinGet {
+					idx, j = uint64(p[1]), j+2
+				} else {
+					idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
+				}
+				if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < w.view.memoN {
+					v = value{k0[idx], int64(v0[idx])}
+					switch v.k {
+					case vDict, vMark, vWide:
+						return 0, cev{}, false
+					case vList, vTuple:
+						v = value{vExt, int64(idx)}
+					}
+				} else {
+					var ok bool
+					if v, ok = w.get(idx); !ok {
+						return 0, cev{}, false
+					}
+				}
+			case opBinInt1:
+				v = intValue(int64(p[1]))
+				j += 2
+			case opBinInt2:
+				v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+				j += 3
+			case opBinInt:
+				v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+				j += 5
+			case opLong1:
+				c := int(p[1])
+				if c > 8 {
+					return 0, cev{}, false
+				}
+				v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
+				j += 2 + c
+			case opNone:
+				j++
+			case opNewTrue:
+				v = boolValue(true)
+				j++
+			case opNewFalse:
+				v = boolValue(false)
+				j++
+			default:
+				goto slow
+			}
+			if v.k == vOpen {
+				return 0, cev{}, false
+			}
+			items[n] = v
+			n++
+			continue
+		}
+	slow:
+		j = w.skipFrames(j)
+		if j >= len(buf) {
+			return 0, cev{}, false
+		}
+		if buf[j] == opSetItems {
+			j++
+			break
+		}
+		{
+			var ok bool
+			if n%2 == 1 && buf[j] == opEmptyList {
+				v, j, ok = w.framesList(j)
+			} else {
+				v, j, ok = w.scalar(j)
+			}
+			if !ok || v.k == vOpen {
+				return 0, cev{}, false
+			}
+		}
+		items[n] = v
+		n++
+	}
+done:
+	if n%2 != 0 || n < 2 {
+		return 0, cev{}, false
+	}
+	e, ok := w.event(items[:n])
+	if !ok {
+		return 0, cev{}, false
+	}
+	w.res.memo.set(slot, value{vEvent, evIdx})
+	return j, e, true
+}
+
+// flatEntry is entry for the usual trace entry, as flatEvent is flatDict
+// for it: keys that are references to strings from before the region, the
+// first one "action", and values that are scalars or memo references. It
+// converts each item into *ev as it reads it, as event would, instead of
+// collecting the items and converting them after. It returns false for
+// anything else, and for any entry event would refuse or convert otherwise
+// than simply (an oom, a pool id, a second frames), having changed nothing
+// but *ev (entry then decodes it its own way).
+func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
+	buf := w.buf
+	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
+		return 0, false
+	}
+	// The prefix memo's first chunk, where the keys and most shared objects
+	// are, one indirection closer.
+	var k0 []vkind
+	var v0 []int32
+	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
+		k0, v0 = w.view.memoK[0], w.view.memoV[0]
+	}
+	memoN := w.view.memoN
+	slot := len(w.res.memo.k)
+	w.memoize(value{k: vOpen})
+	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
+	frames, hasAddr := value{k: vMark}, false // none yet
+	j := i + 3
+	for pairs := 0; ; pairs++ {
+		if j+10 > len(buf) || pairs == maxFlatItems/2 {
+			break
+		}
+		// The key: a reference to a string from before the region.
+		var idx uint64
+		switch p := (*[5]byte)(buf[j : j+5]); p[0] {
+		case opSetItems:
+			if pairs == 0 || !hasAddr && needsAddr(ev.Kind) { // the sequential machine reports a missing addr
+				goto fail
+			}
+			j++
+			goto done
+		case opBinGet:
+			idx, j = uint64(p[1]), j+2
+		case opLongBinGet:
+			idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
+		default:
+			goto fail
+		}
+		if idx >= uint64(len(k0)) || idx >= uint64(len(v0)) || idx >= memoN || k0[idx] != vStr {
+			goto fail
+		}
+		key := int64(v0[idx])
+		if pairs == 0 && key != kAction || j+10 > len(buf) {
+			goto fail
+		}
+		// The value, as itemsEntry's fast path reads it, written out again
+		// for the same reason as in flatEvent: a call per value costs more
+		// than the lines it saves.
+		var v value
+		switch p := (*[10]byte)(buf[j : j+10]); p[0] {
+		case opBinGet, opLongBinGet:
+			if p[0] == opBinGet {
+				idx, j = uint64(p[1]), j+2
+			} else {
+				idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
+			}
+			if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < memoN {
+				v = value{k0[idx], int64(v0[idx])}
+				switch v.k {
+				case vDict, vMark, vWide:
+					goto fail
+				case vList, vTuple:
+					v = value{vExt, int64(idx)}
+				}
+			} else {
+				var ok bool
+				if v, ok = w.get(idx); !ok || v.k == vOpen {
+					goto fail
+				}
+			}
+		case opBinInt1:
+			v = intValue(int64(p[1]))
+			j += 2
+		case opBinInt2:
+			v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
+			j += 3
+		case opBinInt:
+			v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
+			j += 5
+		case opLong1:
+			c := int(p[1])
+			if c > 8 {
+				goto fail
+			}
+			v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
+			j += 2 + c
+		case opNone:
+			j++
+		case opNewTrue:
+			v = boolValue(true)
+			j++
+		case opNewFalse:
+			v = boolValue(false)
+			j++
+		default:
+			goto fail
+		}
+		// As event, with wInt and wUint's conversions.
+		isInt := v.k == vInt || v.k == vBool
+		switch key {
+		case kAction:
+			var ok bool
+			if ev.Kind, ok = w.kindOf(v); !ok || ev.Kind == trace.KindOOM {
+				goto fail
+			}
+		case kAddr, kDeviceFree:
+			if !isInt {
+				goto fail
+			}
+			ev.Addr, hasAddr = uint64(v.i), hasAddr || key == kAddr
+		case kSize:
+			if !isInt {
+				goto fail
+			}
+			ev.Size = v.i
+		case kStream:
+			if !isInt {
+				goto fail
+			}
+			ev.Stream = uint64(v.i)
+		case kTimeUs:
+			if v.k != vNone {
+				if !isInt {
+					goto fail
+				}
+				ev.TimeUs = v.i
+			}
+		case kFrames:
+			if frames.k != vMark || (v.k != vNone && v.k != vExt && v.k != vLList) {
+				goto fail
+			}
+			frames = v
+		case kPoolID:
+			if v.k != vNone {
+				goto fail
+			}
+		}
+	}
+fail:
+	w.res.memo.truncate(slot)
+	return 0, false
+done:
+	if frames.k != vMark {
+		// Last, once nothing can fail: stackOf cannot, for these kinds.
+		ev.Stack, _ = w.stackOf(frames)
+	}
+	w.res.memo.set(slot, value{vEvent, evIdx})
+	return j, true
+}
+
+// event converts an entry's items as toEvent does.
+func (w *pworker) event(p []value) (cev, bool) {
+	ev := cev{Stack: trace.NoStack}
+	hasAddr := false
+	for j := 0; j+1 < len(p); j += 2 {
+		k, v := p[j], p[j+1]
+		if k.k == vExt || k.k == vLList {
+			return cev{}, false // a key from an earlier chunk: could be a schema key
+		}
+		if k.k != vStr || k.i >= numKeys {
+			continue
+		}
+		hasAddr = hasAddr || k.i == kAddr
+		var ok bool
+		switch k.i {
+		case kAction:
+			if ev.Kind, ok = w.kindOf(v); !ok {
+				return cev{}, false
+			}
+		case kAddr:
+			if ev.Kind != trace.KindOOM {
+				ev.Addr, ok = wUint(v)
+			} else {
+				ok = true
+			}
+		case kDeviceFree:
+			ev.Addr, ok = wUint(v)
+		case kSize:
+			ev.Size, ok = wInt(v)
+		case kStream:
+			ev.Stream, ok = wUint(v)
+		case kTimeUs:
+			ok = true
+			if v.k != vNone {
+				ev.TimeUs, ok = wInt(v)
+			}
+		case kFrames:
+			ev.Stack, ok = w.stackOf(v)
+		case kPoolID:
+			ok = v.k == vNone
+		default:
+			ok = true
+		}
+		if !ok {
+			return cev{}, false
+		}
+	}
+	if ev.Kind == trace.KindOOM {
+		for j := 0; j+1 < len(p); j += 2 {
+			if k := p[j]; k.k == vStr && k.i == kDeviceFree {
+				ev.Addr, _ = wUint(p[j+1])
+			}
+		}
+	}
+	if ev.Kind == 0 || !hasAddr && needsAddr(ev.Kind) {
+		return cev{}, false // no action, or no addr: let toEvent tell
+	}
+	return ev, true
+}
+
+func wInt(v value) (int64, bool) {
+	switch v.k {
+	case vInt, vBool:
+		return v.i, true
+	}
+	return 0, false
+}
+
+func wUint(v value) (uint64, bool) {
+	switch v.k {
+	case vInt, vBool:
+		return uint64(v.i), true
+	}
+	return 0, false
+}
+
+// kindOf returns the kind an action value names; ok is false for anything
+// but a known action string.
+func (w *pworker) kindOf(v value) (trace.Kind, bool) {
+	if v.k == vStr && v.i >= 0 && v.i < int64(len(w.kinds)) {
+		if k := w.kinds[v.i]; k != 0 {
+			return trace.Kind(k), k > 0
+		}
+	}
+	s, ok := w.text(v)
+	if !ok {
+		return 0, false
+	}
+	kind, ok := trace.ParseKind(s)
+	if v.k == vStr && v.i >= 0 && v.i < int64(len(w.kinds)) {
+		k := int8(-1)
+		if ok {
+			k = int8(kind)
+		}
+		w.kinds[v.i] = k
+	}
+	return kind, ok
+}

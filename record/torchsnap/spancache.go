@@ -1,0 +1,110 @@
+package torchsnap
+
+import (
+	"encoding/binary"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// knownSpan looks up the frames list whose items start at buf[k]: memo
+// references (BINGET, LONG_BINGET) up to APPENDS. If an earlier trace
+// entry's frames list had the same bytes there, it returns that list's
+// stack and the offset past APPENDS. Otherwise it notes the bytes as
+// pendingSpan, for flatEvent to remember with the stack it makes of them.
+//
+// A real training run's snapshot gives most trace entries a frames list of
+// their own, but one of a few hundred stacks, by the same references to
+// frame dicts memoized once: the bytes name the frames. Comparing them
+// spares a memo lookup per frame and the stack's interning. The memo
+// references mean the same values as long as no memo slot is written
+// again, which no pickle CPython writes does: the cache is dropped if one
+// is (memo.rewrites).
+func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
+	start := k
+	for {
+		if k+5 > len(buf) {
+			return 0, 0, false
+		}
+		switch buf[k] {
+		case opAppends:
+			if buf[k+1] == opMark {
+				k += 2 // the next batch of a list of over 1,000
+				continue
+			}
+			span := buf[start:k]
+			st, ok := u.spans.get(span, u.b.memo.rewrites)
+			if !ok {
+				u.pendingSpan = span
+			}
+			return st, k + 1, ok
+		case opBinGet:
+			k += 2
+		case opLongBinGet:
+			k += 5
+		default:
+			return 0, 0, false
+		}
+	}
+}
+
+// spanCache maps the bytes of frames lists' items to their stacks, for
+// knownSpan: a direct-mapped table of spanSlots entries, hashed from the
+// bytes, each keeping a copy of its bytes. A Go map of every span (3,600 of
+// them in the real 9.6 MB snapshot, for 38 stacks: CPython makes frame
+// dicts anew at times) cost more L1 misses than it saved, and grows with
+// the file; the table's size is fixed and it allocates only its keys'
+// buffers, once.
+type spanCache struct {
+	slots []spanSlot
+	epoch uint64 // memo.rewrites when the slots were filled
+}
+
+type spanSlot struct {
+	key []byte
+	st  trace.StackID
+}
+
+const (
+	spanBits  = 10
+	spanSlots = 1 << spanBits
+)
+
+func spanHash(span []byte) uint64 {
+	h := uint64(len(span)) * 0x9E3779B97F4A7C15
+	for len(span) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64(span)) * 0x9E3779B97F4A7C15
+		span = span[8:]
+	}
+	for _, c := range span {
+		h = (h ^ uint64(c)) * 0x9E3779B97F4A7C15
+	}
+	return h >> (64 - spanBits)
+}
+
+func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
+	if epoch != c.epoch {
+		for i := range c.slots {
+			c.slots[i].key = c.slots[i].key[:0]
+		}
+		c.epoch = epoch
+		return 0, false
+	}
+	if c.slots == nil {
+		return 0, false
+	}
+	sl := &c.slots[spanHash(span)]
+	if len(sl.key) > 0 && string(span) == string(sl.key) {
+		return sl.st, true
+	}
+	return 0, false
+}
+
+// put remembers span's stack st; span was looked up (get) at the current
+// epoch, and nothing was stored in the memo since.
+func (c *spanCache) put(span []byte, st trace.StackID) {
+	if c.slots == nil {
+		c.slots = make([]spanSlot, spanSlots)
+	}
+	sl := &c.slots[spanHash(span)]
+	sl.key, sl.st = append(sl.key[:0], span...), st
+}
