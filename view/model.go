@@ -38,8 +38,10 @@ type Trace struct {
 
 	evs    []event
 	stacks []trace.Stack
-	timed  bool  // some events carry a time
-	t0     int64 // the first timed event's TimeUs
+	// phaseMarks are the record_function scopes as marks (phases.go).
+	phaseMarks []Mark
+	timed      bool  // some events carry a time
+	t0         int64 // the first timed event's TimeUs
 	// hasTime: x is time (View.TimeAxis), else the event index.
 	hasTime bool
 
@@ -85,6 +87,8 @@ const (
 // marks, while the next events are still being decoded.
 type builder struct {
 	t       *Trace
+	ann     []trace.Annotation   // the trace's record_function scopes
+	phases  *phaseMarks          // made with s, for its device
 	s       *analysis.Summarizer // made at the first event, which decides the device
 	skipped int64                // events of other devices
 	store   *eventStore
@@ -108,6 +112,7 @@ func (b *builder) add(ev *trace.Event) {
 	if b.s == nil {
 		t.Device = ev.Device
 		b.s = analysis.NewSummarizer(analysis.Options{Device: t.Device, Stacks: t.stack, MaxOOMs: 64})
+		b.phases = newPhaseMarks(b.ann, t.Device)
 	}
 	if ev.Device != t.Device {
 		b.skipped++
@@ -125,6 +130,7 @@ func (b *builder) add(ev *trace.Event) {
 	}
 	b.store.add(event{addr: ev.Addr, stream: ev.Stream, size: ev.Size, bsize: ev.BlockSize,
 		timeUs: ev.TimeUs, stack: ev.Stack, kind: ev.Kind, flags: ev.Flags})
+	b.phases.event(i, ev.TimeUs)
 	if i%xBlock == 0 {
 		t.xmax = append(t.xmax, b.runMax)
 	}
@@ -170,6 +176,10 @@ func (b *builder) finish(warn func(string)) error {
 	b.t.evs = b.store.events(b.t)
 	b.t.pyr.finish()
 	b.t.sum = b.s.Finalize()
+	if b.phases != nil {
+		b.phases.finish(b.t.Events())
+		b.t.phaseMarks = b.phases.marks
+	}
 	b.t.addMarks()
 	return nil
 }
@@ -212,7 +222,7 @@ func (t *Trace) addMarks() {
 	for _, o := range t.sum.OOMs {
 		t.marks = append(t.marks, Mark{Kind: "oom", Event: o.Event, EndEvent: o.Event, Label: oomVerdict(&o)})
 	}
-	t.marks = append(t.marks, t.phases()...)
+	t.marks = append(t.marks, t.phaseMarks...)
 	sort.SliceStable(t.marks, func(i, j int) bool { return t.marks[i].Event < t.marks[j].Event })
 }
 
@@ -226,13 +236,6 @@ func (t *Trace) placeMarks() {
 		}
 	}
 }
-
-// phases returns PyTorch's record_function ranges as marks of kind
-// "phase" (Event to EndEvent, Label the function's name). The hook for
-// the phases that import is to keep in the trace (branch phases): until
-// trace.Event carries them there are none. The page draws any phase mark
-// as a band over the timeline.
-func (t *Trace) phases() []Mark { return nil }
 
 // oomVerdict says why a request failed: the cache held enough free bytes
 // but no block of them was large enough (fragmentation), or it did not.

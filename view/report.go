@@ -83,7 +83,8 @@ func (v *View) WriteReport(ctx context.Context, w io.Writer) error {
 		c.Trace = id
 		d.Timelines = append(d.Timelines, c)
 		details := []*Columns{}
-		for _, m := range t.marks[:min(len(t.marks), reportDetails)] {
+		points := t.pointMarks()
+		for _, m := range points[:min(len(points), reportDetails)] {
 			lo, hi := max(m.Event-reportWindow, 0), min(m.Event+reportWindow, t.Events()-1)
 			if c.Exact || lo > hi {
 				break // the whole timeline is already event by event
@@ -94,7 +95,7 @@ func (v *View) WriteReport(ctx context.Context, w io.Writer) error {
 		}
 		d.Details = append(d.Details, details)
 		var at []int64
-		for _, m := range t.marks[:min(len(t.marks), reportMarks)] {
+		for _, m := range points[:min(len(points), reportMarks)] {
 			at = append(at, m.Event)
 		}
 		for k := range reportMoments {

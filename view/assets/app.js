@@ -153,7 +153,9 @@ function init(info) {
 function renderMarks() {
   const marks = document.getElementById('marks');
   const t = state.info.traces[state.momentTrace];
-  marks.innerHTML = t.marks.slice(0, 200).map((m, i) => `<button class="${m.kind}" data-i="${i}" title="${esc(m.label)}">${esc(markName(m))}</button>`).join('');
+  // Moments (peaks, OOMs, empty_cache calls) first, then the phases.
+  const order = t.marks.map((m, i) => i).sort((i, j) => (t.marks[i].kind === 'phase') - (t.marks[j].kind === 'phase') || i - j);
+  marks.innerHTML = order.slice(0, 200).map((i) => { const m = t.marks[i]; return `<button class="${m.kind}" data-i="${i}" title="${esc(m.label)}">${esc(markName(m))}</button>`; }).join('');
   marks.querySelectorAll('button').forEach((b) => b.addEventListener('click', () => selectEvent(t.marks[+b.dataset.i].event, true)));
 }
 
@@ -321,11 +323,17 @@ function marks(g, ph) {
 function phases(g, ph) {
   const t = state.info.traces[state.momentTrace];
   g.font = '10px system-ui, sans-serif'; g.textBaseline = 'top';
+  let labelEnd = -Infinity; // a label is drawn only where it fits its band and clears the last one
   for (const m of t.marks) {
     if (m.kind !== 'phase' || m.end_x < state.x0 || m.x > state.x1) continue;
     const a = px(m.x), b = Math.max(px(m.end_x), a + 1);
     g.fillStyle = 'rgba(56,161,105,0.08)'; g.fillRect(a, PAD.top, b - a, ph);
-    g.fillStyle = MARK_COLOR.phase; g.fillText(m.label, a + 2, PAD.top + 2);
+    g.fillStyle = 'rgba(56,161,105,0.35)'; g.fillRect(a, PAD.top, 1, ph);
+    const w = g.measureText(m.label).width;
+    if (w + 4 <= b - a && a >= labelEnd) {
+      g.fillStyle = MARK_COLOR.phase; g.fillText(m.label, a + 2, PAD.top + 2);
+      labelEnd = a + w + 6;
+    }
   }
 }
 
