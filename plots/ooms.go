@@ -35,8 +35,9 @@ func markOOMs(p *plot.Plot, sum *analysis.Summary, tl *analysis.Timeline, div fl
 	return m
 }
 
-// oomLabel describes the OOMs of sum in a legend entry: how many, and the
-// first one's request and moment.
+// oomLabel describes the OOMs of sum in a legend entry: how many, the
+// first one's request and moment, and the verdict (analysis.OOMCause):
+// the limit, or fragmentation.
 func oomLabel(sum *analysis.Summary, tl *analysis.Timeline) string {
 	n := sum.Stats["num_ooms"]
 	o := sum.OOMs[0]
@@ -44,8 +45,17 @@ func oomLabel(sum *analysis.Summary, tl *analysis.Timeline) string {
 	if n == 1 {
 		first = "request"
 	}
-	return fmt.Sprintf("out of memory: %d (%s %s at %s)", n, first, o.Request,
-		xText(tl, analysis.Peak{Event: o.Event, TimeUs: o.TimeUs}))
+	causes := map[analysis.OOMCause]int{}
+	for _, o := range sum.OOMs {
+		causes[o.Cause]++
+	}
+	why := string(o.Cause)
+	if len(causes) > 1 {
+		why = fmt.Sprintf("%d %s, %d %s", causes[analysis.CauseLimit], analysis.CauseLimit,
+			causes[analysis.CauseFragmentation], analysis.CauseFragmentation)
+	}
+	return fmt.Sprintf("out of memory: %d (%s %s at %s; %s)", n, first, o.Request,
+		xText(tl, analysis.Peak{Event: o.Event, TimeUs: o.TimeUs}), why)
 }
 
 // Plot implements plot.Plotter.
