@@ -47,24 +47,15 @@ repeat %d
   free grad
 end
 `, steps)
-	w, err := record.ParseWorkload("train.workload", []byte(src))
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "tracer-bench-")
 	if err != nil {
 		return "", err
 	}
-	tg, err := record.OpenTarget("sim", 0, record.DefaultSimMemory)
-	if err != nil {
-		return "", err
-	}
-	defer tg.Close()
 	out := filepath.Join(dir, "train.arrows")
 	if keep != "" {
 		out = keep
 	}
-	if _, err := record.Record(context.Background(), record.Options{Workload: w, Target: tg, Out: out}); err != nil {
+	if err := record.RecordWorkloadSim(context.Background(), "train.workload", []byte(src), out); err != nil {
 		return "", err
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -495,3 +496,21 @@ func parseFactor(f string, sized bool) (int64, error) {
 // Statements reports how many statements the workload has, loops counted
 // once.
 func (w *Workload) Statements() int { return w.nstmt }
+
+// RecordWorkloadSim parses the workload src (file names it in errors) and
+// records it on the simulated device into the trace out: what `tracer
+// record --workload` does, for the benchmarks and tests that need a trace
+// of a given shape.
+func RecordWorkloadSim(ctx context.Context, file string, src []byte, out string) error {
+	w, err := ParseWorkload(file, src)
+	if err != nil {
+		return err
+	}
+	tg, err := OpenTarget("sim", 0, DefaultSimMemory)
+	if err != nil {
+		return err
+	}
+	defer tg.Close()
+	_, err = Record(ctx, Options{Workload: w, Target: tg, Out: out})
+	return err
+}

@@ -54,21 +54,12 @@ alloc weights 64MiB count=8
   free grad
 end
 `, keep, steps)
-	w, err := record.ParseWorkload("train.workload", []byte(src))
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "tracer-view-bench-")
 	if err != nil {
 		return "", err
 	}
-	tg, err := record.OpenTarget("sim", 0, record.DefaultSimMemory)
-	if err != nil {
-		return "", err
-	}
-	defer tg.Close()
 	out := filepath.Join(dir, kind+".arrows")
-	if _, err := record.Record(context.Background(), record.Options{Workload: w, Target: tg, Out: out}); err != nil {
+	if err := record.RecordWorkloadSim(context.Background(), "train.workload", []byte(src), out); err != nil {
 		return "", err
 	}
 	benchPaths[kind] = out
