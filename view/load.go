@@ -93,7 +93,7 @@ func loadRecorded(ctx context.Context, in *pipeline.Input, warn func(string)) (*
 	defer rd.Close()
 	t := &Trace{Name: shortName(in), Label: "recorded"}
 	b := newBuilder(t)
-	b.ann = in.Meta.Annotations
+	b.ann, b.limit = in.Meta.Annotations, in.Meta.MemoryLimit
 	// Decoding runs on its own goroutine, in batches, beside the index.
 	full, free := make(chan []trace.Event, 4), make(chan []trace.Event, 6)
 	stop := make(chan struct{})
@@ -155,7 +155,7 @@ func loadReplay(ctx context.Context, in *pipeline.Input, s pipeline.Settings) (*
 	}
 	t := &Trace{Name: shortName(in), Label: "replayed: " + r.Label}
 	b := newBuilder(t)
-	b.ann = in.Meta.Annotations
+	b.ann, b.limit = in.Meta.Annotations, r.Limit
 	run, err := pipeline.Replay(ctx, in, r, pipeline.Options{Observe: b.add})
 	if err != nil {
 		return nil, err

@@ -88,6 +88,7 @@ const (
 type builder struct {
 	t       *Trace
 	ann     []trace.Annotation   // the trace's record_function scopes
+	limit   int64                // the per-process memory limit the events ran under, 0 for none
 	phases  *phaseMarks          // made with s, for its device
 	s       *analysis.Summarizer // made at the first event, which decides the device
 	skipped int64                // events of other devices
@@ -111,7 +112,7 @@ func (b *builder) add(ev *trace.Event) {
 	t := b.t
 	if b.s == nil {
 		t.Device = ev.Device
-		b.s = analysis.NewSummarizer(analysis.Options{Device: t.Device, Stacks: t.stack, MaxOOMs: 64})
+		b.s = analysis.NewSummarizer(analysis.Options{Device: t.Device, Stacks: t.stack, MaxOOMs: 64, MemoryLimit: b.limit})
 		b.phases = newPhaseMarks(b.ann, t.Device)
 	}
 	if ev.Device != t.Device {
@@ -237,13 +238,15 @@ func (t *Trace) placeMarks() {
 	}
 }
 
-// oomVerdict says why a request failed: the cache held enough free bytes
-// but no block of them was large enough (fragmentation), or it did not.
+// oomVerdict says why a request failed, as analysis decides it (OOM.Cause):
+// the live blocks and the request exceed what the process could hold (the
+// limit), or they fit but no free block on the stream was large enough
+// (fragmentation).
 func oomVerdict(o *analysis.OOM) string {
-	why := "the cache held only " + o.CacheFree.String() + " free: exhaustion"
-	if o.CacheFree >= o.Request {
-		why = fmt.Sprintf("the cache held %s free but its largest free block on the stream was %s: fragmentation",
-			o.CacheFree, o.LargestFreeStream)
+	why := fmt.Sprintf("the limit: %s live and the request exceed the %s the process could hold", o.LiveBytes, o.CapacityBytes)
+	if o.Cause == analysis.CauseFragmentation {
+		why = fmt.Sprintf("fragmentation: %s live and the request fit in the %s the process could hold, but the largest free block on the stream was %s (%s free beside live blocks)",
+			o.LiveBytes, o.CapacityBytes, o.LargestFreeStream, o.FreeBesideLiveBytes)
 	}
 	return fmt.Sprintf("OOM: %s requested with %s reserved; %s", o.Request, o.Reserved, why)
 }

@@ -82,7 +82,7 @@ func TestViewReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`id="tracer-data"`, `"kind":"oom"`, "OOM: 76.0 MiB requested with 2.33 GiB reserved; the cache held only 66.0 MiB free: exhaustion", "replayed: expandable_segments:True"} {
+	for _, want := range []string{`id="tracer-data"`, `"kind":"oom"`, "OOM: 76.0 MiB requested with 2.33 GiB reserved; fragmentation: 2.27 GiB live and the request fit in the 2.36 GiB the process could hold", "replayed: expandable_segments:True"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the report lacks %q", want)
 		}
