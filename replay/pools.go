@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"slices"
-
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -47,7 +45,7 @@ type poolRoute struct {
 	segs  []allocator.SegmentInfo
 	last  map[uint64]allocator.PoolID
 	made  uint64
-	mem   []allocator.PoolID // the MemPools met, in order
+	ix    memIndex // the MemPools met, in order (poolindex.go)
 }
 
 // AllocKey names a recorded alloc in every pass over a recording, whose
@@ -178,10 +176,15 @@ func (r *deviceReplay) freshPool(ev *trace.Event, expandable bool) allocator.Poo
 // else a new pool, a MemPool on stream 0 and a graph's elsewhere.
 func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator.PoolID) allocator.PoolID {
 	if ev.Stream == 0 {
-		for _, m := range r.pools.mem {
-			if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
+		if m, ok := r.noRoomMemPool(ev, expandable, not); ok {
+			if checkMemIndex && m != r.scanMemPools(ev, expandable, not) {
+				panic("replay: the MemPool index and the scan disagree")
+			}
+			if !m.IsDefault() {
 				return m
 			}
+		} else if m := r.scanMemPools(ev, expandable, not); !m.IsDefault() {
+			return m
 		}
 	}
 	r.pools.made++
@@ -190,6 +193,19 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 		return allocator.PoolID{B: inventedPool | r.pools.made}
 	}
 	return allocator.PoolID{A: inventedPool | r.pools.made}
+}
+
+// scanMemPools is otherPool's search on stream 0 where the index cannot
+// answer: the first MemPool met, other than not, in use and without room
+// for ev; (0, 0) if none.
+func (r *deviceReplay) scanMemPools(ev *trace.Event, expandable bool, not allocator.PoolID) allocator.PoolID {
+	for _, m := range r.pools.ix.pools {
+		noRoomVisits++
+		if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
+			return m
+		}
+	}
+	return allocator.PoolID{}
 }
 
 // allocated notes, annotating, that the recorded alloc ev went to pool p:
@@ -202,8 +218,11 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		r.pools.last = map[uint64]allocator.PoolID{}
 	}
 	r.pools.last[ev.Stream] = p
-	if isMemPool(p) && !slices.Contains(r.pools.mem, p) {
-		r.pools.mem = append(r.pools.mem, p)
+	if _, ok := r.pools.ix.at[p]; !ok && isMemPool(p) {
+		if len(r.pools.ix.pools) == 0 && !r.recorded && r.obs == nil {
+			r.a.SetObserver(poolWatch{r}) // else emitted marks the pools
+		}
+		r.pools.ix.add(p)
 	}
 	if f := r.pools.fresh; f.Size != 0 && !f.Expandable && f.Addr == ev.Addr && !p.IsDefault() {
 		f.Pool = p
@@ -281,6 +300,7 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 	if r.a.InUse(p) {
 		r.a.ReleasePool(p)
 		delete(r.pools.seen, p)
+		r.pools.ix.touched(p)
 	}
 }
 
@@ -292,6 +312,7 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 // attributed to one, right before the pool's first allocation).
 func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
 	filter := func(s uint64) bool { return s == stream }
+	r.pools.ix.touched(id)
 	if r.pools.seen == nil {
 		r.pools.seen = map[allocator.PoolID]bool{}
 	}
