@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/ordered"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -177,3 +178,73 @@ func (r *deviceReplay) noRoomMemPool(ev *trace.Event, expandable bool, not alloc
 type poolWatch struct{ r *deviceReplay }
 
 func (w poolWatch) AllocatorEvent(e *allocator.Event) { w.r.pools.ix.touched(e.Pool) }
+
+// segIndex holds the live recorded segments that private-pool allocations
+// created, for the pool of an allocation inside one (contains) and of a
+// segment's release (take). They are kept by address while no two overlap,
+// so that both are O(log n) rather than a scan of every live segment;
+// once two overlap (a malformed recording), or a size does not make a
+// range, the segments go into a list in the order added and are scanned,
+// where the first added that holds an address wins. Until then at most one
+// holds an address, so the list's order is the same answer.
+type segIndex struct {
+	byAddr ordered.Map[uint64, allocator.SegmentInfo]
+	list   []allocator.SegmentInfo
+	flat   bool
+}
+
+// Len returns the number of segments.
+func (x *segIndex) Len() int {
+	if x.flat {
+		return len(x.list)
+	}
+	return x.byAddr.Len()
+}
+
+// add notes segment s, made now.
+func (x *segIndex) add(s allocator.SegmentInfo) {
+	if !x.flat {
+		end := s.Addr + uint64(s.Size)
+		if s.Size > 0 && end > s.Addr {
+			if n := x.byAddr.Floor(end - 1); n == nil || n.Key+uint64(n.Val.Size) <= s.Addr {
+				x.byAddr.Insert(s.Addr, s)
+				return
+			}
+		}
+		x.flat = true
+		x.byAddr.Each(func(_ uint64, v allocator.SegmentInfo) { x.list = append(x.list, v) })
+		x.byAddr = ordered.Map[uint64, allocator.SegmentInfo]{}
+	}
+	x.list = append(x.list, s)
+}
+
+// contains returns the pool of the segment holding addr.
+func (x *segIndex) contains(addr uint64) (allocator.PoolID, bool) {
+	if !x.flat {
+		if n := x.byAddr.Floor(addr); n != nil && addr < n.Key+uint64(n.Val.Size) {
+			return n.Val.Pool, true
+		}
+		return allocator.PoolID{}, false
+	}
+	for i := range x.list {
+		if s := &x.list[i]; addr >= s.Addr && addr < s.Addr+uint64(s.Size) {
+			return s.Pool, true
+		}
+	}
+	return allocator.PoolID{}, false
+}
+
+// take removes the segment at addr and returns its pool.
+func (x *segIndex) take(addr uint64) (allocator.PoolID, bool) {
+	if !x.flat {
+		s, ok := x.byAddr.Remove(addr)
+		return s.Pool, ok
+	}
+	for i := range x.list {
+		if s := x.list[i]; s.Addr == addr {
+			x.list = append(x.list[:i], x.list[i+1:]...)
+			return s.Pool, true
+		}
+	}
+	return allocator.PoolID{}, false
+}

@@ -164,3 +164,86 @@ func TestMemIndexDefers(t *testing.T) {
 		t.Fatal("the index answered under expandable segments")
 	}
 }
+
+// TestSegIndexMatchesScan: segIndex answers as the list it replaced (the
+// first segment added that holds an address; the first added at an
+// address taken), with disjoint segments and once two overlap.
+func TestSegIndexMatchesScan(t *testing.T) {
+	for seed := range int64(10) {
+		rng := rand.New(rand.NewSource(seed))
+		var x segIndex
+		var list []allocator.SegmentInfo
+		overlapAt := 1000 + rng.Intn(1000)
+		for step := range 3000 {
+			addr := uint64(mib * rng.Intn(64))
+			switch rng.Intn(3) {
+			case 0:
+				s := allocator.SegmentInfo{Addr: addr, Size: int64(mib * (1 + rng.Intn(3))), Pool: allocator.PoolID{B: uint64(step + 1)}}
+				holds := func(a uint64) bool { _, ok := x.contains(a); return ok }
+				if step < overlapAt && (holds(s.Addr) || holds(s.Addr+uint64(s.Size)-1) || holds(s.Addr+mib)) {
+					continue // disjoint until overlapAt
+				}
+				x.add(s)
+				list = append(list, s)
+			case 1:
+				a := addr + uint64(rng.Intn(mib))
+				got, gok := x.contains(a)
+				var want allocator.PoolID
+				wok := false
+				for _, s := range list {
+					if a >= s.Addr && a < s.Addr+uint64(s.Size) {
+						want, wok = s.Pool, true
+						break
+					}
+				}
+				if got != want || gok != wok {
+					t.Fatalf("seed %d step %d: contains(%#x) %v %v, the scan %v %v", seed, step, a, got, gok, want, wok)
+				}
+			default:
+				got, gok := x.take(addr)
+				var want allocator.PoolID
+				wok := false
+				for i, s := range list {
+					if s.Addr == addr {
+						want, wok = s.Pool, true
+						list = append(list[:i], list[i+1:]...)
+						break
+					}
+				}
+				if got != want || gok != wok {
+					t.Fatalf("seed %d step %d: take(%#x) %v %v, the scan %v %v", seed, step, addr, got, gok, want, wok)
+				}
+			}
+			if x.Len() != len(list) {
+				t.Fatalf("seed %d step %d: %d segments, want %d", seed, step, x.Len(), len(list))
+			}
+		}
+		if !x.flat {
+			t.Fatalf("seed %d: no two segments overlapped", seed)
+		}
+	}
+}
+
+// TestSegIndexWork: with n disjoint segments live, an address's segment
+// and a release cost O(log n), not a scan of the n (quadratic on
+// snapshot-segment-churn, whose segments are all private pools').
+func TestSegIndexWork(t *testing.T) {
+	const n = 1 << 14
+	var x segIndex
+	for i := range n {
+		x.add(allocator.SegmentInfo{Addr: uint64(i) * 2 * mib, Size: 2 * mib, Pool: allocator.PoolID{B: uint64(i + 1)}})
+	}
+	bound := 8 * bits.Len(n)
+	for i := range n {
+		v := x.byAddr.Visits
+		if p, ok := x.contains(uint64(i)*2*mib + 512); !ok || p.B != uint64(i+1) {
+			t.Fatalf("segment %d: pool %v %v", i, p, ok)
+		}
+		if p, ok := x.take(uint64(i) * 2 * mib); !ok || p.B != uint64(i+1) {
+			t.Fatalf("release %d: pool %v %v", i, p, ok)
+		}
+		if d := x.byAddr.Visits - v; x.flat || d > bound {
+			t.Fatalf("segment %d of %d: %d nodes visited (flat %v), more than %d", i, n, d, x.flat, bound)
+		}
+	}
+}

@@ -42,7 +42,7 @@ type poolRoute struct {
 	// last is the pool of each stream's latest allocation; made counts the
 	// pools invented.
 	fresh allocator.SegmentInfo
-	segs  []allocator.SegmentInfo
+	segs  segIndex
 	last  map[uint64]allocator.PoolID
 	made  uint64
 	ix    memIndex // the MemPools met, in order (poolindex.go)
@@ -62,7 +62,7 @@ const inventedPool = 1 << 63
 // routed reports whether an alloc may need more than the default pools:
 // Options.PrivateSegments names some, or the annotation is inferring pools.
 func (r *deviceReplay) routed() bool {
-	return len(r.private) > 0 || r.pools.fresh.Size != 0 || len(r.pools.segs) != 0 || r.pools.made != 0
+	return len(r.private) > 0 || r.pools.fresh.Size != 0 || r.pools.segs.Len() != 0 || r.pools.made != 0
 }
 
 // privatePool reports the private pool whose segment holds the recorded
@@ -110,13 +110,8 @@ func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
 		if p, ok := r.a.ExpandableOwner(ev.Addr); ok {
 			return p
 		}
-		for i := range r.pools.segs {
-			s := &r.pools.segs[i]
-			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
-				return s.Pool
-			}
-		}
-		return allocator.PoolID{}
+		p, _ := r.pools.segs.contains(ev.Addr)
+		return p
 	}
 	key := AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
 	p := r.freshPool(ev, f.Expandable)
@@ -226,7 +221,7 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 	}
 	if f := r.pools.fresh; f.Size != 0 && !f.Expandable && f.Addr == ev.Addr && !p.IsDefault() {
 		f.Pool = p
-		r.pools.segs = append(r.pools.segs, f)
+		r.pools.segs.add(f)
 	}
 	r.pools.fresh = allocator.SegmentInfo{}
 }
@@ -243,13 +238,8 @@ func (r *deviceReplay) segmentFreed(ev *trace.Event) {
 		}
 		return
 	}
-	for i := range r.pools.segs {
-		s := &r.pools.segs[i]
-		if s.Addr == ev.Addr {
-			ev.Pool = trace.PoolID{A: s.Pool.A, B: s.Pool.B}
-			r.pools.segs = append(r.pools.segs[:i], r.pools.segs[i+1:]...)
-			return
-		}
+	if p, ok := r.pools.segs.take(ev.Addr); ok {
+		ev.Pool = trace.PoolID{A: p.A, B: p.B}
 	}
 }
 
