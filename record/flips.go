@@ -181,12 +181,16 @@ func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay
 		j := len(l) - 1
 		if !unsorted[ev.Addr] {
 			j = sort.Search(len(l), func(k int) bool {
-				scanWork++
+				if countScans {
+					scanWork.Add(1)
+				}
 				return fresh[l[k]].Key.TimeUs > ev.TimeUs
 			}) - 1
 		}
 		for ; j >= 0; j-- {
-			scanWork++
+			if countScans {
+				scanWork.Add(1)
+			}
 			if f := fresh[l[j]]; f.Key.TimeUs <= ev.TimeUs {
 				return release{f.Key, f.Pool}, true
 			}
@@ -204,7 +208,9 @@ func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay
 		for j, r := range run {
 			last[r.pool] = j
 		}
-		scanWork += 2 * len(run)
+		if countScans {
+			scanWork.Add(int64(2 * len(run)))
+		}
 		reach := -1 // the latest last release of a private pool released before j
 		for j, r := range run {
 			if r.pool.IsDefault() && !flips[r.key] && reach > j {

@@ -6,6 +6,7 @@ import (
 	mbits "math/bits"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
@@ -96,7 +97,9 @@ func misplaced(d *torchsnap.Device, segs []allocator.SegmentInfo) []allocator.Po
 		}
 		// The last private segment starting at or below the address.
 		i := sort.Search(len(priv), func(i int) bool {
-			scanWork++
+			if countScans {
+				scanWork.Add(1)
+			}
 			return priv[i].Addr > ds.Addr
 		})
 		if i > 0 {
@@ -108,9 +111,13 @@ func misplaced(d *torchsnap.Device, segs []allocator.SegmentInfo) []allocator.Po
 	return out
 }
 
-// scanWork counts the entries misplaced and sandwiched examine, for the
-// tests that bound their work.
-var scanWork int
+// scanWork counts the entries misplaced and sandwiched examine while
+// countScans is set, for the tests that bound their work (atomic: imports
+// decide devices in parallel).
+var (
+	countScans bool
+	scanWork   atomic.Int64
+)
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):
 // the reconstructed events, then d's events a chunk at a time, tagged with

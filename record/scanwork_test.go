@@ -16,6 +16,8 @@ import (
 // snapshot's segments (scanWork) and check them against the scans they
 // replaced, on random inputs.
 
+func init() { countScans = true }
+
 // TestMisplacedWork: each dumped segment costs O(log n) of the model's n
 // private segments, not a scan of them (quadratic on snapshot-segment-churn).
 func TestMisplacedWork(t *testing.T) {
@@ -27,13 +29,13 @@ func TestMisplacedWork(t *testing.T) {
 		d.Segments = append(d.Segments, torchsnap.Segment{Addr: a, TotalSize: 2 << 20})
 		segs = append(segs, allocator.SegmentInfo{Addr: a, Size: 2 << 20, Pool: allocator.PoolID{B: uint64(i + 1)}})
 	}
-	w := scanWork
+	w := scanWork.Load()
 	got := misplaced(d, segs)
 	if len(got) != n || got[n-1] != (allocator.PoolID{B: n}) {
 		t.Fatalf("%d misplaced, the last %v; want %d, the last pool %d", len(got), got[len(got)-1], n, n)
 	}
-	if bound := n * 2 * bits.Len(n); scanWork-w > bound {
-		t.Fatalf("misplaced of %d segments: work %d, more than %d", n, scanWork-w, bound)
+	if bound := n * 2 * bits.Len(n); scanWork.Load()-w > int64(bound) {
+		t.Fatalf("misplaced of %d segments: work %d, more than %d", n, scanWork.Load()-w, bound)
 	}
 }
 
@@ -62,7 +64,7 @@ func TestSandwichedWork(t *testing.T) {
 	for i := range evs {
 		evs[i].Seq, evs[i].Stack = int64(i), trace.NoStack
 	}
-	w := scanWork
+	w := scanWork.Load()
 	got, err := sandwiched(&torchsnap.Device{Events: evs}, fresh, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +72,8 @@ func TestSandwichedWork(t *testing.T) {
 	if len(got) != n/2-1 { // every default one of the run but the last, after every pool's last release
 		t.Fatalf("%d sandwiched, want %d", len(got), n/2-1)
 	}
-	if bound := 2 * n * 2 * bits.Len(n); scanWork-w > bound {
-		t.Fatalf("sandwiched over %d releases: work %d, more than %d", 2*n, scanWork-w, bound)
+	if bound := 2 * n * 2 * bits.Len(n); scanWork.Load()-w > int64(bound) {
+		t.Fatalf("sandwiched over %d releases: work %d, more than %d", 2*n, scanWork.Load()-w, bound)
 	}
 }
 

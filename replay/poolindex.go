@@ -2,6 +2,7 @@ package replay
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/ordered"
@@ -21,7 +22,10 @@ import (
 // first leaf below the rounded size is the answer. A pool's leaf changes
 // only with an allocator event in that pool (every change to its free
 // blocks has one) or a change of its uses, which the replay makes: both
-// mark the leaf stale, and a query refreshes the stale leaves first.
+// mark the leaf stale, and a query refreshes the stale leaves first. The
+// leaf found is checked with room before it is the answer; a pool gains
+// room by frees (events) and loses it only by a malloc routed to it, which
+// beginPool marks too, so no leaf claims a room the pool lacks.
 type memIndex struct {
 	pools []allocator.PoolID
 	at    map[allocator.PoolID]int
@@ -33,9 +37,13 @@ type memIndex struct {
 	cap  int
 }
 
-// noRoomVisits counts the MemPools otherPool checks for room, for the work
-// test.
-var noRoomVisits int
+// noRoomVisits counts the MemPools otherPool checks for room while
+// countVisits is set, for the work tests (atomic: imports replay devices
+// in parallel).
+var (
+	countVisits  bool
+	noRoomVisits atomic.Int64
+)
 
 // checkMemIndex makes otherPool compare the index's answer with the scan's
 // (set by the package's tests).
@@ -165,7 +173,9 @@ func (r *deviceReplay) noRoomMemPool(ev *trace.Event, expandable bool, not alloc
 	}
 	for i := x.first(0, c, size); i >= 0; i = x.first(i+1, c, size) {
 		m := x.pools[i]
-		noRoomVisits++
+		if countVisits {
+			noRoomVisits.Add(1)
+		}
 		if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
 			return m, true
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-func init() { checkMemIndex = true }
+func init() { checkMemIndex, countVisits = true, true }
 
 // churnTrace is the growth benchmark's snapshot-segment-churn on stream 0:
 // n 2 MiB segments each made by a 512-byte alloc, although the blocks
@@ -33,7 +33,7 @@ func churnTrace(n int) []trace.Event {
 // the churn quadratic).
 func TestOtherPoolWork(t *testing.T) {
 	for _, n := range []int{256, 4096} {
-		visits := noRoomVisits
+		visits := noRoomVisits.Load()
 		checkMemIndex = false // the check scans
 		res, err := Run(t.Context(), NewSliceSource(churnTrace(n)), Options{Conf: allocator.DefaultConf(),
 			Recorded: true, SkipCompare: true, Annotate: true, InferPools: true}, nil)
@@ -45,7 +45,7 @@ func TestOtherPoolWork(t *testing.T) {
 			t.Fatalf("n=%d: %d pools invented, want %d", n, got, n-1)
 		}
 		bound := 4 * bits.Len(uint(n))
-		if d := noRoomVisits - visits; d > n*bound {
+		if d := noRoomVisits.Load() - visits; d > int64(n*bound) {
 			t.Fatalf("n=%d: %d pools visited over %d fresh segments, more than %d each", n, d, n, bound)
 		}
 	}
@@ -115,9 +115,9 @@ func TestMemIndexMatchesScan(t *testing.T) {
 				if rng.Intn(2) == 0 {
 					not = allocator.PoolID{B: uint64(1 + rng.Intn(pools))}
 				}
-				v := noRoomVisits
+				v := noRoomVisits.Load()
 				got, ok := r.noRoomMemPool(ev, false, not)
-				v = noRoomVisits - v
+				v = noRoomVisits.Load() - v
 				want := r.scanMemPools(ev, false, not)
 				if !ok || got != want {
 					t.Fatalf("seed %d step %d: index says %v (ok %v), the scan %v", seed, step, got, ok, want)

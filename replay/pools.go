@@ -195,7 +195,9 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 // for ev; (0, 0) if none.
 func (r *deviceReplay) scanMemPools(ev *trace.Event, expandable bool, not allocator.PoolID) allocator.PoolID {
 	for _, m := range r.pools.ix.pools {
-		noRoomVisits++
+		if countVisits {
+			noRoomVisits.Add(1)
+		}
 		if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
 			return m
 		}
