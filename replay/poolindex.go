@@ -75,6 +75,9 @@ func (x *memIndex) add(p allocator.PoolID) {
 
 // touched marks the leaf of pool p, if it is one, stale.
 func (x *memIndex) touched(p allocator.PoolID) {
+	if !isMemPool(p) {
+		return // most events are the default pools'
+	}
 	if i, ok := x.at[p]; ok {
 		x.mark(i)
 	}
