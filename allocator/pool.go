@@ -178,6 +178,41 @@ func (a *Allocator) Fits(id PoolID, size int64, stream uint64) bool {
 	return a.peekFreeBlock(&r) != 0
 }
 
+// FitsUpTo bounds Fits for a summary kept per pool: every malloc on stream
+// of the class small (rounded size at most SmallSize, or above it) whose
+// rounded size is at most max is served by pool id from a cached block,
+// and none larger is (max is the pool's largest free block there, -1 if
+// it has none). ok is false where a size does not decide Fits
+// (expandable segments, max_split_size_mb): then ask Fits.
+func (a *Allocator) FitsUpTo(id PoolID, small bool, stream uint64) (max int64, ok bool) {
+	if a.conf.ExpandableSegments || len(a.exps) != 0 || a.conf.MaxSplitSize != Unlimited {
+		return 0, false
+	}
+	var p *blockPool
+	switch pp := a.private[id]; {
+	case id.IsDefault() && small:
+		p = a.small
+	case id.IsDefault():
+		p = a.large
+	case pp == nil:
+		return -1, true
+	case small:
+		p = pp.small
+	default:
+		p = pp.large
+	}
+	sb := p.blocks.stream(stream)
+	if sb == nil {
+		return -1, true
+	}
+	c := sb.prev(maxClasses - 1)
+	if c < 0 {
+		return -1, true
+	}
+	h := sb.binAt(c)
+	return h.at(h.len() - 1).size, true
+}
+
 // InUse reports whether private pool id exists and has uses left (a live
 // CUDA graph or MemPool holds it); EmptyCache returns the segments of a pool
 // only when it has none.

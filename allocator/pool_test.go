@@ -1,6 +1,9 @@
 package allocator
 
-import "testing"
+import (
+	"math/rand"
+	"testing"
+)
 
 // TestFits: Fits says whether a malloc routed to a pool would reuse a cached
 // block of that pool on that stream, and changes nothing.
@@ -127,4 +130,92 @@ func TestEmptyPoolCache_sync(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.stats(map[string]int64{"num_sync_all_streams": 2, "segment.all.current": 0})
+}
+
+// TestFitsUpTo: outside expandable segments and max_split_size_mb, Fits
+// of a request is exactly whether its rounded size is at most FitsUpTo of
+// its class, for the default pools and a private pool, on every stream,
+// at every point of a random run of mallocs and frees.
+func TestFitsUpTo(t *testing.T) {
+	a, err := New(DefaultConf(), NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	size := func() int64 {
+		if rng.Intn(2) == 0 {
+			return int64(1 + rng.Intn(mib))
+		}
+		return int64(1 + rng.Intn(30*mib))
+	}
+	pools := []PoolID{{}, {B: 1}}
+	a.BeginAllocateToPool(pools[1], func(s uint64) bool { return s == 1 })
+	var live []uint64
+	checked := [2]int{}
+	for step := range 4000 {
+		if rng.Intn(3) != 0 || len(live) == 0 {
+			addr, err := a.Malloc(size(), uint64(rng.Intn(3)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			live = append(live, addr)
+		} else {
+			i := rng.Intn(len(live))
+			if err := a.Free(live[i]); err != nil {
+				t.Fatal(err)
+			}
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+		}
+		for range 4 {
+			id, st, n := pools[rng.Intn(2)], uint64(rng.Intn(3)), size()
+			r := a.conf.roundSize(n)
+			bound, ok := a.FitsUpTo(id, r <= a.conf.SmallSize, st)
+			if !ok {
+				t.Fatalf("step %d: FitsUpTo undecided under the default settings", step)
+			}
+			fits := a.Fits(id, n, st)
+			if fits != (r <= bound) {
+				t.Fatalf("step %d: pool %v stream %d size %d: Fits %v, FitsUpTo %d", step, id, st, n, fits, bound)
+			}
+			checked[b2i(fits)]++
+		}
+	}
+	if checked[0] < 100 || checked[1] < 100 {
+		t.Fatalf("%d requests fit, %d did not: too few of one kind", checked[1], checked[0])
+	}
+	// Two free blocks in one size class, 16 MiB and 16 MiB + 128 KiB: the
+	// bound is the larger.
+	d, err := New(DefaultConf(), NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs [3]uint64
+	for i, n := range []int64{4 * mib, 16 * mib, 4*mib - 128*kib} {
+		if addrs[i], err = d.Malloc(n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Free(addrs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if bound, _ := d.FitsUpTo(PoolID{}, false, 0); bound != 16*mib+128*kib || !d.Fits(PoolID{}, 16*mib+64*kib, 0) {
+		t.Fatalf("FitsUpTo %d, want %d", bound, 16*mib+128*kib)
+	}
+	c := DefaultConf()
+	c.MaxSplitSize = 200 * mib
+	b, err := New(c, NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.FitsUpTo(PoolID{}, false, 0); ok {
+		t.Fatal("FitsUpTo decided under max_split_size_mb")
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"maps"
 	"slices"
+	"sort"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
@@ -162,9 +163,35 @@ func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay
 		key  replay.AllocKey
 		pool allocator.PoolID
 	}
+	// maker is the last alloc of fresh that made a segment at ev's address
+	// at or before ev: fresh's indices at each address, searched by time
+	// where their times do not decrease (else scanned from the end), so
+	// that each release costs O(log n), not a scan of all of fresh.
+	at := map[uint64][]int{}
+	unsorted := map[uint64]bool{}
+	for i, f := range fresh {
+		l := at[f.Key.Addr]
+		if len(l) > 0 && fresh[l[len(l)-1]].Key.TimeUs > f.Key.TimeUs {
+			unsorted[f.Key.Addr] = true
+		}
+		at[f.Key.Addr] = append(l, i)
+	}
 	maker := func(ev *trace.Event) (release, bool) {
-		for i := len(fresh) - 1; i >= 0; i-- {
-			if f := fresh[i]; f.Key.Addr == ev.Addr && f.Key.TimeUs <= ev.TimeUs {
+		l := at[ev.Addr]
+		j := len(l) - 1
+		if !unsorted[ev.Addr] {
+			j = sort.Search(len(l), func(k int) bool {
+				if countScans {
+					scanWork.Add(1)
+				}
+				return fresh[l[k]].Key.TimeUs > ev.TimeUs
+			}) - 1
+		}
+		for ; j >= 0; j-- {
+			if countScans {
+				scanWork.Add(1)
+			}
+			if f := fresh[l[j]]; f.Key.TimeUs <= ev.TimeUs {
 				return release{f.Key, f.Pool}, true
 			}
 		}
@@ -172,17 +199,25 @@ func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay
 	}
 	var out []replay.AllocKey
 	var run []release
+	// settle takes, in a run of releases, each default-pool one released
+	// after some private pool's release and before another of that pool:
+	// past a private pool's last release in the run nothing is between.
+	last := map[allocator.PoolID]int{}
 	settle := func() {
+		clear(last)
 		for j, r := range run {
-			if !r.pool.IsDefault() || flips[r.key] {
-				continue
+			last[r.pool] = j
+		}
+		if countScans {
+			scanWork.Add(int64(2 * len(run)))
+		}
+		reach := -1 // the latest last release of a private pool released before j
+		for j, r := range run {
+			if r.pool.IsDefault() && !flips[r.key] && reach > j {
+				out = append(out, r.key)
 			}
-			for i := range j {
-				p := run[i].pool
-				if !p.IsDefault() && slices.ContainsFunc(run[j+1:], func(x release) bool { return x.pool == p }) {
-					out = append(out, r.key)
-					break
-				}
+			if !r.pool.IsDefault() {
+				reach = max(reach, last[r.pool])
 			}
 		}
 		run = run[:0]

@@ -1,8 +1,12 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	mbits "math/bits"
+	"slices"
+	"sort"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
@@ -74,22 +78,46 @@ type inference struct{ pools, oomEmpties bool }
 
 // misplaced returns, for each segment d's dump says is the default pools',
 // the private pool of the model's final segments segs that holds it, if
-// any: the inference took the default pools for that private pool.
+// any: the inference took the default pools for that private pool. The
+// model's segments never overlap, so the one holding an address is found
+// by a binary search over the private ones sorted by address (a scan of
+// them all for each dumped segment was quadratic).
 func misplaced(d *torchsnap.Device, segs []allocator.SegmentInfo) []allocator.PoolID {
+	var priv []allocator.SegmentInfo
+	for _, s := range segs {
+		if !s.Pool.IsDefault() {
+			priv = append(priv, s)
+		}
+	}
+	slices.SortFunc(priv, func(a, b allocator.SegmentInfo) int { return cmp.Compare(a.Addr, b.Addr) })
 	var out []allocator.PoolID
 	for _, ds := range d.Segments {
 		if !ds.Pool.IsDefault() {
 			continue
 		}
-		for _, s := range segs {
-			if !s.Pool.IsDefault() && ds.Addr >= s.Addr && ds.Addr < s.Addr+uint64(s.Size) {
+		// The last private segment starting at or below the address.
+		i := sort.Search(len(priv), func(i int) bool {
+			if countScans {
+				scanWork.Add(1)
+			}
+			return priv[i].Addr > ds.Addr
+		})
+		if i > 0 {
+			if s := &priv[i-1]; ds.Addr < s.Addr+uint64(s.Size) {
 				out = append(out, s.Pool)
-				break
 			}
 		}
 	}
 	return out
 }
+
+// scanWork counts the entries misplaced and sandwiched examine while
+// countScans is set, for the tests that bound their work (atomic: imports
+// decide devices in parallel).
+var (
+	countScans bool
+	scanWork   atomic.Int64
+)
 
 // chunkSource is findEmptyCaches' replay source (a replay.BatchSource):
 // the reconstructed events, then d's events a chunk at a time, tagged with

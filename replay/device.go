@@ -168,6 +168,9 @@ func (r *deviceReplay) AllocatorEvent(e *allocator.Event) { r.emitted(e) }
 func (r *deviceReplay) emitted(e *allocator.Event) {
 	seq := r.outSeq
 	r.outSeq++
+	if r.pools.ix.at != nil {
+		r.pools.ix.touched(e.Pool)
+	}
 	if r.recorded {
 		r.check(seq, e)
 	}

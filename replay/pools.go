@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"slices"
-
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -44,10 +42,10 @@ type poolRoute struct {
 	// last is the pool of each stream's latest allocation; made counts the
 	// pools invented.
 	fresh allocator.SegmentInfo
-	segs  []allocator.SegmentInfo
+	segs  segIndex
 	last  map[uint64]allocator.PoolID
 	made  uint64
-	mem   []allocator.PoolID // the MemPools met, in order
+	ix    memIndex // the MemPools met, in order (poolindex.go)
 }
 
 // AllocKey names a recorded alloc in every pass over a recording, whose
@@ -64,7 +62,7 @@ const inventedPool = 1 << 63
 // routed reports whether an alloc may need more than the default pools:
 // Options.PrivateSegments names some, or the annotation is inferring pools.
 func (r *deviceReplay) routed() bool {
-	return len(r.private) > 0 || r.pools.fresh.Size != 0 || len(r.pools.segs) != 0 || r.pools.made != 0
+	return len(r.private) > 0 || r.pools.fresh.Size != 0 || r.pools.segs.Len() != 0 || r.pools.made != 0
 }
 
 // privatePool reports the private pool whose segment holds the recorded
@@ -112,13 +110,8 @@ func (r *deviceReplay) inferPool(ev *trace.Event) allocator.PoolID {
 		if p, ok := r.a.ExpandableOwner(ev.Addr); ok {
 			return p
 		}
-		for i := range r.pools.segs {
-			s := &r.pools.segs[i]
-			if ev.Addr >= s.Addr && ev.Addr < s.Addr+uint64(s.Size) {
-				return s.Pool
-			}
-		}
-		return allocator.PoolID{}
+		p, _ := r.pools.segs.contains(ev.Addr)
+		return p
 	}
 	key := AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
 	p := r.freshPool(ev, f.Expandable)
@@ -178,10 +171,15 @@ func (r *deviceReplay) freshPool(ev *trace.Event, expandable bool) allocator.Poo
 // else a new pool, a MemPool on stream 0 and a graph's elsewhere.
 func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator.PoolID) allocator.PoolID {
 	if ev.Stream == 0 {
-		for _, m := range r.pools.mem {
-			if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
+		if m, ok := r.noRoomMemPool(ev, expandable, not); ok {
+			if checkMemIndex && m != r.scanMemPools(ev, expandable, not) {
+				panic("replay: the MemPool index and the scan disagree")
+			}
+			if !m.IsDefault() {
 				return m
 			}
+		} else if m := r.scanMemPools(ev, expandable, not); !m.IsDefault() {
+			return m
 		}
 	}
 	r.pools.made++
@@ -190,6 +188,21 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 		return allocator.PoolID{B: inventedPool | r.pools.made}
 	}
 	return allocator.PoolID{A: inventedPool | r.pools.made}
+}
+
+// scanMemPools is otherPool's search on stream 0 where the index cannot
+// answer: the first MemPool met, other than not, in use and without room
+// for ev; (0, 0) if none.
+func (r *deviceReplay) scanMemPools(ev *trace.Event, expandable bool, not allocator.PoolID) allocator.PoolID {
+	for _, m := range r.pools.ix.pools {
+		if countVisits {
+			noRoomVisits.Add(1)
+		}
+		if m != not && r.a.InUse(m) && !r.room(m, ev, expandable) {
+			return m
+		}
+	}
+	return allocator.PoolID{}
 }
 
 // allocated notes, annotating, that the recorded alloc ev went to pool p:
@@ -202,12 +215,15 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		r.pools.last = map[uint64]allocator.PoolID{}
 	}
 	r.pools.last[ev.Stream] = p
-	if isMemPool(p) && !slices.Contains(r.pools.mem, p) {
-		r.pools.mem = append(r.pools.mem, p)
+	if _, ok := r.pools.ix.at[p]; !ok && isMemPool(p) {
+		if len(r.pools.ix.pools) == 0 && !r.recorded && r.obs == nil {
+			r.a.SetObserver(poolWatch{r}) // else emitted marks the pools
+		}
+		r.pools.ix.add(p)
 	}
 	if f := r.pools.fresh; f.Size != 0 && !f.Expandable && f.Addr == ev.Addr && !p.IsDefault() {
 		f.Pool = p
-		r.pools.segs = append(r.pools.segs, f)
+		r.pools.segs.add(f)
 	}
 	r.pools.fresh = allocator.SegmentInfo{}
 }
@@ -224,13 +240,8 @@ func (r *deviceReplay) segmentFreed(ev *trace.Event) {
 		}
 		return
 	}
-	for i := range r.pools.segs {
-		s := &r.pools.segs[i]
-		if s.Addr == ev.Addr {
-			ev.Pool = trace.PoolID{A: s.Pool.A, B: s.Pool.B}
-			r.pools.segs = append(r.pools.segs[:i], r.pools.segs[i+1:]...)
-			return
-		}
+	if p, ok := r.pools.segs.take(ev.Addr); ok {
+		ev.Pool = trace.PoolID{A: p.A, B: p.B}
 	}
 }
 
@@ -281,6 +292,7 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 	if r.a.InUse(p) {
 		r.a.ReleasePool(p)
 		delete(r.pools.seen, p)
+		r.pools.ix.touched(p)
 	}
 }
 
@@ -292,6 +304,7 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 // attributed to one, right before the pool's first allocation).
 func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
 	filter := func(s uint64) bool { return s == stream }
+	r.pools.ix.touched(id)
 	if r.pools.seen == nil {
 		r.pools.seen = map[allocator.PoolID]bool{}
 	}

@@ -82,7 +82,7 @@ func (r *deviceReplay) recycle() {
 		reclaim:     r.reclaim[:0],
 		followSegs:  r.followSegs[:0],
 		expect:      r.expect[:0],
-		pools:       poolRoute{seen: r.pools.seen, last: r.pools.last, segs: r.pools.segs[:0]},
+		pools:       poolRoute{seen: r.pools.seen, last: r.pools.last},
 		private:     r.private[:0],
 		res:         DeviceResult{OOMs: r.res.OOMs[:0], Mismatches: r.res.Mismatches[:0]},
 	}
