@@ -83,7 +83,7 @@ func runDiff(ctx context.Context, opts *diffOptions) error {
 	names := make([]string, 2)
 	errw := &lockedWriter{w: opts.Err}
 	err := pipeline.Each(ctx, 2, func(ctx context.Context, i int) error {
-		in, run, _, err := infoOf(ctx, paths[i], analysis.Options{TopSites: -1})
+		in, run, _, err := infoOf(ctx, paths[i], analysis.Options{TopSites: -1}, warnTo(errw))
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -154,6 +155,29 @@ func TestDiffRanks(t *testing.T) {
 		code, _, stderr := tracer(t, tc.args...)
 		if code != tc.code || !strings.Contains(strings.SplitN(stderr, "\n", 2)[0], tc.say) {
 			t.Errorf("%v: exit %d, %q; want %d saying %q", tc.args, code, stderr, tc.code, tc.say)
+		}
+	}
+}
+
+// A trace cut short (a killed recording) is compared on its whole batches,
+// and diff says so, as the other commands do; so does info's table by rank.
+func TestDiffCutShort(t *testing.T) {
+	dir := t.TempDir()
+	good, cut := filepath.Join(dir, "good.arrows"), filepath.Join(dir, "cut.arrows")
+	if code, _, stderr := tracer(t, "import", filepath.Join(snapshots, "mlp_train__default.pickle"), "-o", good); code != 0 {
+		t.Fatalf("import: %s", stderr)
+	}
+	raw, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cut, raw[:len(raw)*7/10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"diff", good, cut}, {"info", good, cut}} {
+		code, _, stderr := tracer(t, args...)
+		if code != 0 || !strings.Contains(stderr, "cut.arrows ends without its end-of-stream marker") {
+			t.Errorf("tracer %s: exit %d, stderr %q: want a warning that cut.arrows is cut short", args[0], code, stderr)
 		}
 	}
 }

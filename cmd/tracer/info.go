@@ -23,6 +23,7 @@ type infoOptions struct {
 	several bool
 	JSON    bool
 	Out     io.Writer
+	Err     io.Writer // warnings (a trace cut short, in the table by rank)
 }
 
 func init() {
@@ -77,7 +78,7 @@ with "trace" and "rank"]}.`,
 			if opts.Paths, opts.several = paths, several; !several && len(paths) == 1 {
 				opts.Path = paths[0]
 			}
-			opts.Out = cmd.OutOrStdout()
+			opts.Out, opts.Err = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if runF == nil {
 				runF = runInfo
 			}
@@ -157,7 +158,7 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 	if opts.several {
 		return runInfoRanks(ctx, opts)
 	}
-	in, run, out, err := infoOf(ctx, opts.Path, analysis.Options{})
+	in, run, out, err := infoOf(ctx, opts.Path, analysis.Options{}, nil)
 	if err != nil {
 		return err
 	}
@@ -171,11 +172,12 @@ func runInfo(ctx context.Context, opts *infoOptions) error {
 
 // infoOf opens the trace at path and works out what info reports of it,
 // analysing it with aopt.
-func infoOf(ctx context.Context, path string, aopt analysis.Options) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
+func infoOf(ctx context.Context, path string, aopt analysis.Options, warn func(string)) (*pipeline.Input, *pipeline.Run, *infoJSON, error) {
 	in, err := pipeline.Open(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	in.Warn = warn // a trace cut short: info says so in its report, diff and the rank table warn
 	set, err := in.RecordedSettings()
 	if err != nil {
 		return nil, nil, nil, err

@@ -60,8 +60,9 @@ type infoRanksJSON struct {
 func runInfoRanks(ctx context.Context, opts *infoOptions) error {
 	out := &infoRanksJSON{Traces: make([]*infoJSON, len(opts.Paths))}
 	rows := make([][]analysis.RankRow, len(opts.Paths))
+	errw := &lockedWriter{w: opts.Err}
 	err := pipeline.Each(ctx, len(opts.Paths), func(ctx context.Context, i int) error {
-		in, run, j, err := infoOf(ctx, opts.Paths[i], analysis.Options{})
+		in, run, j, err := infoOf(ctx, opts.Paths[i], analysis.Options{}, warnTo(errw))
 		if err != nil {
 			return err
 		}
