@@ -45,6 +45,12 @@ type kInner struct {
 // costs nothing measurable.
 var treeWork int
 
+func addTreeWork(n int) {
+	if countWork {
+		treeWork += n
+	}
+}
+
 // countWork turns the work counters (treeWork, flatWork, pendWork, poolWork) on. The
 // package's tests set it; elsewhere it stays false, so that replays running
 // at once (tune, several ranks) share no counter.
@@ -78,9 +84,7 @@ func (t *kTree) seek(k *freeKey, p *kPath) (*kLeaf, int) {
 	if t.height > 0 {
 		nd := t.inner
 		for lv := 0; ; lv++ {
-			if countWork {
-				treeWork++
-			}
+			addTreeWork(1)
 			lo, hi := 0, nd.n-1 // the last child takes what is past its max
 			for lo < hi {
 				m := int(uint(lo+hi) >> 1)
@@ -98,9 +102,7 @@ func (t *kTree) seek(k *freeKey, p *kPath) (*kLeaf, int) {
 			nd = nd.kid[lo]
 		}
 	}
-	if countWork {
-		treeWork++
-	}
+	addTreeWork(1)
 	lo, hi := 0, l.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -119,9 +121,7 @@ func (t *kTree) seekRank(r int, p *kPath) (*kLeaf, int) {
 	if t.height > 0 {
 		nd := t.inner
 		for lv := 0; ; lv++ {
-			if countWork {
-				treeWork++
-			}
+			addTreeWork(1)
 			j := 0
 			for r >= nd.cnt[j] {
 				r -= nd.cnt[j]
@@ -135,9 +135,7 @@ func (t *kTree) seekRank(r int, p *kPath) (*kLeaf, int) {
 			nd = nd.kid[j]
 		}
 	}
-	if countWork {
-		treeWork++
-	}
+	addTreeWork(1)
 	return l, r
 }
 
@@ -202,9 +200,7 @@ func (t *kTree) insert(k freeKey) bool {
 		p.node[lv].total++
 	}
 	if l.n < leafCap {
-		if countWork {
-			treeWork += l.n - i
-		}
+		addTreeWork(l.n - i)
 		copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
 		l.keys[i] = k
 		l.n++
@@ -216,9 +212,7 @@ func (t *kTree) insert(k freeKey) bool {
 	// Split l: the upper half moves to a new leaf r after it.
 	r := t.newLeaf()
 	h := leafCap / 2
-	if countWork {
-		treeWork += leafCap - h
-	}
+	addTreeWork(leafCap - h)
 	copy(r.keys[:], l.keys[h:])
 	clear(l.keys[h:])
 	r.n, l.n = leafCap-h, h
@@ -231,9 +225,7 @@ func (t *kTree) insert(k freeKey) bool {
 	if i > h {
 		dst, di = r, i-h
 	}
-	if countWork {
-		treeWork += dst.n - di
-	}
+	addTreeWork(dst.n - di)
 	copy(dst.keys[di+1:dst.n+1], dst.keys[di:dst.n])
 	dst.keys[di] = k
 	dst.n++
@@ -258,9 +250,7 @@ func (t *kTree) splitUp(p *kPath, ll *kLeaf, li *kInner, rl *kLeaf, ri *kInner) 
 		// Split nd: its upper half moves to a new inner node after it.
 		nr := new(kInner)
 		h := fanCap / 2
-		if countWork {
-			treeWork += fanCap - h
-		}
+		addTreeWork(fanCap - h)
 		copy(nr.max[:], nd.max[h:])
 		copy(nr.cnt[:], nd.cnt[h:])
 		copy(nr.leaf[:], nd.leaf[h:])
@@ -313,9 +303,7 @@ func (t *kTree) sumOf(lv int, l *kLeaf, in *kInner) (freeKey, int) {
 }
 
 func (nd *kInner) insertChild(j int, m freeKey, c int, l *kLeaf, in *kInner) {
-	if countWork {
-		treeWork += nd.n - j
-	}
+	addTreeWork(nd.n - j)
 	copy(nd.max[j+1:nd.n+1], nd.max[j:nd.n])
 	copy(nd.cnt[j+1:nd.n+1], nd.cnt[j:nd.n])
 	copy(nd.leaf[j+1:nd.n+1], nd.leaf[j:nd.n])
@@ -325,9 +313,7 @@ func (nd *kInner) insertChild(j int, m freeKey, c int, l *kLeaf, in *kInner) {
 }
 
 func (nd *kInner) removeChild(j int) {
-	if countWork {
-		treeWork += nd.n - j
-	}
+	addTreeWork(nd.n - j)
 	copy(nd.max[j:], nd.max[j+1:nd.n])
 	copy(nd.cnt[j:], nd.cnt[j+1:nd.n])
 	copy(nd.leaf[j:], nd.leaf[j+1:nd.n])
@@ -368,9 +354,7 @@ func (t *kTree) deleteRank(r int) {
 // balances the nodes left less than a quarter full with a sibling.
 func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 	t.n--
-	if countWork {
-		treeWork += l.n - i
-	}
+	addTreeWork(l.n - i)
 	copy(l.keys[i:], l.keys[i+1:l.n])
 	l.n--
 	l.keys[l.n] = freeKey{}
@@ -397,9 +381,7 @@ func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 		}
 		x, y := nd.leaf[a], nd.leaf[a+1]
 		if x.n+y.n <= leafCap {
-			if countWork {
-				treeWork += y.n
-			}
+			addTreeWork(y.n)
 			copy(x.keys[x.n:], y.keys[:y.n])
 			x.n += y.n
 			x.next = y.next
@@ -427,9 +409,7 @@ func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 			}
 			x, y := up.kid[a], up.kid[a+1]
 			if x.n+y.n <= fanCap {
-				if countWork {
-					treeWork += y.n
-				}
+				addTreeWork(y.n)
 				copy(x.max[x.n:], y.max[:y.n])
 				copy(x.cnt[x.n:], y.cnt[:y.n])
 				copy(x.leaf[x.n:], y.leaf[:y.n])
@@ -463,17 +443,13 @@ func balanceLeaves(x, y *kLeaf) {
 	h := tot / 2
 	if x.n > h { // x gives its last keys to y's front
 		d := x.n - h
-		if countWork {
-			treeWork += y.n + d
-		}
+		addTreeWork(y.n + d)
 		copy(y.keys[d:], y.keys[:y.n])
 		copy(y.keys[:d], x.keys[h:x.n])
 		clear(x.keys[h:x.n])
 	} else { // y gives its first keys to x's end
 		d := h - x.n
-		if countWork {
-			treeWork += y.n
-		}
+		addTreeWork(y.n)
 		copy(x.keys[x.n:], y.keys[:d])
 		copy(y.keys[:], y.keys[d:y.n])
 		clear(y.keys[y.n-d : y.n])
@@ -492,9 +468,7 @@ func balanceInner(x, y *kInner) {
 }
 
 func moveInner(x, y *kInner, h int) {
-	if countWork {
-		treeWork += x.n + y.n
-	}
+	addTreeWork(x.n + y.n)
 	var all struct {
 		max  [2 * fanCap]freeKey
 		cnt  [2 * fanCap]int

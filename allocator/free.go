@@ -189,9 +189,7 @@ func (a *Allocator) ProcessEvents() {
 	}
 	ids := a.doneIDs[:a.done]
 	a.done = 0
-	if countWork {
-		pendWork += len(ids)
-	}
+	addPendWork(len(ids))
 	pos := a.pendPos[:0]
 	for _, id := range ids {
 		pos = append(pos, a.pendIndex(id))
@@ -216,6 +214,12 @@ func (a *Allocator) ProcessEvents() {
 // test that bounds its work.
 var pendWork int
 
+func addPendWork(n int) {
+	if countWork {
+		pendWork += n
+	}
+}
+
 // pendIndex is the place of the pending block id in pending. An entry of
 // pendAt that pending does not agree with (a block that Restore made
 // pending, or one of a run before a Reset) makes it index them all again.
@@ -231,9 +235,7 @@ func (a *Allocator) pendIndex(id blockID) int32 {
 			a.pendAt[x] = int32(i)
 		}
 	}
-	if countWork {
-		pendWork += len(a.pending)
-	}
+	addPendWork(len(a.pending))
 	return a.pendAt[id]
 }
 
@@ -248,9 +250,7 @@ func (a *Allocator) compactPending() {
 		return
 	}
 	out := a.pending[:0]
-	if countWork {
-		pendWork += len(a.pending)
-	}
+	addPendWork(len(a.pending))
 	for _, id := range a.pending {
 		if id != 0 {
 			a.pendAt[id] = int32(len(out))

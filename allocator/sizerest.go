@@ -28,6 +28,12 @@ func keyEntry(k freeKey) sEntry { return sEntry{size: k.size, addr: k.addr, id: 
 // (see treeWork).
 var flatWork int
 
+func addFlatWork(n int) {
+	if countWork {
+		flatWork += n
+	}
+}
+
 // atRest is at of a position i ≥ 1, out of line so that at inlines.
 func (h *bin) atRest(i int) sEntry {
 	if t := h.rest.t; t != nil {
@@ -91,9 +97,7 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	}
 	r = append(r, e)
 	if i < len(r)-1 {
-		if countWork {
-			flatWork += len(r) - 1 - i
-		}
+		addFlatWork(len(r) - 1 - i)
 		copy(r[i+1:], r[i:])
 		r[i] = e
 	}
@@ -104,9 +108,7 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 func (h *bin) toTree() *kTree {
 	t := new(kTree)
 	r := h.rest.s
-	if countWork {
-		flatWork += len(r)
-	}
+	addFlatWork(len(r))
 	for i := len(r) - 1; i >= 0; i-- {
 		t.insert(entryKey(r[i]))
 	}
@@ -119,9 +121,7 @@ func (h *bin) toTree() *kTree {
 func (h *bin) toFlat() {
 	t := h.rest.t
 	r := h.rest.s[:0]
-	if countWork {
-		flatWork += t.n
-	}
+	addFlatWork(t.n)
 	for l := t.first(); l != nil; l = l.next {
 		for _, k := range l.keys[:l.n] {
 			r = append(r, keyEntry(k))
@@ -139,9 +139,7 @@ func (h *bin) deleteRest(i int) {
 	if i == 0 {
 		h.setHead(r[n])
 	} else if j := n + 1 - i; j < n {
-		if countWork {
-			flatWork += n - j
-		}
+		addFlatWork(n - j)
 		copy(r[j:], r[j+1:])
 	}
 	h.setRest(r[:n])

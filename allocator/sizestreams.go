@@ -34,16 +34,12 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	}
 	for i, x := range s.streams {
 		if x.st == st {
-			if countWork {
-				flatWork += i
-			}
+			addFlatWork(i)
 			s.lastSt, s.lastB = st, x.b
 			return x.b
 		}
 	}
-	if countWork {
-		flatWork += len(s.streams)
-	}
+	addFlatWork(len(s.streams))
 	return nil
 }
 
@@ -56,9 +52,7 @@ func (s *sizeSet) streamIndex(st uint64) int {
 	for i < len(s.streams) && s.streams[i].st < st {
 		i++
 	}
-	if countWork {
-		flatWork += i
-	}
+	addFlatWork(i)
 	return i
 }
 
@@ -81,9 +75,7 @@ func (s *sizeSet) newStream(st uint64) *streamBins {
 	s.lastSt, s.lastB = st, b
 	if s.idx == nil && len(s.streams) < streamsFlat {
 		i := s.streamIndex(st)
-		if countWork {
-			flatWork += len(s.streams) - i
-		}
+		addFlatWork(len(s.streams) - i)
 		s.streams = slices.Insert(s.streams, i, streamRef{st: st, b: b})
 		return b
 	}

@@ -84,6 +84,12 @@ func (a *Allocator) Segments() []SegmentInfo {
 // that bounds the work of an empty_cache.
 var poolWork int
 
+func addPoolWork(n int) {
+	if countWork {
+		poolWork += n
+	}
+}
+
 // sortedFreeable returns the private pools without uses that an
 // empty_cache of pool id visits, by id: all of them for the default pool,
 // else id alone if it is freeable. The pools in use (every pool a replay
@@ -94,18 +100,14 @@ func (a *Allocator) sortedFreeable(id PoolID) []PoolID {
 		if a.freeable[id] == nil {
 			return nil
 		}
-		if countWork {
-			poolWork++
-		}
+		addPoolWork(1)
 		return []PoolID{id}
 	}
 	ids := make([]PoolID, 0, len(a.freeable))
 	for pid := range a.freeable {
 		ids = append(ids, pid)
 	}
-	if countWork {
-		poolWork += len(ids)
-	}
+	addPoolWork(len(ids))
 	slices.SortFunc(ids, comparePools)
 	return ids
 }
