@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if bin.dir != "" {
 		os.RemoveAll(bin.dir)
 	}
+	if pairRuns.dir != "" {
+		os.RemoveAll(pairRuns.dir)
+	}
 	os.Exit(code)
 }
 

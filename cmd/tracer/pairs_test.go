@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -62,13 +63,38 @@ type request struct {
 	alloc  int // of a free or a completion: the number of the allocation it frees, in the device's order
 }
 
+// pairRuns holds the imported runs for every test of the binary that reads
+// them (TestPairs, TestPairsOOM, TestTunePairs): importing them is most of
+// each test's time. TestMain removes dir.
+var pairRuns struct {
+	once sync.Once
+	dir  string
+	runs map[string][]*pairRun
+}
+
+// loadPairRuns imports every run of testdata/pairs, once per test binary,
+// and returns them by program; no caller changes them.
 func loadPairRuns(t *testing.T) map[string][]*pairRun {
 	t.Helper()
+	pairRuns.once.Do(func() {
+		dir, err := os.MkdirTemp("", "tracer-pairs-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairRuns.dir = dir
+		pairRuns.runs = importPairRuns(t, dir)
+	})
+	if pairRuns.runs == nil {
+		t.Fatal("the pair runs did not import (see the first test that read them)")
+	}
+	return pairRuns.runs
+}
+
+func importPairRuns(t *testing.T, dir string) map[string][]*pairRun {
 	files, _ := filepath.Glob(filepath.Join(pairsDir, "snapshots", "*.pickle.gz"))
 	if len(files) == 0 {
 		t.Fatal("no pairs in testdata/pairs/snapshots")
 	}
-	dir := t.TempDir()
 	byProgram := map[string][]*pairRun{}
 	for _, gz := range files {
 		name := strings.TrimSuffix(filepath.Base(gz), ".pickle.gz")
