@@ -111,7 +111,8 @@ type Allocator struct {
 	private  map[PoolID]*privatePool
 	freeable map[PoolID]*privatePool // the private pools without uses (graph_pools_freeable): the ones empty_cache visits
 	captures []capture
-	exps     []*expSegment
+	exps     []*expSegment // the live ones, in no order; expIx indexes them
+	expIx    expIndex
 	pools    []*blockPool  // every pool, by poolIdx
 	expTab   []*expSegment // every expandable segment ever made, by expIdx; [0] is nil (empty before the first)
 	uses     map[blockID][]uint64

@@ -14,6 +14,7 @@ type expSegment struct {
 	stream uint64
 	pool   *blockPool
 	idx    expIdx
+	pos    int // its index in Allocator.exps
 }
 
 // allocExpandable is try_allocate_expandable_block (§9): find a run of free
@@ -95,7 +96,7 @@ func (a *Allocator) findExpandable(r *request) (blockID, error) {
 	}
 	e := a.newExp(expSegment{base: base, size: size, page: page, stream: r.stream, pool: p, idx: expIdx(len(a.expTab))})
 	a.expTab = append(a.expTab, e)
-	a.exps = append(a.exps, e)
+	a.addExp(e)
 	id := a.newBlock(base, size, r.stream, p)
 	a.blocks[id].mapped = false
 	a.blocks[id].exp = e.idx
@@ -204,12 +205,7 @@ func (a *Allocator) unmapBlock(id blockID) error {
 		}
 		p.unmapped.Delete(a.ukey(id))
 		a.deleteBlock(id)
-		for i, x := range a.exps {
-			if x == e {
-				a.exps = append(a.exps[:i], a.exps[i+1:]...)
-				break
-			}
-		}
+		a.dropExp(e)
 	}
 	return nil
 }

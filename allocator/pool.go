@@ -220,27 +220,3 @@ func (a *Allocator) InUse(id PoolID) bool {
 	pp := a.private[id]
 	return pp != nil && pp.useCount > 0
 }
-
-// ExpandableOwner reports the pool of the expandable segment whose reserved
-// range holds addr, if there is one.
-func (a *Allocator) ExpandableOwner(addr uint64) (PoolID, bool) {
-	for _, e := range a.exps {
-		if addr >= e.base && addr < e.base+uint64(e.size) {
-			return e.pool.id(), true
-		}
-	}
-	return PoolID{}, false
-}
-
-// HasExpandable reports whether pool id has an expandable segment for
-// stream in the class of a request of size bytes: a malloc routed there
-// maps pages into it rather than reserving another.
-func (a *Allocator) HasExpandable(id PoolID, size int64, stream uint64) bool {
-	small := a.conf.roundSize(size) <= a.conf.SmallSize
-	for _, e := range a.exps {
-		if e.stream == stream && e.pool.small == small && e.pool.id() == id {
-			return true
-		}
-	}
-	return false
-}

@@ -77,8 +77,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	clear(a.freeable)
 	clear(a.captures) // drops the filters
 	a.captures = a.captures[:0]
-	clear(a.exps)
-	a.exps = a.exps[:0]
+	a.clearExps()
 	// Every expandable segment made, released ones included, is in expTab.
 	for _, e := range a.expTab {
 		if e != nil {

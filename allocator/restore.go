@@ -236,7 +236,7 @@ func (a *Allocator) restoreReservation(ranges []SegmentInfo, page, total int64) 
 	}
 	e := a.newExp(expSegment{base: base, size: size, page: page, stream: ranges[0].Stream, pool: pool, idx: expIdx(len(a.expTab))})
 	a.expTab = append(a.expTab, e)
-	a.exps = append(a.exps, e)
+	a.addExp(e)
 	l := chain{a: a, pool: pool, stream: e.stream, exp: e.idx}
 	pos := base
 	for i := range ranges {

@@ -180,15 +180,6 @@ func (a *Allocator) syncPoolEvents(pp *privatePool) {
 	}
 }
 
-func (a *Allocator) hasExpandable(pp *privatePool) bool {
-	for _, e := range a.exps {
-		if e.pool.owner == pp {
-			return true
-		}
-	}
-	return false
-}
-
 // releaseBlocks is release_blocks: cudaFree every unsplit free segment of the
 // pool in (stream, size, address) order, then unmap the free expandable blocks.
 func (a *Allocator) releaseBlocks(p *blockPool) error {
