@@ -157,6 +157,12 @@ func (r *deviceReplay) freshPool(ev *trace.Event, expandable bool) allocator.Poo
 	if !cand.IsDefault() && !r.a.InUse(cand) {
 		cand = allocator.PoolID{} // released: its graphs are gone
 	}
+	if r.called.prologue(ev) {
+		// A process's first capture, whose first request needed a new
+		// segment: the default pools, which the stream used last, had
+		// just been emptied by torch.cuda.graph.
+		return r.otherPool(ev, expandable, cand)
+	}
 	if ev.Stream == 0 && isMemPool(cand) && !r.room(allocator.PoolID{}, ev, expandable) {
 		return allocator.PoolID{}
 	}
@@ -187,7 +193,11 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 	if ev.Stream == 0 {
 		return allocator.PoolID{B: inventedPool | r.pools.made}
 	}
-	return allocator.PoolID{A: inventedPool | r.pools.made}
+	p := allocator.PoolID{A: inventedPool | r.pools.made}
+	if q, ok := r.opts.PoolAliases[p]; ok {
+		return q
+	}
+	return p
 }
 
 // scanMemPools is otherPool's search on stream 0 where the index cannot
@@ -270,6 +280,7 @@ func (r *deviceReplay) emptyCaches(rel []trace.Event) error {
 			}
 			r.releasePool(p)
 			r.res.EmptyCaches++
+			r.called.call()
 			if err := r.a.EmptyPoolCache(p); err != nil {
 				return err
 			}
@@ -284,6 +295,7 @@ func (r *deviceReplay) emptyCaches(rel []trace.Event) error {
 		}
 	}
 	r.res.EmptyCaches++
+	r.called.call()
 	return r.a.EmptyCache()
 }
 
@@ -301,8 +313,9 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 // after the empty_cache() with which torch.cuda.graph starts a capture
 // (use_mem_pool, a MemPool's, empties nothing), unless emptied says the
 // replay has just made that call (an empty_cache row, or releases it
-// attributed to one, right before the pool's first allocation).
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
+// attributed to one: sinceCall.before). first reports a first
+// appearance.
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) (first bool, err error) {
 	filter := func(s uint64) bool { return s == stream }
 	r.pools.ix.touched(id)
 	if r.pools.seen == nil {
@@ -313,13 +326,13 @@ func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied boo
 		if id.A != 0 && !emptied {
 			r.res.EmptyCaches++
 			if err := r.a.EmptyCache(); err != nil {
-				return err
+				return true, err
 			}
 		}
 		r.a.BeginAllocateToPool(id, filter)
-		return nil
+		return true, nil
 	}
 	r.a.BeginAllocateToPool(id, filter)
 	r.a.ReleasePool(id) // keep one use, held since the first appearance
-	return nil
+	return false, nil
 }

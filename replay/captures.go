@@ -1,0 +1,174 @@
+package replay
+
+import (
+	"slices"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// CUDA graph captures in a replay.
+//
+// torch.cuda.graph's __enter__ calls torch.cuda.empty_cache() before
+// capture_begin, and each such call counts in num_sync_all_streams, but a
+// trace shows a capture only by its allocations into the graph's private
+// pool. A replay takes an episode of a graph pool (a run of allocations
+// into it, which an allocation into another pool ends) for a capture or,
+// with torch.compile(mode="reduce-overhead"), for one of CUDA graph trees'
+// runs in the pool, which warm a function up eagerly once and then record
+// it:
+//
+//   - the pool's first episode is a capture, or a tree's first warmup,
+//     which follows the tree's own empty capture that makes the pool; its
+//     call is performed when it starts (beginPool);
+//   - a later episode is a warmup, which calls nothing, when a later
+//     episode of the pool repeats it: the recording of the same function,
+//     whose allocations are those of the warmup after the copies of its
+//     inputs (repeats). Any other later episode is a capture (a graph
+//     captured into a pool shared with an earlier one, or a tree's
+//     recording), whose call is counted when the replay ends, as only then
+//     is it known.
+//
+// A later capture's call is counted, not performed: the calls before it
+// (the program's own, the first capture's) have released what it would
+// have, in the programs seen. A tree whose run ended before it recorded a
+// function it warmed up, or that ran a function once, shows its last
+// warmups as captures: a trace cannot tell them apart.
+type captures struct {
+	open   allocator.PoolID // the graph pool of the episode under way; (0, 0): none
+	cur    episode          // its allocations so far
+	stream uint64           // their stream
+	byPool map[allocator.PoolID][]episode
+}
+
+// episode is one run of allocations into a graph pool: their sizes, and
+// whether it was its pool's first (beginPool performed its call).
+type episode struct {
+	sizes []int64
+	first bool
+}
+
+// isGraphPool reports whether p is a CUDA graph's pool, which PyTorch
+// numbers (n, 0); a MemPool's is (0, n).
+func isGraphPool(p allocator.PoolID) bool { return p.A != 0 }
+
+// allocIn notes the allocation ev into pool p; first says it began p's
+// first episode. A capture allocates in one pool: when p's first episode
+// begins right after the first episode of a pool the inference invented,
+// on the same stream, the invented pool was p, which the inference could
+// not know at the capture's first allocation (a pool the dump names,
+// first met at a later one). allocIn then returns the invented pool.
+func (c *captures) allocIn(p allocator.PoolID, ev *trace.Event, first bool) (allocator.PoolID, bool) {
+	if p == c.open && !isGraphPool(p) {
+		return allocator.PoolID{}, false // the default pools, as nearly always
+	}
+	var alias allocator.PoolID
+	if p != c.open {
+		prev, prevFirst, prevStream := c.open, c.cur.first, c.stream
+		c.close()
+		if !isGraphPool(p) {
+			return allocator.PoolID{}, false
+		}
+		if first && prevFirst && prev.A&inventedPool != 0 && p.A&inventedPool == 0 && prevStream == ev.Stream {
+			alias = prev
+		}
+		c.open, c.cur.first, c.stream = p, first, ev.Stream
+	}
+	c.cur.sizes = append(c.cur.sizes, ev.Size)
+	return alias, alias != (allocator.PoolID{})
+}
+
+// capturing reports whether a graph pool's episode is under way.
+func (c *captures) capturing() bool { return c.open != (allocator.PoolID{}) }
+
+// close ends the episode under way, if any.
+func (c *captures) close() {
+	if c.open == (allocator.PoolID{}) {
+		return
+	}
+	if c.byPool == nil {
+		c.byPool = map[allocator.PoolID][]episode{}
+	}
+	c.byPool[c.open] = append(c.byPool[c.open], c.cur)
+	c.open, c.cur = allocator.PoolID{}, episode{}
+}
+
+// later returns how many later episodes were captures (see above).
+func (c *captures) later() int {
+	c.close()
+	n := 0
+	for _, eps := range c.byPool {
+		for i, e := range eps {
+			if !e.first && !slices.ContainsFunc(eps[i+1:], func(r episode) bool { return repeats(r.sizes, e.sizes) }) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// repeats reports whether the episode r repeats the episode w: r's
+// allocations, less one or more leading ones (a tree's copies of the
+// recording's inputs), are the last ones of w (whose first run may
+// allocate more before, such as the RNG state), at least two and at least
+// half of w's.
+func repeats(r, w []int64) bool {
+	for k := 1; k < len(r); k++ {
+		n := len(r) - k
+		if n < 2 || 2*n < len(w) {
+			break
+		}
+		if n <= len(w) && slices.Equal(r[k:], w[len(w)-n:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sinceCall follows the requests after an empty_cache call, to tell
+// whether a capture's first allocation comes right after one, which is
+// then the call torch.cuda.graph made: only allocations on one stream
+// came between, those capture_begin makes on the capture stream before it
+// routes the stream to the pool (prologue).
+type sinceCall struct {
+	valid, streamSet bool
+	stream           uint64
+	n                int  // allocations since the call
+	small            bool // each of them of prologueBytes
+}
+
+// prologueBytes is the size of the two tensors (an int64 each, the seed
+// and the offset of the default CUDA generator for graphs) that
+// capture_begin allocates at a process's first capture, on the capture
+// stream, before it routes the stream to the graph's pool: they are the
+// default pools'.
+const prologueBytes = 8
+
+// call notes an empty_cache call.
+func (c *sinceCall) call() { *c = sinceCall{valid: true, small: true} }
+
+// request notes the request ev.
+func (c *sinceCall) request(ev *trace.Event) {
+	if !c.valid {
+		return
+	}
+	if ev.Kind != trace.KindAlloc || c.streamSet && c.stream != ev.Stream {
+		c.valid = false
+		return
+	}
+	c.stream, c.streamSet = ev.Stream, true
+	c.n++
+	c.small = c.small && ev.Size == prologueBytes
+}
+
+// before reports whether the call came right before the allocation ev.
+func (c *sinceCall) before(ev *trace.Event) bool {
+	return c.valid && (!c.streamSet || c.stream == ev.Stream)
+}
+
+// prologue reports whether the allocation ev, on a stream other than the
+// legacy default one, follows an empty_cache call and capture_begin's two
+// allocations on its stream, and nothing else: it is a capture's first.
+func (c *sinceCall) prologue(ev *trace.Event) bool {
+	return ev.Stream != 0 && c.before(ev) && c.n == 2 && c.small
+}
