@@ -37,3 +37,27 @@ func TestImport_graphSegmentReborn(t *testing.T) {
 		}
 	}
 }
+
+// TestImport_captureFirstSegment: in the pairs' cuda_graph run under
+// defaults, the first capture's first request (after capture_begin's two
+// 8-byte allocations in the default pools) made a segment of its own,
+// which the final empty_cache() released; the capture's later requests
+// are in segments the dump names. The first request is the dumped pool's
+// too, not the default pools' nor a pool of its own.
+func TestImport_captureFirstSegment(t *testing.T) {
+	evs := importPair(t, "cuda_graph__default")
+	pool := trace.PoolID{A: 1}
+	allocs := graphAllocs(evs)
+	if len(allocs) != 2 {
+		t.Errorf("%d graph pools, want 2 (the first and the third capture's, and the second's)", len(allocs))
+	}
+	stream := allocs[pool][0].Stream
+	for _, ev := range evs {
+		if ev.Kind == trace.KindAlloc && ev.Stream == stream && ev.Size > 8 {
+			if ev.Pool != pool {
+				t.Errorf("seq %d: the first capture's first request is in pool %v, want %v", ev.Seq, ev.Pool, pool)
+			}
+			break
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -24,6 +26,10 @@ type privatePools struct {
 	// sorting, so segs keeps that order and is scanned.
 	overlap bool
 	visits  int // segments examined, for the tests
+	// aliases are the pools the inference invents that are others
+	// (replay.DeviceResult.Aliases), found by findEmptyCaches and used by
+	// every later pass over the device.
+	aliases map[allocator.PoolID]allocator.PoolID
 }
 
 // privateSegments returns d's private-pool segments, indexed.
@@ -113,6 +119,34 @@ func (p *privatePools) index(addr uint64) (int, bool) {
 		return lo - 1, true
 	}
 	return 0, false
+}
+
+// poolAliases returns p's aliases; nil for a nil p.
+func (p *privatePools) poolAliases() map[allocator.PoolID]allocator.PoolID {
+	if p == nil {
+		return nil
+	}
+	return p.aliases
+}
+
+// alias adds the pool aliases the replay res found to p's, and reports
+// whether there was a new one.
+func (p *privatePools) alias(res *replay.Result) bool {
+	if p == nil {
+		return false
+	}
+	added := false
+	for _, dr := range res.Devices {
+		for x, q := range dr.Aliases {
+			if _, ok := p.aliases[x]; !ok {
+				if p.aliases == nil {
+					p.aliases = map[allocator.PoolID]allocator.PoolID{}
+				}
+				p.aliases[x], added = q, true
+			}
+		}
+	}
+	return added
 }
 
 // tagPools sets Event.Pool on the allocations and segment events that lie

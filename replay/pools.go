@@ -23,6 +23,11 @@ import (
 //     runs on the legacy default stream. On stream 0 such an allocation
 //     goes to a MemPool met before that had no room, and one that the
 //     default pools had no room for goes to them (freshPool);
+//   - right after torch.cuda.graph's empty_cache() and capture_begin's two
+//     8-byte allocations in the default pools (sinceCall.prologue), an
+//     allocation that made a segment is a new graph pool's; and when the
+//     capture goes on in a pool the trace names, the new pool was that one
+//     (DeviceResult.Aliases: the import replays again with Options.PoolAliases);
 //   - tracer import corrects the guesses that the rest of the recording
 //     contradicts (Options.PoolFlips, record's decidePools).
 //
