@@ -39,6 +39,7 @@ type captures struct {
 	cur    episode          // its allocations so far
 	stream uint64           // their stream
 	byPool map[allocator.PoolID][]episode
+	graphs map[allocator.PoolID]bool // of the pools numbered (0, n): graph pools
 }
 
 // episode is one run of allocations into a graph pool: their sizes, and
@@ -48,9 +49,14 @@ type episode struct {
 	first bool
 }
 
-// isGraphPool reports whether p is a CUDA graph's pool, which PyTorch
-// numbers (n, 0); a MemPool's is (0, n).
-func isGraphPool(p allocator.PoolID) bool { return p.A != 0 }
+// isGraphPool reports whether p is a CUDA graph's pool, first met on
+// stream: one capture_begin makes, numbered (n, 0), or one of
+// torch.cuda.graph_pool_handle(), numbered (0, n) as a torch.cuda.MemPool
+// is (CUDA graph trees' pool is one), which a capture uses on a stream
+// other than the legacy default one.
+func isGraphPool(p allocator.PoolID, stream uint64) bool {
+	return p.A != 0 || p.B != 0 && stream != 0
+}
 
 // allocIn notes the allocation ev into pool p; first says it began p's
 // first episode. A capture allocates in one pool: when p's first episode
@@ -59,14 +65,14 @@ func isGraphPool(p allocator.PoolID) bool { return p.A != 0 }
 // not know at the capture's first allocation (a pool the dump names,
 // first met at a later one). allocIn then returns the invented pool.
 func (c *captures) allocIn(p allocator.PoolID, ev *trace.Event, first bool) (allocator.PoolID, bool) {
-	if p == c.open && !isGraphPool(p) {
+	if p == c.open && p.IsDefault() {
 		return allocator.PoolID{}, false // the default pools, as nearly always
 	}
 	var alias allocator.PoolID
 	if p != c.open {
 		prev, prevFirst, prevStream := c.open, c.cur.first, c.stream
 		c.close()
-		if !isGraphPool(p) {
+		if !c.graph(p, ev.Stream, first) {
 			return allocator.PoolID{}, false
 		}
 		if first && prevFirst && prev.A&inventedPool != 0 && p.A&inventedPool == 0 && prevStream == ev.Stream {
@@ -76,6 +82,21 @@ func (c *captures) allocIn(p allocator.PoolID, ev *trace.Event, first bool) (all
 	}
 	c.cur.sizes = append(c.cur.sizes, ev.Size)
 	return alias, alias != (allocator.PoolID{})
+}
+
+// graph reports whether p is a graph pool (isGraphPool), first met on
+// stream if first.
+func (c *captures) graph(p allocator.PoolID, stream uint64, first bool) bool {
+	if p.IsDefault() || p.A != 0 {
+		return p.A != 0
+	}
+	if first {
+		if c.graphs == nil {
+			c.graphs = map[allocator.PoolID]bool{}
+		}
+		c.graphs[p] = isGraphPool(p, stream)
+	}
+	return c.graphs[p]
 }
 
 // capturing reports whether a graph pool's episode is under way.
@@ -93,9 +114,12 @@ func (c *captures) close() {
 	c.open, c.cur = allocator.PoolID{}, episode{}
 }
 
-// later returns how many later episodes were captures (see above).
+// later returns how many later episodes were captures (see above). An
+// episode still under way when the trace ends (a run that died of an OOM
+// in a capture or a warm-up) is not counted: whether a recording would
+// have repeated it, the trace cannot tell.
 func (c *captures) later() int {
-	c.close()
+	c.open, c.cur = allocator.PoolID{}, episode{}
 	n := 0
 	for _, eps := range c.byPool {
 		for i, e := range eps {
@@ -123,6 +147,22 @@ func repeats(r, w []int64) bool {
 		}
 	}
 	return false
+}
+
+// oomPool returns the pool of the recorded OOM ev: its tag, or, annotating,
+// the graph pool whose episode is under way on its stream (a capture, or a
+// CUDA graph trees' warm-up, that ran out of memory), written into ev. Such
+// a malloc skips the flush of all cached blocks (no capture may release
+// them) and counts no retry.
+func (r *deviceReplay) oomPool(ev *trace.Event) allocator.PoolID {
+	if !ev.Pool.IsDefault() {
+		return allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}
+	}
+	if !r.annotate || !r.opts.InferPools || !r.caps.capturing() || r.caps.stream != ev.Stream {
+		return allocator.PoolID{}
+	}
+	ev.Pool = trace.PoolID{A: r.caps.open.A, B: r.caps.open.B}
+	return r.caps.open
 }
 
 // sinceCall follows the requests after an empty_cache call, to tell

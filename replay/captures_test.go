@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -128,5 +129,35 @@ func TestSinceCall(t *testing.T) {
 	c.request(alloc(8, 7))
 	if !c.before(first) || c.prologue(first) {
 		t.Error("other allocations: before, but no prologue")
+	}
+}
+
+// TestOOMInWarmup: a run under a limit that died of an OOM in a CUDA graph
+// trees' warm-up (the pairs' compile_ro under a limit), whose pool the
+// dump names (0, 1), as torch.cuda.graph_pool_handle() numbers it. The
+// malloc was the pool's, during a capture-like use: PyTorch flushed no
+// cache and counted no retry; num_sync_all_streams counts the trees'
+// empty capture only, not the warm-up the run died in.
+func TestOOMInWarmup(t *testing.T) {
+	pool := trace.PoolID{B: 1}
+	evs := []trace.Event{
+		{Kind: trace.KindSegmentAlloc, Addr: 1 << 30, Size: 20 * mib, Stream: 5, Pool: pool},
+		{Kind: trace.KindAlloc, Addr: 1 << 30, Size: 4 * mib, Stream: 5, Pool: pool},
+		{Kind: trace.KindOOM, Size: 32 * mib, Stream: 5},
+	}
+	for i := range evs {
+		evs[i].Seq, evs[i].TimeUs = int64(i), int64(i+1)
+	}
+	res, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(), MemoryLimit: 40 * mib,
+		Recorded: true, SkipCompare: true, Annotate: true, InferPools: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Devices[0].Stats
+	if s.NumOOMs != 1 || s.NumAllocRetries != 0 || s.NumSyncAllStreams != 1 {
+		t.Errorf("OOMs %d, retries %d, syncs %d; want 1, 0, 1", s.NumOOMs, s.NumAllocRetries, s.NumSyncAllStreams)
+	}
+	if evs[2].Pool != pool {
+		t.Errorf("the OOM's pool is %v, want %v", evs[2].Pool, pool)
 	}
 }

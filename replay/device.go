@@ -565,7 +565,16 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if len(r.followSegs) > 0 {
 			r.follow()
 		}
+		pool := r.oomPool(ev)
+		if !pool.IsDefault() {
+			if _, err := r.beginPool(pool, ev.Stream, false); err != nil {
+				return false, err
+			}
+		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
+		if !pool.IsDefault() {
+			a.EndAllocateToPool(pool)
+		}
 		r.clearPlan()
 		if err != nil {
 			if !allocator.IsOOM(err) {

@@ -146,7 +146,8 @@ func (r *deviceReplay) room(p allocator.PoolID, ev *trace.Event, expandable bool
 }
 
 // isMemPool reports whether p is a torch.cuda.MemPool's id, which PyTorch
-// numbers (0, n); a CUDA graph's pool is (n, 0).
+// numbers (0, n); a CUDA graph's pool is (n, 0), or (0, n) too when
+// torch.cuda.graph_pool_handle() made it (isGraphPool).
 func isMemPool(p allocator.PoolID) bool { return p.A == 0 && p.B != 0 }
 
 // freshPool infers the pool of the recorded alloc ev that made a new
@@ -315,10 +316,10 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 
 // beginPool routes the next malloc on stream to private pool id. The pool is
 // created, and kept in use, on its first appearance; a CUDA graph's pool
-// after the empty_cache() with which torch.cuda.graph starts a capture
-// (use_mem_pool, a MemPool's, empties nothing), unless emptied says the
-// replay has just made that call (an empty_cache row, or releases it
-// attributed to one: sinceCall.before). first reports a first
+// (isGraphPool) after the empty_cache() with which torch.cuda.graph starts
+// a capture (use_mem_pool, a MemPool's, empties nothing), unless emptied
+// says the replay has just made that call (an empty_cache row, or
+// releases it attributed to one: sinceCall.before). first reports a first
 // appearance.
 func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) (first bool, err error) {
 	filter := func(s uint64) bool { return s == stream }
@@ -328,7 +329,7 @@ func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied boo
 	}
 	if !r.pools.seen[id] {
 		r.pools.seen[id] = true
-		if id.A != 0 && !emptied {
+		if isGraphPool(id, stream) && !emptied {
 			r.res.EmptyCaches++
 			if err := r.a.EmptyCache(); err != nil {
 				return true, err

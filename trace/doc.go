@@ -209,10 +209,17 @@ allocations in the default pools (the CUDA generator's seed and offset,
 at a process's first capture) between; a later episode is a capture,
 whose call counts in num_sync_all_streams at the end of the replay,
 unless a later episode of the pool repeats its requests after copies of
-its inputs (it was a warm-up, and that one its recording). Real runs
-(testdata/pairs: compile_ro, cuda_graph) bear this out; a tree that ran a
-function once, or ended before recording it, shows that warm-up as a
-capture.
+its inputs (it was a warm-up, and that one its recording); an episode
+still under way when the trace ends (a run that died of an OOM in it) is
+not counted. A graph pool is one capture_begin numbers (n, 0), or one
+numbered (0, n), as torch.cuda.graph_pool_handle() numbers pools like a
+MemPool's (CUDA graph trees' pool is one), first met on a stream other
+than the legacy default one. An OOM on the stream of a graph pool's
+episode was that pool's malloc: it flushed no cache and counted no retry,
+as none may during a capture; tracer import writes the pool into the oom
+row. Real runs (testdata/pairs: compile_ro, cuda_graph) bear this out; a
+tree that ran a function once, or ended before recording it, shows that
+warm-up as a capture.
 
 # Schema metadata
 
