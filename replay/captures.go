@@ -23,7 +23,7 @@ import (
 //     call is performed when it starts (beginPool);
 //   - a later episode is a warmup, which calls nothing, when a later
 //     episode of the pool repeats it: the recording of the same function,
-//     whose allocations are those of the warmup after the copies of its
+//     whose allocations are those of the warmup after any copies of its
 //     inputs (repeats). Any other later episode is a capture (a graph
 //     captured into a pool shared with an earlier one, or a tree's
 //     recording), whose call is counted when the replay ends, as only then
@@ -132,12 +132,13 @@ func (c *captures) later() int {
 }
 
 // repeats reports whether the episode r repeats the episode w: r's
-// allocations, less one or more leading ones (a tree's copies of the
-// recording's inputs), are the last ones of w (whose first run may
-// allocate more before, such as the RNG state), at least two and at least
-// half of w's.
+// allocations, less its leading ones that copy the recording's inputs
+// (none when every input is static: parameters, or outputs of the tree's
+// other graphs), are the last ones of w (whose first run may allocate
+// more before, such as the RNG state), at least two and at least half of
+// w's.
 func repeats(r, w []int64) bool {
-	for k := 1; k < len(r); k++ {
+	for k := 0; k < len(r); k++ {
 		n := len(r) - k
 		if n < 2 || 2*n < len(w) {
 			break

@@ -59,8 +59,9 @@ func TestRepeats(t *testing.T) {
 	}{
 		{[]int64{1, 2, 3}, []int64{2, 3}, true},          // one input copied
 		{[]int64{1, 1, 2, 3}, []int64{9, 9, 2, 3}, true}, // two, and the warm-up's first allocations
-		{[]int64{2, 3}, []int64{2, 3}, false},            // nothing copied: not a recording
+		{[]int64{2, 3}, []int64{2, 3}, true},             // no input copied: all static
 		{[]int64{1, 2}, []int64{2}, false},               // too short to tell
+		{[]int64{2}, []int64{2}, false},
 		{[]int64{1, 2, 3}, []int64{5, 6, 7, 2, 3}, false},
 		{[]int64{1, 2, 4}, []int64{2, 3}, false},
 	} {

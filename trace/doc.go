@@ -208,8 +208,8 @@ inferred call came right before, with only capture_begin's two 8-byte
 allocations in the default pools (the CUDA generator's seed and offset,
 at a process's first capture) between; a later episode is a capture,
 whose call counts in num_sync_all_streams at the end of the replay,
-unless a later episode of the pool repeats its requests after copies of
-its inputs (it was a warm-up, and that one its recording); an episode
+unless a later episode of the pool repeats its requests after any copies
+of its inputs (it was a warm-up, and that one its recording); an episode
 still under way when the trace ends (a run that died of an OOM in it) is
 not counted. A graph pool is one capture_begin numbers (n, 0), or one
 numbered (0, n), as torch.cuda.graph_pool_handle() numbers pools like a
