@@ -122,10 +122,24 @@ func (c *captures) later() int {
 	c.open, c.cur = allocator.PoolID{}, episode{}
 	n := 0
 	for _, eps := range c.byPool {
-		for i, e := range eps {
-			if !e.first && !slices.ContainsFunc(eps[i+1:], func(r episode) bool { return repeats(r.sizes, e.sizes) }) {
+		// From the last episode back, with the later ones by their last
+		// two sizes, which a repeat shares: an episode is compared only
+		// with those.
+		type tail [2]int64
+		by := map[tail][]int{}
+		for i := len(eps) - 1; i >= 0; i-- {
+			w := eps[i].sizes
+			if len(w) < 2 {
+				if !eps[i].first {
+					n++ // nothing repeats it
+				}
+				continue
+			}
+			key := tail{w[len(w)-2], w[len(w)-1]}
+			if !eps[i].first && !slices.ContainsFunc(by[key], func(j int) bool { return repeats(eps[j].sizes, w) }) {
 				n++
 			}
+			by[key] = append(by[key], i)
 		}
 	}
 	return n
