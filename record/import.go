@@ -352,9 +352,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	inferPools := snap.Settings.JSON != ""
 	rows := make([][]trace.Event, len(snap.Devices))
 	flips := make([]map[replay.AllocKey]bool, len(snap.Devices))
+	privs := make([]*privatePools, len(snap.Devices)) // with the pool aliases decidePools found
 	for i, d := range snap.Devices {
+		privs[i] = privateSegments(d)
 		if sc := recorded[i]; sc.released || sc.ooms && opts.EmptyCacheAfterOOM {
-			if rows[i], flips[i], err = decidePools(conf, inference{pools: inferPools, oomEmpties: opts.EmptyCacheAfterOOM}, meta.MemoryLimit, annotationTotal(meta, initial[i], sc), initial[i], d, max(sc.lastRelease, sc.lastOOM), privateSegments(d)); err != nil {
+			if rows[i], flips[i], err = decidePools(conf, inference{pools: inferPools, oomEmpties: opts.EmptyCacheAfterOOM}, meta.MemoryLimit, annotationTotal(meta, initial[i], sc), initial[i], d, max(sc.lastRelease, sc.lastOOM), privs[i]); err != nil {
 				return nil, fmt.Errorf("import %s: device %d: %v", in, d.Index, err)
 			}
 		}
@@ -436,7 +438,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 					}()
 				}
 			}
-			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privateSegments(d), full, free, lastRead)
+			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privs[i], full, free, lastRead)
 			close(full)
 		}()
 		for evs := range full {
@@ -672,7 +674,7 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 	// every event would have the allocator report them all, which this
 	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -14,11 +16,20 @@ import (
 // event, not a scan of every pool's segments.
 type privatePools struct {
 	segs []torchsnap.Segment
+	// born holds, for each of segs, the time of the recording's last
+	// segment_alloc at its base (0: none): the segment the dump shows was
+	// made then, and an allocation before it at its addresses was in an
+	// earlier segment there, which may have been another pool's.
+	born []int64
 	// overlap is set when two segments overlap (a malformed snapshot): the
 	// first of the snapshot's order that holds an address wins, as before
 	// sorting, so segs keeps that order and is scanned.
 	overlap bool
 	visits  int // segments examined, for the tests
+	// aliases are the pools the inference invents that are others
+	// (replay.DeviceResult.Aliases), found by findEmptyCaches and used by
+	// every later pass over the device.
+	aliases map[allocator.PoolID]allocator.PoolID
 }
 
 // privateSegments returns d's private-pool segments, indexed.
@@ -38,19 +49,58 @@ func privateSegments(d *torchsnap.Device) *privatePools {
 		}
 	}
 	p.segs = sorted
+	if len(sorted) > 0 {
+		p.births(d)
+	}
 	return p
 }
 
-// pool returns the pool of the private segment holding addr.
-func (p *privatePools) pool(addr uint64) (trace.PoolID, bool) {
+// births fills p.born from d's segment_alloc events. A device whose
+// events cannot be read has none: every allocation at a segment's
+// addresses is then taken for its pool, as the events' reader will report.
+func (p *privatePools) births(d *torchsnap.Device) {
+	p.born = make([]int64, len(p.segs))
+	var buf []trace.Event
+	for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
+		hi := min(lo+torchsnap.ChunkSize, d.Len())
+		if int64(cap(buf)) < hi-lo {
+			buf = make([]trace.Event, hi-lo)
+		}
+		evs, err := d.Chunk(lo, hi, buf)
+		if err != nil {
+			clear(p.born)
+			return
+		}
+		for i := range evs {
+			if ev := &evs[i]; ev.Kind == trace.KindSegmentAlloc {
+				if k, ok := p.index(ev.Addr); ok && p.segs[k].Addr == ev.Addr {
+					p.born[k] = ev.TimeUs
+				}
+			}
+		}
+	}
+}
+
+// pool returns the pool of the private segment holding addr, if ev, at
+// that address, came after the segment was made.
+func (p *privatePools) pool(ev *trace.Event) (trace.PoolID, bool) {
+	k, ok := p.index(ev.Addr)
+	if !ok || len(p.born) > 0 && ev.TimeUs < p.born[k] {
+		return trace.PoolID{}, false
+	}
+	return p.segs[k].Pool, true
+}
+
+// index returns the index in segs of the private segment holding addr.
+func (p *privatePools) index(addr uint64) (int, bool) {
 	if p.overlap {
 		for i := range p.segs {
 			p.visits++
 			if s := &p.segs[i]; addr >= s.Addr && addr < s.Addr+uint64(s.TotalSize) {
-				return s.Pool, true
+				return i, true
 			}
 		}
-		return trace.PoolID{}, false
+		return 0, false
 	}
 	lo, hi := 0, len(p.segs) // the first segment starting after addr
 	for lo < hi {
@@ -63,19 +113,50 @@ func (p *privatePools) pool(addr uint64) (trace.PoolID, bool) {
 		}
 	}
 	if lo == 0 {
-		return trace.PoolID{}, false
+		return 0, false
 	}
 	if s := &p.segs[lo-1]; addr < s.Addr+uint64(s.TotalSize) {
-		return s.Pool, true
+		return lo - 1, true
 	}
-	return trace.PoolID{}, false
+	return 0, false
+}
+
+// poolAliases returns p's aliases; nil for a nil p.
+func (p *privatePools) poolAliases() map[allocator.PoolID]allocator.PoolID {
+	if p == nil {
+		return nil
+	}
+	return p.aliases
+}
+
+// alias adds the pool aliases the replay res found to p's, and reports
+// whether there was a new one.
+func (p *privatePools) alias(res *replay.Result) bool {
+	if p == nil {
+		return false
+	}
+	added := false
+	for _, dr := range res.Devices {
+		for x, q := range dr.Aliases {
+			if _, ok := p.aliases[x]; !ok {
+				if p.aliases == nil {
+					p.aliases = map[allocator.PoolID]allocator.PoolID{}
+				}
+				p.aliases[x], added = q, true
+			}
+		}
+	}
+	return added
 }
 
 // tagPools sets Event.Pool on the allocations and segment events that lie
 // in a private segment of p. torch 2.11's trace entries carry no pool id;
 // without it a replay would serve those requests from the default pools.
 // Only segments alive at the dump are known: a private segment freed before
-// it is not tagged.
+// it is not tagged, nor is an allocation made at a dumped segment's
+// addresses before that segment was (an earlier segment there, released
+// by an empty_cache(), may have been another pool's: the default pools'
+// of a stream that warmed a graph up before torch.cuda.graph released it).
 func tagPools(evs []trace.Event, p *privatePools) {
 	if len(p.segs) == 0 {
 		return
@@ -84,7 +165,7 @@ func tagPools(evs []trace.Event, p *privatePools) {
 		ev := &evs[i]
 		switch ev.Kind {
 		case trace.KindAlloc, trace.KindSegmentAlloc, trace.KindSegmentMap:
-			if id, ok := p.pool(ev.Addr); ok {
+			if id, ok := p.pool(ev); ok {
 				ev.Pool = id
 			}
 		}

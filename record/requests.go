@@ -39,7 +39,12 @@ import (
 // chunks are then copies, never views of the snapshot's events. flips are
 // replay.Options.PoolFlips; end says where the model left the recording,
 // if it did, and how many pools it invented (none without pools).
-// oomEmpties is replay.Options.EmptyCacheAfterOOM.
+// oomEmpties is replay.Options.EmptyCacheAfterOOM. A pass that invented
+// a pool for a capture's first allocation, whose capture went on in a pool
+// the dump names (replay.DeviceResult.Aliases), is made again with that
+// pool; private keeps the aliases for every later pass, the annotation's
+// too. (A device that released nothing has no such pass, and keeps the
+// invented pool.)
 func findEmptyCaches(conf allocator.Conf, infer inference, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools, flips map[replay.AllocKey]bool) ([]trace.Event, passEnd, error) {
 	var rows []trace.Event
@@ -47,7 +52,7 @@ func findEmptyCaches(conf allocator.Conf, infer inference, limit, total int64, i
 	inferPools := infer.pools
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, LeftAt: func(_ *trace.Event, addr uint64) {
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, PoolAliases: private.poolAliases(), LeftAt: func(_ *trace.Event, addr uint64) {
 			end.addr = addr
 		}, Left: func(ev *trace.Event) {
 			end.left, end.ev = true, *ev
@@ -57,6 +62,11 @@ func findEmptyCaches(conf allocator.Conf, infer inference, limit, total int64, i
 		}}, nil)
 	if err == nil {
 		err = src.err
+	}
+	if err == nil && private.alias(res) {
+		// The pass invented a pool for a capture's first allocation
+		// that the capture's later ones name: again, with that pool.
+		return findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, flips)
 	}
 	if err == nil {
 		for _, dr := range res.Devices {

@@ -55,6 +55,10 @@ type deviceReplay struct {
 	followSegs           []allocator.SegmentInfo
 	recMallocs, recFrees int64
 	parted, following    bool
+	// caps tracks the episodes of CUDA graph pools (captures.go), and
+	// called the requests since the last empty_cache call.
+	caps   captures
+	called sinceCall
 	// quietOOM is the recorded OOM after which the model would have
 	// released nothing, while no release or request has followed it
 	// (Kind KindInvalid: none); see afterOOM.
@@ -254,7 +258,7 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 		r.hold(ev)
 		return nil
 	case trace.KindAlloc:
-		if r.plain(ev) && ev.Pool.IsDefault() && !r.routed() {
+		if r.plain(ev) && ev.Pool.IsDefault() && !r.routed() && !r.caps.capturing() {
 			return r.alloc(ev)
 		}
 	}
@@ -322,6 +326,7 @@ func (r *deviceReplay) completes(req, next *trace.Event) bool {
 // alloc is step for a plain alloc in the default pools.
 func (r *deviceReplay) alloc(ev *trace.Event) error {
 	r.res.Events++
+	r.called.request(ev)
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)
 	if len(r.followSegs) > 0 {
@@ -351,6 +356,7 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 // free_completed next: a synchronous free.
 func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	r.res.Events += 2
+	r.called.request(ev)
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)
 	r.expectEv(next)
@@ -378,6 +384,9 @@ func (r *deviceReplay) finish() error {
 	}
 	if err := r.settleReclaim(nil); err != nil {
 		return err
+	}
+	for range r.caps.later() {
+		r.a.CountSync() // the empty_cache() of a later capture (captures.go)
 	}
 	for _, w := range r.expect[r.expectHead:] {
 		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
@@ -449,7 +458,6 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		}
 		r.reclaim = append(r.reclaim, *ev)
 	case trace.KindAlloc:
-		calls := r.res.EmptyCaches
 		r.afterOOM()
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
@@ -457,10 +465,19 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.expectEv(ev)
 		pool := r.allocPool(ev)
 		private := !pool.IsDefault()
+		first := false
 		if private {
-			if err := r.beginPool(pool, ev.Stream, r.res.EmptyCaches > calls); err != nil {
+			var err error
+			if first, err = r.beginPool(pool, ev.Stream, r.called.before(ev)); err != nil {
 				return false, err
 			}
+		}
+		r.called.request(ev)
+		if x, ok := r.caps.allocIn(pool, ev, first); ok && r.annotate && r.opts.InferPools {
+			if r.res.Aliases == nil {
+				r.res.Aliases = map[allocator.PoolID]allocator.PoolID{}
+			}
+			r.res.Aliases[x] = pool
 		}
 		if len(r.followSegs) > 0 {
 			r.follow()
@@ -488,6 +505,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.placed(ev, addr, h)
 		}
 	case trace.KindFreeRequested:
+		r.called.request(ev)
 		if err := r.settleReclaim(nil); err != nil {
 			return false, err
 		}
@@ -539,6 +557,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		return false, a.CompleteFreeHandle(b.addr, b.h)
 	case trace.KindOOM:
 		r.afterOOM()
+		r.called.request(ev)
 		if err := r.settleReclaim(ev); err != nil {
 			return false, err
 		}
@@ -546,7 +565,16 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		if len(r.followSegs) > 0 {
 			r.follow()
 		}
+		pool := r.oomPool(ev)
+		if !pool.IsDefault() {
+			if _, err := r.beginPool(pool, ev.Stream, false); err != nil {
+				return false, err
+			}
+		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
+		if !pool.IsDefault() {
+			a.EndAllocateToPool(pool)
+		}
 		r.clearPlan()
 		if err != nil {
 			if !allocator.IsOOM(err) {
@@ -722,6 +750,7 @@ func (r *deviceReplay) afterOOM() {
 	// synchronize that waited for nothing.
 	r.a.CountSync()
 	r.res.EmptyCaches++
+	r.called.call()
 	at := trace.Event{Seq: oom.Seq + 1, TimeUs: oom.TimeUs, Device: r.device, Kind: trace.KindEmptyCache, Stack: oom.Stack}
 	if r.opts.EmptyCacheFound != nil {
 		r.opts.EmptyCacheFound(&at, 0)

@@ -83,7 +83,7 @@ func TestMemIndexMatchesScan(t *testing.T) {
 				p := allocator.PoolID{}
 				if rng.Intn(4) != 0 {
 					p = allocator.PoolID{B: uint64(1 + rng.Intn(pools))}
-					if err := r.beginPool(p, 0, true); err != nil {
+					if _, err := r.beginPool(p, 0, true); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -151,7 +151,7 @@ func TestMemIndexDefers(t *testing.T) {
 	}
 	r := &deviceReplay{a: a, annotate: true, opts: &Options{InferPools: true}}
 	p := allocator.PoolID{B: 1}
-	if err := r.beginPool(p, 0, true); err != nil {
+	if _, err := r.beginPool(p, 0, true); err != nil {
 		t.Fatal(err)
 	}
 	addr, err := a.Malloc(mib, 0)

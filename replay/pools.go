@@ -23,6 +23,11 @@ import (
 //     runs on the legacy default stream. On stream 0 such an allocation
 //     goes to a MemPool met before that had no room, and one that the
 //     default pools had no room for goes to them (freshPool);
+//   - right after torch.cuda.graph's empty_cache() and capture_begin's two
+//     8-byte allocations in the default pools (sinceCall.prologue), an
+//     allocation that made a segment is a new graph pool's; and when the
+//     capture goes on in a pool the trace names, the new pool was that one
+//     (DeviceResult.Aliases: the import replays again with Options.PoolAliases);
 //   - tracer import corrects the guesses that the rest of the recording
 //     contradicts (Options.PoolFlips, record's decidePools).
 //
@@ -141,7 +146,8 @@ func (r *deviceReplay) room(p allocator.PoolID, ev *trace.Event, expandable bool
 }
 
 // isMemPool reports whether p is a torch.cuda.MemPool's id, which PyTorch
-// numbers (0, n); a CUDA graph's pool is (n, 0).
+// numbers (0, n); a CUDA graph's pool is (n, 0), or (0, n) too when
+// torch.cuda.graph_pool_handle() made it (isGraphPool).
 func isMemPool(p allocator.PoolID) bool { return p.A == 0 && p.B != 0 }
 
 // freshPool infers the pool of the recorded alloc ev that made a new
@@ -156,6 +162,12 @@ func (r *deviceReplay) freshPool(ev *trace.Event, expandable bool) allocator.Poo
 	cand := r.pools.last[ev.Stream]
 	if !cand.IsDefault() && !r.a.InUse(cand) {
 		cand = allocator.PoolID{} // released: its graphs are gone
+	}
+	if r.called.prologue(ev) {
+		// A process's first capture, whose first request needed a new
+		// segment: the default pools, which the stream used last, had
+		// just been emptied by torch.cuda.graph.
+		return r.otherPool(ev, expandable, cand)
 	}
 	if ev.Stream == 0 && isMemPool(cand) && !r.room(allocator.PoolID{}, ev, expandable) {
 		return allocator.PoolID{}
@@ -187,7 +199,11 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 	if ev.Stream == 0 {
 		return allocator.PoolID{B: inventedPool | r.pools.made}
 	}
-	return allocator.PoolID{A: inventedPool | r.pools.made}
+	p := allocator.PoolID{A: inventedPool | r.pools.made}
+	if q, ok := r.opts.PoolAliases[p]; ok {
+		return q
+	}
+	return p
 }
 
 // scanMemPools is otherPool's search on stream 0 where the index cannot
@@ -270,6 +286,7 @@ func (r *deviceReplay) emptyCaches(rel []trace.Event) error {
 			}
 			r.releasePool(p)
 			r.res.EmptyCaches++
+			r.called.call()
 			if err := r.a.EmptyPoolCache(p); err != nil {
 				return err
 			}
@@ -284,6 +301,7 @@ func (r *deviceReplay) emptyCaches(rel []trace.Event) error {
 		}
 	}
 	r.res.EmptyCaches++
+	r.called.call()
 	return r.a.EmptyCache()
 }
 
@@ -298,11 +316,12 @@ func (r *deviceReplay) releasePool(p allocator.PoolID) {
 
 // beginPool routes the next malloc on stream to private pool id. The pool is
 // created, and kept in use, on its first appearance; a CUDA graph's pool
-// after the empty_cache() with which torch.cuda.graph starts a capture
-// (use_mem_pool, a MemPool's, empties nothing), unless emptied says the
-// replay has just made that call (an empty_cache row, or releases it
-// attributed to one, right before the pool's first allocation).
-func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) error {
+// (isGraphPool) after the empty_cache() with which torch.cuda.graph starts
+// a capture (use_mem_pool, a MemPool's, empties nothing), unless emptied
+// says the replay has just made that call (an empty_cache row, or
+// releases it attributed to one: sinceCall.before). first reports a first
+// appearance.
+func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied bool) (first bool, err error) {
 	filter := func(s uint64) bool { return s == stream }
 	r.pools.ix.touched(id)
 	if r.pools.seen == nil {
@@ -310,16 +329,16 @@ func (r *deviceReplay) beginPool(id allocator.PoolID, stream uint64, emptied boo
 	}
 	if !r.pools.seen[id] {
 		r.pools.seen[id] = true
-		if id.A != 0 && !emptied {
+		if isGraphPool(id, stream) && !emptied {
 			r.res.EmptyCaches++
 			if err := r.a.EmptyCache(); err != nil {
-				return err
+				return true, err
 			}
 		}
 		r.a.BeginAllocateToPool(id, filter)
-		return nil
+		return true, nil
 	}
 	r.a.BeginAllocateToPool(id, filter)
 	r.a.ReleasePool(id) // keep one use, held since the first appearance
-	return nil
+	return false, nil
 }

@@ -126,6 +126,9 @@ type Options struct {
 	// (pools.go). It needs the recording's own settings: under others a
 	// disagreement of the model would be taken for a pool.
 	InferPools bool
+	// PoolAliases, with InferPools, maps pools the inference would
+	// invent to the pools they are (DeviceResult.Aliases).
+	PoolAliases map[allocator.PoolID]allocator.PoolID
 	// PoolFlips, with InferPools, names recorded allocs that made a new
 	// segment and whose inferred pool is wrong: one inferred to the
 	// default pools was a private pool's, and the reverse. tracer import
@@ -203,6 +206,10 @@ type DeviceResult struct {
 	// Fresh are the recorded allocs whose pool InferPools inferred as
 	// they made a segment, in order.
 	Fresh []FreshAlloc
+	// Aliases maps a pool InferPools invented for the first allocation
+	// of a capture to the pool the capture went on in (captures.go); the
+	// caller replays again with them (Options.PoolAliases).
+	Aliases map[allocator.PoolID]allocator.PoolID
 	// Events counts the recorded events consumed.
 	Events int64
 }
@@ -389,7 +396,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				}
 			}
 			r.hold(ev)
-		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && !r.routed():
+		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && !r.routed() && !r.caps.capturing():
 			err = r.alloc(ev)
 		default:
 			err = r.push(ev)

@@ -196,6 +196,31 @@ the calls from the releases as it goes, which under other settings is a
 guess. A replayed trace (tracer replay -o) has a row for every call its
 replay performed.
 
+torch.cuda.graph calls empty_cache() too, before each capture, and CUDA
+graph trees (torch.compile(mode="reduce-overhead")) capture an empty graph
+when they make their pool, then run each function once eagerly in the
+pool (a warm-up) and capture it on its next run. A call that released
+nothing has no row; a replay infers these from the allocations the
+trace's pool ids route to a graph pool (an episode: a run of them that an
+allocation into another pool ends), which no setting changes: the pool's
+first episode follows a call, which the replay makes unless a row or an
+inferred call came right before, with only capture_begin's two 8-byte
+allocations in the default pools (the CUDA generator's seed and offset,
+at a process's first capture) between; a later episode is a capture,
+whose call counts in num_sync_all_streams at the end of the replay,
+unless a later episode of the pool repeats its requests after any copies
+of its inputs (it was a warm-up, and that one its recording); an episode
+still under way when the trace ends (a run that died of an OOM in it) is
+not counted. A graph pool is one capture_begin numbers (n, 0), or one
+numbered (0, n), as torch.cuda.graph_pool_handle() numbers pools like a
+MemPool's (CUDA graph trees' pool is one), first met on a stream other
+than the legacy default one. An OOM on the stream of a graph pool's
+episode was that pool's malloc: it flushed no cache and counted no retry,
+as none may during a capture; tracer import writes the pool into the oom
+row. Real runs (testdata/pairs: compile_ro, cuda_graph) bear this out; a
+tree that ran a function once, or ended before recording it, shows that
+warm-up as a capture.
+
 # Schema metadata
 
 Key/value strings on the schema (Meta):

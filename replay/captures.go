@@ -1,0 +1,229 @@
+package replay
+
+import (
+	"slices"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// CUDA graph captures in a replay.
+//
+// torch.cuda.graph's __enter__ calls torch.cuda.empty_cache() before
+// capture_begin, and each such call counts in num_sync_all_streams, but a
+// trace shows a capture only by its allocations into the graph's private
+// pool. A replay takes an episode of a graph pool (a run of allocations
+// into it, which an allocation into another pool ends) for a capture or,
+// with torch.compile(mode="reduce-overhead"), for one of CUDA graph trees'
+// runs in the pool, which warm a function up eagerly once and then record
+// it:
+//
+//   - the pool's first episode is a capture, or a tree's first warmup,
+//     which follows the tree's own empty capture that makes the pool; its
+//     call is performed when it starts (beginPool);
+//   - a later episode is a warmup, which calls nothing, when a later
+//     episode of the pool repeats it: the recording of the same function,
+//     whose allocations are those of the warmup after any copies of its
+//     inputs (repeats). Any other later episode is a capture (a graph
+//     captured into a pool shared with an earlier one, or a tree's
+//     recording), whose call is counted when the replay ends, as only then
+//     is it known.
+//
+// A later capture's call is counted, not performed: the calls before it
+// (the program's own, the first capture's) have released what it would
+// have, in the programs seen. A tree whose run ended before it recorded a
+// function it warmed up, or that ran a function once, shows its last
+// warmups as captures: a trace cannot tell them apart.
+type captures struct {
+	open   allocator.PoolID // the graph pool of the episode under way; (0, 0): none
+	cur    episode          // its allocations so far
+	stream uint64           // their stream
+	byPool map[allocator.PoolID][]episode
+	graphs map[allocator.PoolID]bool // of the pools numbered (0, n): graph pools
+}
+
+// episode is one run of allocations into a graph pool: their sizes, and
+// whether it was its pool's first (beginPool performed its call).
+type episode struct {
+	sizes []int64
+	first bool
+}
+
+// isGraphPool reports whether p is a CUDA graph's pool, first met on
+// stream: one capture_begin makes, numbered (n, 0), or one of
+// torch.cuda.graph_pool_handle(), numbered (0, n) as a torch.cuda.MemPool
+// is (CUDA graph trees' pool is one), which a capture uses on a stream
+// other than the legacy default one.
+func isGraphPool(p allocator.PoolID, stream uint64) bool {
+	return p.A != 0 || p.B != 0 && stream != 0
+}
+
+// allocIn notes the allocation ev into pool p; first says it began p's
+// first episode. A capture allocates in one pool: when p's first episode
+// begins right after the first episode of a pool the inference invented,
+// on the same stream, the invented pool was p, which the inference could
+// not know at the capture's first allocation (a pool the dump names,
+// first met at a later one). allocIn then returns the invented pool.
+func (c *captures) allocIn(p allocator.PoolID, ev *trace.Event, first bool) (allocator.PoolID, bool) {
+	if p == c.open && p.IsDefault() {
+		return allocator.PoolID{}, false // the default pools, as nearly always
+	}
+	var alias allocator.PoolID
+	if p != c.open {
+		prev, prevFirst, prevStream := c.open, c.cur.first, c.stream
+		c.close()
+		if !c.graph(p, ev.Stream, first) {
+			return allocator.PoolID{}, false
+		}
+		if first && prevFirst && prev.A&inventedPool != 0 && p.A&inventedPool == 0 && prevStream == ev.Stream {
+			alias = prev
+		}
+		c.open, c.cur.first, c.stream = p, first, ev.Stream
+	}
+	c.cur.sizes = append(c.cur.sizes, ev.Size)
+	return alias, alias != (allocator.PoolID{})
+}
+
+// graph reports whether p is a graph pool (isGraphPool), first met on
+// stream if first.
+func (c *captures) graph(p allocator.PoolID, stream uint64, first bool) bool {
+	if p.IsDefault() || p.A != 0 {
+		return p.A != 0
+	}
+	if first {
+		if c.graphs == nil {
+			c.graphs = map[allocator.PoolID]bool{}
+		}
+		c.graphs[p] = isGraphPool(p, stream)
+	}
+	return c.graphs[p]
+}
+
+// capturing reports whether a graph pool's episode is under way.
+func (c *captures) capturing() bool { return c.open != (allocator.PoolID{}) }
+
+// close ends the episode under way, if any.
+func (c *captures) close() {
+	if c.open == (allocator.PoolID{}) {
+		return
+	}
+	if c.byPool == nil {
+		c.byPool = map[allocator.PoolID][]episode{}
+	}
+	c.byPool[c.open] = append(c.byPool[c.open], c.cur)
+	c.open, c.cur = allocator.PoolID{}, episode{}
+}
+
+// later returns how many later episodes were captures (see above). An
+// episode still under way when the trace ends (a run that died of an OOM
+// in a capture or a warm-up) is not counted: whether a recording would
+// have repeated it, the trace cannot tell.
+func (c *captures) later() int {
+	c.open, c.cur = allocator.PoolID{}, episode{}
+	n := 0
+	for _, eps := range c.byPool {
+		// From the last episode back, with the later ones by their last
+		// two sizes, which a repeat shares: an episode is compared only
+		// with those.
+		type tail [2]int64
+		by := map[tail][]int{}
+		for i := len(eps) - 1; i >= 0; i-- {
+			w := eps[i].sizes
+			if len(w) < 2 {
+				if !eps[i].first {
+					n++ // nothing repeats it
+				}
+				continue
+			}
+			key := tail{w[len(w)-2], w[len(w)-1]}
+			if !eps[i].first && !slices.ContainsFunc(by[key], func(j int) bool { return repeats(eps[j].sizes, w) }) {
+				n++
+			}
+			by[key] = append(by[key], i)
+		}
+	}
+	return n
+}
+
+// repeats reports whether the episode r repeats the episode w: r's
+// allocations, less its leading ones that copy the recording's inputs
+// (none when every input is static: parameters, or outputs of the tree's
+// other graphs), are the last ones of w (whose first run may allocate
+// more before, such as the RNG state), at least two and at least half of
+// w's.
+func repeats(r, w []int64) bool {
+	for k := 0; k < len(r); k++ {
+		n := len(r) - k
+		if n < 2 || 2*n < len(w) {
+			break
+		}
+		if n <= len(w) && slices.Equal(r[k:], w[len(w)-n:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// oomPool returns the pool of the recorded OOM ev: its tag, or, annotating,
+// the graph pool whose episode is under way on its stream (a capture, or a
+// CUDA graph trees' warm-up, that ran out of memory), written into ev. Such
+// a malloc skips the flush of all cached blocks (no capture may release
+// them) and counts no retry.
+func (r *deviceReplay) oomPool(ev *trace.Event) allocator.PoolID {
+	if !ev.Pool.IsDefault() {
+		return allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}
+	}
+	if !r.annotate || !r.opts.InferPools || !r.caps.capturing() || r.caps.stream != ev.Stream {
+		return allocator.PoolID{}
+	}
+	ev.Pool = trace.PoolID{A: r.caps.open.A, B: r.caps.open.B}
+	return r.caps.open
+}
+
+// sinceCall follows the requests after an empty_cache call, to tell
+// whether a capture's first allocation comes right after one, which is
+// then the call torch.cuda.graph made: only allocations on one stream
+// came between, those capture_begin makes on the capture stream before it
+// routes the stream to the pool (prologue).
+type sinceCall struct {
+	valid, streamSet bool
+	stream           uint64
+	n                int  // allocations since the call
+	small            bool // each of them of prologueBytes
+}
+
+// prologueBytes is the size of the two tensors (an int64 each, the seed
+// and the offset of the default CUDA generator for graphs) that
+// capture_begin allocates at a process's first capture, on the capture
+// stream, before it routes the stream to the graph's pool: they are the
+// default pools'.
+const prologueBytes = 8
+
+// call notes an empty_cache call.
+func (c *sinceCall) call() { *c = sinceCall{valid: true, small: true} }
+
+// request notes the request ev.
+func (c *sinceCall) request(ev *trace.Event) {
+	if !c.valid {
+		return
+	}
+	if ev.Kind != trace.KindAlloc || c.streamSet && c.stream != ev.Stream {
+		c.valid = false
+		return
+	}
+	c.stream, c.streamSet = ev.Stream, true
+	c.n++
+	c.small = c.small && ev.Size == prologueBytes
+}
+
+// before reports whether the call came right before the allocation ev.
+func (c *sinceCall) before(ev *trace.Event) bool {
+	return c.valid && (!c.streamSet || c.stream == ev.Stream)
+}
+
+// prologue reports whether the allocation ev, on a stream other than the
+// legacy default one, follows an empty_cache call and capture_begin's two
+// allocations on its stream, and nothing else: it is a capture's first.
+func (c *sinceCall) prologue(ev *trace.Event) bool {
+	return ev.Stream != 0 && c.before(ev) && c.n == 2 && c.small
+}
