@@ -55,6 +55,16 @@ type deviceReplay struct {
 	followSegs           []allocator.SegmentInfo
 	recMallocs, recFrees int64
 	parted, following    bool
+	// late are the blocks of the recorded free_completed events since the
+	// last request, not yet completed in the model; lateReleased says a
+	// segment release has followed them. A malloc's retry waits for every
+	// stream (release_cached_blocks) before it releases segments, and the
+	// recording puts those completions, and the releases, before the
+	// malloc's alloc: completions followed by releases and then an alloc
+	// (or an OOM) are that malloc's (allocator CompleteLate); any others
+	// are completed where the next event shows they are not (flushLate).
+	late         []blockRef
+	lateReleased bool
 	// quietOOM is the recorded OOM after which the model would have
 	// released nothing, while no release or request has followed it
 	// (Kind KindInvalid: none); see afterOOM.
@@ -309,7 +319,33 @@ func (r *deviceReplay) keepHeld() {
 // awaits attribution, and no OOM an empty_cache() may have followed
 // (afterOOM).
 func (r *deviceReplay) plain(ev *trace.Event) bool {
-	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && r.quietOOM.Kind == trace.KindInvalid
+	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && len(r.late) == 0 && r.quietOOM.Kind == trace.KindInvalid
+}
+
+// flushLate completes the held completions (late) now, in order.
+func (r *deviceReplay) flushLate() error {
+	for _, b := range r.late {
+		if err := r.a.CompleteFreeHandle(b.addr, b.h); err != nil {
+			return err
+		}
+	}
+	r.late, r.lateReleased = r.late[:0], false
+	return nil
+}
+
+// lateToMalloc hands the held completions to the next malloc if releases
+// followed them (allocator CompleteLate), and completes them now if not.
+func (r *deviceReplay) lateToMalloc() error {
+	if !r.lateReleased {
+		return r.flushLate()
+	}
+	for _, b := range r.late {
+		if err := r.a.CompleteLate(b.addr, b.h); err != nil {
+			return err
+		}
+	}
+	r.late, r.lateReleased = r.late[:0], false
+	return nil
 }
 
 // completes reports whether next is the free_completed of the
@@ -376,6 +412,9 @@ func (r *deviceReplay) finish() error {
 	if err := r.applyRestore(); err != nil {
 		return err
 	}
+	if err := r.flushLate(); err != nil {
+		return err
+	}
 	if err := r.settleReclaim(nil); err != nil {
 		return err
 	}
@@ -403,6 +442,29 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	a := r.a
 	if ev.Kind != trace.KindAlloc && ev.Kind != trace.KindSegmentAlloc && ev.Kind != trace.KindSegmentMap {
 		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
+	}
+	if len(r.late) > 0 {
+		switch ev.Kind {
+		case trace.KindSegmentFree, trace.KindSegmentUnmap:
+			r.lateReleased = true
+		case trace.KindSegmentAlloc, trace.KindSegmentMap:
+		case trace.KindAlloc, trace.KindOOM:
+			if err := r.lateToMalloc(); err != nil {
+				return false, err
+			}
+		case trace.KindFreeCompleted:
+			if r.lateReleased {
+				// Releases came between: those before them were not
+				// a later malloc's retry.
+				if err := r.flushLate(); err != nil {
+					return false, err
+				}
+			}
+		default:
+			if err := r.flushLate(); err != nil {
+				return false, err
+			}
+		}
 	}
 	switch ev.Kind {
 	case trace.KindSegmentAlloc:
@@ -466,6 +528,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.follow()
 		}
 		addr, h, err := a.MallocHandle(ev.Size, ev.Stream)
+		a.FreeLate() // a request of 0 bytes runs no malloc
 		if private {
 			a.EndAllocateToPool(pool)
 		}
@@ -536,7 +599,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			ev.BlockSize, _ = a.HandleSize(b.addr, b.h)
 		}
 		r.addrs.Delete(ev.Addr)
-		return false, a.CompleteFreeHandle(b.addr, b.h)
+		r.late = append(r.late, b) // completed at the next event (late)
+		return false, nil
 	case trace.KindOOM:
 		r.afterOOM()
 		if err := r.settleReclaim(ev); err != nil {
@@ -547,6 +611,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.follow()
 		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
+		a.FreeLate()
 		r.clearPlan()
 		if err != nil {
 			if !allocator.IsOOM(err) {

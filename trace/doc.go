@@ -157,7 +157,11 @@ warnings; readers never fail on them):
   - A synchronous free is free_requested immediately followed by
     free_completed at the same addr. A block used on other streams
     (record_stream) has its free_completed later, at the start of a later
-    allocation.
+    allocation, or within it: a malloc that retries under a limit waits
+    for every stream before it releases the cached segments
+    (release_cached_blocks), so free_completed rows, then segment_free
+    rows, then the alloc's segment_alloc come before its alloc; the blocks
+    they free were not there for the malloc's search.
   - An alloc that needed a new segment follows its segment_alloc (or
     segment_map events). At most one live block starts at an address; every
     live block lies inside a segment.

@@ -671,14 +671,6 @@ func TestPairsLimitAtReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports every run with a limit twice")
 	}
-	// Runs where the two ways part for a reason of their own. multistream
-	// under retry: the import's model, given the limit, leaves the
-	// recording where a retry's release_cached_blocks frees the segments
-	// (event 1552: it skips the 12 MiB segment whose block's cross-stream
-	// free completed at the sync), while the replay's fill-in, which tries
-	// the calls again, reproduces it; an open gap of issue 21. One that
-	// starts to agree fails the test, so that the list is kept true.
-	knownGaps := map[string]bool{"multistream__retry": true}
 	dir := t.TempDir()
 	files, _ := filepath.Glob(filepath.Join(pairsDir, "snapshots", "*.stats.json"))
 	exact := 0
@@ -712,12 +704,6 @@ func TestPairsLimitAtReplay(t *testing.T) {
 				args = append(args, "--limit", strconv.FormatInt(r.limit, 10))
 			}
 			tracerJSON(t, &rep[i], args...)
-		}
-		if knownGaps[name] {
-			if rep[0].Reproduced == rep[1].Reproduced {
-				t.Errorf("%s: the limit given either way agrees now; drop it from knownGaps", name)
-			}
-			continue
 		}
 		if rep[0].Reproduced != rep[1].Reproduced {
 			t.Errorf("%s: the limit given at import reproduces the run: %v; at replay: %v (%s)",
