@@ -672,7 +672,7 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 	// every event would have the allocator report them all, which this
 	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, NamedPools: private.ids(), Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err

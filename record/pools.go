@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -39,6 +40,21 @@ func privateSegments(d *torchsnap.Device) *privatePools {
 	}
 	p.segs = sorted
 	return p
+}
+
+// ids returns the pools of p's segments, each once.
+func (p *privatePools) ids() []allocator.PoolID {
+	var out []allocator.PoolID
+	if p == nil {
+		return nil
+	}
+	for _, s := range p.segs {
+		id := allocator.PoolID{A: s.Pool.A, B: s.Pool.B}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // pool returns the pool of the private segment holding addr.

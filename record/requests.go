@@ -47,7 +47,7 @@ func findEmptyCaches(conf allocator.Conf, infer inference, limit, total int64, i
 	inferPools := infer.pools
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, LeftAt: func(_ *trace.Event, addr uint64) {
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, NamedPools: private.ids(), LeftAt: func(_ *trace.Event, addr uint64) {
 			end.addr = addr
 		}, Left: func(ev *trace.Event) {
 			end.left, end.ev = true, *ev

@@ -607,11 +607,21 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
+		pool := r.oomPool(ev)
+		private := !pool.IsDefault()
+		if private {
+			if err := r.beginPool(pool, ev.Stream, false); err != nil {
+				return false, err
+			}
+		}
 		if len(r.followSegs) > 0 {
 			r.follow()
 		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
 		a.FreeLate()
+		if private {
+			a.EndAllocateToPool(pool)
+		}
 		r.clearPlan()
 		if err != nil {
 			if !allocator.IsOOM(err) {

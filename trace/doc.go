@@ -74,8 +74,9 @@ other producers.
 	                                                     recording
 	stream             uint64                    -       cudaStream_t as an integer; 0 = legacy default stream
 	pool_a, pool_b     uint64                    -       owning memory pool id (a, b); (0, 0) = default pools,
-	                                                     otherwise a CUDA graph or MemPool private pool
-	                                                     (optional, default 0)
+	                                                     otherwise a CUDA graph or MemPool private pool; for
+	                                                     oom, the pool the request failed in (optional,
+	                                                     default 0)
 	stack              dictionary<int32,         -       the event's call stack: the ids of its frames,
 	                   list<int32>> nullable             innermost first, indexing the frame table (the frame
 	                                                     column's dictionary); null = none recorded. Each
