@@ -775,9 +775,21 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 				return
 			}
 			if len(rows) > 0 {
+				start := before
 				evs = withRows(evs, buf, lo, rows, before)
 				for before < len(rows) && rows[before].Seq < lo+torchsnap.ChunkSize {
 					before++
+				}
+				if lo+torchsnap.ChunkSize >= n {
+					// Rows after the device's last event (a call that
+					// released nothing, decidePools) end the last chunk.
+					for r := start; r < len(rows); r++ {
+						if rows[r].Seq >= n {
+							row := rows[r]
+							row.Seq += int64(r)
+							evs = append(evs, row)
+						}
+					}
 				}
 			}
 			tagPools(evs, private)

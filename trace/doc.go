@@ -191,7 +191,13 @@ reproduces the recording), and writes one empty_cache row per call, before
 the releases it caused, with their first one's time and stack; it sets
 tracer.empty_cache, and tracer.x.empty_cache says the rows are inferred. A replay, under any settings, then performs EmptyCache
 at those rows: a changed setting does not change what the program asked for.
-A call that released nothing left no event and has no row, unless the
+A MemPool's destruction releases the pool's segments itself, before an
+empty_cache() after it releases the default pools': a row's releases that
+begin with a MemPool's are that destruction first. Where the import first
+took the last of such a run for the default pools' and finds them the
+pool's, it keeps the call they showed as a row of size 0 after the run,
+possibly after the device's last event. Another call that released nothing
+left no event and has no row, unless the
 user said the program empties the cache when it catches an OOM (tracer
 import --oom-empties-cache, noted as tracer.x.empty_cache_after_oom): then
 a row of size 0 follows each OOM after which the program went on, where the
