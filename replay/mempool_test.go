@@ -8,25 +8,32 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// A MemPool that the inference finds on stream 0 takes the lowest id of
-// those the snapshot names (its dumped segments') that no alloc has had,
+// A MemPool that the inference finds on stream 0 takes the id the snapshot
+// names (its dumped segments') that is the next in PyTorch's numbering,
 // rather than a new one: the pool's first segments, released before the
-// dump, and its later ones are one pool.
+// dump, and its later ones are one pool. Where the next id is not named
+// (a pool made before it died before the dump), it takes a new one.
 func TestInferPools_namedMemPool(t *testing.T) {
-	evs := captureTrace()
-	for i := range evs {
-		evs[i].Stream = 0
-	}
-	named := []allocator.PoolID{{B: 3}, {B: 2}, {A: 1}}
-	_, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(),
-		Recorded: true, SkipCompare: true, Annotate: true, InferPools: true, NamedPools: named}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := trace.PoolID{B: 2}
-	for _, i := range []int{6, 7, 15} {
-		if evs[i].Pool != want {
-			t.Errorf("event %d (%s) has pool %v, want %v", i, evs[i].Kind, evs[i].Pool, want)
+	for _, c := range []struct {
+		named []allocator.PoolID
+		want  trace.PoolID
+	}{
+		{[]allocator.PoolID{{B: 3}, {B: 1}, {A: 1}}, trace.PoolID{B: 1}},
+		{[]allocator.PoolID{{B: 2}}, trace.PoolID{B: inventedPool | 1}},
+	} {
+		evs := captureTrace()
+		for i := range evs {
+			evs[i].Stream = 0
+		}
+		_, err := Run(context.Background(), NewSliceSource(evs), Options{Conf: allocator.DefaultConf(),
+			Recorded: true, SkipCompare: true, Annotate: true, InferPools: true, NamedPools: c.named}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{6, 7, 15} {
+			if evs[i].Pool != c.want {
+				t.Errorf("named %v: event %d (%s) has pool %v, want %v", c.named, i, evs[i].Kind, evs[i].Pool, c.want)
+			}
 		}
 	}
 }

@@ -23,10 +23,9 @@ import (
 //     runs on the legacy default stream. On stream 0 such an allocation
 //     goes to a MemPool met before that had no room, and one that the
 //     default pools had no room for goes to them (freshPool);
-//   - a new MemPool takes the lowest id of those the snapshot names
-//     (Options.NamedPools) that no alloc has had: PyTorch numbers MemPools
-//     as it makes them, and the dump names a pool whose early segments
-//     were released before it;
+//   - a new MemPool takes the id the snapshot names (Options.NamedPools)
+//     that is the next in PyTorch's numbering, if no alloc has had it: the
+//     dump names a pool whose early segments were released before it;
 //   - a recorded OOM failed in the pool its stream allocated from last if
 //     that private pool had no room: inside use_mem_pool or a capture
 //     PyTorch frees no cache before it fails (oomPool);
@@ -227,11 +226,13 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 }
 
 // unmetMemPool is the MemPool that otherPool's new pool on stream 0 is,
-// where the snapshot names one (Options.PrivateSegments, NamedPools) that no recorded
-// alloc has been given yet: the lowest id, as PyTorch numbers MemPools in
-// the order they are made. A pool whose early segments were released
-// before the dump would otherwise have two ids, and its release at its
-// destruction (emptyCaches) would be taken for two.
+// where the snapshot names one (Options.PrivateSegments, NamedPools) that
+// no recorded alloc has had yet and whose id is the next in PyTorch's
+// numbering (its ids (0, b) below have all been met): PyTorch numbers the
+// pools as it makes them, and the dump names a pool whose early segments
+// were released before it; a pool made earlier, which died before the
+// dump, is not the one it names. A pool would otherwise have two ids, and
+// its release at its destruction (emptyCaches) would be taken for two.
 func (r *deviceReplay) unmetMemPool() (allocator.PoolID, bool) {
 	var best allocator.PoolID
 	take := func(p allocator.PoolID) {
@@ -245,7 +246,15 @@ func (r *deviceReplay) unmetMemPool() (allocator.PoolID, bool) {
 	for _, p := range r.opts.NamedPools {
 		take(p)
 	}
-	return best, !best.IsDefault()
+	if best.IsDefault() || best.B > 64 {
+		return allocator.PoolID{}, false
+	}
+	for b := uint64(1); b < best.B; b++ {
+		if !r.pools.met[allocator.PoolID{B: b}] {
+			return allocator.PoolID{}, false
+		}
+	}
+	return best, true
 }
 
 // scanMemPools is otherPool's search on stream 0 where the index cannot
