@@ -781,15 +781,7 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 					before++
 				}
 				if lo+torchsnap.ChunkSize >= n {
-					// Rows after the device's last event (a call that
-					// released nothing, decidePools) end the last chunk.
-					for r := start; r < len(rows); r++ {
-						if rows[r].Seq >= n {
-							row := rows[r]
-							row.Seq += int64(r)
-							evs = append(evs, row)
-						}
-					}
+					evs = withTrailingRows(evs, rows, start, n)
 				}
 			}
 			tagPools(evs, private)

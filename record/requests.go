@@ -222,6 +222,21 @@ func withRows(evs, buf []trace.Event, lo int64, rows []trace.Event, before int) 
 	return out
 }
 
+// withTrailingRows appends to evs, a device's last chunk of n events with
+// its rows from index start on inserted (withRows), the rows that go after
+// the device's last event (a call that released nothing, decidePools),
+// their Seq made the index in the device's output.
+func withTrailingRows(evs, rows []trace.Event, start int, n int64) []trace.Event {
+	for r := start; r < len(rows); r++ {
+		if rows[r].Seq >= n {
+			row := rows[r]
+			row.Seq += int64(r)
+			evs = append(evs, row)
+		}
+	}
+	return evs
+}
+
 // batchNulls returns how many events of each batch of the output have no
 // stack: total events, each device's initial ones (noted in their Stack),
 // then its recorded ones (a bit set in noStack[i]) with its empty_cache

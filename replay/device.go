@@ -57,12 +57,7 @@ type deviceReplay struct {
 	parted, following    bool
 	// late are the blocks of the recorded free_completed events since the
 	// last request, not yet completed in the model; lateReleased says a
-	// segment release has followed them. A malloc's retry waits for every
-	// stream (release_cached_blocks) before it releases segments, and the
-	// recording puts those completions, and the releases, before the
-	// malloc's alloc: completions followed by releases and then an alloc
-	// (or an OOM) are that malloc's (allocator CompleteLate); any others
-	// are completed where the next event shows they are not (flushLate).
+	// segment release has followed them (late.go).
 	late         []blockRef
 	lateReleased bool
 	// quietOOM is the recorded OOM after which the model would have
@@ -322,32 +317,6 @@ func (r *deviceReplay) plain(ev *trace.Event) bool {
 	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && len(r.late) == 0 && r.quietOOM.Kind == trace.KindInvalid
 }
 
-// flushLate completes the held completions (late) now, in order.
-func (r *deviceReplay) flushLate() error {
-	for _, b := range r.late {
-		if err := r.a.CompleteFreeHandle(b.addr, b.h); err != nil {
-			return err
-		}
-	}
-	r.late, r.lateReleased = r.late[:0], false
-	return nil
-}
-
-// lateToMalloc hands the held completions to the next malloc if releases
-// followed them (allocator CompleteLate), and completes them now if not.
-func (r *deviceReplay) lateToMalloc() error {
-	if !r.lateReleased {
-		return r.flushLate()
-	}
-	for _, b := range r.late {
-		if err := r.a.CompleteLate(b.addr, b.h); err != nil {
-			return err
-		}
-	}
-	r.late, r.lateReleased = r.late[:0], false
-	return nil
-}
-
 // completes reports whether next is the free_completed of the
 // free_requested req, right behind it, so that the two replay as one
 // synchronous free (freePair).
@@ -444,26 +413,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
 	}
 	if len(r.late) > 0 {
-		switch ev.Kind {
-		case trace.KindSegmentFree, trace.KindSegmentUnmap:
-			r.lateReleased = true
-		case trace.KindSegmentAlloc, trace.KindSegmentMap:
-		case trace.KindAlloc, trace.KindOOM:
-			if err := r.lateToMalloc(); err != nil {
-				return false, err
-			}
-		case trace.KindFreeCompleted:
-			if r.lateReleased {
-				// Releases came between: those before them were not
-				// a later malloc's retry.
-				if err := r.flushLate(); err != nil {
-					return false, err
-				}
-			}
-		default:
-			if err := r.flushLate(); err != nil {
-				return false, err
-			}
+		if err := r.lateBefore(ev); err != nil {
+			return false, err
 		}
 	}
 	switch ev.Kind {
