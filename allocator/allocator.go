@@ -129,6 +129,9 @@ type Allocator struct {
 	done     int       // pending blocks whose events completed (events < 0)
 	doneIDs  []blockID // those blocks, in the order they completed
 	pendPos  []int32   // ProcessEvents' scratch
+	// late are pending blocks whose events complete while the next malloc
+	// runs, in the order they complete (CompleteLate).
+	late []lateBlock
 	// activeApart says Active and ActiveBytes are kept on their own (see
 	// activeStats): a block has been pending, or Restore installed them.
 	activeApart bool
@@ -338,6 +341,13 @@ func (p *blockPool) insert(b *block, id blockID) {
 
 func (a *Allocator) removeFree(id blockID) {
 	a.pools[a.blocks[id].pool].blocks.Delete(a.key(id))
+}
+
+// lateBlock is a block of CompleteLate and its address, which tells it from
+// a block made later under its id.
+type lateBlock struct {
+	id   blockID
+	addr uint64
 }
 
 // activeID returns the allocated or pending-free block at addr, 0 if none.

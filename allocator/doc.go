@@ -15,7 +15,9 @@
 // Free (§8) returns a block at once, or, when RecordStream named other
 // streams, leaves it active_pending_free until CompleteFree (or
 // MarkEventsDone and the next Malloc's process_events, or a flush) completes
-// its events. With expandable_segments (§9) segments are virtual reservations
+// its events; CompleteLate says they complete within the next Malloc, after
+// its search: the completions a retry's synchronize makes, which PyTorch
+// records before the malloc's own events. With expandable_segments (§9) segments are virtual reservations
 // mapped and unmapped in whole pages; map and unmap move reserved bytes and
 // num_device_alloc/free but never the segment count.
 //

@@ -89,3 +89,55 @@ func TestProcessEventsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteLate checks a completion that comes within a malloc: under a
+// limit, a pending 12 MiB block whose events complete while the next malloc
+// of 11 MiB runs is not found by its search; the malloc retries, its
+// synchronize frees the block (late ones first, in their order), and
+// release_cached_blocks returns the segment before a new one is made, as
+// PyTorch does (one retry, one synchronize). Without the limit the blocks
+// are freed right after the failed search, before the new segment.
+// Completed before the malloc instead (CompleteFree), the block serves it.
+func TestCompleteLate(t *testing.T) {
+	for _, c := range []struct {
+		late    bool
+		limit   int64
+		want    string
+		retries int64
+	}{
+		{true, 26 << 20, "free_completed +0 11534336; free_completed +12582912 524288; segment_free +0 12582912; " +
+			"segment_free +12582912 2097152; segment_alloc +27262976 12582912; alloc +27262976 11534336", 1},
+		{true, 0, "free_completed +0 11534336; free_completed +12582912 524288; " +
+			"segment_alloc +27262976 12582912; alloc +27262976 11534336", 0},
+		{false, 26 << 20, "alloc +0 11534336", 0},
+	} {
+		h := newHarness(t, "", 80*gib)
+		h.a.SetMemoryLimit(c.limit)
+		x := h.malloc(11 << 20)
+		other := h.malloc(512 * kib) // a small segment, pending too
+		for _, p := range []uint64{x, other} {
+			if err := h.a.RecordStream(p, 7); err != nil {
+				t.Fatal(err)
+			}
+			h.free(p)
+		}
+		h.malloc(11 << 20) // the other 12 MiB segment: the limit is reached
+		for _, p := range []uint64{x, other} {
+			var err error
+			if c.late {
+				err = h.a.CompleteLate(p, 0)
+			} else {
+				err = h.a.CompleteFree(p)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.ev = h.ev[:0]
+		h.malloc(11 << 20)
+		if got := h.events(x); got != c.want {
+			t.Errorf("late %v, limit %d: events\n%s\nwant\n%s", c.late, c.limit, got, c.want)
+		}
+		h.stats(map[string]int64{"num_alloc_retries": c.retries, "num_sync_all_streams": c.retries})
+	}
+}

@@ -261,11 +261,61 @@ func (a *Allocator) compactPending() {
 	a.pending, a.pendDead = out, 0
 }
 
+// CompleteLate says that the events of the pending block at addr, which
+// MallocHandle returned with h, complete while the next malloc runs: its
+// search for a cached block does not see the block, which is freed right
+// after the search (or by a synchronize before it, CompleteLate's blocks
+// first, in the order given). A recording shows the completions that a
+// malloc's retry waited for (release_cached_blocks synchronizes, §7.3)
+// before the malloc's own events; a replay that completed them where they
+// lie would let the search find blocks PyTorch's did not.
+func (a *Allocator) CompleteLate(addr uint64, h Handle) error {
+	id := a.activeAt(addr, h)
+	if id == 0 {
+		id = a.activeID(addr)
+	}
+	if id == 0 || a.blocks[id].events <= 0 {
+		return fmt.Errorf("allocator: complete free of %#x: no pending block there", addr)
+	}
+	a.late = append(a.late, lateBlock{id, addr})
+	return nil
+}
+
+// FreeLate frees the blocks of CompleteLate that no malloc has freed yet.
+func (a *Allocator) FreeLate() {
+	if len(a.late) > 0 {
+		a.freeLate()
+	}
+}
+
+// freeLate frees the blocks of CompleteLate still pending, in order.
+func (a *Allocator) freeLate() {
+	for _, l := range a.late {
+		id, b := l.id, &a.blocks[l.id]
+		if !b.live || b.events <= 0 || b.addr != l.addr {
+			continue // freed already (a synchronize, CompleteFree)
+		}
+		if i := a.pendIndex(id); int(i) < len(a.pending) && a.pending[i] == id {
+			a.pending[i] = 0
+			a.pendDead++
+		}
+		delete(a.pendAt, id)
+		b.events = 0
+		a.freeBlock(id)
+	}
+	a.late = a.late[:0]
+	a.compactPending()
+}
+
 // syncAndFreeEvents is synchronize_and_free_events: wait for every
-// outstanding event and free the pending blocks (in free order; PyTorch walks a
-// hash map of streams, whose order a model cannot know).
+// outstanding event and free the pending blocks (CompleteLate's first, in
+// their order; the rest in free order: PyTorch walks a hash map of streams,
+// whose order a model cannot know).
 func (a *Allocator) syncAndFreeEvents() {
 	a.stats.NumSyncAllStreams++
+	if len(a.late) > 0 {
+		a.freeLate()
+	}
 	p := a.pending
 	a.pending = nil
 	a.done, a.pendDead = 0, 0

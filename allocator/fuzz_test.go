@@ -170,14 +170,22 @@ func runOps(t *testing.T, data []byte) {
 			}
 			i := n % len(pending)
 			desc = "complete"
-			if b1%2 == 0 {
+			switch b1 % 3 {
+			case 0:
 				if err := a.CompleteFree(pending[i]); err != nil {
 					t.Fatal(err)
 				}
 				if err := ha.CompleteFreeHandle(pending[i], pendingH[i]); err != nil {
 					t.Fatal(err)
 				}
-			} else {
+			case 1: // within the next malloc, after its search
+				if err := a.CompleteLate(pending[i], 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := ha.CompleteLate(pending[i], pendingH[i]); err != nil {
+					t.Fatal(err)
+				}
+			default:
 				a.MarkEventsDone(pending[i])
 				// MarkEventsDone by handle, as the other handle calls do it:
 				// a stale handle falls back to the address.

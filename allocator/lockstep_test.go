@@ -156,11 +156,13 @@ func (l *lockstep) step(step int, op []byte) {
 		addr, h := l.pend[i], l.pendH[i]
 		l.desc = fmt.Sprintf("complete(%#x)", addr)
 		l.each(step, func(a *Allocator) string {
-			switch b1 % 3 {
+			switch b1 % 4 {
 			case 0:
 				return errText(a.CompleteFree(addr))
 			case 1:
 				return errText(a.CompleteFreeHandle(addr, h))
+			case 2:
+				return errText(a.CompleteLate(addr, h)) // freed within the next malloc
 			}
 			a.MarkEventsDone(addr) // freed by the next malloc's process_events
 			return ""

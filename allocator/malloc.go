@@ -53,6 +53,9 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		id = a.bestFit(&r)
 	}
 	if id == 0 {
+		if len(a.late) > 0 {
+			a.freeLate()
+		}
 		// Only a new segment needs the segment size (a division for large
 		// requests); most mallocs are served from the cache.
 		r.allocSize = a.conf.allocationSize(r.size)
@@ -81,6 +84,9 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		return 0, 0, a.oom(&r)
 	}
 	addr, id := a.allocFound(id, &r, a.shouldSplit(id, &r))
+	if len(a.late) > 0 {
+		a.freeLate() // after the block found has left the free blocks' neighbours
+	}
 	return addr, Handle(id), nil
 }
 

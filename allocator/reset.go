@@ -90,7 +90,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	clear(a.uses)
 	a.pages.reset() // after the pools' sets, which count the pages
 
-	a.pending, a.doneIDs = a.pending[:0], a.doneIDs[:0]
+	a.pending, a.doneIDs, a.late = a.pending[:0], a.doneIDs[:0], a.late[:0]
 	clear(a.pendAt)
 	a.pendDead, a.done = 0, 0
 	a.activeApart = false

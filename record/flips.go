@@ -1,6 +1,7 @@
 package record
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -152,7 +153,56 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		}
 		rows, end, flips = r, e, try
 	}
-	return rows, flips, nil
+	// Default-pool releases that end a run in the order of a MemPool's
+	// release before them were the pool's too (poolTails); the call that
+	// took them for the default pools' is kept.
+	var calls []trace.Event
+	for tries := 0; !end.left && tries < maxPoolFlips; tries++ {
+		keys, c, err := poolTails(d, end.fresh, flips)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		for _, k := range keys {
+			try[k] = true
+		}
+		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.left || len(e.misplaced) > len(end.misplaced) {
+			break
+		}
+		rows, end, flips = r, e, try
+		calls = append(calls, c...)
+	}
+	return mergeRows(rows, calls), flips, nil
+}
+
+// mergeRows merges the empty_cache rows calls into rows, both by Seq; a
+// call goes before a row at its place (it came first: a row is made at
+// the first release of its run).
+func mergeRows(rows, calls []trace.Event) []trace.Event {
+	if len(calls) == 0 {
+		return rows
+	}
+	slices.SortStableFunc(calls, func(a, b trace.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	out := make([]trace.Event, 0, len(rows)+len(calls))
+	i := 0
+	for _, c := range calls {
+		for i < len(rows) && rows[i].Seq < c.Seq {
+			out = append(out, rows[i])
+			i++
+		}
+		out = append(out, c)
+	}
+	return append(out, rows[i:]...)
 }
 
 // sandwiched returns the allocs of fresh, not yet flipped, inferred to the
@@ -163,39 +213,10 @@ func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay
 		key  replay.AllocKey
 		pool allocator.PoolID
 	}
-	// maker is the last alloc of fresh that made a segment at ev's address
-	// at or before ev: fresh's indices at each address, searched by time
-	// where their times do not decrease (else scanned from the end), so
-	// that each release costs O(log n), not a scan of all of fresh.
-	at := map[uint64][]int{}
-	unsorted := map[uint64]bool{}
-	for i, f := range fresh {
-		l := at[f.Key.Addr]
-		if len(l) > 0 && fresh[l[len(l)-1]].Key.TimeUs > f.Key.TimeUs {
-			unsorted[f.Key.Addr] = true
-		}
-		at[f.Key.Addr] = append(l, i)
-	}
+	made := freshMaker(fresh)
 	maker := func(ev *trace.Event) (release, bool) {
-		l := at[ev.Addr]
-		j := len(l) - 1
-		if !unsorted[ev.Addr] {
-			j = sort.Search(len(l), func(k int) bool {
-				if countScans {
-					scanWork.Add(1)
-				}
-				return fresh[l[k]].Key.TimeUs > ev.TimeUs
-			}) - 1
-		}
-		for ; j >= 0; j-- {
-			if countScans {
-				scanWork.Add(1)
-			}
-			if f := fresh[l[j]]; f.Key.TimeUs <= ev.TimeUs {
-				return release{f.Key, f.Pool}, true
-			}
-		}
-		return release{}, false
+		f, ok := made(ev)
+		return release{f.Key, f.Pool}, ok
 	}
 	var out []replay.AllocKey
 	var run []release
@@ -240,6 +261,111 @@ func sandwiched(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay
 	}
 	settle()
 	return out, nil
+}
+
+// freshMaker returns a function that finds the last alloc of fresh that
+// made a segment at a release's address at or before it: fresh's indices
+// at each address, searched by time where their times do not decrease
+// (else scanned from the end), so that each release costs O(log n), not a
+// scan of all of fresh.
+func freshMaker(fresh []replay.FreshAlloc) func(ev *trace.Event) (replay.FreshAlloc, bool) {
+	at := map[uint64][]int{}
+	unsorted := map[uint64]bool{}
+	for i, f := range fresh {
+		l := at[f.Key.Addr]
+		if len(l) > 0 && fresh[l[len(l)-1]].Key.TimeUs > f.Key.TimeUs {
+			unsorted[f.Key.Addr] = true
+		}
+		at[f.Key.Addr] = append(l, i)
+	}
+	return func(ev *trace.Event) (replay.FreshAlloc, bool) {
+		l := at[ev.Addr]
+		j := len(l) - 1
+		if !unsorted[ev.Addr] {
+			j = sort.Search(len(l), func(k int) bool {
+				if countScans {
+					scanWork.Add(1)
+				}
+				return fresh[l[k]].Key.TimeUs > ev.TimeUs
+			}) - 1
+		}
+		for ; j >= 0; j-- {
+			if countScans {
+				scanWork.Add(1)
+			}
+			if f := fresh[l[j]]; f.Key.TimeUs <= ev.TimeUs {
+				return f, true
+			}
+		}
+		return replay.FreshAlloc{}, false
+	}
+}
+
+// poolTails returns the allocs of fresh, not yet flipped, inferred to the
+// default pools, whose segments d releases at the end of a run of
+// segment_free events, after a MemPool's last release there and each in
+// the order of the pool's own release, (stream, size, address): the
+// pool's. Its destruction releases its segments (small, then large, each
+// in that order), and an empty_cache() after it would release the default
+// pools' large segments and then their small ones in an order of their
+// own. Garbage collection may have released the default pools' room
+// that would have told the pool's allocation from theirs when it was made
+// (replay's freshPool). calls are the empty_cache rows, of no bytes, that
+// keep the call the run showed when those releases were taken for the
+// default pools': a torch.cuda.empty_cache() after the pool's destruction
+// that found nothing to release, as a program that drops a MemPool makes.
+// Each goes right after its run.
+func poolTails(d *torchsnap.Device, fresh []replay.FreshAlloc, flips map[replay.AllocKey]bool) (keys []replay.AllocKey, calls []trace.Event, err error) {
+	made := freshMaker(fresh)
+	type release struct {
+		f  replay.FreshAlloc
+		ev trace.Event
+	}
+	var run []release
+	settle := func() {
+		k := -1 // the pool's last release
+		for j := range run {
+			if !run[j].f.Pool.IsDefault() {
+				k = j
+			}
+		}
+		if k < 0 || k == len(run)-1 || run[k].f.Pool.A != 0 {
+			run = run[:0]
+			return
+		}
+		for j := k + 1; j < len(run); j++ {
+			a, b := &run[j-1].ev, &run[j].ev
+			inOrder := b.Stream > a.Stream || b.Stream == a.Stream && (b.Size > a.Size || b.Size == a.Size && b.Addr > a.Addr)
+			if flips[run[j].f.Key] || !inOrder {
+				run = run[:0]
+				return
+			}
+		}
+		for _, r := range run[k+1:] {
+			keys = append(keys, r.f.Key)
+		}
+		last := &run[len(run)-1].ev
+		calls = append(calls, trace.Event{Seq: last.Seq + 1, TimeUs: last.TimeUs, Device: d.Index, Kind: trace.KindEmptyCache, Stack: trace.NoStack})
+		run = run[:0]
+	}
+	buf := make([]trace.Event, torchsnap.ChunkSize)
+	for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
+		evs, err := d.Chunk(lo, min(d.Len(), lo+torchsnap.ChunkSize), buf)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range evs {
+			if evs[i].Kind != trace.KindSegmentFree {
+				settle()
+				continue
+			}
+			if f, ok := made(&evs[i]); ok {
+				run = append(run, release{f, evs[i]})
+			}
+		}
+	}
+	settle()
+	return keys, calls, nil
 }
 
 // swapCandidate returns the first alloc of fresh, not yet flipped, that

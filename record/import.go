@@ -674,7 +674,7 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 	// every event would have the allocator report them all, which this
 	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), NamedPools: private.ids(), Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
@@ -777,9 +777,13 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 				return
 			}
 			if len(rows) > 0 {
+				start := before
 				evs = withRows(evs, buf, lo, rows, before)
 				for before < len(rows) && rows[before].Seq < lo+torchsnap.ChunkSize {
 					before++
+				}
+				if lo+torchsnap.ChunkSize >= n {
+					evs = withTrailingRows(evs, rows, start, n)
 				}
 			}
 			tagPools(evs, private)

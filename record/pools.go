@@ -55,6 +55,21 @@ func privateSegments(d *torchsnap.Device) *privatePools {
 	return p
 }
 
+// ids returns the pools of p's segments, each once.
+func (p *privatePools) ids() []allocator.PoolID {
+	var out []allocator.PoolID
+	if p == nil {
+		return nil
+	}
+	for _, s := range p.segs {
+		id := allocator.PoolID{A: s.Pool.A, B: s.Pool.B}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // births fills p.born from d's segment_alloc events. A device whose
 // events cannot be read has none: every allocation at a segment's
 // addresses is then taken for its pool, as the events' reader will report.

@@ -52,7 +52,7 @@ func findEmptyCaches(conf allocator.Conf, infer inference, limit, total int64, i
 	inferPools := infer.pools
 	src := &chunkSource{initial: initial, d: d, private: private, lastRelease: lastRelease, copy: inferPools}
 	res, err := replay.Run(context.Background(), src, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, PoolAliases: private.poolAliases(), LeftAt: func(_ *trace.Event, addr uint64) {
+		SkipCompare: true, Annotate: inferPools, InferPools: inferPools, EmptyCacheAfterOOM: infer.oomEmpties, PoolFlips: flips, PoolAliases: private.poolAliases(), NamedPools: private.ids(), LeftAt: func(_ *trace.Event, addr uint64) {
 			end.addr = addr
 		}, Left: func(ev *trace.Event) {
 			end.left, end.ev = true, *ev
@@ -230,6 +230,21 @@ func withRows(evs, buf []trace.Event, lo int64, rows []trace.Event, before int) 
 		out = append(out, e)
 	}
 	return out
+}
+
+// withTrailingRows appends to evs, a device's last chunk of n events with
+// its rows from index start on inserted (withRows), the rows that go after
+// the device's last event (a call that released nothing, decidePools),
+// their Seq made the index in the device's output.
+func withTrailingRows(evs, rows []trace.Event, start int, n int64) []trace.Event {
+	for r := start; r < len(rows); r++ {
+		if rows[r].Seq >= n {
+			row := rows[r]
+			row.Seq += int64(r)
+			evs = append(evs, row)
+		}
+	}
+	return evs
 }
 
 // batchNulls returns how many events of each batch of the output have no

@@ -164,22 +164,6 @@ func repeats(r, w []int64) bool {
 	return false
 }
 
-// oomPool returns the pool of the recorded OOM ev: its tag, or, annotating,
-// the graph pool whose episode is under way on its stream (a capture, or a
-// CUDA graph trees' warm-up, that ran out of memory), written into ev. Such
-// a malloc skips the flush of all cached blocks (no capture may release
-// them) and counts no retry.
-func (r *deviceReplay) oomPool(ev *trace.Event) allocator.PoolID {
-	if !ev.Pool.IsDefault() {
-		return allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}
-	}
-	if !r.annotate || !r.opts.InferPools || !r.caps.capturing() || r.caps.stream != ev.Stream {
-		return allocator.PoolID{}
-	}
-	ev.Pool = trace.PoolID{A: r.caps.open.A, B: r.caps.open.B}
-	return r.caps.open
-}
-
 // sinceCall follows the requests after an empty_cache call, to tell
 // whether a capture's first allocation comes right after one, which is
 // then the call torch.cuda.graph made: only allocations on one stream

@@ -59,6 +59,11 @@ type deviceReplay struct {
 	// called the requests since the last empty_cache call.
 	caps   captures
 	called sinceCall
+	// late are the blocks of the recorded free_completed events since the
+	// last request, not yet completed in the model; lateReleased says a
+	// segment release has followed them (late.go).
+	late         []blockRef
+	lateReleased bool
 	// quietOOM is the recorded OOM after which the model would have
 	// released nothing, while no release or request has followed it
 	// (Kind KindInvalid: none); see afterOOM.
@@ -313,7 +318,7 @@ func (r *deviceReplay) keepHeld() {
 // awaits attribution, and no OOM an empty_cache() may have followed
 // (afterOOM).
 func (r *deviceReplay) plain(ev *trace.Event) bool {
-	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && r.quietOOM.Kind == trace.KindInvalid
+	return ev.Flags&trace.FlagReconstructed == 0 && r.restored && len(r.reclaim) == 0 && len(r.late) == 0 && r.quietOOM.Kind == trace.KindInvalid
 }
 
 // completes reports whether next is the free_completed of the
@@ -382,6 +387,9 @@ func (r *deviceReplay) finish() error {
 	if err := r.applyRestore(); err != nil {
 		return err
 	}
+	if err := r.flushLate(); err != nil {
+		return err
+	}
 	if err := r.settleReclaim(nil); err != nil {
 		return err
 	}
@@ -412,6 +420,11 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	a := r.a
 	if ev.Kind != trace.KindAlloc && ev.Kind != trace.KindSegmentAlloc && ev.Kind != trace.KindSegmentMap {
 		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
+	}
+	if len(r.late) > 0 {
+		if err := r.lateBefore(ev); err != nil {
+			return false, err
+		}
 	}
 	switch ev.Kind {
 	case trace.KindSegmentAlloc:
@@ -483,6 +496,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.follow()
 		}
 		addr, h, err := a.MallocHandle(ev.Size, ev.Stream)
+		a.FreeLate() // a request of 0 bytes runs no malloc
 		if private {
 			a.EndAllocateToPool(pool)
 		}
@@ -554,7 +568,8 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			ev.BlockSize, _ = a.HandleSize(b.addr, b.h)
 		}
 		r.addrs.Delete(ev.Addr)
-		return false, a.CompleteFreeHandle(b.addr, b.h)
+		r.late = append(r.late, b) // completed at the next event (late)
+		return false, nil
 	case trace.KindOOM:
 		r.afterOOM()
 		r.called.request(ev)
@@ -562,16 +577,17 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
-		if len(r.followSegs) > 0 {
-			r.follow()
-		}
 		pool := r.oomPool(ev)
 		if !pool.IsDefault() {
 			if _, err := r.beginPool(pool, ev.Stream, false); err != nil {
 				return false, err
 			}
 		}
+		if len(r.followSegs) > 0 {
+			r.follow()
+		}
 		addr, err := a.Malloc(ev.Size, ev.Stream)
+		a.FreeLate()
 		if !pool.IsDefault() {
 			a.EndAllocateToPool(pool)
 		}

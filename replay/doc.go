@@ -10,7 +10,10 @@
 //   - free_requested immediately followed by free_completed at the same
 //     address → a synchronous Free;
 //   - free_requested alone → the block had record_stream users: a pending
-//     Free, completed where the recording's free_completed appears;
+//     Free, completed where the recording's free_completed appears, or,
+//     where segment releases and then an alloc (or oom) follow it, within
+//     that malloc, after its search (allocator CompleteLate): a retry's
+//     synchronize completed it, and PyTorch records that before the alloc;
 //   - oom → a Malloc of the recorded (rounded) size that is expected to fail;
 //     if it succeeds under other settings it is freed at once and counted;
 //   - segment_free/segment_unmap that no malloc of the model explains → the

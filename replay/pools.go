@@ -28,6 +28,12 @@ import (
 //     allocation that made a segment is a new graph pool's; and when the
 //     capture goes on in a pool the trace names, the new pool was that one
 //     (DeviceResult.Aliases: the import replays again with Options.PoolAliases);
+//   - a new MemPool takes the id the snapshot names (Options.NamedPools)
+//     that is the next in PyTorch's numbering, if no alloc has had it: the
+//     dump names a pool whose early segments were released before it;
+//   - a recorded OOM failed in the pool its stream allocated from last if
+//     that private pool had no room: inside use_mem_pool or a capture
+//     PyTorch frees no cache before it fails (oomPool);
 //   - tracer import corrects the guesses that the rest of the recording
 //     contradicts (Options.PoolFlips, record's decidePools).
 //
@@ -40,6 +46,9 @@ import (
 // poolRoute is a deviceReplay's private-pool state.
 type poolRoute struct {
 	seen map[allocator.PoolID]bool
+	// met are the private pools given to a recorded alloc, annotating
+	// (unmetMemPool).
+	met map[allocator.PoolID]bool
 
 	// The annotation pass's inference: fresh is the recorded segment_alloc
 	// right before the alloc being replayed (size 0: none); segs are the
@@ -96,6 +105,33 @@ func (r *deviceReplay) allocPool(ev *trace.Event) allocator.PoolID {
 		return allocator.PoolID{}
 	}
 	p := r.inferPool(ev)
+	ev.Pool = trace.PoolID{A: p.A, B: p.B}
+	return p
+}
+
+// oomPool decides the pool of the recorded OOM ev: its tag or, annotating,
+// the graph pool whose episode is under way on its stream (a capture, or a
+// CUDA graph trees' warm-up, that ran out of memory), else the pool its
+// stream allocated from last, if that private pool is in use and had no
+// room for it; written into ev.Pool. Inside use_mem_pool or a capture a
+// request fails in the private pool, where PyTorch frees no cache first
+// and counts no retry (captures are underway, §4); the trace names no
+// pool, and the default pools may well have had a block for it.
+func (r *deviceReplay) oomPool(ev *trace.Event) allocator.PoolID {
+	if !ev.Pool.IsDefault() {
+		return allocator.PoolID{A: ev.Pool.A, B: ev.Pool.B}
+	}
+	if !r.annotate || !r.opts.InferPools {
+		return allocator.PoolID{}
+	}
+	if r.caps.capturing() && r.caps.stream == ev.Stream {
+		ev.Pool = trace.PoolID{A: r.caps.open.A, B: r.caps.open.B}
+		return r.caps.open
+	}
+	p := r.pools.last[ev.Stream]
+	if p.IsDefault() || !r.a.InUse(p) || r.room(p, ev, r.a.Conf().ExpandableSegments) {
+		return allocator.PoolID{}
+	}
 	ev.Pool = trace.PoolID{A: p.A, B: p.B}
 	return p
 }
@@ -194,6 +230,11 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 			return m
 		}
 	}
+	if ev.Stream == 0 {
+		if m, ok := r.unmetMemPool(); ok {
+			return m
+		}
+	}
 	r.pools.made++
 	r.res.InferredPools++
 	if ev.Stream == 0 {
@@ -204,6 +245,38 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 		return q
 	}
 	return p
+}
+
+// unmetMemPool is the MemPool that otherPool's new pool on stream 0 is,
+// where the snapshot names one (Options.PrivateSegments, NamedPools) that
+// no recorded alloc has had yet and whose id is the next in PyTorch's
+// numbering (its ids (0, b) below have all been met): PyTorch numbers the
+// pools as it makes them, and the dump names a pool whose early segments
+// were released before it; a pool made earlier, which died before the
+// dump, is not the one it names. A pool would otherwise have two ids, and
+// its release at its destruction (emptyCaches) would be taken for two.
+func (r *deviceReplay) unmetMemPool() (allocator.PoolID, bool) {
+	var best allocator.PoolID
+	take := func(p allocator.PoolID) {
+		if isMemPool(p) && !r.pools.met[p] && (best.IsDefault() || p.B < best.B) {
+			best = p
+		}
+	}
+	for i := range r.private {
+		take(r.private[i].Pool)
+	}
+	for _, p := range r.opts.NamedPools {
+		take(p)
+	}
+	if best.IsDefault() || best.B > 64 {
+		return allocator.PoolID{}, false
+	}
+	for b := uint64(1); b < best.B; b++ {
+		if !r.pools.met[allocator.PoolID{B: b}] {
+			return allocator.PoolID{}, false
+		}
+	}
+	return best, true
 }
 
 // scanMemPools is otherPool's search on stream 0 where the index cannot
@@ -231,6 +304,12 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		r.pools.last = map[uint64]allocator.PoolID{}
 	}
 	r.pools.last[ev.Stream] = p
+	if !p.IsDefault() && (len(r.private) > 0 || len(r.opts.NamedPools) > 0) {
+		if r.pools.met == nil {
+			r.pools.met = map[allocator.PoolID]bool{}
+		}
+		r.pools.met[p] = true
+	}
 	if _, ok := r.pools.ix.at[p]; !ok && isMemPool(p) {
 		if len(r.pools.ix.pools) == 0 && !r.recorded && r.obs == nil {
 			r.a.SetObserver(poolWatch{r}) // else emitted marks the pools

@@ -135,6 +135,11 @@ type Options struct {
 	// finds them where the model leaves the recording at a later reuse of
 	// the segment (record's decidePools).
 	PoolFlips map[AllocKey]bool
+	// NamedPools, with InferPools, are the private pools the snapshot names
+	// (its dumped segments'): a MemPool the inference finds takes one of
+	// their ids that no recorded alloc has had yet, the next in PyTorch's
+	// numbering, rather than a new id (unmetMemPool).
+	NamedPools []allocator.PoolID
 	// SkipCompare, with Recorded, takes the segments' addresses from the
 	// recording but compares nothing with it (no Mismatches, no
 	// NumMismatches), for a caller that checks what it needs itself and

@@ -74,8 +74,9 @@ other producers.
 	                                                     recording
 	stream             uint64                    -       cudaStream_t as an integer; 0 = legacy default stream
 	pool_a, pool_b     uint64                    -       owning memory pool id (a, b); (0, 0) = default pools,
-	                                                     otherwise a CUDA graph or MemPool private pool
-	                                                     (optional, default 0)
+	                                                     otherwise a CUDA graph or MemPool private pool; for
+	                                                     oom, the pool the request failed in (optional,
+	                                                     default 0)
 	stack              dictionary<int32,         -       the event's call stack: the ids of its frames,
 	                   list<int32>> nullable             innermost first, indexing the frame table (the frame
 	                                                     column's dictionary); null = none recorded. Each
@@ -157,7 +158,11 @@ warnings; readers never fail on them):
   - A synchronous free is free_requested immediately followed by
     free_completed at the same addr. A block used on other streams
     (record_stream) has its free_completed later, at the start of a later
-    allocation.
+    allocation, or within it: a malloc that retries under a limit waits
+    for every stream before it releases the cached segments
+    (release_cached_blocks), so free_completed rows, then segment_free
+    rows, then the alloc's segment_alloc come before its alloc; the blocks
+    they free were not there for the malloc's search.
   - An alloc that needed a new segment follows its segment_alloc (or
     segment_map events). At most one live block starts at an address; every
     live block lies inside a segment.
@@ -186,7 +191,13 @@ reproduces the recording), and writes one empty_cache row per call, before
 the releases it caused, with their first one's time and stack; it sets
 tracer.empty_cache, and tracer.x.empty_cache says the rows are inferred. A replay, under any settings, then performs EmptyCache
 at those rows: a changed setting does not change what the program asked for.
-A call that released nothing left no event and has no row, unless the
+A MemPool's destruction releases the pool's segments itself, before an
+empty_cache() after it releases the default pools': a row's releases that
+begin with a MemPool's are that destruction first. Where the import first
+took the last of such a run for the default pools' and finds them the
+pool's, it keeps the call they showed as a row of size 0 after the run,
+possibly after the device's last event. Another call that released nothing
+left no event and has no row, unless the
 user said the program empties the cache when it catches an OOM (tracer
 import --oom-empties-cache, noted as tracer.x.empty_cache_after_oom): then
 a row of size 0 follows each OOM after which the program went on, where the

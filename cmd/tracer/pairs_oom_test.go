@@ -46,11 +46,6 @@ func TestPairsOOM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports and replays every pair")
 	}
-	// Replays the matrix already shows wrong for a reason of their own:
-	// mempool's run under gc60 frees pool segments the import cannot yet
-	// tell apart (issue 21, item 5). One that starts to pass fails the test,
-	// so that the list is kept true.
-	knownGaps := map[string]bool{"mempool gc60 → retry": true}
 	checked := 0
 	for program, runs := range loadPairRuns(t) {
 		for _, a := range runs {
@@ -59,14 +54,9 @@ func TestPairsOOM(t *testing.T) {
 					continue
 				}
 				name := fmt.Sprintf("%s %s → %s", program, a.tag, b.tag)
-				problem := oomProblem(t, a, b)
-				switch {
-				case knownGaps[name] && problem == "":
-					t.Errorf("%s: meets the OOM now; drop it from knownGaps", name)
-				case knownGaps[name]:
-				case problem != "":
+				if problem := oomProblem(t, a, b); problem != "" {
 					t.Errorf("%s: %s", name, problem)
-				default:
+				} else {
 					checked++
 				}
 			}

@@ -16,32 +16,6 @@ import (
 
 var updateTune = flag.Bool("update-tune", false, "write the README's tune reality-check table from this run")
 
-// tuneMiss is a prediction of tune known to differ from the real run, and why.
-type tuneMiss struct {
-	program, from, to string // "*": any
-	why               string
-}
-
-// tuneMisses are the pairs whose peak tune gets wrong for a known reason
-// other than addresses (a miss that the real run's segment addresses make
-// exact is counted as "addresses": where the CUDA driver puts segments
-// decides best fit's ties, allocator/ADDRESSES.md). The mempool run under
-// garbage_collection_threshold replays exactly under its own settings but
-// not under others (a MemPool pool whose first segments the import
-// decides under gc; an open model gap, as TestPairs' matrix shows).
-var tuneMisses = []tuneMiss{
-	{"mempool", "gc60", "*", "model gap"},
-}
-
-func knownMiss(program, from, to string) string {
-	for _, m := range tuneMisses {
-		if m.program == program && (m.from == "*" || m.from == from) && (m.to == "*" || m.to == to) && from != to {
-			return m.why
-		}
-	}
-	return ""
-}
-
 // pairCandidate is a Candidate of one device's memory_stats(), so that
 // tune.Rank orders real runs and predictions alike.
 func pairCandidate(conf string, peak, ooms, mallocs, frees, retries int64) tune.Candidate {
@@ -62,7 +36,10 @@ func pairCandidate(conf string, peak, ooms, mallocs, frees, retries int64) tune.
 // peak reserved bytes it predicts must equal the real run's, and the
 // setting it ranks best among them must be the one that really was best
 // (ranked alike: OOMs, peak reserved, device calls, retries). Pairs whose
-// requests differ (the program asked for other memory) are skipped.
+// requests differ (the program asked for other memory) are skipped; a miss
+// that the real run's segment addresses make exact is counted as
+// "addresses" (where the CUDA driver puts segments decides best fit's
+// ties, allocator/ADDRESSES.md).
 func TestTunePairs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports and replays every pair")
@@ -114,20 +91,17 @@ func TestTunePairs(t *testing.T) {
 				got, want := st.ReservedBytes[0].Peak, b.stats["reserved_bytes.all.peak"]
 				compared++
 				pCompared++
-				switch why := knownMiss(p, a.tag, b.tag); {
+				switch {
 				case got == want:
 					equal++
 					pEqual++
-				case why == "":
+				default:
 					if stats, _ := withAddresses(t, a, b, followsFreeOrder); stats {
 						missed++
 						whys["addresses"]++
 						break
 					}
 					t.Errorf("%s %s → %s: tune predicts a peak of %d bytes, the real run reserved %d", p, a.tag, b.tag, got, want)
-				default:
-					missed++
-					whys[why]++
 				}
 				predicted = append(predicted, pairCandidate(b.tag, got, st.NumOOMs, st.NumDeviceAlloc, st.NumDeviceFree, st.NumAllocRetries))
 				predicted[len(predicted)-1].Conf = b.conf
@@ -154,7 +128,7 @@ func TestTunePairs(t *testing.T) {
 				underBest.DeviceCalls() == r0.DeviceCalls() && underBest.Retries == r0.Retries {
 				bestRight++
 				pBest++
-			} else if knownMiss(p, a.tag, predicted[0].Label) == "" && knownMiss(p, a.tag, r0.Label) == "" {
+			} else {
 				t.Errorf("%s, from %s: tune ranks %s best (predicted peak %d), the real best was %s (peak %d; %s really reserved %d)",
 					p, a.tag, predicted[0].Label, predicted[0].PeakReservedBytes, r0.Label, r0.PeakReservedBytes, predicted[0].Label, underBest.PeakReservedBytes)
 			}
