@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"cmp"
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
+	"slices"
 )
 
 // Private pools (CUDA graphs, torch.cuda.MemPool) in a replay.
@@ -47,8 +49,13 @@ import (
 type poolRoute struct {
 	seen map[allocator.PoolID]bool
 	// met are the private pools given to a recorded alloc, annotating
-	// (unmetMemPool).
-	met map[allocator.PoolID]bool
+	// (unmetMemPool); named are the MemPools the snapshot names, by id,
+	// made on unmetMemPool's first call, and unmet the first of them that
+	// may not have been met.
+	met    map[allocator.PoolID]bool
+	named  []allocator.PoolID
+	unmet  int
+	listed bool
 
 	// The annotation pass's inference: fresh is the recorded segment_alloc
 	// right before the alloc being replayed (size 0: none); segs are the
@@ -256,23 +263,35 @@ func (r *deviceReplay) otherPool(ev *trace.Event, expandable bool, not allocator
 // dump, is not the one it names. A pool would otherwise have two ids, and
 // its release at its destruction (emptyCaches) would be taken for two.
 func (r *deviceReplay) unmetMemPool() (allocator.PoolID, bool) {
-	var best allocator.PoolID
-	take := func(p allocator.PoolID) {
-		if isMemPool(p) && !r.pools.met[p] && (best.IsDefault() || p.B < best.B) {
-			best = p
+	ps := &r.pools
+	if !ps.listed {
+		ps.listed = true
+		for i := range r.private {
+			if p := r.private[i].Pool; isMemPool(p) {
+				ps.named = append(ps.named, p)
+			}
 		}
+		for _, p := range r.opts.NamedPools {
+			if isMemPool(p) {
+				ps.named = append(ps.named, p)
+			}
+		}
+		slices.SortFunc(ps.named, func(x, y allocator.PoolID) int { return cmp.Compare(x.B, y.B) })
+		ps.named = slices.Compact(ps.named)
 	}
-	for i := range r.private {
-		take(r.private[i].Pool)
+	// met only grows: the cursor passes each named pool once.
+	for ps.unmet < len(ps.named) && ps.met[ps.named[ps.unmet]] {
+		ps.unmet++
 	}
-	for _, p := range r.opts.NamedPools {
-		take(p)
+	if ps.unmet == len(ps.named) {
+		return allocator.PoolID{}, false
 	}
-	if best.IsDefault() || best.B > 64 {
+	best := ps.named[ps.unmet]
+	if best.B > 64 {
 		return allocator.PoolID{}, false
 	}
 	for b := uint64(1); b < best.B; b++ {
-		if !r.pools.met[allocator.PoolID{B: b}] {
+		if !ps.met[allocator.PoolID{B: b}] {
 			return allocator.PoolID{}, false
 		}
 	}
