@@ -32,7 +32,8 @@ type deviceReplay struct {
 
 	// addrs maps a recorded block address to the replayed block, for blocks
 	// live (or pending) in the recording.
-	addrs addrmap.Map[blockRef]
+	addrs  addrmap.Map[blockRef]
+	peeked uint64 // peek's loads, kept so they are made
 
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).
@@ -260,6 +261,19 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 	}
 	_, err := r.step(ev, nil)
 	return err
+}
+
+// peek loads the address map's slots that the next events evs of the
+// device will probe first, in one loop: in a map larger than the cache
+// nearly every alloc's Put and free's Take misses, and the misses of a
+// loop of independent loads overlap where those of the events' replays,
+// one after another, do not.
+func (r *deviceReplay) peek(evs []trace.Event) {
+	var sum uint64
+	for i := range evs {
+		sum += r.addrs.Peek(evs[i].Addr)
+	}
+	r.peeked += sum
 }
 
 // hold holds the free_requested ev until the next event of the device.

@@ -360,6 +360,9 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 // across its calls.
 func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error) {
 	for i := 0; i < len(evs); i++ {
+		if i&(peekAhead-1) == 0 && r != nil {
+			r.peek(evs[i:min(i+peekAhead, len(evs))])
+		}
 		ev := &evs[i]
 		var err error
 		switch {
@@ -400,6 +403,11 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 	}
 	return r, nil
 }
+
+// peekAhead is how many events batch peeks at (deviceReplay.peek) before
+// replaying them: enough cache misses to overlap, few enough cache lines
+// to stay in L1 until the events are replayed.
+const peekAhead = 16
 
 func eventError(ev *trace.Event, err error) error {
 	return fmt.Errorf("replay: event %d (%s): %w", ev.Seq, ev.Kind, err)
