@@ -188,9 +188,7 @@ func startAnalyzeBehind(f *fanout, src *readAhead) *analyzeBehind {
 		defer close(a.done)
 		for b := range a.full {
 			f.stacks = b.stacks
-			for i := range b.evs {
-				f.Event(&b.evs[i])
-			}
+			f.events(b.evs)
 			a.pool.put(b)
 		}
 	}()
