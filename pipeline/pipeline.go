@@ -493,8 +493,8 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		opt.MemoryLimit = in.Meta.MemoryLimit
 	}
 	obs := newFanout(Options{Analysis: opt})
-	for src.Next() {
-		obs.Event(src.Event())
+	for evs := src.NextBatch(); len(evs) > 0; evs = src.NextBatch() {
+		obs.events(evs)
 	}
 	src.close()
 	if err := src.Err(); err != nil {
