@@ -359,9 +359,11 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 // It is Run's loop for a BatchSource, kept apart so that little is live
 // across its calls.
 func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error) {
+	peekAt := 0 // the index of the next event peek has not seen
 	for i := 0; i < len(evs); i++ {
-		if i&(peekAhead-1) == 0 && r != nil {
-			r.peek(evs[i:min(i+peekAhead, len(evs))])
+		if i >= peekAt && r != nil {
+			peekAt = min(i+peekAhead, len(evs))
+			r.peek(evs[i:peekAt])
 		}
 		ev := &evs[i]
 		var err error
