@@ -346,7 +346,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	defer rd.Close()
 	run := &Run{Settings: s}
 	opt.Analysis.MemoryLimit = s.Limit // the OOM verdicts compare with it
-	src := startReadAhead(ctx, rd, &run.Facts, false)
+	src := startReadAhead(ctx, rd, &run.Facts, false, true)
 	defer src.close()
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	obs := newFanout(opt)
@@ -366,6 +366,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		EmptyCacheRows:     in.Meta.EmptyCacheRows,
 		InferEmptyCaches:   s.InferEmptyCaches,
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
+		Numbered:           true, // by src
 	}, behind)
 	behind.close()
 	src.close()
@@ -486,7 +487,7 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		return nil, facts, err
 	}
 	defer rd.Close()
-	src := startReadAhead(ctx, rd, &facts, true)
+	src := startReadAhead(ctx, rd, &facts, true, false)
 	defer src.close()
 	opt.Annotations = in.Meta.Annotations
 	if opt.MemoryLimit == 0 {

@@ -159,6 +159,11 @@ type Options struct {
 	// it (see afterOOM). A trace says so in its Extra
 	// (trace.ExtraEmptyCacheAfterOOM).
 	EmptyCacheAfterOOM bool
+	// Numbered says the source's alloc and free_* events carry the numbers
+	// BlockNumbers gives (trace.Event.Ref): the replay then finds their
+	// blocks by number. Otherwise it ignores Ref, which other producers of
+	// events need not set.
+	Numbered bool
 	// EmptyCacheFound, if set, receives each run of recorded releases the
 	// replay attributes to an empty_cache() call it infers: the run's first
 	// event, and the bytes the run released (tracer import writes a
