@@ -44,7 +44,7 @@ func (b *block) site() trace.StackID {
 // entries: in a table larger than the cache each such read is a miss.
 type blocks struct {
 	slots []slot // 0 empty, else tagOf(addr)<<32 | slab index + 1
-	slab  []block
+	slab  slab
 	free  []int32 // unused slab indexes
 	n     int
 	shift uint
@@ -89,7 +89,7 @@ func (t *blocks) get(addr int64) *block {
 			return nil
 		}
 		if s&^0xffffffff == tag {
-			if b := &t.slab[s.index()]; b.addr == addr {
+			if b := t.slab.at(s.index()); b.addr == addr {
 				return b
 			}
 		}
@@ -117,13 +117,9 @@ func (t *blocks) put(b block) *block {
 	if k := len(t.free); k > 0 {
 		i = t.free[k-1]
 		t.free = t.free[:k-1]
-		t.slab[i] = b
+		*t.slab.at(i) = b
 	} else {
-		i = int32(len(t.slab))
-		if len(t.slab) == cap(t.slab) {
-			t.slab = doubled(t.slab)
-		}
-		t.slab = append(t.slab, b)
+		i = t.slab.push(b)
 	}
 	t.insert(tagOf(b.addr) | slot(i+1))
 	if len(t.fresh) > 2*t.n+64 {
@@ -134,14 +130,14 @@ func (t *blocks) put(b block) *block {
 	}
 	t.fresh = append(t.fresh, i)
 	t.n++
-	return &t.slab[i]
+	return t.slab.at(i)
 }
 
 // doubled returns s in an array of twice its capacity. append grows a large
 // slice by a quarter at a time, and each array it leaves behind stays
-// resident until the runtime gives it back: the old arrays of a slab grown
-// to n blocks by quarters add up to about 4n blocks of memory, by doubling
-// to n; the capacity not yet used is never touched.
+// resident until the runtime gives it back: the old arrays of a list grown
+// to n entries by quarters add up to about 4n entries of memory, by
+// doubling to n; the capacity not yet used is never touched.
 func doubled[E any](s []E) []E {
 	t := make([]E, len(s), max(64, 2*cap(s)))
 	copy(t, s)
@@ -184,7 +180,7 @@ func (t *blocks) del(addr int64) {
 			return
 		}
 		if s&^0xffffffff == tag {
-			if b := &t.slab[s.index()]; b.addr == addr {
+			if b := t.slab.at(s.index()); b.addr == addr {
 				if b.indexed {
 					t.treeRemove(addr)
 				}
@@ -214,7 +210,7 @@ func (t *blocks) each(fn func(b *block)) {
 	t.tree.visits += len(t.slots)
 	for _, s := range t.slots {
 		if s != 0 {
-			fn(&t.slab[s.index()])
+			fn(t.slab.at(s.index()))
 		}
 	}
 }
@@ -224,7 +220,7 @@ func (t *blocks) each(fn func(b *block)) {
 // order (the largest free block, an unmap, a segment freed under blocks).
 func (t *blocks) sync() {
 	for _, i := range t.fresh {
-		if b := &t.slab[i]; b.live && !b.indexed {
+		if b := t.slab.at(i); b.live && !b.indexed {
 			b.indexed = true
 			t.treeInsert(i + 1)
 		}
@@ -237,13 +233,47 @@ func (t *blocks) sync() {
 func (t *blocks) compactFresh() {
 	out := t.fresh[:0]
 	for _, i := range t.fresh {
-		if b := &t.slab[i]; b.live && !b.indexed {
+		if b := t.slab.at(i); b.live && !b.indexed {
 			b.indexed = true // marks it kept
 			out = append(out, i)
 		}
 	}
 	for _, i := range out {
-		t.slab[i].indexed = false
+		t.slab.at(i).indexed = false
 	}
 	t.fresh = out
 }
+
+// slab holds the blocks, by index, in chunks of slabChunk that never move:
+// it grows a chunk at a time, copying nothing and leaving no old array
+// behind (an array doubled to n blocks copies n and makes the kernel
+// supply 2n blocks of fresh pages, a page fault each).
+type slab struct {
+	chunks [][]block
+	n      int32
+}
+
+const (
+	slabShift = 12
+	slabChunk = 1 << slabShift
+)
+
+// at returns block i, which push made.
+func (s *slab) at(i int32) *block { return &s.chunks[i>>slabShift][i&(slabChunk-1)] }
+
+// push adds b and returns its index.
+func (s *slab) push(b block) int32 {
+	i := s.n
+	if int(i>>slabShift) == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]block, slabChunk))
+	}
+	*s.at(i) = b
+	s.n++
+	return i
+}
+
+// len is the number of blocks pushed.
+func (s *slab) len() int { return int(s.n) }
+
+// capacity is the number of blocks the chunks hold.
+func (s *slab) capacity() int { return len(s.chunks) * slabChunk }

@@ -57,7 +57,7 @@ func (t *blockTree) nextPrio() uint64 {
 // pull recomputes node i's sums from its block and children.
 func (t *blocks) pull(i int32) {
 	n := &t.tree.nodes[i-1]
-	b := &t.slab[i-1]
+	b := t.slab.at(i - 1)
 	end := b.addr + b.size
 	n.lo, n.hi, n.gap, n.ovl = b.addr, end, 0, false
 	n.cnt, n.act, n.alc = 0, 0, 0
@@ -84,7 +84,7 @@ func (t *blocks) pull(i int32) {
 	}
 }
 
-func (t *blocks) key(i int32) int64 { return t.slab[i-1].addr }
+func (t *blocks) key(i int32) int64 { return t.slab.at(i - 1).addr }
 
 // treeInsert links slab node i into the tree.
 func (t *blocks) treeInsert(i int32) {
@@ -100,7 +100,7 @@ func (t *blocks) treeInsert(i int32) {
 // million fresh blocks copied the array about ten times over, most of its
 // time.
 func (t *blocks) growNodes() {
-	nodes := make([]bnode, len(t.slab), cap(t.slab))
+	nodes := make([]bnode, t.slab.len(), t.slab.capacity())
 	copy(nodes, t.tree.nodes)
 	t.tree.nodes = nodes
 }
@@ -232,7 +232,7 @@ func (t *blocks) before(addr int64) *block {
 	if best == 0 {
 		return nil
 	}
-	return &t.slab[best-1]
+	return t.slab.at(best - 1)
 }
 
 // visit calls node for each block and sub for each whole subtree whose
@@ -272,7 +272,7 @@ func (t *blocks) visit(lo, hi int64, node func(i int32), sub func(n *bnode)) {
 func (t *blocks) rangeSum(lo, hi int64) rangeSums {
 	var s rangeSums
 	t.visit(lo, hi, func(i int32) {
-		if b := &t.slab[i-1]; b.inSeg {
+		if b := t.slab.at(i - 1); b.inSeg {
 			s.cnt++
 			s.act += b.size
 			if !b.pending {
@@ -290,7 +290,7 @@ func (t *blocks) rangeSum(lo, hi int64) rangeSums {
 // foldGaps folds the blocks with addresses in [lo, hi) into f.
 func (t *blocks) foldGaps(lo, hi int64, f *gapFold) {
 	t.visit(lo, hi, func(i int32) {
-		b := &t.slab[i-1]
+		b := t.slab.at(i - 1)
 		f.add(b.addr, b.addr+b.size, 0)
 	}, func(n *bnode) {
 		f.add(n.lo, n.hi, n.gap)
@@ -313,7 +313,7 @@ func (t *blocks) inRange(lo, hi int64, fn func(b *block)) {
 			walk(n.left)
 		}
 		if k >= lo && k < hi {
-			fn(&t.slab[i-1])
+			fn(t.slab.at(i - 1))
 		}
 		if k < hi {
 			walk(n.right)

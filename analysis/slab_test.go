@@ -19,7 +19,7 @@ func TestSlabGrowth(t *testing.T) {
 		bs.put(block{addr: int64(0x7f0000000000 + 512*i), size: 512})
 	}
 	runtime.ReadMemStats(&after)
-	final := int64(cap(bs.slab))*int64(unsafe.Sizeof(block{})) + int64(cap(bs.fresh))*4 + int64(len(bs.slots))*int64(unsafe.Sizeof(slot(0)))
+	final := int64(bs.slab.capacity())*int64(unsafe.Sizeof(block{})) + int64(cap(bs.fresh))*4 + int64(len(bs.slots))*int64(unsafe.Sizeof(slot(0)))
 	got := int64(after.TotalAlloc - before.TotalAlloc)
 	if got > 5*final/2 {
 		t.Errorf("%d blocks: %d MB allocated for a slab, fresh list and table of %d MB, want at most 2.5 times", n, got>>20, final>>20)
