@@ -47,3 +47,26 @@ func TestNodesGrowth(t *testing.T) {
 		t.Errorf("%d blocks synced: %d MB allocated for nodes of %d MB, want at most 1.5 times", n, got>>20, final>>20)
 	}
 }
+
+// TestSlabChunks: a slab of n blocks allocates its chunks and their table,
+// about n blocks of memory, where one array doubled up to n blocks
+// allocates about 2n and copies n.
+func TestSlabChunks(t *testing.T) {
+	const n = 300_000
+	var s slab
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		s.push(block{addr: int64(512 * i)})
+	}
+	runtime.ReadMemStats(&after)
+	final := int64(s.capacity()) * int64(unsafe.Sizeof(block{}))
+	if got := int64(after.TotalAlloc - before.TotalAlloc); got > final*11/10 {
+		t.Errorf("%d blocks: %d MB allocated for a slab of %d MB, want at most 1.1 times", n, got>>20, final>>20)
+	}
+	for _, i := range []int32{0, slabChunk - 1, slabChunk, n - 1} {
+		if got := s.at(i).addr; got != 512*int64(i) {
+			t.Errorf("block %d has address %d, want %d", i, got, 512*i)
+		}
+	}
+}
