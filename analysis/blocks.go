@@ -219,6 +219,10 @@ func (t *blocks) each(fn func(b *block)) {
 // it: each block at most once, O(log n), and only when a query needs the
 // order (the largest free block, an unmap, a segment freed under blocks).
 func (t *blocks) sync() {
+	if t.tree.root == 0 && len(t.fresh) >= bulkSync {
+		t.build()
+		return
+	}
 	for _, i := range t.fresh {
 		if b := t.slab.at(i); b.live && !b.indexed {
 			b.indexed = true
