@@ -38,9 +38,13 @@ func (b *block) site() trace.StackID {
 // block up, and this is several times faster than a Go map of pointers, with
 // no allocation once the slab has grown to the live set. The blocks are
 // also ordered by address in tree (blocktree.go).
+//
+// A slot holds a tag of its block's address beside the slab index, so that
+// a probe passes the other blocks of its run without reading their slab
+// entries: in a table larger than the cache each such read is a miss.
 type blocks struct {
-	slots []int32 // 0 empty, else slab index + 1
-	slab  []block
+	slots []slot // 0 empty, else tagOf(addr)<<32 | slab index + 1
+	slab  slab
 	free  []int32 // unused slab indexes
 	n     int
 	shift uint
@@ -48,9 +52,28 @@ type blocks struct {
 	fresh []int32 // slab indexes of blocks put since the last sync
 }
 
-func (t *blocks) hash(addr int64) int {
-	// Addresses are 512-byte aligned; Fibonacci hashing mixes the rest.
-	return int((uint64(addr) * 0x9e3779b97f4a7c15) >> t.shift)
+// slot is a table entry: the address tag in the high half, the slab index
+// + 1 in the low half (0: empty).
+type slot uint64
+
+func (s slot) index() int32 { return int32(uint32(s)) - 1 }
+
+// tagOf is the part of addr a slot keeps, in the slot's high half: the
+// address bits above the 512-byte alignment, folded to 32 bits, which
+// tell apart any two blocks less than 2 TiB apart. Equal tags are rare,
+// and get and del then compare whole addresses. The hash is the tag's, so
+// that a deletion's backward shift and a rehash find a slot's home from
+// the slot alone.
+func tagOf(addr int64) slot {
+	a := uint64(addr)
+	return slot(uint32(a>>9)^uint32(a>>41)) << 32
+}
+
+// hash is the home slot of the blocks with tag tag (tagOf's, or a slot's
+// high half).
+func (t *blocks) hash(tag slot) int {
+	// Fibonacci hashing mixes the tag's bits into the top ones.
+	return int((uint64(tag>>32) * 0x9e3779b97f4a7c15) >> t.shift)
 }
 
 // get returns the block at addr, or nil. The pointer is valid until the next put.
@@ -59,15 +82,29 @@ func (t *blocks) get(addr int64) *block {
 		return nil
 	}
 	mask := len(t.slots) - 1
-	for h := t.hash(addr); ; h = (h + 1) & mask {
+	tag := tagOf(addr)
+	for h := t.hash(tag); ; h = (h + 1) & mask {
 		s := t.slots[h]
 		if s == 0 {
 			return nil
 		}
-		if b := &t.slab[s-1]; b.addr == addr {
-			return b
+		if s&^0xffffffff == tag {
+			if b := t.slab.at(s.index()); b.addr == addr {
+				return b
+			}
 		}
 	}
+}
+
+// peek loads addr's home slot (nothing when the table is empty) and returns
+// it: a caller that peeks at the addresses of its next few events in one
+// loop has their cache misses overlap, where the events' own lookups, one
+// after another, would take them in turn.
+func (t *blocks) peek(addr int64) slot {
+	if t.n == 0 {
+		return 0
+	}
+	return t.slots[t.hash(tagOf(addr))&(len(t.slots)-1)]
 }
 
 // put stores a new block (its addr must not be present) and returns it.
@@ -80,15 +117,11 @@ func (t *blocks) put(b block) *block {
 	if k := len(t.free); k > 0 {
 		i = t.free[k-1]
 		t.free = t.free[:k-1]
-		t.slab[i] = b
+		*t.slab.at(i) = b
 	} else {
-		i = int32(len(t.slab))
-		if len(t.slab) == cap(t.slab) {
-			t.slab = doubled(t.slab)
-		}
-		t.slab = append(t.slab, b)
+		i = t.slab.push(b)
 	}
-	t.insert(b.addr, i+1)
+	t.insert(tagOf(b.addr) | slot(i+1))
 	if len(t.fresh) > 2*t.n+64 {
 		t.compactFresh()
 	}
@@ -97,23 +130,24 @@ func (t *blocks) put(b block) *block {
 	}
 	t.fresh = append(t.fresh, i)
 	t.n++
-	return &t.slab[i]
+	return t.slab.at(i)
 }
 
 // doubled returns s in an array of twice its capacity. append grows a large
 // slice by a quarter at a time, and each array it leaves behind stays
-// resident until the runtime gives it back: the old arrays of a slab grown
-// to n blocks by quarters add up to about 4n blocks of memory, by doubling
-// to n; the capacity not yet used is never touched.
+// resident until the runtime gives it back: the old arrays of a list grown
+// to n entries by quarters add up to about 4n entries of memory, by
+// doubling to n; the capacity not yet used is never touched.
 func doubled[E any](s []E) []E {
 	t := make([]E, len(s), max(64, 2*cap(s)))
 	copy(t, s)
 	return t
 }
 
-func (t *blocks) insert(addr int64, s int32) {
+// insert puts s, a slot of a block not in the table, into it.
+func (t *blocks) insert(s slot) {
 	mask := len(t.slots) - 1
-	h := t.hash(addr)
+	h := t.hash(s)
 	for t.slots[h] != 0 {
 		h = (h + 1) & mask
 	}
@@ -122,14 +156,14 @@ func (t *blocks) insert(addr int64, s int32) {
 
 func (t *blocks) rehash(n int) {
 	old := t.slots
-	t.slots = make([]int32, n)
+	t.slots = make([]slot, n)
 	t.shift = 64
 	for m := n; m > 1; m >>= 1 {
 		t.shift--
 	}
 	for _, s := range old {
 		if s != 0 {
-			t.insert(t.slab[s-1].addr, s)
+			t.insert(s)
 		}
 	}
 }
@@ -138,19 +172,22 @@ func (t *blocks) rehash(n int) {
 // back so lookups never need tombstones.
 func (t *blocks) del(addr int64) {
 	mask := len(t.slots) - 1
-	h := t.hash(addr)
+	tag := tagOf(addr)
+	h := t.hash(tag)
 	for {
 		s := t.slots[h]
 		if s == 0 {
 			return
 		}
-		if b := &t.slab[s-1]; b.addr == addr {
-			if b.indexed {
-				t.treeRemove(addr)
+		if s&^0xffffffff == tag {
+			if b := t.slab.at(s.index()); b.addr == addr {
+				if b.indexed {
+					t.treeRemove(addr)
+				}
+				b.live, b.indexed = false, false
+				t.free = append(t.free, s.index())
+				break
 			}
-			b.live, b.indexed = false, false
-			t.free = append(t.free, s-1)
-			break
 		}
 		h = (h + 1) & mask
 	}
@@ -158,7 +195,7 @@ func (t *blocks) del(addr int64) {
 	// Backward-shift deletion.
 	i := h
 	for j := (i + 1) & mask; t.slots[j] != 0; j = (j + 1) & mask {
-		home := t.hash(t.slab[t.slots[j]-1].addr)
+		home := t.hash(t.slots[j])
 		// Move j into the hole at i if its home is not in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
 			t.slots[i] = t.slots[j]
@@ -173,7 +210,7 @@ func (t *blocks) each(fn func(b *block)) {
 	t.tree.visits += len(t.slots)
 	for _, s := range t.slots {
 		if s != 0 {
-			fn(&t.slab[s-1])
+			fn(t.slab.at(s.index()))
 		}
 	}
 }
@@ -182,8 +219,12 @@ func (t *blocks) each(fn func(b *block)) {
 // it: each block at most once, O(log n), and only when a query needs the
 // order (the largest free block, an unmap, a segment freed under blocks).
 func (t *blocks) sync() {
+	if t.tree.root == 0 && len(t.fresh) >= bulkSync {
+		t.build()
+		return
+	}
 	for _, i := range t.fresh {
-		if b := &t.slab[i]; b.live && !b.indexed {
+		if b := t.slab.at(i); b.live && !b.indexed {
 			b.indexed = true
 			t.treeInsert(i + 1)
 		}
@@ -196,13 +237,47 @@ func (t *blocks) sync() {
 func (t *blocks) compactFresh() {
 	out := t.fresh[:0]
 	for _, i := range t.fresh {
-		if b := &t.slab[i]; b.live && !b.indexed {
+		if b := t.slab.at(i); b.live && !b.indexed {
 			b.indexed = true // marks it kept
 			out = append(out, i)
 		}
 	}
 	for _, i := range out {
-		t.slab[i].indexed = false
+		t.slab.at(i).indexed = false
 	}
 	t.fresh = out
 }
+
+// slab holds the blocks, by index, in chunks of slabChunk that never move:
+// it grows a chunk at a time, copying nothing and leaving no old array
+// behind (an array doubled to n blocks copies n and makes the kernel
+// supply 2n blocks of fresh pages, a page fault each).
+type slab struct {
+	chunks [][]block
+	n      int32
+}
+
+const (
+	slabShift = 12
+	slabChunk = 1 << slabShift
+)
+
+// at returns block i, which push made.
+func (s *slab) at(i int32) *block { return &s.chunks[i>>slabShift][i&(slabChunk-1)] }
+
+// push adds b and returns its index.
+func (s *slab) push(b block) int32 {
+	i := s.n
+	if int(i>>slabShift) == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]block, slabChunk))
+	}
+	*s.at(i) = b
+	s.n++
+	return i
+}
+
+// len is the number of blocks pushed.
+func (s *slab) len() int { return int(s.n) }
+
+// capacity is the number of blocks the chunks hold.
+func (s *slab) capacity() int { return len(s.chunks) * slabChunk }

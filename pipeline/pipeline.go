@@ -346,7 +346,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	defer rd.Close()
 	run := &Run{Settings: s}
 	opt.Analysis.MemoryLimit = s.Limit // the OOM verdicts compare with it
-	src := startReadAhead(ctx, rd, &run.Facts, false)
+	src := startReadAhead(ctx, rd, &run.Facts, false, true)
 	defer src.close()
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	obs := newFanout(opt)
@@ -366,6 +366,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		EmptyCacheRows:     in.Meta.EmptyCacheRows,
 		InferEmptyCaches:   s.InferEmptyCaches,
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
+		Numbered:           true, // by src
 	}, behind)
 	behind.close()
 	src.close()
@@ -415,20 +416,45 @@ func (f *fanout) stack(id trace.StackID) trace.Stack {
 	return f.stacks[id]
 }
 
-func (f *fanout) Event(ev *trace.Event) {
+// summarizer returns device d's summarizer, made on its first event.
+func (f *fanout) summarizer(d int32) *analysis.Summarizer {
 	s := f.last
-	if s == nil || ev.Device != f.lastDev {
-		s = f.byDevice[ev.Device]
+	if s == nil || d != f.lastDev {
+		s = f.byDevice[d]
 		if s == nil {
 			o := f.opt.Analysis
-			o.Device = ev.Device
+			o.Device = d
 			o.Stacks = f.stack
 			s = analysis.NewSummarizer(o)
-			f.byDevice[ev.Device] = s
+			f.byDevice[d] = s
 		}
-		f.last, f.lastDev = s, ev.Device
+		f.last, f.lastDev = s, d
 	}
-	s.Event(ev)
+	return s
+}
+
+// events is Event of each of evs, which hands each run of events of one
+// device to its summarizer at once (Summarizer.Events) when nothing else
+// sees them.
+func (f *fanout) events(evs []trace.Event) {
+	if f.opt.Observe != nil || f.opt.Out != nil {
+		for i := range evs {
+			f.Event(&evs[i])
+		}
+		return
+	}
+	for len(evs) > 0 {
+		d, n := evs[0].Device, 1
+		for n < len(evs) && evs[n].Device == d {
+			n++
+		}
+		f.summarizer(d).Events(evs[:n])
+		evs = evs[n:]
+	}
+}
+
+func (f *fanout) Event(ev *trace.Event) {
+	f.summarizer(ev.Device).Event(ev)
 	if f.opt.Observe != nil {
 		f.opt.Observe(ev)
 	}
@@ -461,15 +487,15 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		return nil, facts, err
 	}
 	defer rd.Close()
-	src := startReadAhead(ctx, rd, &facts, true)
+	src := startReadAhead(ctx, rd, &facts, true, false)
 	defer src.close()
 	opt.Annotations = in.Meta.Annotations
 	if opt.MemoryLimit == 0 {
 		opt.MemoryLimit = in.Meta.MemoryLimit
 	}
 	obs := newFanout(Options{Analysis: opt})
-	for src.Next() {
-		obs.Event(src.Event())
+	for evs := src.NextBatch(); len(evs) > 0; evs = src.NextBatch() {
+		obs.events(evs)
 	}
 	src.close()
 	if err := src.Err(); err != nil {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -61,18 +62,25 @@ type readAhead struct {
 	stacks []trace.Stack // of the latest batch served
 	err    error         // set by the goroutine before it closes full
 	valid  bool          // serve only events of known kinds
+	// number: give the events their blocks' numbers (replay.BlockNumbers)
+	// before handing them on, for a replay.
+	number bool
 }
 
 // startReadAhead starts reading rd. The caller must call close before it
 // closes rd. When onlyValid is set, events of kinds this version does not
-// know are counted in facts but not served.
-func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid bool) *readAhead {
+// know are counted in facts but not served. When number is set, the events
+// carry their blocks' numbers (replay.BlockNumbers, for a replay with
+// replay.Options.Numbered): the reader's goroutine finds each free's block
+// by address, so that the replay's need not.
+func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number bool) *readAhead {
 	ra := &readAhead{
-		full:  make(chan *batch, inFlight),
-		pool:  newBatchPool(),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		valid: onlyValid,
+		full:   make(chan *batch, inFlight),
+		pool:   newBatchPool(),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		valid:  onlyValid,
+		number: number,
 	}
 	go ra.run(ctx, rd, facts)
 	return ra
@@ -81,8 +89,12 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
 	defer close(ra.done)
 	defer close(ra.full)
+	var nums replay.BlockNumbers
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()
+		if ra.number {
+			nums.Number(b.evs)
+		}
 		select {
 		case ra.full <- b:
 			return true
@@ -188,9 +200,7 @@ func startAnalyzeBehind(f *fanout, src *readAhead) *analyzeBehind {
 		defer close(a.done)
 		for b := range a.full {
 			f.stacks = b.stacks
-			for i := range b.evs {
-				f.Event(&b.evs[i])
-			}
+			f.events(b.evs)
 			a.pool.put(b)
 		}
 	}()

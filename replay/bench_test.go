@@ -217,15 +217,36 @@ func BenchmarkReplay(b *testing.B) {
 		if total == 0 {
 			total = 1 << 40
 		}
-		b.Run("trace-reuse/"+filepath.Base(path), func(b *testing.B) {
-			var rp Replayer
-			b.ReportAllocs()
+		// The events carry their blocks' numbers, as the pipeline's reader
+		// gives them (BlockNumbers, on its own goroutine);
+		// trace-byaddr replays them without, finding each free's block
+		// by address, and trace-number measures the numbering alone.
+		var nums BlockNumbers
+		nums.Number(evs)
+		for _, m := range []struct {
+			name     string
+			numbered bool
+		}{{"trace-reuse/", true}, {"trace-byaddr/", false}} {
+			b.Run(m.name+filepath.Base(path), func(b *testing.B) {
+				var rp Replayer
+				b.ReportAllocs()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if _, err := rp.Run(context.Background(), NewSliceSource(evs), Options{
+						Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit, Numbered: m.numbered,
+					}, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRates(b, int64(len(evs)), cpu0)
+			})
+		}
+		b.Run("trace-number/"+filepath.Base(path), func(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
-				if _, err := rp.Run(context.Background(), NewSliceSource(evs), Options{
-					Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit,
-				}, nil); err != nil {
-					b.Fatal(err)
+				var nums BlockNumbers
+				for lo := 0; lo < len(evs); lo += 1024 {
+					nums.Number(evs[lo:min(lo+1024, len(evs))])
 				}
 			}
 			reportRates(b, int64(len(evs)), cpu0)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/tracer-dev/tracer/allocator"
-	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -30,9 +29,11 @@ type deviceReplay struct {
 	heldBuf trace.Event
 	hasHold bool
 
-	// addrs maps a recorded block address to the replayed block, for blocks
-	// live (or pending) in the recording.
-	addrs addrmap.Map[blockRef]
+	// live maps a recorded block address (and number) to the replayed
+	// block, for blocks live (or pending) in the recording.
+	live     liveBlocks
+	numbered bool   // opts.Numbered: events carry their blocks' numbers
+	peeked   uint64 // peek's loads, kept so they are made
 
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).
@@ -107,6 +108,7 @@ type expected struct {
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
 	r.annotate = opts.Annotate && opts.Recorded
+	r.numbered = opts.Numbered
 	r.rows = opts.EmptyCacheRows && !opts.InferEmptyCaches
 	var dev allocator.Device
 	switch {
@@ -271,12 +273,30 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 	return err
 }
 
+// peek loads the address map's slots that the next events evs of the
+// device will probe first, in one loop: in a map larger than the cache
+// nearly every alloc's Put and free's Take misses, and the misses of a
+// loop of independent loads overlap where those of the events' replays,
+// one after another, do not.
+func (r *deviceReplay) peek(evs []trace.Event) {
+	r.peeked += r.live.peek(evs, r.numbered)
+}
+
+// ref is ev's block number (trace.Event.Ref) when the source numbered the
+// events, else 0.
+func (r *deviceReplay) ref(ev *trace.Event) int32 {
+	if r.numbered {
+		return ev.Ref
+	}
+	return 0
+}
+
 // hold holds the free_requested ev until the next event of the device.
 // Annotating, it gives ev its block's size now: the batch it lies in may
 // be handed on before the free is replayed.
 func (r *deviceReplay) hold(ev *trace.Event) {
 	if r.annotate {
-		if b, ok := r.addrs.Get(ev.Addr); ok {
+		if b, ok := r.live.get(ev.Addr, r.ref(ev)); ok {
 			ev.BlockSize, _ = r.a.HandleSize(b.addr, b.h)
 		}
 	}
@@ -347,10 +367,10 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 			r.leave(ev)
 		}
 		r.oom(ev, false)
-		r.addrs.Delete(ev.Addr) // the recorded address names no block of the replay now
+		r.live.del(ev.Addr, r.ref(ev)) // the recorded address names no block of the replay now
 		return nil
 	}
-	r.addrs.Put(ev.Addr, blockRef{addr, h})
+	r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
 	if r.annotate {
 		r.placed(ev, addr, h)
 	}
@@ -365,7 +385,7 @@ func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)
 	r.expectEv(next)
-	b, ok := r.addrs.Take(ev.Addr)
+	b, ok := r.live.take(ev.Addr, r.ref(ev))
 	if !ok {
 		return nil
 	}
@@ -510,10 +530,10 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 				r.leave(ev)
 			}
 			r.oom(ev, false)
-			r.addrs.Delete(ev.Addr) // the recorded address names no block of the replay now
+			r.live.del(ev.Addr, r.ref(ev)) // the recorded address names no block of the replay now
 			return false, nil
 		}
-		r.addrs.Put(ev.Addr, blockRef{addr, h})
+		r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
 		r.allocated(ev, pool)
 		if r.annotate {
 			r.placed(ev, addr, h)
@@ -532,9 +552,9 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 		var b blockRef
 		var ok bool
 		if paired {
-			b, ok = r.addrs.Take(ev.Addr)
+			b, ok = r.live.take(ev.Addr, r.ref(ev))
 		} else {
-			b, ok = r.addrs.Get(ev.Addr)
+			b, ok = r.live.get(ev.Addr, r.ref(ev))
 		}
 		if !ok {
 			// The alloc is not in the trace (and was not reconstructed), or it
@@ -560,14 +580,17 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			return false, err
 		}
 		r.expectEv(ev)
-		b, ok := r.addrs.Get(ev.Addr)
+		b, ok := r.live.get(ev.Addr, r.ref(ev))
 		if !ok || !a.PendingHandle(b.addr, b.h) {
+			// The replay keeps the block, whose number is given to
+			// the next one.
+			r.live.release(ev.Addr, r.ref(ev))
 			return false, nil
 		}
 		if r.annotate {
 			ev.BlockSize, _ = a.HandleSize(b.addr, b.h)
 		}
-		r.addrs.Delete(ev.Addr)
+		r.live.del(ev.Addr, r.ref(ev))
 		r.late = append(r.late, b) // completed at the next event (late)
 		return false, nil
 	case trace.KindOOM:

@@ -167,6 +167,11 @@ type Options struct {
 	// it (see afterOOM). A trace says so in its Extra
 	// (trace.ExtraEmptyCacheAfterOOM).
 	EmptyCacheAfterOOM bool
+	// Numbered says the source's alloc and free_* events carry the numbers
+	// BlockNumbers gives (trace.Event.Ref): the replay then finds their
+	// blocks by number. Otherwise it ignores Ref, which other producers of
+	// events need not set.
+	Numbered bool
 	// EmptyCacheFound, if set, receives each run of recorded releases the
 	// replay attributes to an empty_cache() call it infers: the run's first
 	// event, and the bytes the run released (tracer import writes a
@@ -371,7 +376,12 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 // It is Run's loop for a BatchSource, kept apart so that little is live
 // across its calls.
 func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error) {
+	peekAt := 0 // the index of the next event peek has not seen
 	for i := 0; i < len(evs); i++ {
+		if i >= peekAt && r != nil {
+			peekAt = min(i+peekAhead, len(evs))
+			r.peek(evs[i:peekAt])
+		}
 		ev := &evs[i]
 		var err error
 		switch {
@@ -412,6 +422,11 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 	}
 	return r, nil
 }
+
+// peekAhead is how many events batch peeks at (deviceReplay.peek) before
+// replaying them: enough cache misses to overlap, few enough cache lines
+// to stay in L1 until the events are replayed.
+const peekAhead = 16
 
 func eventError(ev *trace.Event, err error) error {
 	return fmt.Errorf("replay: event %d (%s): %w", ev.Seq, ev.Kind, err)

@@ -45,7 +45,7 @@ func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
 			st = allocator.ActivePendingFree
 		}
 		s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
-		r.addrs.Put(ev.Addr, blockRef{addr: ev.Addr})
+		r.live.put(ev.Addr, r.ref(ev), blockRef{addr: ev.Addr})
 	default:
 		return fmt.Errorf("cannot restore a reconstructed %s", ev.Kind)
 	}

@@ -68,7 +68,7 @@ func (x *runner) another() (*deviceReplay, *allocator.SimDevice) {
 // here are zero, so a field added to deviceReplay is recycled as zero
 // unless it is named.
 func (r *deviceReplay) recycle() {
-	r.addrs.Clear()
+	r.live.clear()
 	clear(r.restoreSegs) // their blocks
 	clear(r.private)
 	clear(r.pools.seen)
@@ -76,7 +76,7 @@ func (r *deviceReplay) recycle() {
 	clear(r.res.Mismatches) // their messages
 	*r = deviceReplay{
 		a:           r.a,
-		addrs:       r.addrs,
+		live:        r.live,
 		restoreSegs: r.restoreSegs[:0],
 		restoreEvs:  r.restoreEvs[:0],
 		reclaim:     r.reclaim[:0],

@@ -149,6 +149,14 @@ type Event struct {
 	// the event happened (live recordings on a GPU); it includes the CUDA
 	// context and other processes, which no allocator counts. 0 = unknown.
 	DeviceUsed int64
+	// Ref, when not 0, numbers the block an alloc or free_* event is
+	// about: the same number from the block's alloc to its free_completed,
+	// given to another block after, so that the numbers in use never
+	// exceed the blocks live at once. A replay keeps its blocks by it (an
+	// array index) rather than by address (a hash lookup, a cache miss per
+	// event in a large trace). It is not stored in a trace: a stage before
+	// the replay sets it (replay.BlockNumbers).
+	Ref int32
 }
 
 // Reconstructed reports whether tracer synthesised e to restore pre-trace state.

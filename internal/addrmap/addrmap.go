@@ -52,6 +52,17 @@ const (
 // every probe and every entry a deletion shifts back.
 func (m *Map[V]) home(k uint64) uint64 { return (k * fib) >> (m.shift & 63) }
 
+// Peek returns the key in k's home slot, the first a Put, Find or Take of k
+// reads (0 when the table is empty). A caller that peeks at the keys of its
+// next few operations in one loop has their cache misses overlap, instead
+// of taking them one after another inside the operations.
+func (m *Map[V]) Peek(k uint64) uint64 {
+	if len(m.slots) == 0 {
+		return 0
+	}
+	return m.slots[m.home(k)&uint64(len(m.slots)-1)].key
+}
+
 // Len returns the number of entries.
 func (m *Map[V]) Len() int {
 	if m.hasZ {

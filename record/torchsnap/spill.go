@@ -66,7 +66,7 @@ type srec struct {
 func (r *srec) widen(e *cev, seq int64, dev int32) {
 	t, a, sz, st, p, sk, k := r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind
 	e.Seq, e.TimeUs, e.Device, e.Kind, e.Addr, e.Size, e.Stream = seq, t, dev, k, a, sz, st
-	e.Pool, e.Stack, e.Flags, e.BlockSize, e.DeviceUsed = p, sk, 0, 0, 0
+	e.Pool, e.Stack, e.Flags, e.BlockSize, e.DeviceUsed, e.Ref = p, sk, 0, 0, 0, 0
 }
 
 type spillWrite struct {

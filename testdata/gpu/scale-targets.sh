@@ -14,7 +14,10 @@
 #     allocator (raw_alloc/raw_delete, testdata/bench/torch_replay.py,
 #     warm) against `tracer replay` (the whole command: read, model,
 #     analysis) and, with .dev/bin/replay.test, the model alone
-#     (BenchmarkReplay/trace-reuse), under the recorded settings and
+#     (BenchmarkReplay/trace-reuse: the trace's blocks numbered, as the
+#     command's reader numbers them on its own goroutine;
+#     trace-byaddr: not numbered, each free's block found by address;
+#     trace-number: the numbering alone), under the recorded settings and
 #     expandable_segments:True (target: 10x faster than PyTorch);
 #   - `tracer import` against pickle.load on every snapshot in
 #     testdata/snapshots and the two above (target: 0.2x), with its peak
@@ -149,10 +152,10 @@ done
 	echo
 	echo "## replay per request against PyTorch's allocator"
 	echo
-	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events). Target: 10× faster than PyTorch."
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Target: 10× faster than PyTorch."
 	echo
-	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | peak MiB |"
-	echo "|---|---|---|---|---|---|---|---|---|"
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | model by address ns/event | numbering ns/event | peak MiB |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 for f in "${snaps[@]}"; do
 	name=$(basename "$f" .pickle)
@@ -168,17 +171,18 @@ for f in "${snaps[@]}"; do
 		args=(replay "$tr" --json)
 		[ -n "$conf" ] && args+=(--conf "$conf")
 		read -r rs rm <<<"$(measure 3 "$TRACER" "${args[@]}")"
-		mns=-
+		mns=- bns=- nns=-
 		if [ -x "$REPLAY_TEST" ]; then
-			mns=$(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf within 120 $one "$REPLAY_TEST" \
-				-test.run XXX -test.bench 'Replay/trace-reuse' -test.benchtime 3x -test.cpu 1 2>/dev/null |
-				awk '/trace-reuse/ { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s") printf "%.1f", 1e9 / $i }')
-			mns=${mns:--}
+			bench=$(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf within 180 $one "$REPLAY_TEST" \
+				-test.run XXX -test.bench 'Replay/trace-(reuse|byaddr|number)/' -test.benchtime 3x -test.cpu 1 2>/dev/null)
+			per() { awk -v b="$1" '$0 ~ b { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s") printf "%.1f", 1e9 / $i }' <<<"$bench"; }
+			mns=$(per trace-reuse/) bns=$(per trace-byaddr/) nns=$(per trace-number/)
+			mns=${mns:--} bns=${bns:--} nns=${nns:--}
 		fi
-		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" 'BEGIN {
+		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v bm="$bns" -v nm="$nns" 'BEGIN {
 			per = (rs != "-" && q != "-" && q > 0) ? sprintf("%.0f", rs * 1e9 / q) : "-"
 			x = (per != "-" && t != "-" && per > 0) ? sprintf("%.1f×", t / per) : "-"
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, rm }' >>"$md"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, bm, nm, rm }' >>"$md"
 	done
 done
 echo >>"$md"

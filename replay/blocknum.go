@@ -1,0 +1,99 @@
+package replay
+
+import (
+	"github.com/tracer-dev/tracer/internal/addrmap"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// BlockNumbers sets the Ref of a stream's events (trace.Event.Ref), device
+// by device: an alloc takes the number its address holds, if a block there
+// has not been freed, or else a free number (the lowest-numbered most
+// recently freed first, or a new one); a free_requested and a
+// free_completed take the number of their address, and the free_completed
+// gives it back. The numbers in use are the blocks live in the recording,
+// so a replay's table of them is bounded by its live blocks, like an
+// address map, and is read with an index instead of a hash lookup.
+//
+// It runs in a stage before the replay (the pipeline's reader), so that on
+// two or more cores its address lookups overlap the model's work. Events
+// of other kinds get 0, as do frees of addresses no alloc named. The zero
+// BlockNumbers is ready to use; it is not safe for concurrent use.
+type BlockNumbers struct {
+	devs   []*deviceNumbers
+	last   *deviceNumbers
+	peeked uint64 // Number's peeks, kept so they are made
+}
+
+// deviceNumbers is one device's numbering.
+type deviceNumbers struct {
+	device int32
+	at     addrmap.Map[int32] // live address → its number
+	free   []int32            // numbers given back, reused last first
+	next   int32              // the next number never given
+}
+
+// Number sets the Ref of evs, which follow the events numbered before.
+func (n *BlockNumbers) Number(evs []trace.Event) {
+	d := n.last
+	peekAt := 0
+	for i := range evs {
+		if i >= peekAt && d != nil {
+			// As the replay does (runner.batch): the next events' slots
+			// in one loop, so that their cache misses overlap.
+			peekAt = min(i+peekAhead, len(evs))
+			for j := i; j < peekAt; j++ {
+				n.peeked += d.at.Peek(evs[j].Addr)
+			}
+		}
+		ev := &evs[i]
+		ev.Ref = 0
+		switch ev.Kind {
+		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
+		default:
+			continue
+		}
+		if d == nil || d.device != ev.Device {
+			d = n.device(ev.Device)
+		}
+		switch ev.Kind {
+		case trace.KindAlloc:
+			num, ok := d.at.Get(ev.Addr)
+			if !ok {
+				num = d.take()
+				d.at.Put(ev.Addr, num)
+			}
+			ev.Ref = num
+		case trace.KindFreeRequested:
+			ev.Ref, _ = d.at.Get(ev.Addr)
+		case trace.KindFreeCompleted:
+			if num, ok := d.at.Take(ev.Addr); ok {
+				ev.Ref = num
+				d.free = append(d.free, num)
+			}
+		}
+	}
+	n.last = d
+}
+
+// device returns device d's numbering, made on its first event.
+func (n *BlockNumbers) device(d int32) *deviceNumbers {
+	for _, x := range n.devs {
+		if x.device == d {
+			return x
+		}
+	}
+	x := &deviceNumbers{device: d, next: 1}
+	n.devs = append(n.devs, x)
+	return x
+}
+
+// take returns a number not in use.
+func (d *deviceNumbers) take() int32 {
+	if k := len(d.free); k > 0 {
+		num := d.free[k-1]
+		d.free = d.free[:k-1]
+		return num
+	}
+	d.next++
+	return d.next - 1
+}

@@ -1,0 +1,195 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// replayBoth replays evs by address and with the blocks numbered
+// (BlockNumbers, Options.Numbered) under opts and fails t where the
+// results, the errors or the replayed events differ.
+func replayBoth(t *testing.T, name string, evs []trace.Event, opts Options) {
+	t.Helper()
+	run := func(numbered bool) ([]DeviceResult, []trace.Event, string) {
+		in := slices.Clone(evs)
+		if numbered {
+			var n BlockNumbers
+			for lo := 0; lo < len(in); lo += 7 { // batches of any size
+				n.Number(in[lo:min(lo+7, len(in))])
+			}
+		}
+		var out []trace.Event
+		o := opts
+		o.Numbered = numbered
+		res, err := Run(context.Background(), NewSliceSource(in), o, ObserverFunc(func(ev *trace.Event) { out = append(out, *ev) }))
+		if err != nil {
+			return nil, out, err.Error()
+		}
+		devs := slices.Clone(res.Devices)
+		for i := range devs {
+			devs[i].Allocator = nil // a pointer of its own in each replay
+		}
+		return devs, out, ""
+	}
+	want, wantEvs, wantErr := run(false)
+	got, gotEvs, gotErr := run(true)
+	if gotErr != wantErr {
+		t.Errorf("%s: numbered replay fails with %q, by address with %q", name, gotErr, wantErr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: numbered replay's result differs:\n got %+v\nwant %+v", name, got, want)
+	}
+	if !slices.Equal(gotEvs, wantEvs) {
+		i := 0
+		for i < min(len(gotEvs), len(wantEvs)) && gotEvs[i] == wantEvs[i] {
+			i++
+		}
+		t.Errorf("%s: numbered replay emits %d events, by address %d; first difference at %d", name, len(gotEvs), len(wantEvs), i)
+	}
+}
+
+// TestNumberedReplaySame: replaying with the blocks numbered changes
+// nothing, on every real snapshot under its recorded settings, under
+// expandable segments, and under a limit that makes the replay fail
+// requests the recording served.
+func TestNumberedReplaySame(t *testing.T) {
+	for _, name := range snapshotNames(t) {
+		s := loadSnapshot(t, name)
+		for _, cs := range []string{s.conf, "expandable_segments:True"} {
+			conf, err := allocator.ParseConf(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: cs == s.conf && !isWrap(name)}
+			replayBoth(t, name+"/"+cs, s.events, o)
+			o.Recorded, o.MemoryLimit = false, 64<<20
+			replayBoth(t, name+"/"+cs+"/64MiB", s.events, o)
+		}
+	}
+}
+
+// TestNumberedReplayOdd: numbered or not, a replay treats alike the streams
+// a corrupt or cut trace makes: frees of addresses no alloc named, allocs
+// at live addresses, free_completed without free_requested (the replay
+// keeps that block, whose number the next alloc takes) and cross-stream
+// frees, on two devices, with OOMs.
+func TestNumberedReplayOdd(t *testing.T) {
+	// The block the replay keeps past its free_completed, freed again
+	// after its number went to another block.
+	kept := []trace.Event{
+		{Kind: trace.KindAlloc, Addr: 0x1000, Size: 512},
+		{Kind: trace.KindFreeCompleted, Addr: 0x1000, Size: 512},
+		{Kind: trace.KindAlloc, Addr: 0x2000, Size: 512},
+		{Kind: trace.KindFreeRequested, Addr: 0x1000, Size: 512},
+		{Kind: trace.KindFreeCompleted, Addr: 0x1000, Size: 512},
+		{Kind: trace.KindFreeRequested, Addr: 0x2000, Size: 512},
+		{Kind: trace.KindFreeCompleted, Addr: 0x2000, Size: 512},
+	}
+	for i := range kept {
+		kept[i].Seq, kept[i].Stack = int64(i), trace.NoStack
+	}
+	replayBoth(t, "kept", kept, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 30})
+
+	for seed := uint64(1); seed <= 8; seed++ {
+		evs := oddStream(seed, 20000)
+		for _, cs := range []string{"", "expandable_segments:True"} {
+			conf, _ := allocator.ParseConf(cs)
+			replayBoth(t, fmt.Sprintf("seed %d %q", seed, cs), evs, Options{Conf: conf, TotalMemory: 256 << 20})
+		}
+	}
+}
+
+// oddStream makes n events of the kinds TestNumberedReplayOdd names, over
+// few addresses so that they meet often.
+func oddStream(seed uint64, n int) []trace.Event {
+	x := seed * 0x9e3779b97f4a7c15
+	rand := func(k uint64) uint64 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x % k
+	}
+	evs := make([]trace.Event, 0, n)
+	add := func(kind trace.Kind, dev int32, addr uint64, size int64, stream uint64) {
+		evs = append(evs, trace.Event{Seq: int64(len(evs)), Device: dev, Kind: kind, Addr: addr, Size: size,
+			Stream: stream, Stack: trace.NoStack})
+	}
+	type key struct {
+		dev  int32
+		addr uint64
+	}
+	pending := map[key]bool{} // a second free_requested of a pending block
+	for len(evs) < n {
+		dev := int32(rand(2))
+		addr := 0x7f0000000000 + rand(300)*0x100000
+		size := int64(1 + rand(3<<20))
+		stream := rand(2) * 0x1000
+		k := key{dev, addr}
+		switch r := rand(100); {
+		case r < 40:
+			add(trace.KindAlloc, dev, addr, size, stream)
+		case r >= 85 || pending[k]: // completed later, or never requested
+			add(trace.KindFreeCompleted, dev, addr, size, stream)
+			delete(pending, k)
+		case r < 75: // a synchronous free
+			add(trace.KindFreeRequested, dev, addr, size, stream)
+			add(trace.KindFreeCompleted, dev, addr, size, stream)
+		default: // a cross-stream free, completed later or never
+			add(trace.KindFreeRequested, dev, addr, size, stream)
+			pending[k] = true
+		}
+	}
+	return evs
+}
+
+// TestBlockNumbersBounded: the numbers in use are at most the blocks live
+// at once, and a block keeps its number from its alloc to its
+// free_completed.
+func TestBlockNumbersBounded(t *testing.T) {
+	evs := oddStream(3, 50000)
+	var n BlockNumbers
+	n.Number(evs)
+	type key struct {
+		dev  int32
+		addr uint64
+	}
+	live := map[key]int32{}
+	nlive := map[int32]int{}
+	most := map[int32]int{}
+	top := map[int32]int32{}
+	for i, ev := range evs {
+		k := key{ev.Device, ev.Addr}
+		old, ok := live[k]
+		switch ev.Kind {
+		case trace.KindAlloc:
+			if ok && old != ev.Ref {
+				t.Fatalf("event %d: an alloc at a live address took %d, not its number %d", i, ev.Ref, old)
+			}
+			if !ok {
+				nlive[ev.Device]++
+			}
+			live[k] = ev.Ref
+		case trace.KindFreeRequested, trace.KindFreeCompleted:
+			if ev.Ref != old {
+				t.Fatalf("event %d: %s numbered %d, want %d", i, ev.Kind, ev.Ref, old)
+			}
+			if ev.Kind == trace.KindFreeCompleted && ok {
+				delete(live, k)
+				nlive[ev.Device]--
+			}
+		}
+		top[ev.Device] = max(top[ev.Device], ev.Ref)
+		most[ev.Device] = max(most[ev.Device], nlive[ev.Device])
+	}
+	for d, m := range most {
+		if int(top[d]) > m {
+			t.Errorf("device %d: numbers up to %d for at most %d blocks live", d, top[d], m)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package replay
+
+import (
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/addrmap"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// liveBlocks maps a recorded block address to the replayed block, for the
+// blocks live (or pending) in the recording. An event numbered by
+// BlockNumbers (trace.Event.Ref) finds its block at its number, an array
+// index; others, and blocks the numbers no longer name, are kept by
+// address in a hash map. Either way it behaves as one map by address: an
+// address is in at most one of the two, a put replaces what the address
+// held, and a block the recording has freed but the replay keeps (see
+// release) moves to the map before its number is given to another block.
+type liveBlocks struct {
+	byRef  []refSlot // by Ref; 0 unused
+	byAddr addrmap.Map[blockRef]
+}
+
+// refSlot is a numbered block: its recorded address and the replayed
+// block (blockRef's fields, which leave room for used: 24 bytes).
+type refSlot struct {
+	rec  uint64
+	addr uint64
+	h    allocator.Handle
+	used bool
+}
+
+func (s *refSlot) ref() blockRef { return blockRef{s.addr, s.h} }
+
+// slot returns the numbered slot of the block at addr with number n, or
+// nil when n does not name it.
+func (l *liveBlocks) slot(addr uint64, n int32) *refSlot {
+	if n <= 0 || int(n) >= len(l.byRef) {
+		return nil
+	}
+	if s := &l.byRef[n]; s.used && s.rec == addr {
+		return s
+	}
+	return nil
+}
+
+// get returns the block at addr (number n, or 0).
+func (l *liveBlocks) get(addr uint64, n int32) (blockRef, bool) {
+	if s := l.slot(addr, n); s != nil {
+		return s.ref(), true
+	}
+	return l.byAddr.Get(addr)
+}
+
+// take removes the block at addr (number n, or 0) and returns it.
+func (l *liveBlocks) take(addr uint64, n int32) (blockRef, bool) {
+	if s := l.slot(addr, n); s != nil {
+		s.used = false
+		return s.ref(), true
+	}
+	return l.byAddr.Take(addr)
+}
+
+// del removes the block at addr (number n, or 0), if any.
+func (l *liveBlocks) del(addr uint64, n int32) {
+	if s := l.slot(addr, n); s != nil {
+		s.used = false
+		return
+	}
+	l.byAddr.Delete(addr)
+}
+
+// put makes b the block at addr, numbered n (or 0), replacing the one
+// there.
+func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
+	if n <= 0 {
+		l.byAddr.Put(addr, b)
+		return
+	}
+	if l.byAddr.Len() > 0 {
+		l.byAddr.Delete(addr)
+	}
+	for int(n) >= len(l.byRef) {
+		l.byRef = append(l.byRef, refSlot{})
+	}
+	s := &l.byRef[n]
+	if s.used && s.rec != addr {
+		// Not expected (release moved it), but keep the map's meaning.
+		l.byAddr.Put(s.rec, s.ref())
+	}
+	*s = refSlot{rec: addr, addr: b.addr, h: b.h, used: true}
+}
+
+// release is told of a free_completed at addr, numbered n, after the
+// replay handled it: BlockNumbers gives n to the next block, so a block
+// the replay still keeps at addr moves to the map.
+func (l *liveBlocks) release(addr uint64, n int32) {
+	if s := l.slot(addr, n); s != nil {
+		s.used = false
+		l.byAddr.Put(addr, s.ref())
+	}
+}
+
+// peek loads what the next events evs will look up first, in one loop
+// (see deviceReplay.peek), and returns a sum of it; numbered says whether
+// their Refs are block numbers.
+func (l *liveBlocks) peek(evs []trace.Event, numbered bool) uint64 {
+	var sum uint64
+	for i := range evs {
+		if n := evs[i].Ref; numbered && n > 0 && int(n) < len(l.byRef) {
+			sum += l.byRef[n].rec
+		} else {
+			sum += l.byAddr.Peek(evs[i].Addr)
+		}
+	}
+	return sum
+}
+
+// clear empties l, keeping its memory.
+func (l *liveBlocks) clear() {
+	clear(l.byRef)
+	l.byRef = l.byRef[:0]
+	l.byAddr.Clear()
+}
