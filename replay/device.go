@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"fmt"
-
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -159,86 +157,6 @@ var kinds = [...]trace.Kind{
 	allocator.ActSegmentMap:    trace.KindSegmentMap,
 	allocator.ActSegmentUnmap:  trace.KindSegmentUnmap,
 	allocator.ActOOM:           trace.KindOOM,
-}
-
-// KindOf returns the trace kind of an allocator action (KindInvalid for an
-// unknown one), for every producer that turns allocator events into a trace.
-func KindOf(a allocator.Action) trace.Kind {
-	if int(a) < len(kinds) {
-		return kinds[a]
-	}
-	return trace.KindInvalid
-}
-
-// AllocatorEvent makes r the allocator's Observer (one interface call per
-// event, where an ObserverFunc of a method value makes two).
-func (r *deviceReplay) AllocatorEvent(e *allocator.Event) { r.emitted(e) }
-
-// emitted reports an allocator event, converted, to the observer and, in
-// Recorded mode, checks it against the recording.
-func (r *deviceReplay) emitted(e *allocator.Event) {
-	seq := r.outSeq
-	r.outSeq++
-	if r.pools.ix.at != nil {
-		r.pools.ix.touched(e.Pool)
-	}
-	if r.recorded {
-		r.check(seq, e)
-	}
-	if r.obs != nil {
-		o := &r.out
-		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
-			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}
-		r.obs.Event(o)
-	}
-}
-
-func (r *deviceReplay) check(seq int64, e *allocator.Event) {
-	kind := kinds[e.Action]
-	if r.expectHead >= len(r.expect) {
-		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
-			r.res.NumMismatches++
-			return
-		}
-		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
-		return
-	}
-	w := &r.expect[r.expectHead]
-	r.expectHead++
-	if r.expectHead == len(r.expect) {
-		r.expect, r.expectHead = r.expect[:0], 0
-	}
-	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
-		r.checkMismatch(w, kind, e)
-	}
-}
-
-// checkMismatch reports a replayed event e of kind that differs from the
-// recorded w. Past the mismatches kept it only counts: the arguments boxed
-// for the message would otherwise cost allocations per mismatch.
-func (r *deviceReplay) checkMismatch(w *expected, kind trace.Kind, e *allocator.Event) {
-	if len(r.res.Mismatches) >= r.opts.MaxMismatches {
-		r.res.NumMismatches++
-		return
-	}
-	r.mismatch(w.seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
-		w.kind, w.addr, w.size, w.stream, kind, e.Addr, e.Size, e.Stream)
-}
-
-// mismatch counts a difference from the recording and keeps the first few,
-// formatting only those: a replay that diverges early would otherwise spend
-// its time printing messages nobody reads.
-func (r *deviceReplay) mismatch(seq int64, format string, args ...any) {
-	r.res.NumMismatches++
-	if len(r.res.Mismatches) < r.opts.MaxMismatches {
-		r.res.Mismatches = append(r.res.Mismatches, Mismatch{Seq: seq, What: fmt.Sprintf(format, args...)})
-	}
-}
-
-func (r *deviceReplay) expectEv(ev *trace.Event) {
-	if r.recorded {
-		r.expect = append(r.expect, expected{seq: ev.Seq, addr: ev.Addr, size: ev.Size, stream: ev.Stream, kind: ev.Kind})
-	}
 }
 
 // push replays ev, the next event of the device. A free_requested waits
