@@ -31,7 +31,10 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go stopOn(sigs, cancel, os.Stderr)
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	stop := startProfile(os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // interrupted is the cause of a command's context cancelled by a signal.
