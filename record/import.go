@@ -326,6 +326,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			res.Skipped[k] += n
 		}
 	}
+	if follow != nil {
+		// The follower's tables (an entry per block address the trace
+		// names) have given the start state: let the collector have them
+		// before the model's replay grows the heap.
+		follow.fw = torchsnap.Forward{}
+	}
 	sc := <-scanned
 	if err != nil {
 		return nil, err

@@ -61,10 +61,11 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 			return nil, err
 		}
 	}
-	d.start, d.startOf = st, d.Events
 	segs := st.segs.list()
 	blocks := make([]liveBlock, 0, st.blocks.Len())
 	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
+	st.compact(blocks)
+	d.start, d.startOf = st, d.Events
 	slices.SortFunc(blocks, func(a, b liveBlock) int {
 		switch {
 		case a.addr < b.addr:
@@ -187,6 +188,18 @@ type liveBlock struct {
 type startState struct {
 	segs   *segList
 	blocks addrmap.Map[liveBlock]
+}
+
+// compact rebuilds st.blocks from blocks, its entries, in a table sized
+// for them: undo leaves the table as large as the most blocks live at any
+// point of the trace (a million for a trace that allocates a million
+// tensors, even when none was live at its start), and the start state is
+// kept, for Validate, while the import's model replays the trace.
+func (st *startState) compact(blocks []liveBlock) {
+	st.blocks = addrmap.Map[liveBlock]{}
+	for i := range blocks {
+		st.blocks.Put(blocks[i].addr, blocks[i])
+	}
 }
 
 func newStartState(d *Device) *startState {
