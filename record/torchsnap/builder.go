@@ -85,9 +85,15 @@ type builder struct {
 	pairBuf      []value // scratch: a dict's items interleaved, for convert
 	kinds        []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
-	events    eventStore
-	blocks    []blockRec
-	segBlocks int // blocks in the segments converted so far
+	events eventStore
+	// blocks are the block dicts converted since every one before them
+	// went into a segment (toSegment), the first being block number
+	// blockBase, in chunks of blockChunk (a million blocks are not copied
+	// as one slice grows). A segment copies its blocks.
+	blocks    [][]blockRec
+	nBlocks   int64 // in blocks
+	blockBase int64
+	segBlocks int64 // blocks in the segments converted so far
 	segments  []segRec
 
 	memo memo
@@ -96,6 +102,25 @@ type builder struct {
 type blockRec struct {
 	Block
 	hasAddr bool
+}
+
+const blockChunk = 1 << 10
+
+// addBlock appends bl to b.blocks and returns its number.
+func (b *builder) addBlock(bl blockRec) int64 {
+	if b.nBlocks%blockChunk == 0 {
+		b.blocks = append(b.blocks, make([]blockRec, 0, blockChunk))
+	}
+	last := &b.blocks[len(b.blocks)-1]
+	*last = append(*last, bl)
+	b.nBlocks++
+	return b.blockBase + b.nBlocks - 1
+}
+
+// block returns block number i, which is in b.blocks.
+func (b *builder) block(i int64) blockRec {
+	i -= b.blockBase
+	return b.blocks[i/blockChunk][i%blockChunk]
 }
 
 func newBuilder() *builder {
