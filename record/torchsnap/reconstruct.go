@@ -52,9 +52,10 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 	}
 	var st *startState
 	var unseenFree bool
+	var ok bool
 	if f.Covers(d) {
 		st, unseenFree = f.startState(d)
-	} else {
+	} else if st, unseenFree, ok = d.parallelStart(); !ok {
 		st = newStartState(d)
 		var err error
 		if unseenFree, err = st.undoDevice(d); err != nil {
@@ -203,22 +204,35 @@ func (st *startState) compact(blocks []liveBlock) {
 }
 
 func newStartState(d *Device) *startState {
-	st := &startState{}
-	var segs []*segRange
+	st := &startState{segs: endSegs(d)}
+	endBlocks(d, func(b liveBlock) { st.blocks.Put(b.addr, b) })
+	return st
+}
+
+// endSegs is the list of d's segments at the end of the trace.
+func endSegs(d *Device) *segList {
+	segs := make([]*segRange, 0, len(d.Segments))
 	for i := range d.Segments {
 		s := &d.Segments[i]
 		segs = append(segs, &segRange{addr: s.Addr, size: s.TotalSize, stream: s.Stream, pool: s.Pool,
 			large: s.Large, expandable: s.Expandable, stack: s.Stack})
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
+	return newSegList(segs)
+}
+
+// endBlocks calls fn on each block live at the end of d's trace, in the
+// order of d's segments.
+func endBlocks(d *Device, fn func(liveBlock)) {
+	for i := range d.Segments {
+		s := &d.Segments[i]
 		for _, b := range s.Blocks {
 			if b.State.Live() {
-				st.blocks.Put(b.Addr, liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
+				fn(liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
 					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree})
 			}
 		}
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
-	st.segs = newSegList(segs)
-	return st
 }
 
 // undo walks evs backwards, turning the end state into the start state. It
