@@ -445,6 +445,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privateSegments(d), full, free, lastRead)
 			close(full)
 		}()
+		var read int64 // d's events written: its events before are read no more
 		for evs := range full {
 			if err == nil {
 				err = ctx.Err() // a signal stops the import between chunks
@@ -452,6 +453,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			if err == nil {
 				err = write(evs)
 			}
+			for j := range evs {
+				if evs[j].Kind != trace.KindEmptyCache { // a row of rows, not one of d's events
+					read++
+				}
+			}
+			d.DiscardBefore(read)
 			free <- evs[:cap(evs)]
 		}
 		if err == nil {
@@ -775,6 +782,13 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 		before := 0 // rows before lo
 		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
 			buf := <-free
+			if d.Events != nil {
+				// In memory, Chunk's events are a view of the trace,
+				// and the writer hands back views: not buffers for
+				// withRows to fill, but the trace's own events, which
+				// Validate may still be reading.
+				buf = nil
+			}
 			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), buf)
 			if err != nil {
 				ready <- chunkRead{err: err}

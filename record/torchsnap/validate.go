@@ -104,6 +104,7 @@ func (d *Device) Validate() []Problem {
 			v.kinds[evs[i].Kind&kindMask]++
 		}
 		v.events(evs, int(lo), &live, fw, &perSeg, untrack)
+		d.validatedTo(lo + int64(len(evs)))
 	}
 	return v.final(d, &live)
 }
