@@ -205,7 +205,11 @@ func (v *validator) final(d *Device, live *addrmap.Map[liveRec]) []Problem {
 		pending bool
 	}
 	byAddr := func(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }
-	var want []addrPending
+	n := 0
+	for _, s := range d.Segments {
+		n += len(s.Blocks)
+	}
+	want := make([]addrPending, 0, n)
 	for _, s := range d.Segments {
 		for _, b := range s.Blocks {
 			if b.State.Live() {
