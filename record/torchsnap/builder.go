@@ -108,13 +108,22 @@ const blockChunk = 1 << 10
 
 // addBlock appends bl to b.blocks and returns its number.
 func (b *builder) addBlock(bl blockRec) int64 {
-	if b.nBlocks%blockChunk == 0 {
+	c := int(b.nBlocks / blockChunk)
+	if c == len(b.blocks) {
 		b.blocks = append(b.blocks, make([]blockRec, 0, blockChunk))
 	}
-	last := &b.blocks[len(b.blocks)-1]
-	*last = append(*last, bl)
+	b.blocks[c] = append(b.blocks[c], bl)
 	b.nBlocks++
 	return b.blockBase + b.nBlocks - 1
+}
+
+// dropBlocks empties b.blocks, all of whose blocks segments have taken,
+// keeping its first chunk: a snapshot whose segments are converted one at
+// a time (JSON) would otherwise make a chunk for each.
+func (b *builder) dropBlocks() {
+	b.blockBase += b.nBlocks
+	b.blocks, b.nBlocks = b.blocks[:1], 0
+	b.blocks[0] = b.blocks[0][:0]
 }
 
 // block returns block number i, which is in b.blocks.

@@ -432,10 +432,8 @@ func (b *builder) toSegment(p []value) (value, error) {
 			s.Blocks[i] = br.Block
 			addr = br.Addr + uint64(br.Size)
 		}
-		if b.segBlocks == b.blockBase+b.nBlocks {
-			// Every block converted so far is in a segment.
-			b.blockBase += b.nBlocks
-			b.blocks, b.nBlocks = nil, 0
+		if b.segBlocks == b.blockBase+b.nBlocks && b.nBlocks > 0 {
+			b.dropBlocks() // every block converted so far is in a segment
 		}
 	}
 	b.segments = append(b.segments, s)

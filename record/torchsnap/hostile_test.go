@@ -389,3 +389,29 @@ func TestDecode_blocksNotCopied(t *testing.T) {
 		t.Errorf("decoding allocated %.0f bytes a block; want at most 260", per)
 	}
 }
+
+// TestDecode_blocksPerSegment: a snapshot whose segments are converted one
+// at a time (JSON) reuses the room its blocks wait in, rather than making
+// room for a chunk of them per segment.
+func TestDecode_blocksPerSegment(t *testing.T) {
+	const n = 20_000
+	var buf bytes.Buffer
+	buf.WriteString(`{"segments": [`)
+	for i := range n {
+		if i > 0 {
+			buf.WriteString(", ")
+		}
+		fmt.Fprintf(&buf, `{"address": %d, "total_size": 2097152, "stream": 0, "segment_type": "small", "blocks": [{"size": 2097152, "state": "inactive"}]}`, (i+1)<<22)
+	}
+	buf.WriteString(`], "device_traces": [[]]}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := Decode(bytes.NewReader(buf.Bytes()))
+	runtime.ReadMemStats(&after)
+	if err != nil || len(s.Devices) != 1 || len(s.Devices[0].Segments) != n {
+		t.Fatalf("Decode: %v", err)
+	}
+	if per := float64(after.TotalAlloc-before.TotalAlloc) / n; per > 4096 {
+		t.Errorf("decoding allocated %.0f bytes a segment; want at most 4096", per)
+	}
+}
