@@ -52,11 +52,11 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 	}
 	var st *startState
 	var unseenFree bool
-	var ok bool
+	var ok, undone bool
 	if f.Covers(d) {
 		st, unseenFree = f.startState(d)
 	} else if st, unseenFree, ok = d.parallelStart(); !ok {
-		st = newStartState(d)
+		st, undone = newStartState(d), true
 		var err error
 		if unseenFree, err = st.undoDevice(d); err != nil {
 			return nil, err
@@ -65,7 +65,9 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 	segs := st.segs.list()
 	blocks := make([]liveBlock, 0, st.blocks.Len())
 	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
-	st.compact(blocks)
+	if undone {
+		st.compact(blocks) // the others' tables grew only with their blocks
+	}
 	d.start, d.startOf = st, d.Events
 	slices.SortFunc(blocks, func(a, b liveBlock) int {
 		switch {

@@ -318,6 +318,8 @@ func TestReconstruct_forwardCut(t *testing.T) {
 // blocks live at any point of the trace, and an import keeps the start
 // state while its model replays the trace.
 func TestReconstruct_startStateCompact(t *testing.T) {
+	defer func(n int) { parallelStartMin = n }(parallelStartMin)
+	parallelStartMin = 1 << 30 // undo's table
 	const n = 100_000
 	evs := make([]trace.Event, 0, 3*n)
 	for i := range n {
