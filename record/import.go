@@ -327,10 +327,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		}
 	}
 	if follow != nil {
-		// The follower's tables (an entry per block address the trace
-		// names) have given the start state: let the collector have them
-		// before the model's replay grows the heap.
-		follow.fw = torchsnap.Forward{}
+		follow.fw = torchsnap.Forward{} // its tables gave the start state: the collector's before the replay's
 	}
 	sc := <-scanned
 	if err != nil {
@@ -783,10 +780,7 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
 			buf := <-free
 			if d.Events != nil {
-				// In memory, Chunk's events are a view of the trace,
-				// and the writer hands back views: not buffers for
-				// withRows to fill, but the trace's own events, which
-				// Validate may still be reading.
+				// In memory the writer hands back views of the trace, which Validate may still read: not buffers for withRows.
 				buf = nil
 			}
 			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), buf)
