@@ -326,6 +326,9 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			res.Skipped[k] += n
 		}
 	}
+	if follow != nil {
+		follow.fw = torchsnap.Forward{} // its tables gave the start state: the collector's before the replay's
+	}
 	sc := <-scanned
 	if err != nil {
 		return nil, err
@@ -441,6 +444,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privs[i], full, free, lastRead)
 			close(full)
 		}()
+		var read int64 // d's events written: its events before are read no more
 		for evs := range full {
 			if err == nil {
 				err = ctx.Err() // a signal stops the import between chunks
@@ -448,6 +452,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			if err == nil {
 				err = write(evs)
 			}
+			for j := range evs {
+				if evs[j].Kind != trace.KindEmptyCache { // a row of rows, not one of d's events
+					read++
+				}
+			}
+			d.DiscardBefore(read)
 			free <- evs[:cap(evs)]
 		}
 		if err == nil {
@@ -771,6 +781,10 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 		before := 0 // rows before lo
 		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
 			buf := <-free
+			if d.Events != nil {
+				// In memory the writer hands back views of the trace, which Validate may still read: not buffers for withRows.
+				buf = nil
+			}
 			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), buf)
 			if err != nil {
 				ready <- chunkRead{err: err}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -32,36 +31,10 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go stopOn(sigs, cancel, os.Stderr)
-	stop := startCPUProfile(os.Getenv("TRACER_CPUPROFILE"), os.Stderr)
+	stop := startProfile(os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
-}
-
-// startCPUProfile writes a CPU profile of the whole command to path, when
-// set (the hidden TRACER_CPUPROFILE hook, for profiling a command as users
-// run it); the returned function ends it. A profile that cannot be started
-// is named on stderr and the command runs without it.
-func startCPUProfile(path string, stderr io.Writer) (stop func()) {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		if err = pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tracer: TRACER_CPUPROFILE: %v\n", err)
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			fmt.Fprintf(stderr, "tracer: TRACER_CPUPROFILE: %v\n", err)
-		}
-	}
 }
 
 // interrupted is the cause of a command's context cancelled by a signal.

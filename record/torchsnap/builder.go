@@ -85,9 +85,15 @@ type builder struct {
 	pairBuf      []value // scratch: a dict's items interleaved, for convert
 	kinds        []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
-	events    eventStore
-	blocks    []blockRec
-	segBlocks int // blocks in the segments converted so far
+	events eventStore
+	// blocks are the block dicts converted since every one before them
+	// went into a segment (toSegment), the first being block number
+	// blockBase, in chunks of blockChunk (a million blocks are not copied
+	// as one slice grows). A segment copies its blocks.
+	blocks    [][]blockRec
+	nBlocks   int64 // in blocks
+	blockBase int64
+	segBlocks int64 // blocks in the segments converted so far
 	segments  []segRec
 
 	memo memo
@@ -96,6 +102,34 @@ type builder struct {
 type blockRec struct {
 	Block
 	hasAddr bool
+}
+
+const blockChunk = 1 << 10
+
+// addBlock appends bl to b.blocks and returns its number.
+func (b *builder) addBlock(bl blockRec) int64 {
+	c := int(b.nBlocks / blockChunk)
+	if c == len(b.blocks) {
+		b.blocks = append(b.blocks, make([]blockRec, 0, blockChunk))
+	}
+	b.blocks[c] = append(b.blocks[c], bl)
+	b.nBlocks++
+	return b.blockBase + b.nBlocks - 1
+}
+
+// dropBlocks empties b.blocks, all of whose blocks segments have taken,
+// keeping its first chunk: a snapshot whose segments are converted one at
+// a time (JSON) would otherwise make a chunk for each.
+func (b *builder) dropBlocks() {
+	b.blockBase += b.nBlocks
+	b.blocks, b.nBlocks = b.blocks[:1], 0
+	b.blocks[0] = b.blocks[0][:0]
+}
+
+// block returns block number i, which is in b.blocks.
+func (b *builder) block(i int64) blockRec {
+	i -= b.blockBase
+	return b.blocks[i/blockChunk][i%blockChunk]
 }
 
 func newBuilder() *builder {

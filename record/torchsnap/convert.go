@@ -356,8 +356,7 @@ func (b *builder) toBlock(p []value) (value, error) {
 			}
 		}
 	}
-	b.blocks = append(b.blocks, bl)
-	return value{vBlock, int64(len(b.blocks) - 1)}, nil
+	return value{vBlock, b.addBlock(bl)}, nil
 }
 
 func (b *builder) toSegment(p []value) (value, error) {
@@ -413,8 +412,9 @@ func (b *builder) toSegment(p []value) (value, error) {
 		// Each block dict belongs to one segment: more blocks in segments
 		// than block dicts decoded means a list or dict is shared, which
 		// could expand a small file without bound.
-		if b.segBlocks += len(vals); b.segBlocks > len(b.blocks) {
-			return value{}, errors.New("segment: blocks holds a block dict or list that another segment holds too (PyTorch never shares them)")
+		shared := errors.New("segment: blocks holds a block dict or list that another segment holds too (PyTorch never shares them)")
+		if b.segBlocks += int64(len(vals)); b.segBlocks > b.blockBase+b.nBlocks {
+			return value{}, shared
 		}
 		s.Blocks = make([]Block, len(vals))
 		addr := s.Addr
@@ -422,12 +422,18 @@ func (b *builder) toSegment(p []value) (value, error) {
 			if bv.k != vBlock {
 				return value{}, fmt.Errorf("segment: blocks[%d] is a %v, want a block dict", i, bv.k)
 			}
-			br := b.blocks[bv.i]
+			if bv.i < b.blockBase {
+				return value{}, shared // a segment before this one took it
+			}
+			br := b.block(bv.i)
 			if !br.hasAddr {
 				br.Addr = addr // older files: addresses are implied by the sizes
 			}
 			s.Blocks[i] = br.Block
 			addr = br.Addr + uint64(br.Size)
+		}
+		if b.segBlocks == b.blockBase+b.nBlocks && b.nBlocks > 0 {
+			b.dropBlocks() // every block converted so far is in a segment
 		}
 	}
 	b.segments = append(b.segments, s)

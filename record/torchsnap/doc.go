@@ -72,7 +72,8 @@
 // Regions write into the store in place, so Open never uses them. tracer
 // import opens files up to 64 MB (and any file on fewer than 4 cores) with
 // Open, and decodes larger ones with ReadFileMapped: ReadFile with the events
-// mapped outside the Go heap and given back by Close, so that the store,
+// mapped outside the Go heap and given back by Close (or, behind the
+// import's writer and Validate, by Device.DiscardBefore), so that the store,
 // sized for the most entries a file could hold, does not set the collector's
 // goal. testdata/bench/PERFORMANCE.md has the measurements behind these
 // choices.

@@ -131,28 +131,41 @@ func (f *Forward) Covers(d *Device) bool { return f.Followed(d) && !f.invalid }
 // startState is the state undo derives from d's end state and the events
 // f followed (Covers(d)), and whether the trace holds an unseen free.
 func (f *Forward) startState(d *Device) (st *startState, unseenFree bool) {
-	end := newStartState(d)
+	return mergeStart(d, []Forward{*f}, func(uint64) int { return 0 }, f.segEvs)
+}
+
+// mergeStart is the start state that undo derives from d's end state and
+// the block events fs followed, each those of the addresses that shareOf
+// gives it, and the segment events segEvs, and whether the trace holds an
+// unseen free.
+func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trace.Event) (st *startState, unseenFree bool) {
 	st = &startState{}
-	// Blocks: the end state's where the trace does not decide otherwise.
-	end.blocks.All(func(a uint64, b *liveBlock) {
-		r := f.addrs.Ref(a)
+	// Blocks: the end state's where the trace does not decide otherwise
+	// (read from the segments: of two blocks at one address the last
+	// counts, as in the end state's table, since r is the address's).
+	endBlocks(d, func(b liveBlock) {
+		r := fs[shareOf(b.addr)].addrs.Ref(b.addr)
 		switch {
 		case r == nil:
-			st.blocks.Put(a, *b)
+			st.blocks.Put(b.addr, b)
 		case r.res == resChain:
-			c := *b
-			c.pending, c.freed = false, true
-			st.blocks.Put(a, c)
+			b.pending, b.freed = false, true
+			st.blocks.Put(b.addr, b)
 		}
 	})
-	f.addrs.All(func(a uint64, r *fwdAddr) {
-		if r.res == resBlock || r.res == resChain && st.blocks.Ref(a) == nil {
-			st.blocks.Put(a, *f.starts.Ref(a))
-		}
-	})
+	for i := range fs {
+		f := &fs[i]
+		f.addrs.All(func(a uint64, r *fwdAddr) {
+			if r.res == resBlock || r.res == resChain && st.blocks.Ref(a) == nil {
+				st.blocks.Put(a, *f.starts.Ref(a))
+			}
+		})
+		unseenFree = unseenFree || f.unseenFree || f.starts.Len() > 0
+	}
 	// Ranges: the end state's, with the segment events undone, as undo
 	// does (it sees no block event among them).
-	end.undoEvents(f.segEvs, false)
+	end := &startState{segs: endSegs(d)}
+	end.undoEvents(segEvs, false)
 	st.segs = end.segs
-	return st, f.unseenFree || f.starts.Len() > 0
+	return st, unseenFree
 }

@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +132,16 @@ func TestForward_contradictions(t *testing.T) {
 			if gotUnseen != wantUnseen {
 				t.Errorf("unseen free: forward %v, undo %v", gotUnseen, wantUnseen)
 			}
+			defer func(n, procs int) { parallelStartMin = n; runtime.GOMAXPROCS(procs) }(parallelStartMin, runtime.GOMAXPROCS(4))
+			parallelStartMin = 1
+			par, parUnseen, ok := d.parallelStart()
+			if !ok {
+				t.Fatal("parallelStart declined")
+			}
+			sameStart(t, par, want)
+			if parUnseen != wantUnseen {
+				t.Errorf("unseen free: parallel %v, undo %v", parUnseen, wantUnseen)
+			}
 		})
 	}
 }
@@ -168,5 +179,42 @@ func TestOpenFollowed(t *testing.T) {
 					len(got), s.Devices[0].Truncated, len(want), mem.Devices[0].Truncated)
 			}
 		})
+	}
+}
+
+// TestParallelStart_matchesUndo: the start state derived on several cores
+// from a trace in memory is undo's, on every real snapshot whole and cut
+// (as TestForward_matchesUndo) and on the contradicting histories, with 2,
+// 4 and 16 shares of the addresses.
+func TestParallelStart_matchesUndo(t *testing.T) {
+	defer func(n int) { parallelStartMin = n }(parallelStartMin)
+	parallelStartMin = 1
+	for _, procs := range []int{2, 4, 16} {
+		prev := runtime.GOMAXPROCS(procs)
+		derived := 0
+		for _, path := range realSnapshots(t) {
+			for _, pct := range []int{0, 10, 50, 99} {
+				d := mustRead(t, path).Devices[0]
+				d.Events = d.Events[len(d.Events)*pct/100:]
+				got, gotUnseen, ok := d.parallelStart()
+				if !ok {
+					t.Fatalf("%s/%d%%: parallelStart declined", name(path), pct)
+				}
+				want := newStartState(d)
+				wantUnseen, err := want.undoDevice(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameStart(t, got, want)
+				if gotUnseen != wantUnseen {
+					t.Errorf("%s/%d%%, %d procs: unseen free: parallel %v, undo %v", name(path), pct, procs, gotUnseen, wantUnseen)
+				}
+				derived++
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+		if derived < 40 {
+			t.Errorf("%d procs: only %d start states derived", procs, derived)
+		}
 	}
 }

@@ -346,3 +346,72 @@ func TestDecode_floods(t *testing.T) {
 		})
 	}
 }
+
+// TestDecode_blocksNotCopied: the block dicts of a snapshot's segments are
+// kept in chunks until their segment takes them, not in one slice that
+// copies them all each time it grows (a million blocks for a million live
+// tensors).
+func TestDecode_blocksNotCopied(t *testing.T) {
+	const n = 200_000
+	var buf bytes.Buffer
+	p := newPickleWriter(&buf)
+	p.dict(func() {
+		p.str("segments")
+		p.list(1, func(int) {
+			p.dict(func() {
+				p.str("address")
+				p.int(1 << 30)
+				p.str("total_size")
+				p.int(n * 512)
+				p.str("blocks")
+				p.list(n, func(i int) {
+					p.dict(func() {
+						p.str("size")
+						p.int(512)
+						p.str("state")
+						p.str("inactive")
+					})
+				})
+			})
+		})
+	})
+	p.op(opStop)
+	p.w.Flush()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := Decode(bytes.NewReader(buf.Bytes()))
+	runtime.ReadMemStats(&after)
+	if err != nil || len(s.Devices) != 1 || len(s.Devices[0].Segments) != 1 || len(s.Devices[0].Segments[0].Blocks) != n {
+		t.Fatalf("Decode: %v, %+v", err, s)
+	}
+	if per := float64(after.TotalAlloc-before.TotalAlloc) / n; per > 260 {
+		// About 200 kept in chunks; 380 when one slice grew.
+		t.Errorf("decoding allocated %.0f bytes a block; want at most 260", per)
+	}
+}
+
+// TestDecode_blocksPerSegment: a snapshot whose segments are converted one
+// at a time (JSON) reuses the room its blocks wait in, rather than making
+// room for a chunk of them per segment.
+func TestDecode_blocksPerSegment(t *testing.T) {
+	const n = 20_000
+	var buf bytes.Buffer
+	buf.WriteString(`{"segments": [`)
+	for i := range n {
+		if i > 0 {
+			buf.WriteString(", ")
+		}
+		fmt.Fprintf(&buf, `{"address": %d, "total_size": 2097152, "stream": 0, "segment_type": "small", "blocks": [{"size": 2097152, "state": "inactive"}]}`, (i+1)<<22)
+	}
+	buf.WriteString(`], "device_traces": [[]]}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := Decode(bytes.NewReader(buf.Bytes()))
+	runtime.ReadMemStats(&after)
+	if err != nil || len(s.Devices) != 1 || len(s.Devices[0].Segments) != n {
+		t.Fatalf("Decode: %v", err)
+	}
+	if per := float64(after.TotalAlloc-before.TotalAlloc) / n; per > 4096 {
+		t.Errorf("decoding allocated %.0f bytes a segment; want at most 4096", per)
+	}
+}

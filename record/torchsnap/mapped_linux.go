@@ -27,3 +27,7 @@ func mapEvents(n int64) ([]cev, []byte) {
 }
 
 func unmapEvents(m []byte) { syscall.Munmap(m) }
+
+// discardEvents gives the pages of b, part of a mapping from mapEvents,
+// back to the system; they read as zero after.
+func discardEvents(b []byte) { syscall.Madvise(b, 4 /* MADV_DONTNEED */) }

@@ -52,19 +52,23 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 	}
 	var st *startState
 	var unseenFree bool
+	var ok, undone bool
 	if f.Covers(d) {
 		st, unseenFree = f.startState(d)
-	} else {
-		st = newStartState(d)
+	} else if st, unseenFree, ok = d.parallelStart(); !ok {
+		st, undone = newStartState(d), true
 		var err error
 		if unseenFree, err = st.undoDevice(d); err != nil {
 			return nil, err
 		}
 	}
-	d.start, d.startOf = st, d.Events
 	segs := st.segs.list()
 	blocks := make([]liveBlock, 0, st.blocks.Len())
 	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
+	if undone {
+		st.compact(blocks) // the others' tables grew only with their blocks
+	}
+	d.start, d.startOf = st, d.Events
 	slices.SortFunc(blocks, func(a, b liveBlock) int {
 		switch {
 		case a.addr < b.addr:
@@ -189,23 +193,48 @@ type startState struct {
 	blocks addrmap.Map[liveBlock]
 }
 
+// compact rebuilds st.blocks from blocks, its entries, in a table sized
+// for them: undo leaves the table as large as the most blocks live at any
+// point of the trace (a million for a trace that allocates a million
+// tensors, even when none was live at its start), and the start state is
+// kept, for Validate, while the import's model replays the trace.
+func (st *startState) compact(blocks []liveBlock) {
+	st.blocks = addrmap.Map[liveBlock]{}
+	for i := range blocks {
+		st.blocks.Put(blocks[i].addr, blocks[i])
+	}
+}
+
 func newStartState(d *Device) *startState {
-	st := &startState{}
-	var segs []*segRange
+	st := &startState{segs: endSegs(d)}
+	endBlocks(d, func(b liveBlock) { st.blocks.Put(b.addr, b) })
+	return st
+}
+
+// endSegs is the list of d's segments at the end of the trace.
+func endSegs(d *Device) *segList {
+	segs := make([]*segRange, 0, len(d.Segments))
 	for i := range d.Segments {
 		s := &d.Segments[i]
 		segs = append(segs, &segRange{addr: s.Addr, size: s.TotalSize, stream: s.Stream, pool: s.Pool,
 			large: s.Large, expandable: s.Expandable, stack: s.Stack})
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
+	return newSegList(segs)
+}
+
+// endBlocks calls fn on each block live at the end of d's trace, in the
+// order of d's segments.
+func endBlocks(d *Device, fn func(liveBlock)) {
+	for i := range d.Segments {
+		s := &d.Segments[i]
 		for _, b := range s.Blocks {
 			if b.State.Live() {
-				st.blocks.Put(b.Addr, liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
+				fn(liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
 					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree})
 			}
 		}
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
-	st.segs = newSegList(segs)
-	return st
 }
 
 // undo walks evs backwards, turning the end state into the start state. It

@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"fmt"
 	"math/rand"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -310,4 +311,43 @@ func TestReconstruct_forwardCut(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReconstruct_startStateCompact checks that the start state kept for
+// Validate holds no more than its blocks: undo's table grows with the most
+// blocks live at any point of the trace, and an import keeps the start
+// state while its model replays the trace.
+func TestReconstruct_startStateCompact(t *testing.T) {
+	defer func(n int) { parallelStartMin = n }(parallelStartMin)
+	parallelStartMin = 1 << 30 // undo's table
+	const n = 100_000
+	evs := make([]trace.Event, 0, 3*n)
+	for i := range n {
+		evs = append(evs, trace.Event{Kind: trace.KindAlloc, Addr: 1<<32 + uint64(i)*512, Size: 512})
+	}
+	for i := range n {
+		a := uint64(1<<32 + i*512)
+		evs = append(evs, trace.Event{Kind: trace.KindFreeRequested, Addr: a, Size: 512},
+			trace.Event{Kind: trace.KindFreeCompleted, Addr: a, Size: 512})
+	}
+	for i := range evs {
+		evs[i].Seq = int64(i)
+	}
+	d := &Device{Events: evs}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	initial, err := d.Reconstruct(roundSize)
+	if err != nil || len(initial) != 0 {
+		t.Fatalf("Reconstruct: %d events, %v; want none (the history is complete)", len(initial), err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if kept := int64(after.HeapAlloc) - int64(before.HeapAlloc); kept > 1<<20 {
+		t.Errorf("the start state of an empty start keeps %d bytes; want under 1 MiB", kept)
+	}
+	if st, err := d.startState(); err != nil || st.blocks.Len() != 0 {
+		t.Errorf("start state: %v blocks, %v; want none", st.blocks.Len(), err)
+	}
+	runtime.KeepAlive(d)
 }

@@ -71,6 +71,8 @@ type Device struct {
 	// The spilled trace (Open): events [spLo, spLo+spN) of sp.
 	sp        *spill
 	spLo, spN int64
+
+	disc *discarder // ReadFileMapped's: see DiscardBefore
 }
 
 // Len returns the number of events in d's trace.
@@ -387,6 +389,11 @@ func (b *builder) assembleOwned(top value) (*Snapshot, error) {
 		return nil, err
 	}
 	s.mapped = b.events.mapped
+	if s.mapped != nil {
+		for _, d := range s.Devices {
+			d.disc = &discarder{mapped: s.mapped}
+		}
+	}
 	return s, nil
 }
 

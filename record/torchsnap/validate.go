@@ -1,9 +1,9 @@
 package torchsnap
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/tracer-dev/tracer/internal/addrmap"
@@ -104,6 +104,7 @@ func (d *Device) Validate() []Problem {
 			v.kinds[evs[i].Kind&kindMask]++
 		}
 		v.events(evs, int(lo), &live, fw, &perSeg, untrack)
+		d.validatedTo(lo + int64(len(evs)))
 	}
 	return v.final(d, &live)
 }
@@ -196,28 +197,55 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 // final checks that the state after the trace is the dumped one, and
 // returns the problems found.
 func (v *validator) final(d *Device, live *addrmap.Map[liveRec]) []Problem {
-	want := map[uint64]bool{}
+	// The final state's live blocks and those live after the trace, each
+	// sorted by address and walked side by side; of two final blocks at
+	// one address, the later counts.
+	type addrPending struct {
+		addr    uint64
+		pending bool
+	}
+	byAddr := func(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }
+	n := 0
+	for _, s := range d.Segments {
+		n += len(s.Blocks)
+	}
+	want := make([]addrPending, 0, n)
 	for _, s := range d.Segments {
 		for _, b := range s.Blocks {
 			if b.State.Live() {
-				want[b.Addr] = b.State == ActivePendingFree
+				want = append(want, addrPending{b.Addr, b.State == ActivePendingFree})
 			}
 		}
 	}
-	addrs := make([]uint64, 0, live.Len())
-	live.All(func(a uint64, _ *liveRec) { addrs = append(addrs, a) })
-	slices.Sort(addrs)
-	for _, a := range addrs {
-		r, _ := live.Get(a)
-		if w, ok := want[a]; !ok {
-			v.add("block live after the trace but not in the final state", -1, a)
-		} else if w != r.pending {
-			v.add("block pending state differs from the final state", -1, a)
+	slices.SortStableFunc(want, byAddr)
+	uniq := want[:0]
+	for i, w := range want {
+		if i+1 == len(want) || want[i+1].addr != w.addr {
+			uniq = append(uniq, w)
 		}
 	}
-	for _, a := range sortedKeys(want) {
-		if live.Ref(a) == nil {
-			v.add("block in the final state but not live after the trace", -1, a)
+	want = uniq
+	after := make([]addrPending, 0, live.Len())
+	live.All(func(a uint64, r *liveRec) { after = append(after, addrPending{a, r.pending}) })
+	slices.SortFunc(after, byAddr)
+	j := 0
+	for _, l := range after {
+		for j < len(want) && want[j].addr < l.addr {
+			j++
+		}
+		if j == len(want) || want[j].addr != l.addr {
+			v.add("block live after the trace but not in the final state", -1, l.addr)
+		} else if want[j].pending != l.pending {
+			v.add("block pending state differs from the final state", -1, l.addr)
+		}
+	}
+	j = 0
+	for _, w := range want {
+		for j < len(after) && after[j].addr < w.addr {
+			j++
+		}
+		if j == len(after) || after[j].addr != w.addr {
+			v.add("block in the final state but not live after the trace", -1, w.addr)
 		}
 	}
 	return v.skipped()
@@ -278,15 +306,6 @@ func (v *validator) skipped() []Problem {
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[uint64]bool) []uint64 {
-	ks := make([]uint64, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
-	return ks
 }
 
 // liveRec is a live block during validation: pending free, and the base of

@@ -1,0 +1,69 @@
+package torchsnap
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// discardAlign is the granule in which events' memory is given back: a
+// huge page, which the store's mapping asks for (adviseHuge).
+const discardAlign = 2 << 20
+
+// discarder gives back the memory of the events of a device decoded
+// outside the Go heap (ReadFileMapped) once both their readers are past
+// them: the caller of DiscardBefore, which reads the trace once in order
+// (an import's replay and writer), and Validate, which an import runs
+// beside it.
+type discarder struct {
+	mu              sync.Mutex
+	mapped          []byte  // the snapshot's mapping, which holds d.Events
+	read, validated int64   // how far each reader is
+	done            uintptr // the end of the memory given back
+}
+
+// DiscardBefore says that the caller will not read d's events before hi
+// again. Where d's events lie outside the Go heap (ReadFileMapped), their
+// memory goes back to the system once Validate is past them too: a
+// Validate of d must run, beside the caller or after it, for any to go
+// back. Events given back read as zero events, so no other pass may read
+// them (Reconstruct, decidePools' replay, ... run before).
+func (d *Device) DiscardBefore(hi int64) {
+	if dc := d.disc; dc != nil {
+		dc.mu.Lock()
+		dc.read = max(dc.read, hi)
+		dc.release(d.Events)
+		dc.mu.Unlock()
+	}
+}
+
+// validatedTo is Validate's DiscardBefore.
+func (d *Device) validatedTo(hi int64) {
+	if dc := d.disc; dc != nil {
+		dc.mu.Lock()
+		dc.validated = max(dc.validated, hi)
+		dc.release(d.Events)
+		dc.mu.Unlock()
+	}
+}
+
+// release gives back the whole granules of evs before both readers' positions.
+func (dc *discarder) release(evs []trace.Event) {
+	hi := min(dc.read, dc.validated, int64(len(evs)))
+	if hi <= 0 || len(dc.mapped) == 0 {
+		return
+	}
+	size := uintptr(unsafe.Sizeof(evs[0]))
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(evs)))
+	m0 := uintptr(unsafe.Pointer(unsafe.SliceData(dc.mapped)))
+	if base < m0 || base+uintptr(len(evs))*size > m0+uintptr(len(dc.mapped)) {
+		return // not the mapping's memory: never give back the heap's
+	}
+	lo := max(dc.done, (base+discardAlign-1)&^(discardAlign-1))
+	end := (base + uintptr(hi)*size) &^ (discardAlign - 1)
+	if end > lo {
+		discardEvents(dc.mapped[lo-m0 : end-m0])
+		dc.done = end
+	}
+}

@@ -1,0 +1,97 @@
+package torchsnap
+
+import (
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// parallelStartMin is the fewest events whose start state a device decoded
+// in memory derives on several cores (parallelStart) rather than by undo.
+var parallelStartMin = 1 << 16 // a variable for the tests
+
+// parallelStart derives d's start state as Forward does, on several cores:
+// Forward's result for a block address depends only on that address's
+// events, so each of a power of two of workers follows the block events
+// of its share of the addresses (split by a hash of the address), while
+// the segment events, few, are undone alone at the end as Forward does.
+// A first pass, also on all workers, sorts the indexes of d's events into
+// the shares, each a range of the trace at a time, so that no worker
+// reads the whole trace. ok is false where d's events are not in memory,
+// are too few to be worth it, or hold more segment events than Forward
+// keeps: then undo derives the state.
+func (d *Device) parallelStart() (st *startState, unseenFree, ok bool) {
+	evs := d.Events
+	procs := runtime.GOMAXPROCS(0)
+	if d.sp != nil || len(evs) < parallelStartMin || procs < 2 || int64(len(evs)) > 1<<31-1 {
+		return nil, false, false
+	}
+	shift := uint(bits.Len(uint(min(procs, 16))) - 1) // log2 of the shares
+	k := 1 << shift
+	// Pass 1: the events of range r of the trace, by share, and its segment events.
+	type part struct {
+		idx    [][]int32
+		segEvs []trace.Event
+	}
+	parts := make([]part, k)
+	per := (len(evs) + k - 1) / k
+	var wg sync.WaitGroup
+	for r := range parts {
+		wg.Go(func() {
+			p := &parts[r]
+			p.idx = make([][]int32, k)
+			lo, hi := min(len(evs), r*per), min(len(evs), (r+1)*per)
+			for s := range p.idx {
+				p.idx[s] = make([]int32, 0, (hi-lo)/k+(hi-lo)/(4*k)+16)
+			}
+			for i := lo; i < hi; i++ {
+				e := &evs[i]
+				switch e.Kind {
+				case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
+					s := share(e.Addr, shift)
+					p.idx[s] = append(p.idx[s], int32(i))
+				case trace.KindSegmentAlloc, trace.KindSegmentFree, trace.KindSegmentMap, trace.KindSegmentUnmap:
+					p.segEvs = append(p.segEvs, *e)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var segEvs []trace.Event
+	for r := range parts {
+		segEvs = append(segEvs, parts[r].segEvs...)
+		parts[r].segEvs = nil
+		if len(segEvs) > maxSegEvents {
+			return nil, false, false
+		}
+	}
+	// Pass 2: each share's block events, in order.
+	fs := make([]Forward, k)
+	for s := range fs {
+		wg.Go(func() {
+			f := &fs[s]
+			for r := range parts {
+				for _, i := range parts[r].idx[s] {
+					f.block(&evs[i])
+				}
+				parts[r].idx[s] = nil
+			}
+		})
+	}
+	wg.Wait()
+	st, unseenFree = mergeStart(d, fs, func(a uint64) int { return share(a, shift) }, segEvs)
+	return st, unseenFree, true
+}
+
+// share is the share of block address a among 1<<shift. It mixes the
+// address otherwise than addrmap's Fibonacci hashing, whose top bits pick
+// a slot: were a share's addresses those whose top bits agree, they would
+// crowd a fraction of each worker's table.
+func share(a uint64, shift uint) int {
+	a ^= a >> 33
+	a *= 0xff51afd7ed558ccd
+	a ^= a >> 33
+	return int(a & (1<<shift - 1))
+}

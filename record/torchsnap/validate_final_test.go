@@ -1,0 +1,59 @@
+package torchsnap
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// TestValidate_finalState: the blocks live after the trace are compared
+// with the final state's, each list in address order, the later of two
+// final blocks at one address counting: live but not in the final state,
+// pending in one and not the other, and in the final state but not live.
+func TestValidate_finalState(t *testing.T) {
+	const base = 0x7f00_0000_0000
+	a := func(i int) uint64 { return base + uint64(i)*512 }
+	blk := func(i int, st BlockState) Block { return Block{Addr: a(i), Size: 512, RequestedSize: 512, State: st} }
+	d := &Device{
+		Segments: []Segment{{Addr: base, TotalSize: 2 << 20, Blocks: []Block{
+			blk(0, ActiveAllocated),
+			blk(1, ActivePendingFree), // live, not pending after the trace
+			blk(2, Inactive),          // live after the trace
+			blk(5, ActiveAllocated),   // not live after the trace
+			blk(3, ActiveAllocated),
+			blk(3, ActivePendingFree), // the later one counts: pending differs
+			blk(4, ActivePendingFree),
+			blk(4, ActiveAllocated), // the later one counts: agrees
+			blk(6, ActiveAllocated), // not live after the trace
+		}}},
+	}
+	for _, i := range []int{0, 1, 2, 3, 4} {
+		d.Events = append(d.Events, trace.Event{Kind: trace.KindAlloc, Addr: a(i), Size: 512, Stack: trace.NoStack})
+	}
+	d.Events = append(d.Events, trace.Event{Kind: trace.KindAlloc, Addr: a(7), Size: 512, Stack: trace.NoStack}) // live, not in the final state
+	for _, i := range []int{6, 5} {                                                                              // freed: not live after the trace
+		for _, k := range []trace.Kind{trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted} {
+			d.Events = append(d.Events, trace.Event{Kind: k, Addr: a(i), Size: 512, Stack: trace.NoStack})
+		}
+	}
+	for i := range d.Events {
+		d.Events[i].Seq = int64(i)
+	}
+	got := ""
+	for _, p := range d.Validate() {
+		got += fmt.Sprintf("%s: %d;", p.Kind, p.Count)
+		for _, e := range p.Examples {
+			if e.Event == -1 {
+				got += fmt.Sprintf(" %d", (e.Addr-base)/512)
+			}
+		}
+		got += "\n"
+	}
+	want := "block pending state differs from the final state: 2; 1 3\n" +
+		"block live after the trace but not in the final state: 2; 2 7\n" +
+		"block in the final state but not live after the trace: 2; 5 6\n"
+	if got != want {
+		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
+	}
+}
