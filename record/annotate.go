@@ -1,0 +1,181 @@
+package record
+
+import (
+	"context"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/record/torchsnap"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// The import's annotation pass: the recording replayed on the model under
+// its own settings, a chunk at a time, writing the model's block sizes and
+// pools into the events on their way to the trace writer.
+
+// annotateBlockSizes fills Event.BlockSize of the recorded allocs and frees,
+// which PyTorch does not record, from a replay of the recording under its own
+// settings on the allocator model: while the model reproduces the recording
+// (each replayed block at its recorded address), each of its blocks is the
+// recorded block. It stops annotating at the first disagreement. It hands
+// d's events, tagged with their private pools (tagPools) and annotated, to
+// the writer on full, in order, a chunk at a time, in buffers from free, and
+// reports where the model left the recording (nil if it did not; Seq is
+// the index among d's events, Device left for the caller). inferPools says
+// conf is the recording's own (the snapshot has its allocator_settings): the
+// replay then also infers the private pool of each allocation
+// (replay.Options.InferPools).
+//
+// readChunks reads the chunks into buffers from free, and tags them with
+// their pools, a chunk ahead on a goroutine of its own; the replay's source
+// (annSource) hands each to the replay whole; the replay writes the model's
+// block sizes into it as it goes (replay.Options.Annotate), and the chunk
+// goes on to the writer when the replay asks for the next one.
+//
+// rows are d's empty_cache rows (findEmptyCaches): the chunks carry them,
+// and the replay performs them (replay.Options.EmptyCacheRows).
+func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
+	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	return annotateFlipped(conf, inferPools, limit, total, initial, d, rows, nil, private, full, free, lastRead)
+}
+
+// annotateFlipped is annotateBlockSizes taking the pools decidePools
+// flipped (replay.Options.PoolFlips).
+func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
+	flips map[replay.AllocKey]bool, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
+	s.ready = readChunks(d, rows, private, free, lastRead)
+	// The recording's segment addresses, and no comparison beyond the
+	// allocs' addresses, which the annotation checks: the comparison of
+	// every event would have the allocator report them all, which this
+	// replay does not need.
+	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
+		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), NamedPools: private.ids(), Left: s.leave, EmptyCacheRows: true}, nil)
+	s.finish()
+	if err != nil {
+		return nil, err
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.left, nil
+}
+
+// annSource is annotateBlockSizes' replay source (a replay.BatchSource):
+// the reconstructed events, then the device's, a chunk at a time, read
+// into buffers from free, tagged with their pools, and handed on full once
+// replayed and annotated. It ends the replay at the first chunk boundary
+// after the model has left the recording: nothing more can be annotated.
+type annSource struct {
+	initial []trace.Event
+	n       int64            // the device's events and empty_cache rows
+	ready   <-chan chunkRead // d's chunks in order (readChunks)
+	full    chan<- []trace.Event
+	buf     []trace.Event // the current chunk: events [lo, lo+len(buf)) of d
+	lo      int64
+	served  bool        // initial has been handed out
+	left    *Divergence // where the model left the recording
+	err     error
+}
+
+// NextBatch hands out initial, then the device's chunks. Each call first
+// hands on the chunk handed out before, which the replay is done with.
+func (s *annSource) NextBatch() []trace.Event {
+	if !s.served {
+		s.served = true
+		if len(s.initial) > 0 {
+			return s.initial
+		}
+	}
+	if s.left != nil || !s.load() {
+		return nil
+	}
+	return s.buf
+}
+
+// Next and Event make annSource a replay.Source; replay.Run, which uses
+// NextBatch when a source has it, never calls them.
+func (s *annSource) Next() bool          { panic("record: annSource is a batch source") }
+func (s *annSource) Event() *trace.Event { panic("record: annSource is a batch source") }
+func (s *annSource) Err() error          { return s.err }
+
+// leave notes that the model left the recording at ev, a recorded alloc
+// or OOM of the device, whose Seq is its index among the device's events
+// and empty_cache rows (withRows) (replay.Options.Left).
+func (s *annSource) leave(ev *trace.Event) {
+	s.left = &Divergence{Seq: ev.Seq, Addr: ev.Addr, Size: ev.Size, OOM: ev.Kind == trace.KindOOM}
+}
+
+// load hands on the current chunk and reads the next one; false at the end
+// or on a read error (err).
+func (s *annSource) load() bool {
+	if s.buf != nil {
+		s.full <- s.buf
+		s.lo += int64(len(s.buf))
+		s.buf = nil
+	}
+	if s.lo >= s.n || s.err != nil {
+		return false
+	}
+	c := <-s.ready
+	if c.err != nil {
+		s.err = c.err
+		return false
+	}
+	s.buf = c.evs
+	return true
+}
+
+// chunkRead is a chunk of events readChunks read, or why it could not.
+type chunkRead struct {
+	evs []trace.Event
+	err error
+}
+
+// readChunks reads d's events a chunk at a time, in order, into buffers
+// from free, inserts its empty_cache rows (withRows), tags them with their
+// pools, and delivers them on the channel it returns, which holds up to
+// two chunks. It stops after the last chunk, or after delivering a read
+// error; then it calls lastRead, if set.
+func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
+	ready := make(chan chunkRead, 2)
+	go func() {
+		if lastRead != nil {
+			defer lastRead()
+		}
+		n := d.Len()
+		before := 0 // rows before lo
+		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
+			buf := <-free
+			if d.Events != nil {
+				// In memory the writer hands back views of the trace, which Validate may still read: not buffers for withRows.
+				buf = nil
+			}
+			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), buf)
+			if err != nil {
+				ready <- chunkRead{err: err}
+				return
+			}
+			if len(rows) > 0 {
+				start := before
+				evs = withRows(evs, buf, lo, rows, before)
+				for before < len(rows) && rows[before].Seq < lo+torchsnap.ChunkSize {
+					before++
+				}
+				if lo+torchsnap.ChunkSize >= n {
+					evs = withTrailingRows(evs, rows, start, n)
+				}
+			}
+			tagPools(evs, private)
+			ready <- chunkRead{evs: evs}
+		}
+	}()
+	return ready
+}
+
+// finish hands on the chunk in hand and every chunk the replay did not
+// reach, unannotated from the first disagreement on.
+func (s *annSource) finish() {
+	for s.load() {
+	}
+}
