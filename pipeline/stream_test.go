@@ -21,7 +21,7 @@ func TestReadAheadBatches(t *testing.T) {
 		}
 		defer rd.Close()
 		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, false)
+		ra := startReadAhead(context.Background(), rd, &facts, false, false, false)
 		defer ra.close()
 		var out []trace.Event
 		for k := 0; ; k++ {
