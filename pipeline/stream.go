@@ -220,9 +220,21 @@ func startAnalyzeBehind(f *fanout, src *readAhead, timed bool) *analyzeBehind {
 	return a
 }
 
-// Event queues a copy of ev for the fanout.
+// Slot returns the room for the next event in the batch being filled
+// (replay.SlotObserver): the replay writes its events there.
+func (a *analyzeBehind) Slot() *trace.Event {
+	n := len(a.cur.evs)
+	return &a.cur.evs[:n+1][n]
+}
+
+// Event queues ev for the fanout: it takes the event in the slot it lent,
+// and a copy of any other.
 func (a *analyzeBehind) Event(ev *trace.Event) {
-	a.cur.evs = append(a.cur.evs, *ev)
+	if n := len(a.cur.evs); ev == &a.cur.evs[:n+1][n] {
+		a.cur.evs = a.cur.evs[:n+1]
+	} else {
+		a.cur.evs = append(a.cur.evs, *ev)
+	}
 	if len(a.cur.evs) == batchRows {
 		a.flush()
 		a.cur = a.pool.get()
