@@ -113,13 +113,19 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 		}
 	}
 	b := ra.pool.get()
-	for rd.Next() {
-		ev := rd.Event()
+	for {
+		// Each event is decoded into the batch's next row, which it
+		// takes unless it is of a kind not served.
+		n := len(b.evs)
+		ev := &b.evs[:n+1][n]
+		if !rd.NextTo(ev) {
+			break
+		}
 		facts.Add(ev)
 		if ra.valid && !ev.Kind.Valid() {
 			continue
 		}
-		b.evs = append(b.evs, *ev)
+		b.evs = b.evs[:n+1]
 		if len(b.evs) == batchRows {
 			if !send(b) {
 				return
