@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -346,11 +347,15 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 	defer rd.Close()
 	run := &Run{Settings: s}
 	opt.Analysis.MemoryLimit = s.Limit // the OOM verdicts compare with it
-	src := startReadAhead(ctx, rd, &run.Facts, false, true)
+	report := OnStages
+	start := time.Now()
+	clock := startClock(report != nil)
+	defer clock.stop()
+	src := startReadAhead(ctx, rd, &run.Facts, false, true, report != nil)
 	defer src.close()
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	obs := newFanout(opt)
-	behind := startAnalyzeBehind(obs, src)
+	behind := startAnalyzeBehind(obs, src, report != nil)
 	run1 := replay.Run
 	if opt.Replayer != nil {
 		run1 = opt.Replayer.Run
@@ -368,6 +373,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
 		Numbered:           true, // by src
 	}, behind)
+	model := clock.lap()
 	behind.close()
 	src.close()
 	if err != nil {
@@ -388,6 +394,10 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 				run.OOMStacks[o.Stack] = rd.Stack(o.Stack)
 			}
 		}
+	}
+	if report != nil {
+		report(StageTimes{Label: s.Label, Read: src.read, Number: src.numbered, Model: model,
+			Analysis: behind.cpu, Finalize: clock.lap(), Wall: time.Since(start)})
 	}
 	return run, nil
 }
@@ -487,7 +497,7 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		return nil, facts, err
 	}
 	defer rd.Close()
-	src := startReadAhead(ctx, rd, &facts, true, false)
+	src := startReadAhead(ctx, rd, &facts, true, false, false)
 	defer src.close()
 	opt.Annotations = in.Meta.Annotations
 	if opt.MemoryLimit == 0 {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"time"
 
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -65,6 +66,10 @@ type readAhead struct {
 	// number: give the events their blocks' numbers (replay.BlockNumbers)
 	// before handing them on, for a replay.
 	number bool
+	// timed: measure the goroutine's CPU time into read and numbered
+	// (OnStages), which the caller reads after close.
+	timed          bool
+	read, numbered time.Duration
 }
 
 // startReadAhead starts reading rd. The caller must call close before it
@@ -73,8 +78,9 @@ type readAhead struct {
 // carry their blocks' numbers (replay.BlockNumbers, for a replay with
 // replay.Options.Numbered): the reader's goroutine finds each free's block
 // by address, so that the replay's need not.
-func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number bool) *readAhead {
+func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool) *readAhead {
 	ra := &readAhead{
+		timed:  timed,
 		full:   make(chan *batch, inFlight),
 		pool:   newBatchPool(),
 		stop:   make(chan struct{}),
@@ -89,11 +95,15 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
 	defer close(ra.done)
 	defer close(ra.full)
+	clock := startClock(ra.timed)
+	defer func() { ra.read += clock.stop() }()
 	var nums replay.BlockNumbers
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()
 		if ra.number {
+			ra.read += clock.lap()
 			nums.Number(b.evs)
+			ra.numbered += clock.lap()
 		}
 		select {
 		case ra.full <- b:
@@ -103,13 +113,19 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 		}
 	}
 	b := ra.pool.get()
-	for rd.Next() {
-		ev := rd.Event()
+	for {
+		// Each event is decoded into the batch's next row, which it
+		// takes unless it is of a kind not served.
+		n := len(b.evs)
+		ev := &b.evs[:n+1][n]
+		if !rd.NextTo(ev) {
+			break
+		}
 		facts.Add(ev)
 		if ra.valid && !ev.Kind.Valid() {
 			continue
 		}
-		b.evs = append(b.evs, *ev)
+		b.evs = b.evs[:n+1]
 		if len(b.evs) == batchRows {
 			if !send(b) {
 				return
@@ -191,13 +207,16 @@ type analyzeBehind struct {
 	pool batchPool
 	cur  *batch
 	done chan struct{}
+	cpu  time.Duration // the goroutine's CPU time, when timed (after close)
 }
 
-func startAnalyzeBehind(f *fanout, src *readAhead) *analyzeBehind {
+func startAnalyzeBehind(f *fanout, src *readAhead, timed bool) *analyzeBehind {
 	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(), done: make(chan struct{})}
 	a.cur = a.pool.get()
 	go func() {
 		defer close(a.done)
+		clock := startClock(timed)
+		defer func() { a.cpu = clock.stop() }()
 		for b := range a.full {
 			f.stacks = b.stacks
 			f.events(b.evs)
@@ -207,9 +226,21 @@ func startAnalyzeBehind(f *fanout, src *readAhead) *analyzeBehind {
 	return a
 }
 
-// Event queues a copy of ev for the fanout.
+// Slot returns the room for the next event in the batch being filled
+// (replay.SlotObserver): the replay writes its events there.
+func (a *analyzeBehind) Slot() *trace.Event {
+	n := len(a.cur.evs)
+	return &a.cur.evs[:n+1][n]
+}
+
+// Event queues ev for the fanout: it takes the event in the slot it lent,
+// and a copy of any other.
 func (a *analyzeBehind) Event(ev *trace.Event) {
-	a.cur.evs = append(a.cur.evs, *ev)
+	if n := len(a.cur.evs); ev == &a.cur.evs[:n+1][n] {
+		a.cur.evs = a.cur.evs[:n+1]
+	} else {
+		a.cur.evs = append(a.cur.evs, *ev)
+	}
 	if len(a.cur.evs) == batchRows {
 		a.flush()
 		a.cur = a.pool.get()

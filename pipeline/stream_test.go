@@ -21,7 +21,7 @@ func TestReadAheadBatches(t *testing.T) {
 		}
 		defer rd.Close()
 		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, false)
+		ra := startReadAhead(context.Background(), rd, &facts, false, false, false)
 		defer ra.close()
 		var out []trace.Event
 		for k := 0; ; k++ {
@@ -63,6 +63,46 @@ func TestReadAheadBatches(t *testing.T) {
 			if got[i] != want[i] {
 				t.Fatalf("%s: event %d: %+v, want %+v", name, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestAnalyzeBehindSlots: the analysis stage takes the events written in
+// the slots it lends (replay.SlotObserver) and copies any other, in order,
+// across its batches.
+func TestAnalyzeBehindSlots(t *testing.T) {
+	var seen []int64
+	f := newFanout(Options{Observe: func(ev *trace.Event) { seen = append(seen, ev.Seq) }})
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := in.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var facts trace.Facts
+	src := startReadAhead(context.Background(), rd, &facts, false, false, false)
+	defer src.close()
+	a := startAnalyzeBehind(f, src, false)
+	const n = 3*batchRows + 5
+	var other trace.Event
+	for i := range int64(n) {
+		ev := &other
+		if i%3 != 0 {
+			ev = a.Slot()
+		}
+		*ev = trace.Event{Seq: i, Kind: trace.KindAlloc, Addr: uint64(i+1) << 9, Size: 512, BlockSize: 512, Stack: trace.NoStack}
+		a.Event(ev)
+	}
+	a.close()
+	if len(seen) != n {
+		t.Fatalf("the fanout saw %d events, want %d", len(seen), n)
+	}
+	for i, s := range seen {
+		if s != int64(i) {
+			t.Fatalf("event %d has seq %d", i, s)
 		}
 	}
 }

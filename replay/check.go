@@ -37,6 +37,9 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 	}
 	if r.obs != nil {
 		o := &r.out
+		if r.slots != nil {
+			o = r.slots.Slot()
+		}
 		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
 			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}
 		r.obs.Event(o)

@@ -15,6 +15,7 @@ type deviceReplay struct {
 	annotate bool // opts.Annotate (with Recorded), until the model leaves the recording
 	rows     bool // the trace states its empty_cache calls (Options.EmptyCacheRows, or a row seen)
 	obs      Observer
+	slots    SlotObserver // obs, when it lends the events to fill
 	a        *allocator.Allocator
 	sim      *allocator.SimDevice // nil when NewDevice built something else
 	dev      allocator.Device
@@ -105,6 +106,7 @@ type expected struct {
 // does not build it).
 func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator.SimDevice) error {
 	r.device, r.opts, r.recorded, r.obs, r.curStack = d, opts, opts.Recorded && !opts.SkipCompare, obs, trace.NoStack
+	r.slots, _ = obs.(SlotObserver)
 	r.annotate = opts.Annotate && opts.Recorded
 	r.numbered = opts.Numbered
 	r.rows = opts.EmptyCacheRows && !opts.InferEmptyCaches

@@ -72,6 +72,17 @@ type Observer interface {
 	Event(ev *trace.Event)
 }
 
+// A SlotObserver is an Observer that lends the replay the event to fill:
+// the replay writes an event where Slot points and passes that pointer to
+// Event, and the observer keeps it where it is instead of copying it (an
+// allocator event a replay emits is about a hundred bytes, and most events
+// emit one). Event may also be passed other pointers, which it copies as
+// an Observer does. A slot is valid until the next call to Event.
+type SlotObserver interface {
+	Observer
+	Slot() *trace.Event
+}
+
 // ObserverFunc adapts a function to Observer.
 type ObserverFunc func(ev *trace.Event)
 

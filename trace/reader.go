@@ -177,9 +177,15 @@ func (r *Reader) Meta() Meta { return r.meta }
 
 // Next advances to the next event. It returns false at the end of the trace
 // or on error; check Err.
-func (r *Reader) Next() bool {
+func (r *Reader) Next() bool { return r.NextTo(&r.ev) }
+
+// NextTo is Next that decodes the event into e, every field of it (Ref
+// 0), rather than into the one Event returns, which it leaves as it was: a
+// caller that keeps the events in a slice of its own decodes them there,
+// without copying each.
+func (r *Reader) NextTo(e *Event) bool {
 	if r.row < r.rows {
-		r.fill()
+		r.fill(e)
 		return true
 	}
 	for {
@@ -187,18 +193,17 @@ func (r *Reader) Next() bool {
 			return false
 		}
 		if r.rows > 0 {
-			r.fill()
+			r.fill(e)
 			return true
 		}
 	}
 }
 
-// fill copies row r.row into r.ev. bind points absent optional columns at
+// fill copies row r.row into e. bind points absent optional columns at
 // shared default slices, so this is straight-line code.
-func (r *Reader) fill() {
+func (r *Reader) fill(e *Event) {
 	i := r.row
 	r.row++
-	e := &r.ev
 	e.Seq = r.seq[i]
 	e.TimeUs = r.timeUs[i]
 	e.Device = r.device[i]
@@ -211,6 +216,7 @@ func (r *Reader) fill() {
 	e.Flags = r.flags[i]
 	e.BlockSize = r.block[i]
 	e.DeviceUsed = r.used[i]
+	e.Ref = 0
 }
 
 // defaults gives absent optional columns their documented values.

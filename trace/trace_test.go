@@ -116,6 +116,36 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestNextTo: NextTo decodes every field of each event into the one it is
+// given, whatever that held (Ref set to 0), and leaves Event's alone.
+func TestNextTo(t *testing.T) {
+	data, want, _ := writeTrace(t, memory.NewGoAllocator(), 3000, 512)
+	rd, err := trace.NewReader(bytes.NewReader(data), "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	before := *rd.Event()
+	var got []trace.Event
+	for {
+		ev := trace.Event{Seq: -1, TimeUs: -1, Device: -1, Kind: trace.KindOOM, Addr: 1, Size: -1, Stream: 1,
+			Pool: trace.PoolID{A: 9, B: 9}, Stack: 99, Flags: 0xff, BlockSize: -1, DeviceUsed: -1, Ref: 7}
+		if !rd.NextTo(&ev) {
+			break
+		}
+		got = append(got, ev)
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("NextTo read %d events, not the %d written", len(got), len(want))
+	}
+	if *rd.Event() != before {
+		t.Errorf("NextTo changed Event: %+v", *rd.Event())
+	}
+}
+
 func TestStacksStoredOnce(t *testing.T) {
 	st := trace.Stack{{Name: strings.Repeat("deep_frame_name", 40), File: "f.py", Line: 1}}
 	size := func(withStack bool) int {

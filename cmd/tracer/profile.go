@@ -6,16 +6,34 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/tracer-dev/tracer/pipeline"
 )
 
 // startProfile starts the profiles named by the hidden environment
 // variables TRACER_CPUPROFILE (a CPU profile of the whole command) and
 // TRACER_MEMPROFILE (the heap's allocations, written as the command ends),
-// for measuring a command as the user runs it. The returned function stops
-// them; a profile that cannot be written is said on stderr, and the
-// command runs on.
+// for measuring a command as the user runs it, and TRACER_STAGES, which
+// has each replay say on stderr what its stages cost (pipeline.OnStages).
+// The returned function stops them; a profile that cannot be written is
+// said on stderr, and the command runs on.
 func startProfile(stderr io.Writer) (stop func()) {
 	cpu, mem := os.Getenv("TRACER_CPUPROFILE"), os.Getenv("TRACER_MEMPROFILE")
+	stages := os.Getenv("TRACER_STAGES") != ""
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	began := time.Now()
+	if stages {
+		var mu sync.Mutex
+		pipeline.OnStages = func(t pipeline.StageTimes) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(stderr, "tracer: stages (%s): CPU ms: read %.1f, numbering %.1f, model %.1f, analysis %.1f, finalize %.1f; wall ms %.1f, from %.1f to %.1f\n",
+				t.Label, ms(t.Read), ms(t.Number), ms(t.Model), ms(t.Analysis), ms(t.Finalize), ms(t.Wall),
+				ms(time.Since(began)-t.Wall), ms(time.Since(began)))
+		}
+	}
 	var f *os.File
 	if cpu != "" {
 		var err error
@@ -31,6 +49,10 @@ func startProfile(stderr io.Writer) (stop func()) {
 		runtime.MemProfileRate = 64 << 10
 	}
 	return func() {
+		if stages {
+			pipeline.OnStages = nil
+			fmt.Fprintf(stderr, "tracer: stages: %.1f ms from main to the end\n", ms(time.Since(began)))
+		}
 		if f != nil {
 			pprof.StopCPUProfile()
 			if err := f.Close(); err != nil {

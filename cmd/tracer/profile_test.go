@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -32,5 +35,27 @@ func TestStartProfile(t *testing.T) {
 	stop()
 	if !bytes.Contains(stderr.Bytes(), []byte("TRACER_CPUPROFILE")) {
 		t.Errorf("stderr %q: want the unwritable profile named", stderr.String())
+	}
+}
+
+// TestStagesHook: TRACER_STAGES has each replay say what its stages cost,
+// and the command's time, on stderr.
+func TestStagesHook(t *testing.T) {
+	t.Setenv("TRACER_STAGES", "1")
+	var stderr bytes.Buffer
+	stop := startProfile(&stderr)
+	code := run(context.Background(), []string{"replay", "--json"}, io.Discard, &stderr)
+	stop()
+	if code != 0 {
+		t.Fatalf("replay of the sample: exit %d, stderr %q", code, stderr.String())
+	}
+	out := stderr.String()
+	for _, want := range []string{"tracer: stages (defaults): CPU ms: read ", ", model ", ", analysis ", "from main to the end"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr %q: want %q", out, want)
+		}
+	}
+	if strings.Count(out, "tracer: stages (") != 1 {
+		t.Errorf("stderr %q: want one replay's stages", out)
 	}
 }

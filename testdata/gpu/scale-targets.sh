@@ -17,7 +17,9 @@
 #     (BenchmarkReplay/trace-reuse: the trace's blocks numbered, as the
 #     command's reader numbers them on its own goroutine;
 #     trace-byaddr: not numbered, each free's block found by address;
-#     trace-number: the numbering alone), under the recorded settings and
+#     trace-number: the numbering alone), and the command's stages
+#     (TRACER_STAGES=1: the CPU of its reader, numbering, model and
+#     analysis, each on its own thread), under the recorded settings and
 #     expandable_segments:True (target: 10x faster than PyTorch);
 #   - `tracer import` against pickle.load on every snapshot in
 #     testdata/snapshots and the two above (target: 0.2x), with its peak
@@ -152,10 +154,10 @@ done
 	echo
 	echo "## replay per request against PyTorch's allocator"
 	echo
-	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Target: 10× faster than PyTorch."
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
 	echo
-	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | model by address ns/event | numbering ns/event | peak MiB |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis | stages wall s | peak MiB |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 for f in "${snaps[@]}"; do
 	name=$(basename "$f" .pickle)
@@ -179,10 +181,25 @@ for f in "${snaps[@]}"; do
 			mns=$(per trace-reuse/) bns=$(per trace-byaddr/) nns=$(per trace-number/)
 			mns=${mns:--} bns=${bns:--} nns=${nns:--}
 		fi
-		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v bm="$bns" -v nm="$nns" 'BEGIN {
+		# TRACER_STAGES: "tracer: stages (LABEL): CPU ms: read R, numbering N,
+		# model M, analysis A, finalize F; wall ms W, ..." per replay; a
+		# what-if's recorded replay beside it reports too, under its own
+		# label: take the line whose label names the conf asked for.
+		sns=- sw=-
+		if st=$(TRACER_STAGES=1 within 120 "$TRACER" "${args[@]}" 2>&1 >/dev/null); then
+			line=$(grep 'tracer: stages (' <<<"$st" | grep -F -- "${conf:-(}" | tail -1)
+			read -r sns sw <<<"$(awk -v e="${events[$name]:-0}" '{
+				for (i = 1; i <= NF; i++) { k = $i; v = $(i+1); sub(/,|;/, "", v)
+					if (k == "read" || k == "numbering" || k == "model" || k == "analysis") x[k] = v
+					if (k == "ms" && $(i-1) == "wall") w = v }
+				if (e > 0) printf "%.0f/%.0f/%.0f/%.0f %.3f", x["read"] * 1e6 / e, x["numbering"] * 1e6 / e, x["model"] * 1e6 / e, x["analysis"] * 1e6 / e, w / 1e3
+				else print "- -" }' <<<"$line")"
+			sns=${sns:--} sw=${sw:--}
+		fi
+		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" 'BEGIN {
 			per = (rs != "-" && q != "-" && q > 0) ? sprintf("%.0f", rs * 1e9 / q) : "-"
 			x = (per != "-" && t != "-" && per > 0) ? sprintf("%.1f×", t / per) : "-"
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, bm, nm, rm }' >>"$md"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, bm, nm, sn, sw, rm }' >>"$md"
 	done
 done
 echo >>"$md"

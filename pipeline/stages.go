@@ -1,0 +1,77 @@
+package pipeline
+
+import (
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// StageTimes are one Replay's stages, measured for OnStages: the CPU time
+// each stage's goroutine spent on its thread, and the Replay's wall time.
+// On many cores a replay's wall time is about its slowest stage plus what
+// runs before and after them (Open, Finalize, the output).
+type StageTimes struct {
+	Label    string        // the replay's settings (Resolved.Label)
+	Read     time.Duration // decoding the trace, on the reader's goroutine
+	Number   time.Duration // numbering its blocks (replay.BlockNumbers), on the same goroutine
+	Model    time.Duration // the allocator model, with the comparison and the hand-off to the analysis
+	Analysis time.Duration // the summaries of the replayed events
+	Finalize time.Duration // the summaries' end, after the stages
+	Wall     time.Duration // Replay, from its start to its return
+}
+
+// OnStages, when set, receives each Replay's StageTimes as it returns; the
+// stages' goroutines then keep their threads for the replay, so that a
+// thread's CPU time is its stage's. Linux only (elsewhere the CPU times are
+// 0). It is for measuring the command (TRACER_STAGES), not for use while
+// replays run.
+var OnStages func(StageTimes)
+
+// threadCPU is the calling thread's CPU time (user and system).
+func threadCPU() time.Duration {
+	if runtime.GOOS != "linux" {
+		return 0
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1, &ru); err != nil { // RUSAGE_THREAD
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// stageClock measures one goroutine's CPU time from start to stop, with
+// its thread kept for it meanwhile; the zero stageClock measures nothing.
+type stageClock struct {
+	on    bool
+	start time.Duration
+}
+
+func startClock(on bool) stageClock {
+	if !on {
+		return stageClock{}
+	}
+	runtime.LockOSThread()
+	return stageClock{on: true, start: threadCPU()}
+}
+
+// lap returns the CPU time since start (or the previous lap) and restarts.
+func (c *stageClock) lap() time.Duration {
+	if !c.on {
+		return 0
+	}
+	now := threadCPU()
+	d := now - c.start
+	c.start = now
+	return d
+}
+
+// stop returns the CPU time since start and gives the thread back.
+func (c *stageClock) stop() time.Duration {
+	if !c.on {
+		return 0
+	}
+	d := c.lap()
+	runtime.UnlockOSThread()
+	c.on = false
+	return d
+}
