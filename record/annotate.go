@@ -44,13 +44,13 @@ func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64
 func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
 	flips map[replay.AllocKey]bool, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
-	s.ready = readChunks(d, rows, private, free, lastRead)
+	s.ready = readChunks(initial, d, rows, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, which this
 	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), NamedPools: private.ids(), Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), NamedPools: private.ids(), Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
@@ -78,12 +78,14 @@ type annSource struct {
 	err     error
 }
 
-// NextBatch hands out initial, then the device's chunks. Each call first
-// hands on the chunk handed out before, which the replay is done with.
+// NextBatch hands out initial, once readChunks has numbered it, then the
+// device's chunks. Each call first hands on the chunk handed out before,
+// which the replay is done with.
 func (s *annSource) NextBatch() []trace.Event {
 	if !s.served {
 		s.served = true
 		if len(s.initial) > 0 {
+			<-s.ready
 			return s.initial
 		}
 	}
@@ -134,14 +136,22 @@ type chunkRead struct {
 
 // readChunks reads d's events a chunk at a time, in order, into buffers
 // from free, inserts its empty_cache rows (withRows), tags them with their
-// pools, and delivers them on the channel it returns, which holds up to
-// two chunks. It stops after the last chunk, or after delivering a read
-// error; then it calls lastRead, if set.
-func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
+// pools, numbers their blocks (replay.BlockNumbers, for the replay's
+// Options.Numbered: the address lookups move off the replay's goroutine),
+// and delivers them on the channel it returns, which holds up to two
+// chunks. A non-empty initial, the events before d's, is numbered first
+// and delivered as a chunk of its own. It stops after the last chunk, or
+// after delivering a read error; then it calls lastRead, if set.
+func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, 2)
 	go func() {
 		if lastRead != nil {
 			defer lastRead()
+		}
+		var nums replay.BlockNumbers
+		if len(initial) > 0 {
+			nums.Number(initial)
+			ready <- chunkRead{evs: initial}
 		}
 		n := d.Len()
 		before := 0 // rows before lo
@@ -167,6 +177,7 @@ func readChunks(d *torchsnap.Device, rows []trace.Event, private *privatePools, 
 				}
 			}
 			tagPools(evs, private)
+			nums.Number(evs)
 			ready <- chunkRead{evs: evs}
 		}
 	}()

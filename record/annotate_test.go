@@ -151,3 +151,68 @@ func TestAnnotateReadError(t *testing.T) {
 		t.Errorf("%d events handed on from a spill that could not be read", handed)
 	}
 }
+
+// TestAnnotateNumbered checks that the annotation's replay gets its events
+// numbered (readChunks, for replay.Options.Numbered): on a wrapped history,
+// whose start state is replayed first, and a complete one over several
+// chunks, every alloc the replay sees has a number, and every free takes
+// the number of the alloc live at its address, the start state's included.
+func TestAnnotateNumbered(t *testing.T) {
+	for _, name := range []string{"mlp_train__wrap1500", "churn__split64__seed2"} {
+		snap, err := torchsnap.ReadFile(filepath.Join("../testdata/snapshots", name+".pickle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := snap.Devices[0]
+		conf := allocator.DefaultConf()
+		initial, err := d.Reconstruct(conf.RoundSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "mlp_train__wrap1500" && len(initial) == 0 {
+			t.Fatalf("%s: no start state: the case needs one", name)
+		}
+		free := make(chan []trace.Event, 3)
+		for range 3 {
+			free <- make([]trace.Event, torchsnap.ChunkSize)
+		}
+		live := map[uint64]int32{} // address → the number of its alloc
+		allocs, frees := 0, 0
+		check := func(evs []trace.Event) {
+			for i := range evs {
+				ev := &evs[i]
+				switch ev.Kind {
+				case trace.KindAlloc:
+					allocs++
+					if ev.Ref <= 0 {
+						t.Fatalf("%s: alloc at %#x has no number (%d)", name, ev.Addr, ev.Ref)
+					}
+					live[ev.Addr] = ev.Ref
+				case trace.KindFreeRequested, trace.KindFreeCompleted:
+					n, ok := live[ev.Addr]
+					if !ok {
+						continue
+					}
+					frees++
+					if ev.Ref != n {
+						t.Fatalf("%s: %v at %#x numbered %d, its alloc %d", name, ev.Kind, ev.Addr, ev.Ref, n)
+					}
+					if ev.Kind == trace.KindFreeCompleted {
+						delete(live, ev.Addr)
+					}
+				}
+			}
+		}
+		s := &annSource{initial: initial, n: d.Len(), full: free}
+		s.ready = readChunks(initial, d, nil, privateSegments(d), free, nil)
+		for evs := s.NextBatch(); evs != nil; evs = s.NextBatch() {
+			check(evs)
+		}
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		if allocs == 0 || frees == 0 {
+			t.Fatalf("%s: %d allocs and %d frees of them seen: nothing checked", name, allocs, frees)
+		}
+	}
+}

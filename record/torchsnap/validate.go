@@ -112,7 +112,14 @@ func (d *Device) Validate() []Problem {
 // events validates evs, the events from index i0 on.
 func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec], fw *startState,
 	perSeg *addrmap.Map[int], untrack func(*liveRec)) {
+	peekAt := 0
 	for k := range evs {
+		if k >= peekAt {
+			peekAt = min(k+validatePeek, len(evs))
+			for j := k; j < peekAt; j++ {
+				v.peeked += live.Peek(evs[j].Addr)
+			}
+		}
 		e := &evs[k]
 		i := i0 + k
 		switch e.Kind {
@@ -320,7 +327,14 @@ type validator struct {
 	byKind map[string]int // index into list
 	list   []Problem
 	kinds  [kindMask + 1]int // events of each trace.Kind
+	peeked uint64            // events' peeks, kept so they are made
 }
+
+// validatePeek is how many events events peeks at before validating them:
+// the live map's slot of each in one loop, so that the cache misses of a
+// map larger than the cache overlap instead of coming one per event (as
+// the replay's peek does).
+const validatePeek = 16
 
 // kindMask bounds the trace.Kinds validator.kinds counts (all of them).
 const kindMask = 15
