@@ -147,6 +147,10 @@ type Allocator struct {
 	ev       Event
 	sink     sinkState // an EventSink's, when set (sink.go)
 	observed bool      // obs or sink.to is set: events are reported
+
+	// briefOOMs says an OOM's error skips the private pools' free bytes
+	// (BriefOOMs).
+	briefOOMs bool
 }
 
 // ErrOOM is wrapped by the error Malloc returns when PyTorch would raise
@@ -244,6 +248,14 @@ func (a *Allocator) SetObserver(o Observer) {
 // SetMemoryLimit sets the per-process limit in bytes
 // (set_per_process_memory_fraction: pass floor(fraction × total)); 0 removes it.
 func (a *Allocator) SetMemoryLimit(bytes int64) { a.limit = bytes }
+
+// BriefOOMs makes the OOM errors that follow short ("CUDA out of memory.
+// Tried to allocate X."), for a caller that prints none, such as a replay:
+// PyTorch's full message sums the free blocks of every private pool, a walk
+// of all of them at each OOM, and a replay on a device smaller than the
+// recording's may run out of memory at every request past the limit, with
+// thousands of CUDA graphs' pools cached. Reset turns it off.
+func (a *Allocator) BriefOOMs(on bool) { a.briefOOMs = on }
 
 // MemoryLimit returns the limit in bytes, 0 if none.
 func (a *Allocator) MemoryLimit() int64 { return a.limit }

@@ -367,10 +367,20 @@ func (a *Allocator) oom(r *request) error {
 	}
 	a.emit(ActOOM, uint64(free), r.size, r.stream, r.pool, 0)
 	a.stats.NumOOMs++
+	if a.briefOOMs {
+		return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free,
+			msg: "CUDA out of memory. Tried to allocate " + FormatSize(r.allocSize) + "."}
+	}
 	var priv int64
 	for _, pp := range a.private {
 		for _, bp := range []*blockPool{pp.small, pp.large} {
-			bp.blocks.Ascend(func(k freeKey) bool { priv += k.size; return true })
+			bp.blocks.Ascend(func(k freeKey) bool {
+				if countWork {
+					oomWork++
+				}
+				priv += k.size
+				return true
+			})
 		}
 	}
 	return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free, total: total, limit: a.limit,

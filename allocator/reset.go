@@ -94,6 +94,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	clear(a.pendAt)
 	a.pendDead, a.done = 0, 0
 	a.activeApart = false
+	a.briefOOMs = false
 
 	a.conf, a.dev = conf, dev
 	a.roundMask = conf.MinBlockSize - 1

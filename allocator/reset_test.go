@@ -71,6 +71,7 @@ func history(t testing.TB, fam int, ops []byte, sink bool) (*Allocator, *SimDevi
 		}
 		dev.ContextOverhead = 100 * mib
 		a.SetMemoryLimit(fuzzFamilies[fam].limit)
+		a.BriefOOMs(sink) // as a replay's, which sets a sink
 		l := newLockstep(t, a)
 		l.log = !sink
 		if sink {

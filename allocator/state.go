@@ -84,6 +84,10 @@ func (a *Allocator) Segments() []SegmentInfo {
 // that bounds the work of an empty_cache.
 var poolWork int
 
+// oomWork counts the free blocks an OOM's message sums, for the test that
+// bounds the work of an OOM (BriefOOMs).
+var oomWork int
+
 func addPoolWork(n int) {
 	if countWork {
 		poolWork += n

@@ -55,15 +55,20 @@ func privateSegments(d *torchsnap.Device) *privatePools {
 	return p
 }
 
-// ids returns the pools of p's segments, each once.
+// ids returns the pools of p's segments, each once, in the order of their
+// first segment (a set: a snapshot of one CUDA graph per segment names as
+// many pools as segments).
 func (p *privatePools) ids() []allocator.PoolID {
 	var out []allocator.PoolID
 	if p == nil {
 		return nil
 	}
+	seen := make(map[allocator.PoolID]struct{}, len(p.segs))
 	for _, s := range p.segs {
+		p.visits++
 		id := allocator.PoolID{A: s.Pool.A, B: s.Pool.B}
-		if !slices.Contains(out, id) {
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
 			out = append(out, id)
 		}
 	}

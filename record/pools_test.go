@@ -3,9 +3,11 @@ package record
 import (
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -52,6 +54,37 @@ func TestTagPoolsLogarithmic(t *testing.T) {
 		if ev.Pool != want {
 			t.Fatalf("addr %#x: pool %v, want %v", ev.Addr, ev.Pool, want)
 		}
+	}
+}
+
+// TestPoolIDsLinear: the pools of 65,536 private segments, one pool each
+// and a few shared, listed once each in the order of their first segment,
+// at one look-up a segment (a scan of the pools listed so far was
+// quadratic: two thirds of an import of 64,000 graphs' segments).
+func TestPoolIDsLinear(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 1 << 16
+	d := poolsDevice(n, rng)
+	for i := range d.Segments[:n] {
+		if i%5 == 0 {
+			d.Segments[i].Pool = trace.PoolID{A: 7} // shared by a fifth of them
+		}
+	}
+	p := privateSegments(d)
+	p.visits = 0
+	ids := p.ids()
+	if p.visits > n {
+		t.Fatalf("listing the pools of %d segments examined %d, want at most %d", n, p.visits, n)
+	}
+	var want []allocator.PoolID
+	for _, s := range p.segs {
+		id := allocator.PoolID{A: s.Pool.A, B: s.Pool.B}
+		if !slices.Contains(want[max(0, len(want)-1):], id) && (id != allocator.PoolID{A: 7} || !slices.Contains(want, id)) {
+			want = append(want, id)
+		}
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("%d pools listed, want %d (or another order)", len(ids), len(want))
 	}
 }
 

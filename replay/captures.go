@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"slices"
-
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -121,47 +119,88 @@ func (c *captures) close() {
 func (c *captures) later() int {
 	c.open, c.cur = allocator.PoolID{}, episode{}
 	n := 0
+	var later suffixes
 	for _, eps := range c.byPool {
-		// From the last episode back, with the later ones by their last
-		// two sizes, which a repeat shares: an episode is compared only
-		// with those.
-		type tail [2]int64
-		by := map[tail][]int{}
+		// From the last episode back, each looked up among the later ones.
+		later.reset()
 		for i := len(eps) - 1; i >= 0; i-- {
 			w := eps[i].sizes
-			if len(w) < 2 {
-				if !eps[i].first {
-					n++ // nothing repeats it
-				}
-				continue
-			}
-			key := tail{w[len(w)-2], w[len(w)-1]}
-			if !eps[i].first && !slices.ContainsFunc(by[key], func(j int) bool { return repeats(eps[j].sizes, w) }) {
+			if !eps[i].first && !later.repeat(w) {
 				n++
 			}
-			by[key] = append(by[key], i)
+			later.add(w)
 		}
 	}
 	return n
 }
 
-// repeats reports whether the episode r repeats the episode w: r's
-// allocations, less its leading ones that copy the recording's inputs
+// suffixes holds episodes by their sizes from the last back (a trie: an
+// edge per node and size), so that whether one of them repeats an episode
+// w costs w's length, whatever their number. An episode r repeats w when
+// r's allocations, less its leading ones that copy the recording's inputs
 // (none when every input is static: parameters, or outputs of the tree's
 // other graphs), are the last ones of w (whose first run may allocate
 // more before, such as the RNG state), at least two and at least half of
-// w's.
-func repeats(r, w []int64) bool {
-	for k := 0; k < len(r); k++ {
-		n := len(r) - k
-		if n < 2 || 2*n < len(w) {
-			break
-		}
-		if n <= len(w) && slices.Equal(r[k:], w[len(w)-n:]) {
-			return true
-		}
+// w's: when r and w end in the same m sizes, m = max(2, ⌈len(w)/2⌉).
+type suffixes struct {
+	next  map[suffixEdge]int32
+	nodes int32 // made so far; 0 is the root
+}
+
+type suffixEdge struct {
+	node int32
+	size int64
+}
+
+func (x *suffixes) reset() {
+	clear(x.next)
+	x.nodes = 1
+}
+
+// add adds the episode r; one of fewer than two allocations repeats
+// nothing.
+func (x *suffixes) add(r []int64) {
+	if len(r) < 2 {
+		return
 	}
-	return false
+	if x.next == nil {
+		x.next = map[suffixEdge]int32{}
+		x.nodes = 1
+	}
+	node := int32(0)
+	for i := len(r) - 1; i >= 0; i-- {
+		if countVisits {
+			suffixVisits.Add(1)
+		}
+		e := suffixEdge{node, r[i]}
+		child, ok := x.next[e]
+		if !ok {
+			child = x.nodes
+			x.nodes++
+			x.next[e] = child
+		}
+		node = child
+	}
+}
+
+// repeat reports whether an episode added repeats w.
+func (x *suffixes) repeat(w []int64) bool {
+	if len(w) < 2 {
+		return false
+	}
+	m := max(2, (len(w)+1)/2)
+	node := int32(0)
+	for i := len(w) - 1; i >= len(w)-m; i-- {
+		if countVisits {
+			suffixVisits.Add(1)
+		}
+		child, ok := x.next[suffixEdge{node, w[i]}]
+		if !ok {
+			return false
+		}
+		node = child
+	}
+	return true
 }
 
 // sinceCall follows the requests after an empty_cache call, to tell

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -65,9 +67,79 @@ func TestRepeats(t *testing.T) {
 		{[]int64{1, 2, 3}, []int64{5, 6, 7, 2, 3}, false},
 		{[]int64{1, 2, 4}, []int64{2, 3}, false},
 	} {
-		if got := repeats(tc.r, tc.w); got != tc.want {
-			t.Errorf("repeats(%v, %v) = %v, want %v", tc.r, tc.w, got, tc.want)
+		var x suffixes
+		x.add(tc.r)
+		if got := x.repeat(tc.w); got != tc.want {
+			t.Errorf("%v repeats %v: %v, want %v", tc.r, tc.w, got, tc.want)
 		}
+		if got := repeatsRef(tc.r, tc.w); got != tc.want {
+			t.Errorf("repeatsRef(%v, %v) = %v, want %v", tc.r, tc.w, got, tc.want)
+		}
+	}
+}
+
+// repeatsRef is the definition of a repeat (suffixes), compared pair by
+// pair: r, less k leading allocations, is the last n of w, n at least two
+// and at least half of w's.
+func repeatsRef(r, w []int64) bool {
+	for k := 0; k < len(r); k++ {
+		n := len(r) - k
+		if n < 2 || 2*n < len(w) {
+			break
+		}
+		if n <= len(w) && slices.Equal(r[k:], w[len(w)-n:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSuffixesRef: suffixes answers as repeatsRef over every later
+// episode, on random episodes of few distinct sizes (many near repeats).
+func TestSuffixesRef(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		eps := make([][]int64, 1+rng.IntN(8))
+		for i := range eps {
+			for range rng.IntN(7) {
+				eps[i] = append(eps[i], int64(1+rng.IntN(3)))
+			}
+		}
+		var x suffixes
+		x.reset()
+		for i := len(eps) - 1; i >= 0; i-- {
+			want := slices.ContainsFunc(eps[i+1:], func(r []int64) bool { return repeatsRef(r, eps[i]) })
+			if got := x.repeat(eps[i]); got != want {
+				t.Fatalf("trial %d: episode %d of %v repeated: %v, want %v", trial, i, eps, got, want)
+			}
+			x.add(eps[i])
+		}
+	}
+}
+
+// TestWork_laterCaptures: a graph pool of 20,000 episodes of 8
+// allocations that end alike (two scalars) and repeat none of each other:
+// later looks each up in the suffixes of the later ones at a cost of its
+// length (at most 16 steps an episode, 8 to add and 4 to look up), not by
+// comparing it with every later episode that ends alike (2·10^8
+// comparisons).
+func TestWork_laterCaptures(t *testing.T) {
+	const n, l = 20000, 8
+	var c captures
+	eps := make([][]int64, n)
+	for i := range eps {
+		for k := range l - 2 {
+			eps[i] = append(eps[i], int64(1+i*l+k)*512)
+		}
+		eps[i] = append(eps[i], 8, 8)
+	}
+	episodes(&c, allocator.PoolID{A: 1}, eps...)
+	suffixVisits.Store(0)
+	if got := c.later(); got != n-1 {
+		t.Errorf("%d later captures, want %d", got, n-1)
+	}
+	if v := suffixVisits.Load(); v > 2*l*n {
+		t.Errorf("later took %d steps for %d episodes of %d allocations, want at most %d", v, n, l, 2*l*n)
 	}
 }
 

@@ -138,6 +138,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	if opts.MemoryLimit > 0 {
 		a.SetMemoryLimit(opts.MemoryLimit)
 	}
+	a.BriefOOMs(true) // a replay counts its OOMs and prints no message
 	// Converting every event costs; skip it when nobody looks (the
 	// comparison with the recording, or obs).
 	if r.recorded || obs != nil {

@@ -43,6 +43,7 @@ type memIndex struct {
 var (
 	countVisits  bool
 	noRoomVisits atomic.Int64
+	suffixVisits atomic.Int64 // the steps of captures.later's lookups
 )
 
 // checkMemIndex makes otherPool compare the index's answer with the scan's
