@@ -125,6 +125,18 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		}
 		rows, end, flips = r, e, try
 	}
+	// retry finds the calls again with keys flipped too.
+	retry := func(keys []replay.AllocKey) ([]trace.Event, passEnd, map[replay.AllocKey]bool, error) {
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		for _, k := range keys {
+			try[k] = true
+		}
+		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
+		return r, e, try, err
+	}
 	// A default-pool segment released between two of a private pool's in
 	// one run of releases was the pool's: a MemPool's destruction
 	// releases its segments before the empty_cache() after it releases
@@ -137,14 +149,7 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		if len(keys) == 0 {
 			break
 		}
-		try := maps.Clone(flips)
-		if try == nil {
-			try = map[replay.AllocKey]bool{}
-		}
-		for _, k := range keys {
-			try[k] = true
-		}
-		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
+		r, e, try, err := retry(keys)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -165,14 +170,7 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		if len(keys) == 0 {
 			break
 		}
-		try := maps.Clone(flips)
-		if try == nil {
-			try = map[replay.AllocKey]bool{}
-		}
-		for _, k := range keys {
-			try[k] = true
-		}
-		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
+		r, e, try, err := retry(keys)
 		if err != nil {
 			return nil, nil, err
 		}
