@@ -44,13 +44,15 @@ func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64
 func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
 	flips map[replay.AllocKey]bool, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
+	// Before readChunks' goroutine reads private (its visits count too).
+	aliases, named := private.poolAliases(), private.ids()
 	s.ready = readChunks(initial, d, rows, private, free, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, which this
 	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: private.poolAliases(), NamedPools: private.ids(), Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
