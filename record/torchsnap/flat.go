@@ -110,22 +110,15 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 		if v, ok = b.memo.getDense(idx); !ok || v.k == vDict {
 			return value{}, 0, false
 		}
-	case opBinInt1:
-		v = intValue(int64(p[1]))
-		i += 2
-	case opBinInt2:
-		v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
-		i += 3
-	case opBinInt:
-		v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
-		i += 5
+	case opBinInt1, opBinInt2, opBinInt:
+		x, n := binIntAt(p)
+		v, i = intValue(x), i+n
 	case opLong1:
-		c := int(p[1])
-		if c > 8 {
+		x, n := long1At(p)
+		if n == 0 {
 			return value{}, 0, false
 		}
-		v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
-		i += 2 + c
+		v, i = intValue(x), i+n
 	case opNone:
 		i++
 	case opNewTrue:

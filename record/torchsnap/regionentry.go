@@ -74,22 +74,15 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 						return 0, cev{}, false
 					}
 				}
-			case opBinInt1:
-				v = intValue(int64(p[1]))
-				j += 2
-			case opBinInt2:
-				v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
-				j += 3
-			case opBinInt:
-				v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
-				j += 5
+			case opBinInt1, opBinInt2, opBinInt:
+				x, n := binIntAt(p)
+				v, j = intValue(x), j+n
 			case opLong1:
-				c := int(p[1])
-				if c > 8 {
+				x, n := long1At(p)
+				if n == 0 {
 					return 0, cev{}, false
 				}
-				v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
-				j += 2 + c
+				v, j = intValue(x), j+n
 			case opNone:
 				j++
 			case opNewTrue:
@@ -221,22 +214,15 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 					goto fail
 				}
 			}
-		case opBinInt1:
-			v = intValue(int64(p[1]))
-			j += 2
-		case opBinInt2:
-			v = intValue(int64(binary.LittleEndian.Uint16(p[1:3])))
-			j += 3
-		case opBinInt:
-			v = intValue(int64(int32(binary.LittleEndian.Uint32(p[1:5]))))
-			j += 5
+		case opBinInt1, opBinInt2, opBinInt:
+			x, n := binIntAt(p)
+			v, j = intValue(x), j+n
 		case opLong1:
-			c := int(p[1])
-			if c > 8 {
+			x, n := long1At(p)
+			if n == 0 {
 				goto fail
 			}
-			v = intValue(long1(c, binary.LittleEndian.Uint64(p[2:10])))
-			j += 2 + c
+			v, j = intValue(x), j+n
 		case opNone:
 			j++
 		case opNewTrue:
