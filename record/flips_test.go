@@ -207,7 +207,14 @@ func TestSandwiched(t *testing.T) {
 // forty, and the small ones after) in one private pool and the rest in the
 // default pools, as the program made them.
 func TestImport_memPoolReleased(t *testing.T) {
-	evs := importPair(t, "mempool__default")
+	checkMemPoolAllocs(t, importPair(t, "mempool__default"))
+}
+
+// checkMemPoolAllocs checks the allocations of the pairs' mempool program
+// in evs: every third of the first forty, and all after, in one private
+// pool (returned), the rest in the default pools.
+func checkMemPoolAllocs(t *testing.T, evs []trace.Event) trace.PoolID {
+	t.Helper()
 	var pool trace.PoolID
 	i := 0
 	for _, ev := range evs {
@@ -226,6 +233,7 @@ func TestImport_memPoolReleased(t *testing.T) {
 		}
 		i++
 	}
+	return pool
 }
 
 // importPair imports testdata/pairs' snapshot name and returns its events.

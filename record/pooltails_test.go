@@ -101,24 +101,7 @@ func TestImport_memPoolGC(t *testing.T) {
 	for rd.Next() {
 		evs = append(evs, *rd.Event())
 	}
-	var pool trace.PoolID
-	i := 0
-	for _, ev := range evs {
-		if ev.Kind != trace.KindAlloc {
-			continue
-		}
-		in := i >= 40 || i%3 == 0
-		if in && pool.IsDefault() {
-			pool = ev.Pool
-		}
-		switch {
-		case in && (ev.Pool != pool || pool.IsDefault()):
-			t.Errorf("allocation %d (%d bytes) in pool %v, want the MemPool %v", i, ev.Size, ev.Pool, pool)
-		case !in && !ev.Pool.IsDefault():
-			t.Errorf("allocation %d (%d bytes) in pool %v, want the default pools", i, ev.Size, ev.Pool)
-		}
-		i++
-	}
+	pool := checkMemPoolAllocs(t, evs)
 	n := len(evs)
 	if n < 2 || evs[n-1].Kind != trace.KindEmptyCache || evs[n-1].Size != 0 || evs[n-2].Kind != trace.KindSegmentFree || evs[n-2].Pool != pool {
 		t.Errorf("the trace ends with %v, %v; want the pool's last release, then an empty_cache row of 0 bytes", evs[max(n-2, 0)], evs[n-1])
