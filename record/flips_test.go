@@ -239,9 +239,17 @@ func checkMemPoolAllocs(t *testing.T, evs []trace.Event) trace.PoolID {
 // importPair imports testdata/pairs' snapshot name and returns its events.
 func importPair(t *testing.T, name string) []trace.Event {
 	t.Helper()
+	evs, _ := importPairWith(t, name, ImportOptions{})
+	return evs
+}
+
+// importPairWith is importPair with opts, and also returns the import's result.
+func importPairWith(t *testing.T, name string, opts ImportOptions) ([]trace.Event, *ImportResult) {
+	t.Helper()
 	in := gunzipPair(t, name)
 	out := filepath.Join(t.TempDir(), name+".arrows")
-	if _, err := importOne(context.Background(), in, out, ImportOptions{}); err != nil {
+	res, err := importOne(context.Background(), in, out, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	rd, err := trace.Open(out)
@@ -256,7 +264,7 @@ func importPair(t *testing.T, name string) []trace.Event {
 	if err := rd.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return evs
+	return evs, res
 }
 
 // gunzipPair writes testdata/pairs' snapshot name, unzipped, to a

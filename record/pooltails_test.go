@@ -1,8 +1,6 @@
 package record
 
 import (
-	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -83,23 +81,9 @@ func sizes(evs []trace.Event) []int64 {
 // the pool's own. The trace ends with that release and then the
 // empty_cache() the program made after it, which released nothing.
 func TestImport_memPoolGC(t *testing.T) {
-	in := gunzipPair(t, "mempool__gc60")
-	out := filepath.Join(t.TempDir(), "out.arrows")
-	res, err := importOne(context.Background(), in, out, ImportOptions{MemoryFraction: 0.008158935077352275, DeviceTotal: 150109880320})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs, res := importPairWith(t, "mempool__gc60", ImportOptions{MemoryFraction: 0.008158935077352275, DeviceTotal: 150109880320})
 	for _, d := range res.Diverged {
 		t.Errorf("the model leaves the recording: %v", d)
-	}
-	rd, err := trace.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	var evs []trace.Event
-	for rd.Next() {
-		evs = append(evs, *rd.Event())
 	}
 	pool := checkMemPoolAllocs(t, evs)
 	n := len(evs)
