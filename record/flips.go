@@ -100,6 +100,28 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		return nil, nil, err
 	}
 	rows, end, flips := best.rows, best.end, best.flips
+	// adopt finds the calls again with keys flipped too, and keeps the
+	// result where the model still follows the recording to its end with
+	// no more misplaced segments than before (fewer, if strict).
+	adopt := func(keys []replay.AllocKey, strict bool) (bool, error) {
+		try := maps.Clone(flips)
+		if try == nil {
+			try = map[replay.AllocKey]bool{}
+		}
+		for _, k := range keys {
+			try[k] = true
+		}
+		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
+		if err != nil {
+			return false, err
+		}
+		more := len(e.misplaced) - len(end.misplaced)
+		if e.left || more > 0 || strict && more == 0 {
+			return false, nil
+		}
+		rows, end, flips = r, e, try
+		return true, nil
+	}
 	// Followed to the end, with the labels of two pools swapped: with
 	// expandable segments a MemPool's first reservation, inferred to the
 	// default pools, makes the default pools' look like a new pool's, and
@@ -111,31 +133,11 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		if !ok {
 			break
 		}
-		try := maps.Clone(flips)
-		if try == nil {
-			try = map[replay.AllocKey]bool{}
-		}
-		try[key] = true
-		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
-		if err != nil {
+		if ok, err := adopt([]replay.AllocKey{key}, true); err != nil {
 			return nil, nil, err
-		}
-		if e.left || len(e.misplaced) >= len(end.misplaced) {
+		} else if !ok {
 			break
 		}
-		rows, end, flips = r, e, try
-	}
-	// retry finds the calls again with keys flipped too.
-	retry := func(keys []replay.AllocKey) ([]trace.Event, passEnd, map[replay.AllocKey]bool, error) {
-		try := maps.Clone(flips)
-		if try == nil {
-			try = map[replay.AllocKey]bool{}
-		}
-		for _, k := range keys {
-			try[k] = true
-		}
-		r, e, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, try)
-		return r, e, try, err
 	}
 	// A default-pool segment released between two of a private pool's in
 	// one run of releases was the pool's: a MemPool's destruction
@@ -149,14 +151,11 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		if len(keys) == 0 {
 			break
 		}
-		r, e, try, err := retry(keys)
-		if err != nil {
+		if ok, err := adopt(keys, false); err != nil {
 			return nil, nil, err
-		}
-		if e.left || len(e.misplaced) > len(end.misplaced) {
+		} else if !ok {
 			break
 		}
-		rows, end, flips = r, e, try
 	}
 	// Default-pool releases that end a run in the order of a MemPool's
 	// release before them were the pool's too (poolTails); the call that
@@ -170,14 +169,11 @@ func decidePools(conf allocator.Conf, infer inference, limit, total int64, initi
 		if len(keys) == 0 {
 			break
 		}
-		r, e, try, err := retry(keys)
-		if err != nil {
+		if ok, err := adopt(keys, false); err != nil {
 			return nil, nil, err
-		}
-		if e.left || len(e.misplaced) > len(end.misplaced) {
+		} else if !ok {
 			break
 		}
-		rows, end, flips = r, e, try
 		calls = append(calls, c...)
 	}
 	return mergeRows(rows, calls), flips, nil
