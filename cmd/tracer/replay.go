@@ -237,7 +237,8 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 		fmt.Fprintf(opts.Err, "replaying the built-in sample trace: %s\n(pass a TRACE to replay your own; tracer import turns a PyTorch snapshot into one)\n", in.Name)
 	}
 
-	popts := pipeline.Options{}
+	// The report prints no more of the summaries than their fragmentation.
+	popts := pipeline.Options{Analysis: analysis.Options{FragmentationOnly: true}}
 	var gpu *cuda.Device
 	if opts.Device == "cuda" {
 		if gpu, err = cuda.Open(0); err != nil {
@@ -375,7 +376,7 @@ func replayCompared(ctx context.Context, in *pipeline.Input, want, base pipeline
 		go func() {
 			defer close(done)
 			if !same {
-				rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
+				rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{Analysis: popts.Analysis})
 			}
 		}()
 		start = time.Now()
