@@ -314,6 +314,11 @@ type Options struct {
 	// The Run's Result is then valid until the Replayer's next replay, and
 	// replays that run at once must not share it.
 	Replayer *replay.Replayer
+	// SkipCompare, for a replay under the recorded settings, compares
+	// nothing with the recording (replay.Options.SkipCompare: no
+	// mismatches counted), for a caller that prints none; the replay
+	// itself is the same.
+	SkipCompare bool
 	// Observe, when set, sees every replayed event, in order, on the
 	// analysis goroutine (the event is reused: copy what it keeps). Stack
 	// IDs refer to Run.Stacks.
@@ -365,6 +370,7 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		TotalMemory: s.Total,
 		MemoryLimit: s.Limit,
 		Recorded:    s.Recorded,
+		SkipCompare: opt.SkipCompare,
 		NewDevice:   opt.NewDevice,
 		// The trace's empty_cache rows, when it says it has them, are the
 		// program's calls; otherwise the replay infers them.

@@ -188,3 +188,36 @@ func TestReplay_observe(t *testing.T) {
 		t.Errorf("observed %d events (%d with a stack), summarized %d; %d stacks", n, withStack, run.Summaries[0].Events, len(run.Stacks))
 	}
 }
+
+// Options.SkipCompare replays as the comparison does but counts no
+// mismatches: a replay taken for the recorded one under settings that
+// differ (the sample with a 4 KiB quantum) mismatches when compared, and
+// gives the same stats without the comparison.
+func TestReplay_skipCompare(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := in.Resolve(Settings{Round: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Recorded = true // as if these were the recorded settings
+	compared, err := Replay(context.Background(), in, r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, err := Replay(context.Background(), in, r, Options{SkipCompare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compared.Result.Devices[0].NumMismatches == 0 {
+		t.Fatal("the compared replay found no mismatch: the test shows nothing")
+	}
+	if n := skipped.Result.Devices[0].NumMismatches; n != 0 {
+		t.Errorf("SkipCompare counted %d mismatches", n)
+	}
+	if got, want := skipped.Result.Devices[0].Stats.Map(), compared.Result.Devices[0].Stats.Map(); !reflect.DeepEqual(got, want) {
+		t.Errorf("stats differ without the comparison:\n got %v\nwant %v", got, want)
+	}
+}
