@@ -221,3 +221,43 @@ func TestReplay_skipCompare(t *testing.T) {
 		t.Errorf("stats differ without the comparison:\n got %v\nwant %v", got, want)
 	}
 }
+
+// ReplayEach's replays, reading the trace once, are the replays Replay
+// makes one at a time: results, summaries and facts.
+func TestReplayEach(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := in.RecordedSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := in.Resolve(Settings{Conf: "expandable_segments:True"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []Resolved{want, base}
+	opts := []Options{{}, {SkipCompare: true}}
+	runs, err := ReplayEach(context.Background(), in, sets, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sets {
+		one, err := Replay(context.Background(), in, s, opts[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := runs[i]
+		if !reflect.DeepEqual(got.Result.Devices[0].Stats.Map(), one.Result.Devices[0].Stats.Map()) ||
+			got.Result.Devices[0].Events != one.Result.Devices[0].Events || got.Result.Devices[0].NumMismatches != one.Result.Devices[0].NumMismatches {
+			t.Errorf("%s: result differs from Replay's", s.Label)
+		}
+		if !reflect.DeepEqual(got.Summaries, one.Summaries) || !reflect.DeepEqual(got.Facts, one.Facts) {
+			t.Errorf("%s: summaries or facts differ from Replay's", s.Label)
+		}
+	}
+	if runs[0].Result.Devices[0].Stats.Map()["reserved_bytes.all.peak"] == runs[1].Result.Devices[0].Stats.Map()["reserved_bytes.all.peak"] {
+		t.Error("the two settings reserved alike: the test shows nothing")
+	}
+}
