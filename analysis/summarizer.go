@@ -419,14 +419,36 @@ func (s *Summarizer) observe(ev *trace.Event) {
 	s.tl.add(s.n, ev.Seq, ev.TimeUs, v)
 }
 
-// maxima keeps the first event at each byte series' maximum, as the
-// timeline's Max finds it (Options.FragmentationOnly).
+// maxima keeps the first event at the maximum of each byte series that
+// Finalize takes from the timeline, as the timeline's Max finds it
+// (Options.FragmentationOnly); one comparison each per event.
 func (s *Summarizer) maxima(ev *trace.Event) {
-	for i := range numInt {
-		if x := s.v[i]; s.n == 0 || x > int64(s.maxAt[i].Bytes) {
-			s.maxAt[i] = Peak{Bytes: Bytes(x), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
+	v := &s.v
+	if s.n == 0 {
+		for _, i := range []Series{Active, Requested, External, Internal, InactiveSplit} {
+			s.newMax(i, ev)
 		}
+		return
 	}
+	if v[Active] > int64(s.maxAt[Active].Bytes) {
+		s.newMax(Active, ev)
+	}
+	if v[Requested] > int64(s.maxAt[Requested].Bytes) {
+		s.newMax(Requested, ev)
+	}
+	if v[External] > int64(s.maxAt[External].Bytes) {
+		s.newMax(External, ev)
+	}
+	if v[Internal] > int64(s.maxAt[Internal].Bytes) {
+		s.newMax(Internal, ev)
+	}
+	if v[InactiveSplit] > int64(s.maxAt[InactiveSplit].Bytes) {
+		s.newMax(InactiveSplit, ev)
+	}
+}
+
+func (s *Summarizer) newMax(i Series, ev *trace.Event) {
+	s.maxAt[i] = Peak{Bytes: Bytes(s.v[i]), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
 }
 
 func (s *Summarizer) newPeak(i Series, x int64, ev *trace.Event) {
