@@ -352,8 +352,15 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 // ReplayEach replays the input under each of settings at once, with the
 // options of the same index, as Replay does each: the replays read and
 // number the trace once, and share its events. The error is the first
-// failed replay's, in order.
+// failed replay's, in order. Replays that run at once must not share a
+// Replayer (Options.Replayer).
 func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Options) ([]*Run, error) {
+	if len(opts) != len(settings) {
+		return nil, fmt.Errorf("pipeline: %d settings with %d options", len(settings), len(opts))
+	}
+	if len(settings) == 0 {
+		return nil, nil
+	}
 	for _, s := range settings {
 		if err := s.Conf.Modelled(); err != nil {
 			return nil, fmt.Errorf("%s: %v", in.Name, err)

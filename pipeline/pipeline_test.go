@@ -261,3 +261,22 @@ func TestReplayEach(t *testing.T) {
 		t.Error("the two settings reserved alike: the test shows nothing")
 	}
 }
+
+// ReplayEach of no settings replays nothing, and one with an option
+// missing says so.
+func TestReplayEach_counts(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := ReplayEach(context.Background(), in, nil, nil); len(runs) != 0 || err != nil {
+		t.Errorf("no settings: %d runs, %v", len(runs), err)
+	}
+	base, err := in.RecordedSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReplayEach(context.Background(), in, []Resolved{base, base}, []Options{{}}); err == nil || !strings.Contains(err.Error(), "2 settings with 1 options") {
+		t.Errorf("an option missing: %v", err)
+	}
+}
