@@ -16,6 +16,9 @@ func (s *Summarizer) Finalize() *Summary {
 	}
 	tl := s.tl.finish(s.hasTime, s.t0)
 	peak := func(x Series) Peak {
+		if s.fragOnly {
+			return s.maxAt[x]
+		}
 		if len(tl.Buckets) == 0 {
 			return Peak{}
 		}

@@ -29,6 +29,11 @@ type Options struct {
 	// MemoryLimit is the per-process memory limit the events ran under, in
 	// bytes (0 for none): an OOM's verdict compares the live bytes with it.
 	MemoryLimit int64
+	// FragmentationOnly computes only the Summary's Fragmentation, Peaks
+	// and Stats, the same as without it, for a caller that uses no more
+	// (tracer replay): no timeline (the maxima are kept as the events
+	// come), sites, phases, lifetimes, grow, OOM details or segment layout.
+	FragmentationOnly bool
 }
 
 // Summarizer computes a Summary from events fed one at a time. Its memory is
@@ -68,6 +73,11 @@ type Summarizer struct {
 
 	sitesStale bool // allocated hit a new maximum not yet copied into sites.atPeak
 
+	// With Options.FragmentationOnly, the first event at each byte series'
+	// maximum, in place of the timeline's.
+	fragOnly bool
+	maxAt    [numInt]Peak
+
 	// The reserved peak's plateau: while reserved equals its maximum, the
 	// most allocated bytes and the layout at that moment (taken lazily).
 	plateauAlloc int64
@@ -104,6 +114,9 @@ func NewSummarizer(opt Options) *Summarizer {
 	}
 	if opt.MaxOOMs <= 0 {
 		opt.MaxOOMs = 16
+	}
+	if opt.FragmentationOnly {
+		return &Summarizer{opt: opt, segs: newSegments(), fragOnly: true}
 	}
 	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
 		ph: newPhases(opt.Annotations, opt.Device)}
@@ -232,7 +245,7 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.release(old, true)
 	}
 	bs := s.blockSize(ev)
-	if len(s.growRun) > 0 && (!s.hasGrow || bs > int64(s.grow.BlockSize)) {
+	if len(s.growRun) > 0 && (!s.hasGrow || bs > int64(s.grow.BlockSize)) && !s.fragOnly {
 		s.recordGrow(ev, bs)
 	}
 	g := s.segs.find(addr)
@@ -253,7 +266,9 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.nBlocks++
 		s.peakBlocks = max(s.peakBlocks, s.nBlocks)
 		s.nAllocs++
-		s.sites.add(b.site(), bs, ev.Size, 1)
+		if !s.fragOnly {
+			s.sites.add(b.site(), bs, ev.Size, 1)
+		}
 		if s.ph != nil {
 			s.ph.alloc(b.phase, bs)
 		}
@@ -279,6 +294,14 @@ func (s *Summarizer) unallocate(b *block) {
 	s.v[Allocated] -= b.size
 	s.nBlocks--
 	s.nFrees++
+	if s.fragOnly {
+		b.pending = true
+		s.live.changed(b)
+		if g := s.blockSegment(b); g != nil {
+			s.segs.addBlock(g, -b.size, 0, 0)
+		}
+		return
+	}
 	s.sites.add(b.site(), -b.size, -b.req, -1)
 	if s.ph != nil {
 		s.ph.free(b.phase, b.size)
@@ -360,7 +383,7 @@ func (s *Summarizer) recordGrow(ev *trace.Event, bs int64) {
 
 func (s *Summarizer) oom(ev *trace.Event) {
 	s.nOOMs++
-	if len(s.ooms) >= s.opt.MaxOOMs {
+	if len(s.ooms) >= s.opt.MaxOOMs || s.fragOnly {
 		return
 	}
 	any, same := s.largestFree(ev.Stream, nil)
@@ -385,11 +408,47 @@ func (s *Summarizer) observe(ev *trace.Event) {
 	}
 	if v[Reserved] == int64(s.peak[Reserved].Bytes) && v[Allocated] > s.plateauAlloc {
 		s.plateauAlloc = v[Allocated]
-		s.layoutStale = true
+		s.layoutStale = !s.fragOnly
 		s.layoutAt = Peak{Bytes: Bytes(v[Reserved]), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
 	}
 	s.peakSplitFixed = max(s.peakSplitFixed, s.segs.splitFixed)
+	if s.fragOnly {
+		s.maxima(ev)
+		return
+	}
 	s.tl.add(s.n, ev.Seq, ev.TimeUs, v)
+}
+
+// maxima keeps the first event at the maximum of each byte series that
+// Finalize takes from the timeline, as the timeline's Max finds it
+// (Options.FragmentationOnly); one comparison each per event.
+func (s *Summarizer) maxima(ev *trace.Event) {
+	v := &s.v
+	if s.n == 0 {
+		for _, i := range []Series{Active, Requested, External, Internal, InactiveSplit} {
+			s.newMax(i, ev)
+		}
+		return
+	}
+	if v[Active] > int64(s.maxAt[Active].Bytes) {
+		s.newMax(Active, ev)
+	}
+	if v[Requested] > int64(s.maxAt[Requested].Bytes) {
+		s.newMax(Requested, ev)
+	}
+	if v[External] > int64(s.maxAt[External].Bytes) {
+		s.newMax(External, ev)
+	}
+	if v[Internal] > int64(s.maxAt[Internal].Bytes) {
+		s.newMax(Internal, ev)
+	}
+	if v[InactiveSplit] > int64(s.maxAt[InactiveSplit].Bytes) {
+		s.newMax(InactiveSplit, ev)
+	}
+}
+
+func (s *Summarizer) newMax(i Series, ev *trace.Event) {
+	s.maxAt[i] = Peak{Bytes: Bytes(s.v[i]), Event: s.n, Seq: ev.Seq, TimeUs: ev.TimeUs}
 }
 
 func (s *Summarizer) newPeak(i Series, x int64, ev *trace.Event) {
@@ -399,7 +458,7 @@ func (s *Summarizer) newPeak(i Series, x int64, ev *trace.Event) {
 	}
 	switch i {
 	case Allocated:
-		s.sitesStale = true
+		s.sitesStale = !s.fragOnly
 		s.internalAt = s.v[Active] - s.v[Requested]
 	case Reserved:
 		s.plateauAlloc = -1 // the plateau restarts; observe takes it

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/record"
 )
@@ -61,10 +62,13 @@ end
 	return out, nil
 })
 
-// BenchmarkReplayAnalyze measures what `tracer replay` does per trace: read
-// it, replay it on the model and summarize the replayed events, under the
-// recorded settings (with the event-by-event comparison) and under
-// --round 4096.
+// BenchmarkReplayAnalyze measures what `tracer replay --json` does per
+// trace: read it, replay it on the model and summarize the replayed events
+// as far as the command prints them (analysis.Options.FragmentationOnly),
+// under the recorded settings (with the event-by-event comparison), and a
+// what-if under expandable_segments:True, which replays the recorded
+// settings beside it from one reading (ReplayEach, the recorded one not
+// compared). events/s counts the trace's events once per op.
 func BenchmarkReplayAnalyze(b *testing.B) {
 	path, err := benchTrace()
 	if err != nil {
@@ -74,28 +78,37 @@ func BenchmarkReplayAnalyze(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	base, err := in.RecordedSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	only := analysis.Options{FragmentationOnly: true}
 	for _, c := range []struct {
 		name string
 		set  pipeline.Settings
 	}{
 		{"recorded", pipeline.Settings{}},
-		{"round4096", pipeline.Settings{Round: 4096}},
+		{"expandable", pipeline.Settings{Conf: "expandable_segments:True"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			r, err := in.Resolve(c.set)
 			if err != nil {
 				b.Fatal(err)
 			}
+			sets, opts := []pipeline.Resolved{r}, []pipeline.Options{{Analysis: only}}
+			if r != base {
+				sets, opts = append(sets, base), append(opts, pipeline.Options{Analysis: only, SkipCompare: true})
+			}
 			var events int64
 			for b.Loop() {
-				run, err := pipeline.Replay(context.Background(), in, r, pipeline.Options{})
+				runs, err := pipeline.ReplayEach(context.Background(), in, sets, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if run.Summaries[0].Peaks.Reserved.Bytes == 0 {
+				if runs[0].Summaries[0].Peaks.Reserved.Bytes == 0 {
 					b.Fatal("no reserved peak")
 				}
-				events += run.Facts.Events
+				events += runs[0].Facts.Events
 			}
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(events)/float64(b.N), "events/op")

@@ -314,6 +314,11 @@ type Options struct {
 	// The Run's Result is then valid until the Replayer's next replay, and
 	// replays that run at once must not share it.
 	Replayer *replay.Replayer
+	// SkipCompare, for a replay under the recorded settings, compares
+	// nothing with the recording (replay.Options.SkipCompare: no
+	// mismatches counted), for a caller that prints none; the replay
+	// itself is the same.
+	SkipCompare bool
 	// Observe, when set, sees every replayed event, in order, on the
 	// analysis goroutine (the event is reused: copy what it keeps). Stack
 	// IDs refer to Run.Stacks.
@@ -337,34 +342,105 @@ type Run struct {
 // Decoding, the model and the analysis run on three goroutines (see
 // stream.go).
 func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, error) {
-	if err := s.Conf.Modelled(); err != nil {
-		return nil, fmt.Errorf("%s: %v", in.Name, err)
+	runs, err := ReplayEach(ctx, in, []Resolved{s}, []Options{opt})
+	if err != nil {
+		return nil, err
+	}
+	return runs[0], nil
+}
+
+// ReplayEach replays the input under each of settings at once, with the
+// options of the same index, as Replay does each: the replays read and
+// number the trace once, and share its events. The error is the first
+// failed replay's, in order. Replays that run at once must not share a
+// Replayer (Options.Replayer).
+func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Options) ([]*Run, error) {
+	if len(opts) != len(settings) {
+		return nil, fmt.Errorf("pipeline: %d settings with %d options", len(settings), len(opts))
+	}
+	if len(settings) == 0 {
+		return nil, nil
+	}
+	for _, s := range settings {
+		if err := s.Conf.Modelled(); err != nil {
+			return nil, fmt.Errorf("%s: %v", in.Name, err)
+		}
 	}
 	rd, err := in.Reader()
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
-	run := &Run{Settings: s}
-	opt.Analysis.MemoryLimit = s.Limit // the OOM verdicts compare with it
 	report := OnStages
 	start := time.Now()
-	clock := startClock(report != nil)
-	defer clock.stop()
-	src := startReadAhead(ctx, rd, &run.Facts, false, true, report != nil)
+	var facts trace.Facts
+	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings))
 	defer src.close()
+	reps := make([]tapReplay, len(settings))
+	each(len(settings), func(i int) { reps[i].replay(ctx, in, settings[i], opts[i], src.taps[i], report != nil) })
+	src.close()
+	for i := range reps {
+		if reps[i].err != nil {
+			return nil, fmt.Errorf("%s: %w", in.Name, reps[i].err)
+		}
+		if reps[i].obs.err != nil {
+			return nil, reps[i].obs.err
+		}
+	}
+	in.noteFacts(&facts)
+	runs := make([]*Run, len(reps))
+	each(len(reps), func(i int) { runs[i] = reps[i].finish(rd, settings[i], facts, report != nil) })
+	if report != nil {
+		for i, r := range reps {
+			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered, Model: r.model,
+				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start)})
+		}
+	}
+	return runs, nil
+}
+
+// each calls f(0), ..., f(n-1) at once, the last on the calling goroutine,
+// and returns when all have.
+func each(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	f(n - 1)
+	wg.Wait()
+}
+
+// tapReplay is one of ReplayEach's replays: the model on the caller's
+// goroutine, fed by its tap of the reader, and the analysis behind it.
+type tapReplay struct {
+	res          *replay.Result
+	obs          *fanout
+	behind       *analyzeBehind
+	err          error
+	model, final time.Duration // CPU, when timed
+}
+
+func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Options, src *tap, timed bool) {
+	clock := startClock(timed)
+	defer clock.stop()
+	opt.Analysis.MemoryLimit = s.Limit             // the OOM verdicts compare with it
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
-	obs := newFanout(opt)
-	behind := startAnalyzeBehind(obs, src, report != nil)
+	r.obs = newFanout(opt)
+	r.behind = startAnalyzeBehind(r.obs, src, timed)
 	run1 := replay.Run
 	if opt.Replayer != nil {
 		run1 = opt.Replayer.Run
 	}
-	res, err := run1(ctx, src, replay.Options{
+	r.res, r.err = run1(ctx, src, replay.Options{
 		Conf:        s.Conf,
 		TotalMemory: s.Total,
 		MemoryLimit: s.Limit,
 		Recorded:    s.Recorded,
+		SkipCompare: opt.SkipCompare,
 		NewDevice:   opt.NewDevice,
 		// The trace's empty_cache rows, when it says it has them, are the
 		// program's calls; otherwise the replay infers them.
@@ -372,34 +448,28 @@ func Replay(ctx context.Context, in *Input, s Resolved, opt Options) (*Run, erro
 		InferEmptyCaches:   s.InferEmptyCaches,
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
 		Numbered:           true, // by src
-	}, behind)
-	model := clock.lap()
-	behind.close()
-	src.close()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", in.Name, err)
-	}
-	if obs.err != nil {
-		return nil, obs.err
-	}
-	in.noteFacts(&run.Facts)
-	obs.stacks = rd.Stacks()
-	run.Result = res
-	run.Summaries = obs.summaries()
-	run.Stacks = obs.stacks
-	run.OOMStacks = map[trace.StackID]trace.Stack{}
-	for _, d := range res.Devices {
+	}, r.behind)
+	r.model = clock.lap()
+	src.leave() // the reader need not wait for a replay that stopped early
+	r.behind.close()
+}
+
+// finish makes the Run, once the reader is done with rd.
+func (r *tapReplay) finish(rd *trace.Reader, s Resolved, facts trace.Facts, timed bool) *Run {
+	clock := startClock(timed)
+	defer clock.stop()
+	r.obs.stacks = rd.Stacks()
+	run := &Run{Settings: s, Result: r.res, Facts: facts, Summaries: r.obs.summaries(), Stacks: r.obs.stacks,
+		OOMStacks: map[trace.StackID]trace.Stack{}}
+	for _, d := range r.res.Devices {
 		for _, o := range d.OOMs {
 			if o.Stack != trace.NoStack {
 				run.OOMStacks[o.Stack] = rd.Stack(o.Stack)
 			}
 		}
 	}
-	if report != nil {
-		report(StageTimes{Label: s.Label, Read: src.read, Number: src.numbered, Model: model,
-			Analysis: behind.cpu, Finalize: clock.lap(), Wall: time.Since(start)})
-	}
-	return run, nil
+	r.final = clock.lap()
+	return run
 }
 
 // fanout sends each event to its device's summarizer and to the output
@@ -497,7 +567,7 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		return nil, facts, err
 	}
 	defer rd.Close()
-	src := startReadAhead(ctx, rd, &facts, true, false, false)
+	src := startReadAhead(ctx, rd, &facts, true, false, false, 1)
 	defer src.close()
 	opt.Annotations = in.Meta.Annotations
 	if opt.MemoryLimit == 0 {

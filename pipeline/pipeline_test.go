@@ -188,3 +188,95 @@ func TestReplay_observe(t *testing.T) {
 		t.Errorf("observed %d events (%d with a stack), summarized %d; %d stacks", n, withStack, run.Summaries[0].Events, len(run.Stacks))
 	}
 }
+
+// Options.SkipCompare replays as the comparison does but counts no
+// mismatches: a replay taken for the recorded one under settings that
+// differ (the sample with a 4 KiB quantum) mismatches when compared, and
+// gives the same stats without the comparison.
+func TestReplay_skipCompare(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := in.Resolve(Settings{Round: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Recorded = true // as if these were the recorded settings
+	compared, err := Replay(context.Background(), in, r, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, err := Replay(context.Background(), in, r, Options{SkipCompare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compared.Result.Devices[0].NumMismatches == 0 {
+		t.Fatal("the compared replay found no mismatch: the test shows nothing")
+	}
+	if n := skipped.Result.Devices[0].NumMismatches; n != 0 {
+		t.Errorf("SkipCompare counted %d mismatches", n)
+	}
+	if got, want := skipped.Result.Devices[0].Stats.Map(), compared.Result.Devices[0].Stats.Map(); !reflect.DeepEqual(got, want) {
+		t.Errorf("stats differ without the comparison:\n got %v\nwant %v", got, want)
+	}
+}
+
+// ReplayEach's replays, reading the trace once, are the replays Replay
+// makes one at a time: results, summaries and facts.
+func TestReplayEach(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := in.RecordedSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := in.Resolve(Settings{Conf: "expandable_segments:True"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []Resolved{want, base}
+	opts := []Options{{}, {SkipCompare: true}}
+	runs, err := ReplayEach(context.Background(), in, sets, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sets {
+		one, err := Replay(context.Background(), in, s, opts[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := runs[i]
+		if !reflect.DeepEqual(got.Result.Devices[0].Stats.Map(), one.Result.Devices[0].Stats.Map()) ||
+			got.Result.Devices[0].Events != one.Result.Devices[0].Events || got.Result.Devices[0].NumMismatches != one.Result.Devices[0].NumMismatches {
+			t.Errorf("%s: result differs from Replay's", s.Label)
+		}
+		if !reflect.DeepEqual(got.Summaries, one.Summaries) || !reflect.DeepEqual(got.Facts, one.Facts) {
+			t.Errorf("%s: summaries or facts differ from Replay's", s.Label)
+		}
+	}
+	if runs[0].Result.Devices[0].Stats.Map()["reserved_bytes.all.peak"] == runs[1].Result.Devices[0].Stats.Map()["reserved_bytes.all.peak"] {
+		t.Error("the two settings reserved alike: the test shows nothing")
+	}
+}
+
+// ReplayEach of no settings replays nothing, and one with an option
+// missing says so.
+func TestReplayEach_counts(t *testing.T) {
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := ReplayEach(context.Background(), in, nil, nil); len(runs) != 0 || err != nil {
+		t.Errorf("no settings: %d runs, %v", len(runs), err)
+	}
+	base, err := in.RecordedSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReplayEach(context.Background(), in, []Resolved{base, base}, []Options{{}}); err == nil || !strings.Contains(err.Error(), "2 settings with 1 options") {
+		t.Errorf("an option missing: %v", err)
+	}
+}

@@ -12,7 +12,7 @@ import (
 // runs before and after them (Open, Finalize, the output).
 type StageTimes struct {
 	Label    string        // the replay's settings (Resolved.Label)
-	Read     time.Duration // decoding the trace, on the reader's goroutine
+	Read     time.Duration // decoding the trace, on the reader's goroutine (shared by ReplayEach's replays)
 	Number   time.Duration // numbering its blocks (replay.BlockNumbers), on the same goroutine
 	Model    time.Duration // the allocator model, with the comparison and the hand-off to the analysis
 	Analysis time.Duration // the summaries of the replayed events

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tracer-dev/tracer/replay"
@@ -26,6 +28,9 @@ const (
 type batch struct {
 	evs    []trace.Event
 	stacks []trace.Stack
+	// refs counts the readers of a readAhead's batch yet to finish with
+	// it: the last gives it back to the pool.
+	refs atomic.Int32
 }
 
 // batchPool recycles batches between two stages.
@@ -51,18 +56,20 @@ func (p batchPool) put(b *batch) {
 }
 
 // readAhead decodes a trace on its own goroutine, folding every event into
-// facts, and serves the events as a replay.Source. Event returns a pointer
-// that is valid until the next call to Next, as trace.Reader's is.
+// facts, and serves the events to one or more readers (taps), each a
+// replay.Source of all of them: the replays of one trace under several
+// settings read and number it once. Its own Source methods are its first
+// tap's. Event returns a pointer that is valid until the next call to
+// Next, as trace.Reader's is; the events are shared, and read only.
 type readAhead struct {
-	full   chan *batch
-	pool   batchPool
-	stop   chan struct{}
-	done   chan struct{}
-	cur    *batch
-	i      int
-	stacks []trace.Stack // of the latest batch served
-	err    error         // set by the goroutine before it closes full
-	valid  bool          // serve only events of known kinds
+	*tap
+	taps []*tap
+	pool batchPool
+	stop chan struct{}
+	done chan struct{}
+	err  error // set by the goroutine before it closes the taps
+	// valid: serve only events of known kinds.
+	valid bool
 	// number: give the events their blocks' numbers (replay.BlockNumbers)
 	// before handing them on, for a replay.
 	number bool
@@ -72,29 +79,48 @@ type readAhead struct {
 	read, numbered time.Duration
 }
 
-// startReadAhead starts reading rd. The caller must call close before it
-// closes rd. When onlyValid is set, events of kinds this version does not
-// know are counted in facts but not served. When number is set, the events
-// carry their blocks' numbers (replay.BlockNumbers, for a replay with
-// replay.Options.Numbered): the reader's goroutine finds each free's block
-// by address, so that the replay's need not.
-func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool) *readAhead {
+// tap is one reader of a readAhead's batches.
+type tap struct {
+	ra       *readAhead
+	full     chan *batch
+	gone     chan struct{} // closed by leave: send it nothing more
+	leftOnce sync.Once
+	cur      *batch
+	i        int
+	stacks   []trace.Stack // of the latest batch served
+}
+
+// startReadAhead starts reading rd for taps readers (at least 1). The
+// caller must call close before it closes rd. When onlyValid is set,
+// events of kinds this version does not know are counted in facts but not
+// served. When number is set, the events carry their blocks' numbers
+// (replay.BlockNumbers, for a replay with replay.Options.Numbered): the
+// reader's goroutine finds each free's block by address, so that the
+// replay's need not.
+func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool, taps int) *readAhead {
 	ra := &readAhead{
 		timed:  timed,
-		full:   make(chan *batch, inFlight),
 		pool:   newBatchPool(),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		valid:  onlyValid,
 		number: number,
 	}
+	for range max(taps, 1) {
+		ra.taps = append(ra.taps, &tap{ra: ra, full: make(chan *batch, inFlight), gone: make(chan struct{})})
+	}
+	ra.tap = ra.taps[0]
 	go ra.run(ctx, rd, facts)
 	return ra
 }
 
 func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
 	defer close(ra.done)
-	defer close(ra.full)
+	defer func() {
+		for _, t := range ra.taps {
+			close(t.full)
+		}
+	}()
 	clock := startClock(ra.timed)
 	defer func() { ra.read += clock.stop() }()
 	var nums replay.BlockNumbers
@@ -105,12 +131,17 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 			nums.Number(b.evs)
 			ra.numbered += clock.lap()
 		}
-		select {
-		case ra.full <- b:
-			return true
-		case <-ra.stop:
-			return false
+		b.refs.Store(int32(len(ra.taps)))
+		for _, t := range ra.taps {
+			select {
+			case t.full <- b:
+			case <-t.gone:
+				ra.release(b)
+			case <-ra.stop:
+				return false
+			}
 		}
+		return true
 	}
 	b := ra.pool.get()
 	for {
@@ -144,48 +175,67 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	facts.Truncated = rd.Truncated()
 }
 
+// release is a tap's end with b: the last one gives it back to the pool.
+func (ra *readAhead) release(b *batch) {
+	if b.refs.Add(-1) == 0 {
+		ra.pool.put(b)
+	}
+}
+
 // Next advances to the next event.
-func (ra *readAhead) Next() bool {
-	ra.i++
-	for ra.cur == nil || ra.i >= len(ra.cur.evs) {
-		if ra.cur != nil {
-			ra.pool.put(ra.cur)
-			ra.cur = nil
+func (t *tap) Next() bool {
+	t.i++
+	for t.cur == nil || t.i >= len(t.cur.evs) {
+		if t.cur != nil {
+			t.ra.release(t.cur)
+			t.cur = nil
 		}
-		b, ok := <-ra.full
+		b, ok := <-t.full
 		if !ok {
 			return false
 		}
-		ra.cur, ra.i, ra.stacks = b, 0, b.stacks
+		t.cur, t.i, t.stacks = b, 0, b.stacks
 	}
 	return true
 }
 
 // Event returns the current event.
-func (ra *readAhead) Event() *trace.Event { return &ra.cur.evs[ra.i] }
+func (t *tap) Event() *trace.Event { return &t.cur.evs[t.i] }
 
 // NextBatch returns the events of the next decoded batch not yet served,
 // valid until the next call to NextBatch or Next (replay.BatchSource: the
 // replay then takes them without a call per event). It returns an empty
 // slice at the end.
-func (ra *readAhead) NextBatch() []trace.Event {
-	if ra.cur != nil && ra.i+1 < len(ra.cur.evs) {
-		evs := ra.cur.evs[ra.i+1:] // what Next left of the current batch
-		ra.i = len(ra.cur.evs) - 1
+func (t *tap) NextBatch() []trace.Event {
+	if t.cur != nil && t.i+1 < len(t.cur.evs) {
+		evs := t.cur.evs[t.i+1:] // what Next left of the current batch
+		t.i = len(t.cur.evs) - 1
 		return evs
 	}
-	if !ra.Next() {
+	if !t.Next() {
 		return nil
 	}
-	ra.i = len(ra.cur.evs) - 1
-	return ra.cur.evs
+	t.i = len(t.cur.evs) - 1
+	return t.cur.evs
 }
 
 // Stacks returns the stack table for the events served so far.
-func (ra *readAhead) Stacks() []trace.Stack { return ra.stacks }
+func (t *tap) Stacks() []trace.Stack { return t.stacks }
 
 // Err returns the reader's error once Next has returned false.
-func (ra *readAhead) Err() error { return ra.err }
+func (t *tap) Err() error { return t.ra.err }
+
+// leave says that t reads no more (its replay ended, perhaps early): the
+// reader then hands its batches to the other taps only.
+func (t *tap) leave() {
+	t.leftOnce.Do(func() {
+		close(t.gone)
+		if t.cur != nil {
+			t.ra.release(t.cur)
+			t.cur = nil
+		}
+	})
+}
 
 // close stops the goroutine, if it still runs, and waits for it. After
 // close, facts and the reader belong to the caller again.
@@ -202,7 +252,7 @@ func (ra *readAhead) close() {
 // events a replay emits.
 type analyzeBehind struct {
 	f    *fanout
-	src  *readAhead // whose stack table covers the emitted events
+	src  *tap // whose stack table covers the emitted events
 	full chan *batch
 	pool batchPool
 	cur  *batch
@@ -210,7 +260,7 @@ type analyzeBehind struct {
 	cpu  time.Duration // the goroutine's CPU time, when timed (after close)
 }
 
-func startAnalyzeBehind(f *fanout, src *readAhead, timed bool) *analyzeBehind {
+func startAnalyzeBehind(f *fanout, src *tap, timed bool) *analyzeBehind {
 	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(), done: make(chan struct{})}
 	a.cur = a.pool.get()
 	go func() {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -21,7 +22,7 @@ func TestReadAheadBatches(t *testing.T) {
 		}
 		defer rd.Close()
 		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, false, false)
+		ra := startReadAhead(context.Background(), rd, &facts, false, false, false, 1)
 		defer ra.close()
 		var out []trace.Event
 		for k := 0; ; k++ {
@@ -83,9 +84,9 @@ func TestAnalyzeBehindSlots(t *testing.T) {
 	}
 	defer rd.Close()
 	var facts trace.Facts
-	src := startReadAhead(context.Background(), rd, &facts, false, false, false)
+	src := startReadAhead(context.Background(), rd, &facts, false, false, false, 1)
 	defer src.close()
-	a := startAnalyzeBehind(f, src, false)
+	a := startAnalyzeBehind(f, src.tap, false)
 	const n = 3*batchRows + 5
 	var other trace.Event
 	for i := range int64(n) {
@@ -103,6 +104,78 @@ func TestAnalyzeBehindSlots(t *testing.T) {
 	for i, s := range seen {
 		if s != int64(i) {
 			t.Fatalf("event %d has seq %d", i, s)
+		}
+	}
+}
+
+// TestReadAheadTaps: each tap of a readAhead serves every event, in order,
+// read once for all; a tap that leaves early, as a failed replay's does,
+// holds back neither the reader nor the other taps.
+func TestReadAheadTaps(t *testing.T) {
+	// More batches than the taps hold in flight, so that a tap that left
+	// would block the reader if it still waited for it.
+	path := filepath.Join(t.TempDir(), "allocs.arrows")
+	w, err := trace.Create(path, trace.Meta{}, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(4 * inFlight * batchRows) {
+		ev := trace.Event{Seq: i, Kind: trace.KindAlloc, Addr: uint64(i+1) << 20, Size: 512, BlockSize: 512, Stack: trace.NoStack}
+		if err := w.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(taps int, leave bool) [][]trace.Event {
+		rd, err := in.Reader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		var facts trace.Facts
+		ra := startReadAhead(context.Background(), rd, &facts, false, true, false, taps)
+		defer ra.close()
+		out := make([][]trace.Event, taps)
+		each(taps, func(i int) {
+			tp := ra.taps[i]
+			if leave && i == 0 {
+				tp.NextBatch()
+				tp.leave()
+				return
+			}
+			for evs := tp.NextBatch(); len(evs) > 0; evs = tp.NextBatch() {
+				out[i] = append(out[i], evs...)
+			}
+		})
+		if err := ra.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := read(1, false)[0]
+	if len(want) != 4*inFlight*batchRows || want[len(want)-1].Ref == 0 {
+		t.Fatalf("%d events read, the last numbered %d", len(want), want[len(want)-1].Ref)
+	}
+	for _, leave := range []bool{false, true} {
+		got := read(3, leave)
+		for i, evs := range got {
+			if leave && i == 0 {
+				continue
+			}
+			if len(evs) != len(want) {
+				t.Fatalf("leave %v: tap %d served %d events, want %d", leave, i, len(evs), len(want))
+			}
+			for k := range evs {
+				if evs[k] != want[k] {
+					t.Fatalf("leave %v: tap %d, event %d: %+v, want %+v", leave, i, k, evs[k], want[k])
+				}
+			}
 		}
 	}
 }

@@ -40,8 +40,11 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 		if r.slots != nil {
 			o = r.slots.Slot()
 		}
-		*o = trace.Event{Seq: seq, TimeUs: r.curTime, Device: r.device, Kind: kinds[e.Action], Addr: e.Addr, Size: e.Size,
-			Stream: e.Stream, Pool: trace.PoolID{A: e.Pool.A, B: e.Pool.B}, Stack: r.curStack, BlockSize: e.BlockSize}
+		// Field by field, every field: a composite literal is built aside
+		// and copied, twice the stores per event.
+		o.Seq, o.TimeUs, o.Device, o.Kind = seq, r.curTime, r.device, kinds[e.Action]
+		o.Addr, o.Size, o.Stream, o.Pool = e.Addr, e.Size, e.Stream, trace.PoolID{A: e.Pool.A, B: e.Pool.B}
+		o.Stack, o.Flags, o.BlockSize, o.DeviceUsed, o.Ref = r.curStack, 0, e.BlockSize, 0, 0
 		r.obs.Event(o)
 	}
 }

@@ -10,17 +10,23 @@ import (
 )
 
 // slotKeeper is a SlotObserver that keeps every event, and counts those
-// written in the slot it lent.
+// written in the slot it lent. It lends slots holding an old event, as a
+// recycled batch's are, which the replay must overwrite whole.
 type slotKeeper struct {
 	evs    []trace.Event
 	inSlot int
 }
+
+// stale is what a lent slot holds: every field set.
+var stale = trace.Event{Seq: -7, TimeUs: 7, Device: 7, Kind: trace.KindOOM, Addr: 7, Size: 7, Stream: 7,
+	Pool: trace.PoolID{A: 7, B: 7}, Stack: 7, Flags: trace.FlagPending, BlockSize: 7, DeviceUsed: 7, Ref: 7}
 
 func (k *slotKeeper) Slot() *trace.Event {
 	n := len(k.evs)
 	if n == cap(k.evs) {
 		k.evs = append(k.evs, trace.Event{})[:n]
 	}
+	k.evs[:n+1][n] = stale
 	return &k.evs[:n+1][n]
 }
 

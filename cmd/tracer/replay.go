@@ -237,7 +237,8 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 		fmt.Fprintf(opts.Err, "replaying the built-in sample trace: %s\n(pass a TRACE to replay your own; tracer import turns a PyTorch snapshot into one)\n", in.Name)
 	}
 
-	popts := pipeline.Options{}
+	// The report prints no more of the summaries than their fragmentation.
+	popts := pipeline.Options{Analysis: analysis.Options{FragmentationOnly: true}}
 	var gpu *cuda.Device
 	if opts.Device == "cuda" {
 		if gpu, err = cuda.Open(0); err != nil {
@@ -369,26 +370,37 @@ func replayCompared(ctx context.Context, in *pipeline.Input, want, base pipeline
 	// does not show); both replays run at once. When the settings asked for
 	// are the recorded ones on the simulated device, one replay is both.
 	if !filled {
-		var recErr error
-		done := make(chan struct{})
-		same := want == base && !onDevice
-		go func() {
-			defer close(done)
-			if !same {
-				rec, recErr = pipeline.Replay(ctx, in, base, pipeline.Options{})
-			}
-		}()
+		// The recorded replay's stats and summaries are the recorded
+		// column; its mismatches are nobody's.
+		recOpts := pipeline.Options{Analysis: popts.Analysis, SkipCompare: true}
 		start = time.Now()
-		got, err = pipeline.Replay(ctx, in, want, *popts)
-		<-done
-		if same {
+		switch {
+		case want == base && !onDevice:
+			got, err = pipeline.Replay(ctx, in, want, *popts)
 			rec = got
+		case onDevice:
+			// Apart, so that the simulated replay never holds back the
+			// device's, whose time is reported.
+			var recErr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				rec, recErr = pipeline.Replay(ctx, in, base, recOpts)
+			}()
+			got, err = pipeline.Replay(ctx, in, want, *popts)
+			<-done
+			if err == nil {
+				err = recErr
+			}
+		default:
+			// One reading of the trace feeds both.
+			var runs []*pipeline.Run
+			if runs, err = pipeline.ReplayEach(ctx, in, []pipeline.Resolved{want, base}, []pipeline.Options{*popts, recOpts}); err == nil {
+				got, rec = runs[0], runs[1]
+			}
 		}
 		if err != nil {
 			return nil, nil, nil, 0, err
-		}
-		if recErr != nil {
-			return nil, nil, nil, 0, recErr
 		}
 	}
 	wall = time.Since(start)
