@@ -157,3 +157,22 @@ func blocksSnapshot(segs, n int) []byte {
 	p.w.Flush()
 	return buf.Bytes()
 }
+
+// FuzzFlatBlocks: whatever the bytes, decoding with flatBlocks gives what
+// the general path gives: the same snapshot, or an error both ways.
+func FuzzFlatBlocks(f *testing.F) {
+	f.Add(blocksSnapshot(2, 1200))
+	f.Add(blocksSnapshot(1, 3))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		noFlatBlocks = true
+		want, wantErr := decode(bytes.NewReader(data), 0)
+		noFlatBlocks = false
+		got, err := decode(bytes.NewReader(data), 0)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("through flatBlocks: error %v; through the general path: %v", err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatal("decoded through flatBlocks, the snapshot differs from the general path's")
+		}
+	})
+}
