@@ -122,6 +122,7 @@ func (b *builder) addBlock(bl blockRec) int64 {
 // a time (JSON) would otherwise make a chunk for each.
 func (b *builder) dropBlocks() {
 	b.blockBase += b.nBlocks
+	clear(b.blocks[1:]) // the chunks past the first: the collector's
 	b.blocks, b.nBlocks = b.blocks[:1], 0
 	b.blocks[0] = b.blocks[0][:0]
 }

@@ -28,7 +28,11 @@
 // whose keys are memo references is converted field by field as its items
 // are read. Frames lists are shared objects in the pickle, so each becomes
 // a stack id once; a cache of recent lists' bytes (spancache.go) finds the
-// stack of a list with the same references without resolving them.
+// stack of a list with the same references without resolving them. The
+// segments' blocks come before the trace and are decoded on one core
+// whatever the file's size, so a batch of block dicts whose keys, states
+// and frames are all references takes a path of its own (flatblock.go): read
+// whole from the buffer, then converted as APPENDS would convert them.
 //
 // Events live in a chunked store (store.go) in their final form,
 // trace.Event, cut from one allocation sized from the file, so that a

@@ -1,6 +1,9 @@
 package torchsnap
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/tracer-dev/tracer/internal/addrmap"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -137,29 +140,35 @@ func (f *Forward) startState(d *Device) (st *startState, unseenFree bool) {
 // mergeStart is the start state that undo derives from d's end state and
 // the block events fs followed, each those of the addresses that shareOf
 // gives it, and the segment events segEvs, and whether the trace holds an
-// unseen free.
+// unseen free. The lookups in the shares' tables, most of its work, are
+// made on a goroutine per share (mergeFind); the start state's table is
+// then filled in the order a single walk would fill it.
 func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trace.Event) (st *startState, unseenFree bool) {
 	st = &startState{}
+	acts, starts := mergeFind(d, fs, shareOf)
 	// Blocks: the end state's where the trace does not decide otherwise
 	// (read from the segments: of two blocks at one address the last
 	// counts, as in the end state's table, since r is the address's).
-	endBlocks(d, func(b liveBlock) {
-		r := fs[shareOf(b.addr)].addrs.Ref(b.addr)
-		switch {
-		case r == nil:
-			st.blocks.Put(b.addr, b)
-		case r.res == resChain:
-			b.pending, b.freed = false, true
-			st.blocks.Put(b.addr, b)
-		}
-	})
-	for i := range fs {
-		f := &fs[i]
-		f.addrs.All(func(a uint64, r *fwdAddr) {
-			if r.res == resBlock || r.res == resChain && st.blocks.Ref(a) == nil {
-				st.blocks.Put(a, *f.starts.Ref(a))
+	i := 0
+	for j := range d.Segments {
+		for k := range d.Segments[j].Blocks {
+			if a := acts[i]; a != endDropped {
+				b := endBlock(&d.Segments[j], &d.Segments[j].Blocks[k])
+				if a == endChained {
+					b.pending, b.freed = false, true
+				}
+				st.blocks.Put(b.addr, b)
 			}
-		})
+			i++
+		}
+	}
+	for i := range fs {
+		for _, x := range starts[i] {
+			if x.res == resBlock || x.res == resChain && st.blocks.Ref(x.b.addr) == nil {
+				st.blocks.Put(x.b.addr, x.b)
+			}
+		}
+		f := &fs[i]
 		unseenFree = unseenFree || f.unseenFree || f.starts.Len() > 0
 	}
 	// Ranges: the end state's, with the segment events undone, as undo
@@ -168,4 +177,65 @@ func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trac
 	end.undoEvents(segEvs, false)
 	st.segs = end.segs
 	return st, unseenFree
+}
+
+// What mergeStart does with a live block of the end state: leave it out
+// (the trace decides the address's start), keep it, or keep it freed (the
+// address's events were only free_requested).
+const (
+	endDropped uint8 = iota
+	endKept
+	endChained
+)
+
+// fwdStart is a start block a share's walk gave, with how.
+type fwdStart struct {
+	b   liveBlock
+	res fwdRes
+}
+
+// mergeFind looks up each live end-state block in its share's table, on
+// several goroutines, each a range of the segments' blocks (the tables are
+// only read), into acts (acts[i] for the i-th of the segments' blocks, in
+// order, live or not); and lists, on a goroutine per share, the addresses
+// that give a start block (resBlock) or may (resChain), in its table's
+// order.
+func mergeFind(d *Device, fs []Forward, shareOf func(uint64) int) (acts []uint8, starts [][]fwdStart) {
+	first := make([]int, len(d.Segments)+1) // the index of each segment's first block
+	for j := range d.Segments {
+		first[j+1] = first[j] + len(d.Segments[j].Blocks)
+	}
+	n := first[len(d.Segments)]
+	acts, starts = make([]uint8, n), make([][]fwdStart, len(fs))
+	var wg sync.WaitGroup
+	for w := range len(fs) {
+		wg.Go(func() {
+			lo, hi := w*n/len(fs), (w+1)*n/len(fs)
+			j, _ := slices.BinarySearch(first, lo+1)
+			for j--; lo < hi; j++ {
+				seg := d.Segments[j].Blocks
+				for _, b := range seg[lo-first[j] : min(len(seg), hi-first[j])] {
+					if b.State.Live() {
+						switch r := fs[shareOf(b.Addr)].addrs.Ref(b.Addr); {
+						case r == nil:
+							acts[lo] = endKept
+						case r.res == resChain:
+							acts[lo] = endChained
+						}
+					}
+					lo++
+				}
+			}
+		})
+		wg.Go(func() {
+			f := &fs[w]
+			f.addrs.All(func(a uint64, r *fwdAddr) {
+				if r.res == resBlock || r.res == resChain {
+					starts[w] = append(starts[w], fwdStart{b: *f.starts.Ref(a), res: r.res})
+				}
+			})
+		})
+	}
+	wg.Wait()
+	return acts, starts
 }

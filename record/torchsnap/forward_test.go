@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"strings"
@@ -215,6 +216,67 @@ func TestParallelStart_matchesUndo(t *testing.T) {
 		runtime.GOMAXPROCS(prev)
 		if derived < 40 {
 			t.Errorf("%d procs: only %d start states derived", procs, derived)
+		}
+	}
+}
+
+// TestMergeFind: the lookups mergeFind splits into ranges of the segments'
+// blocks give each block the act a walk of the blocks in order gives it,
+// whatever the number of shares against the blocks, with empty segments
+// and inactive blocks among them.
+func TestMergeFind(t *testing.T) {
+	for _, counts := range [][]int{{}, {0}, {1}, {0, 3, 0, 0, 5, 1, 0}, {7, 0, 2}, {40, 1, 0, 13}} {
+		var segs []Segment
+		addr := uint64(0x1000_0000)
+		for _, c := range counts {
+			s := Segment{Addr: addr}
+			for k := range c {
+				st := ActiveAllocated
+				if k%4 == 3 {
+					st = Inactive
+				}
+				s.Blocks = append(s.Blocks, Block{Addr: addr, Size: 512, State: st})
+				addr += 512
+			}
+			segs = append(segs, s)
+		}
+		d := &Device{Segments: segs}
+		for _, k := range []int{1, 2, 4, 16} {
+			shift := uint(bits.Len(uint(k)) - 1)
+			shareOf := func(a uint64) int { return share(a, shift) }
+			fs := make([]Forward, k)
+			// Every third address allocated in the trace, every fifth
+			// freed first: the three acts.
+			for a := uint64(0x1000_0000); a < addr; a += 512 {
+				switch i := (a - 0x1000_0000) / 512; {
+				case i%3 == 0:
+					fs[shareOf(a)].block(&trace.Event{Kind: trace.KindAlloc, Addr: a})
+				case i%5 == 0:
+					fs[shareOf(a)].block(&trace.Event{Kind: trace.KindFreeRequested, Addr: a})
+				}
+			}
+			acts, _ := mergeFind(d, fs, shareOf)
+			i := 0
+			for _, s := range segs {
+				for _, b := range s.Blocks {
+					want := endDropped
+					if b.State.Live() {
+						switch r := fs[shareOf(b.Addr)].addrs.Ref(b.Addr); {
+						case r == nil:
+							want = endKept
+						case r.res == resChain:
+							want = endChained
+						}
+					}
+					if acts[i] != want {
+						t.Errorf("segments %v, %d shares: block %d (%#x): act %d, want %d", counts, k, i, b.Addr, acts[i], want)
+					}
+					i++
+				}
+			}
+			if len(acts) != i {
+				t.Errorf("segments %v, %d shares: %d acts for %d blocks", counts, k, len(acts), i)
+			}
 		}
 	}
 }

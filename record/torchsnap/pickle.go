@@ -41,7 +41,11 @@ type unpickler struct {
 	// stack is made.
 	spans       spanCache
 	pendingSpan []byte
-	slow        int // opcodes through loop's general path (see bounded)
+	// flatBlocks' scratch: a batch's blocks, their frames, their values.
+	blocks    []flatBlk
+	blockIDs  []int32
+	blockVals []value
+	slow      int // opcodes through loop's general path (see bounded)
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource
@@ -142,6 +146,14 @@ func (u *unpickler) loop() (value, error) {
 				u.pos += 2
 				continue
 			case opMark:
+				if c := u.buf[u.pos+1]; (c == opEmptyDict || c == opFrame) && u.flatBlocks() {
+					if u.par != nil { // as APPENDS
+						if _, err := u.tryRegion(); err != nil {
+							return value{}, err
+						}
+					}
+					continue
+				}
 				u.marks = append(u.marks, len(u.stack))
 				u.pos++
 				continue

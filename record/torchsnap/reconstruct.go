@@ -228,13 +228,18 @@ func endSegs(d *Device) *segList {
 func endBlocks(d *Device, fn func(liveBlock)) {
 	for i := range d.Segments {
 		s := &d.Segments[i]
-		for _, b := range s.Blocks {
-			if b.State.Live() {
-				fn(liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
-					size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree})
+		for k := range s.Blocks {
+			if s.Blocks[k].State.Live() {
+				fn(endBlock(s, &s.Blocks[k]))
 			}
 		}
 	}
+}
+
+// endBlock is the live block b of segment s, as endBlocks gives it.
+func endBlock(s *Segment, b *Block) liveBlock {
+	return liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
+		size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree}
 }
 
 // undo walks evs backwards, turning the end state into the start state. It
