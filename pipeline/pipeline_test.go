@@ -161,14 +161,7 @@ func sameConf(t *testing.T, c allocator.Conf, s string) bool {
 // Observe sees every replayed event in order, and Run.Stacks resolves
 // their stacks.
 func TestReplay_observe(t *testing.T) {
-	in, err := Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := in.Resolve(Settings{Round: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, r := sampleAt(t, Settings{Round: 4096})
 	var n, withStack int64
 	lastSeq := int64(-1)
 	run, err := Replay(context.Background(), in, r, Options{Observe: func(ev *trace.Event) {
@@ -194,14 +187,7 @@ func TestReplay_observe(t *testing.T) {
 // differ (the sample with a 4 KiB quantum) mismatches when compared, and
 // gives the same stats without the comparison.
 func TestReplay_skipCompare(t *testing.T) {
-	in, err := Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := in.Resolve(Settings{Round: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, r := sampleAt(t, Settings{Round: 4096})
 	r.Recorded = true // as if these were the recorded settings
 	compared, err := Replay(context.Background(), in, r, Options{})
 	if err != nil {
@@ -279,4 +265,18 @@ func TestReplayEach_counts(t *testing.T) {
 	if _, err := ReplayEach(context.Background(), in, []Resolved{base, base}, []Options{{}}); err == nil || !strings.Contains(err.Error(), "2 settings with 1 options") {
 		t.Errorf("an option missing: %v", err)
 	}
+}
+
+// sampleAt opens the built-in sample and resolves settings s for it.
+func sampleAt(t *testing.T, s Settings) (*Input, Resolved) {
+	t.Helper()
+	in, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := in.Resolve(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, r
 }
