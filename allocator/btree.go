@@ -225,10 +225,14 @@ func (t *kTree) insert(k freeKey) bool {
 		}
 		return true
 	}
-	t.finger = nil // the split changes the way to the leaves
-	// Split l: the upper half moves to a new leaf r after it.
+	// Split l at the insertion point, within a quarter of either end: the
+	// keys from it on move to a new leaf r after it. A run of ascending
+	// keys, inserted one after another, then goes on at the end of l (no
+	// key moved) until l is full, where a split in halves would move half
+	// the leaf for every half leaf inserted; a key at a random place
+	// splits at a random place, as even on average.
 	r := t.newLeaf()
-	h := leafCap / 2
+	h := min(max(i, minFill), leafCap-minFill)
 	addTreeWork(leafCap - h)
 	copy(r.keys[:], l.keys[h:])
 	clear(l.keys[h:])
@@ -247,6 +251,10 @@ func (t *kTree) insert(k freeKey) bool {
 	dst.keys[di] = k
 	dst.n++
 	t.splitUp(p, l, nil, r, nil)
+	// The split changed the way to the leaves: the finger is k's leaf,
+	// found again, where the keys after k go on rather than at the front
+	// of the leaf after (where a search for them would end).
+	t.finger, _ = t.seek(&k, p)
 	return true
 }
 
