@@ -15,6 +15,14 @@ type kTree struct {
 	height int
 	n      int
 	spare  []*kLeaf // emptied leaves for reuse (reset keeps them)
+	// finger is the leaf of the last insertion, and fpath the way to it,
+	// while no split or deletion has changed the tree's shape since (nil
+	// otherwise): a run of keys freed in ascending address order goes
+	// in one after another, each in the finger's leaf or its successor's
+	// front, where insert then takes the leaf without a search from the
+	// root.
+	finger *kLeaf
+	fpath  kPath
 }
 
 const (
@@ -185,12 +193,20 @@ func (t *kTree) insert(k freeKey) bool {
 	if t.leaf == nil && t.height == 0 {
 		t.leaf = t.newLeaf()
 	}
-	var p kPath
-	l, i := t.seek(&k, &p)
+	p := &t.fpath
+	var l *kLeaf
+	var i int
+	if f := t.finger; f != nil && f.holds(&k) {
+		l, i = f, f.search(&k)
+		addTreeWork(1)
+	} else {
+		l, i = t.seek(&k, p)
+	}
+	t.finger = l
 	if i < l.n && !less(&k, &l.keys[i]) {
 		l.keys[i] = k
 		if i == l.n-1 && t.height > 0 {
-			t.fixMax(&p, l)
+			t.fixMax(p, l)
 		}
 		return false
 	}
@@ -205,13 +221,18 @@ func (t *kTree) insert(k freeKey) bool {
 		l.keys[i] = k
 		l.n++
 		if i == l.n-1 && t.height > 0 {
-			t.fixMax(&p, l)
+			t.fixMax(p, l)
 		}
 		return true
 	}
-	// Split l: the upper half moves to a new leaf r after it.
+	// Split l at the insertion point, within a quarter of either end: the
+	// keys from it on move to a new leaf r after it. A run of ascending
+	// keys, inserted one after another, then goes on at the end of l (no
+	// key moved) until l is full, where a split in halves would move half
+	// the leaf for every half leaf inserted; a key at a random place
+	// splits at a random place, as even on average.
 	r := t.newLeaf()
-	h := leafCap / 2
+	h := min(max(i, minFill), leafCap-minFill)
 	addTreeWork(leafCap - h)
 	copy(r.keys[:], l.keys[h:])
 	clear(l.keys[h:])
@@ -229,8 +250,34 @@ func (t *kTree) insert(k freeKey) bool {
 	copy(dst.keys[di+1:dst.n+1], dst.keys[di:dst.n])
 	dst.keys[di] = k
 	dst.n++
-	t.splitUp(&p, l, nil, r, nil)
+	t.splitUp(p, l, nil, r, nil)
+	// The split changed the way to the leaves: the finger is k's leaf,
+	// found again, where the keys after k go on rather than at the front
+	// of the leaf after (where a search for them would end).
+	t.finger, _ = t.seek(&k, p)
 	return true
+}
+
+// holds reports whether k sorts after every key of the leaves before l and
+// before every key of those after it: the keys insert may put in l, which
+// is where a seek of k would end or the end of the leaf before that one.
+func (l *kLeaf) holds(k *freeKey) bool {
+	return (l.prev == nil || less(&l.prev.keys[l.prev.n-1], k)) && (l.next == nil || less(k, &l.next.keys[0]))
+}
+
+// search returns the index of the first key of l not less than k (l.n if
+// none).
+func (l *kLeaf) search(k *freeKey) int {
+	lo, hi := 0, l.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if less(&l.keys[m], k) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // splitUp puts the new right sibling of the child p leads to at depth
@@ -353,6 +400,7 @@ func (t *kTree) deleteRank(r int) {
 // deleteAt removes index i of the leaf l that p leads to, then merges or
 // balances the nodes left less than a quarter full with a sibling.
 func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
+	t.finger = nil // a merge or a balance may change the way to the leaves
 	t.n--
 	addTreeWork(l.n - i)
 	copy(l.keys[i:], l.keys[i+1:l.n])

@@ -236,3 +236,33 @@ func TestWork_flatControl(t *testing.T) {
 		t.Errorf("%d scanned streams did at most %d work an operation, not more than %d", 1<<13, m, bound)
 	}
 }
+
+// TestWork_ascendingRuns inserts a million keys in runs of ascending keys,
+// each run below the ones before (the blocks of segments freed in address
+// order, the segments at descending addresses): each run's keys go in one
+// after another, which kTree.insert takes from the leaf of the last
+// insertion (its finger) and splits where they go on, so an insertion
+// costs a few node visits and moves on average, not a search from the root
+// and half a leaf moved.
+func TestWork_ascendingRuns(t *testing.T) {
+	const run = 1024
+	var tr kTree
+	w := work()
+	for r := workN/run - 1; r >= 0; r-- {
+		for j := range run {
+			k := freeKey{size: 1024, addr: uint64(r*run+j) * 2048, id: blockID(r*run + j + 1)}
+			if !tr.insert(k) {
+				t.Fatalf("run %d key %d: not inserted", r, j)
+			}
+		}
+	}
+	if tr.n != workN {
+		t.Fatalf("tree holds %d keys, want %d", tr.n, workN)
+	}
+	if err := tr.check(); err != nil {
+		t.Fatal(err)
+	}
+	if avg := float64(work()-w) / workN; avg > 4 {
+		t.Fatalf("work %.2f per insertion, want at most 4", avg)
+	}
+}

@@ -31,8 +31,13 @@ type deviceReplay struct {
 	// live maps a recorded block address (and number) to the replayed
 	// block, for blocks live (or pending) in the recording.
 	live     liveBlocks
-	numbered bool   // opts.Numbered: events carry their blocks' numbers
-	peeked   uint64 // peek's loads, kept so they are made
+	numbered bool // opts.Numbered: events carry their blocks' numbers
+	// calm is plain's test of r's state, and calmAlloc the alloc fast
+	// path's (calm, no private pool routing, no capture), as of the last
+	// event push replayed: only push changes what they test, so the batch
+	// loop reads them instead of testing eight fields per event (recalm).
+	calm, calmAlloc bool
+	peeked          uint64 // peek's loads, kept so they are made
 
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).

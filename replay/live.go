@@ -78,8 +78,8 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 	if l.byAddr.Len() > 0 {
 		l.byAddr.Delete(addr)
 	}
-	for int(n) >= len(l.byRef) {
-		l.byRef = append(l.byRef, refSlot{})
+	if int(n) >= len(l.byRef) {
+		l.grow(n)
 	}
 	s := &l.byRef[n]
 	if s.used && s.rec != addr {
@@ -87,6 +87,19 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 		l.byAddr.Put(s.rec, s.ref())
 	}
 	*s = refSlot{rec: addr, addr: b.addr, h: b.h, used: true}
+}
+
+// grow makes byRef reach number n, out of line: numbers come in order, so
+// it is called at most once per number past the greatest so far, and the
+// capacity a doubling or a recycled replay left is taken before a new
+// array.
+func (l *liveBlocks) grow(n int32) {
+	if int(n) < cap(l.byRef) {
+		l.byRef = l.byRef[:cap(l.byRef)]
+		return
+	}
+	l.byRef = append(l.byRef[:cap(l.byRef)], make([]refSlot, int(n)+1-cap(l.byRef))...)
+	l.byRef = l.byRef[:cap(l.byRef)]
 }
 
 // release is told of a free_completed at addr, numbered n, after the

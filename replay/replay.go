@@ -399,13 +399,15 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 		case r == nil || r.device != ev.Device:
 			if r, err = x.get(ev.Device); err == nil {
 				err = r.push(ev)
+				r.recalm()
 			}
 		case r.hasHold:
-			if r.completes(r.held, ev) {
+			if r.calmPair(r.held, ev) {
 				r.hasHold = false
 				err = r.freePair(r.held, ev)
 			} else {
 				err = r.push(ev)
+				r.recalm()
 			}
 		case ev.Kind == trace.KindFreeRequested:
 			// A synchronous free whose free_completed follows in the batch
@@ -413,7 +415,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 			// iteration would give and without the work of holding it;
 			// otherwise it is held.
 			if i+1 < len(evs) {
-				if next := &evs[i+1]; r.completes(ev, next) {
+				if next := &evs[i+1]; r.calmPair(ev, next) {
 					i++
 					if err = r.freePair(ev, next); err != nil {
 						return r, eventError(next, err)
@@ -422,16 +424,32 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				}
 			}
 			r.hold(ev)
-		case ev.Kind == trace.KindAlloc && r.plain(ev) && ev.Pool.IsDefault() && !r.routed() && !r.caps.capturing():
+		case ev.Kind == trace.KindAlloc && r.calmAlloc && ev.Flags&trace.FlagReconstructed == 0 && ev.Pool.IsDefault():
 			err = r.alloc(ev)
 		default:
 			err = r.push(ev)
+			r.recalm()
 		}
 		if err != nil {
 			return r, eventError(ev, err)
 		}
 	}
 	return r, nil
+}
+
+// recalm sets r.calm and r.calmAlloc from r's state after push: the
+// events replayed by push are the only ones that change what they test
+// (alloc and freePair, the fast paths, change none of it).
+func (r *deviceReplay) recalm() {
+	r.calm = r.restored && len(r.reclaim) == 0 && len(r.late) == 0 && r.quietOOM.Kind == trace.KindInvalid
+	r.calmAlloc = r.calm && !r.routed() && !r.caps.capturing()
+}
+
+// calmPair is completes for the batch loop, with plain's test of r's
+// state read from r.calm.
+func (r *deviceReplay) calmPair(req, next *trace.Event) bool {
+	return next.Kind == trace.KindFreeCompleted && next.Addr == req.Addr && next.Device == req.Device &&
+		req.Flags&trace.FlagReconstructed == 0 && r.calm
 }
 
 // peekAhead is how many events batch peeks at (deviceReplay.peek) before
