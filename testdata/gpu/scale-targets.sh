@@ -26,7 +26,8 @@
 #     RSS against the file's size (target: 2x).
 # It writes $OUT/scale-targets.md (OUT defaults to /tmp/scale-targets) and
 # stops starting steps past BUDGET_S seconds (default 420: under 8
-# minutes). SMALL_N and SEED_N change the tensor counts; EXTRA names more
+# minutes). BASE_REPLAY_TEST names an older build's replay.test, whose
+# model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts; EXTRA names more
 # snapshots to measure as the scale ones; without torch or CUDA it measures
 # tracer alone (so it can be tried anywhere).
 set -u
@@ -35,6 +36,7 @@ root=$(pwd)
 OUT=${OUT:-/tmp/scale-targets}
 TRACER=${TRACER:-$root/.dev/bin/tracer}
 REPLAY_TEST=${REPLAY_TEST:-$root/.dev/bin/replay.test}
+BASE_REPLAY_TEST=${BASE_REPLAY_TEST:-}
 BUDGET_S=${BUDGET_S:-420}
 SMALL_N=${SMALL_N:-450000}
 SEED_N=${SEED_N:-4000000}
@@ -154,10 +156,10 @@ done
 	echo
 	echo "## replay per request against PyTorch's allocator"
 	echo
-	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request); base model: the same benchmark of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
 	echo
-	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis | stages wall s | peak MiB |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | PyTorch / model | base model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis | stages wall s | peak MiB |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 for f in "${snaps[@]}"; do
 	name=$(basename "$f" .pickle)
@@ -181,6 +183,13 @@ for f in "${snaps[@]}"; do
 			mns=$(per trace-reuse/) bns=$(per trace-byaddr/) nns=$(per trace-number/)
 			mns=${mns:--} bns=${bns:--} nns=${nns:--}
 		fi
+		ons=-
+		if [ -n "$BASE_REPLAY_TEST" ] && [ -x "$BASE_REPLAY_TEST" ]; then
+			bench=$(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf within 180 $one "$BASE_REPLAY_TEST" \
+				-test.run XXX -test.bench 'Replay/trace-reuse/' -test.benchtime 3x -test.cpu 1 2>/dev/null)
+			ons=$(per trace-reuse/)
+			ons=${ons:--}
+		fi
 		# TRACER_STAGES: "tracer: stages (LABEL): CPU ms: read R, numbering N,
 		# model M, analysis A, finalize F; wall ms W, ..." per replay; a
 		# what-if's recorded replay beside it reports too, under its own
@@ -196,10 +205,11 @@ for f in "${snaps[@]}"; do
 				else print "- -" }' <<<"$line")"
 			sns=${sns:--} sw=${sw:--}
 		fi
-		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" 'BEGIN {
+		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v om="$ons" -v e="${events[$name]:-0}" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" 'BEGIN {
 			per = (rs != "-" && q != "-" && q > 0) ? sprintf("%.0f", rs * 1e9 / q) : "-"
 			x = (per != "-" && t != "-" && per > 0) ? sprintf("%.1f×", t / per) : "-"
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, bm, nm, sn, sw, rm }' >>"$md"
+			mx = (m != "-" && t != "-" && q != "-" && q > 0 && e > 0) ? sprintf("%.1f×", t / (m * e / q)) : "-"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, mx, om, bm, nm, sn, sw, rm }' >>"$md"
 	done
 done
 echo >>"$md"
