@@ -1,14 +1,21 @@
 // Package gcpace bounds the garbage collector's headroom once the live heap
-// is large. At GOGC=100 a process's heap grows to twice its live heap before
-// a collection; a replay or an import holding a million live blocks then
-// peaks at twice the memory those blocks need. The large parts of such a
-// heap (the model's block arena, the address maps, the summarizer's slab)
-// hold no pointers, so marking it costs little, and a collection more often
-// costs little more. While Start's pacer runs, the collector's percentage is
-// the one asked for (SetPercent, else the process's GOGC) while the live
-// heap is under Headroom, and lower past it, so that the heap grows by about
-// Headroom between collections, and never by less than MinPercent of the
-// live heap.
+// is past a few MiB. At GOGC=100 a process's heap grows to twice its live
+// heap before a collection; a replay or an import holding a million live
+// blocks then peaks at twice the memory those blocks need. The large parts
+// of such a heap (the model's block arena, the address maps, the
+// summarizer's slab) hold no pointers, so marking it costs little, and a
+// collection more often costs little more. While Start's pacer runs, the
+// collector's percentage is the one asked for (SetPercent, else the
+// process's GOGC) while the live heap is under Headroom, lower past it so
+// that the heap grows by about Headroom between collections, and
+// MinPercent from 100/MinPercent times Headroom on (16 MiB at GOGC=100).
+//
+// The percentage is constant past that point, and so is the collector's
+// cost per allocated byte: a collection's marking grows with the live heap,
+// and so does the allocation between two of them. Where the percentage
+// falls as the heap grows, each collection costs more per byte than the
+// last, and a command's time grows faster than its input; that range is
+// kept below the heaps where a command's time counts.
 package gcpace
 
 import (
@@ -20,8 +27,9 @@ import (
 
 const (
 	// Headroom is the growth allowed between collections once the live
-	// heap is large: 32 MiB, what GOGC=100 allows a 32 MiB live heap.
-	Headroom = 32 << 20
+	// heap is past it (until MinPercent of the heap is more): 4 MiB, the
+	// runtime's own least heap goal at GOGC=100.
+	Headroom = 4 << 20
 	// MinPercent is the lowest percentage the pacer sets.
 	MinPercent = 25
 )
