@@ -78,8 +78,8 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 	if l.byAddr.Len() > 0 {
 		l.byAddr.Delete(addr)
 	}
-	for int(n) >= len(l.byRef) {
-		l.byRef = append(l.byRef, refSlot{})
+	if int(n) >= len(l.byRef) {
+		l.grow(int(n))
 	}
 	s := &l.byRef[n]
 	if s.used && s.rec != addr {
@@ -87,6 +87,18 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 		l.byAddr.Put(s.rec, s.ref())
 	}
 	*s = refSlot{rec: addr, addr: b.addr, h: b.h, used: true}
+}
+
+// grow makes byRef hold number n, doubling its room when it is full:
+// append's growth by a quarter leaves old arrays that add up to about four
+// times the last one, doubling ones that add up to it.
+func (l *liveBlocks) grow(n int) {
+	if n >= cap(l.byRef) {
+		t := make([]refSlot, len(l.byRef), max(64, 2*cap(l.byRef), n+1))
+		copy(t, l.byRef)
+		l.byRef = t
+	}
+	l.byRef = l.byRef[:n+1]
 }
 
 // release is told of a free_completed at addr, numbered n, after the
