@@ -118,6 +118,11 @@ type Allocator struct {
 	uses     map[blockID][]uint64
 	pages    pageSlab // the size-class pages of every pool's free set
 
+	// deadPools are the pairs of block pools of the private pools that
+	// EmptyCache deleted, by their small pool's index, for newPrivate:
+	// the pools a run holds are then as many as it has alive at once.
+	deadPools []poolIdx
+
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
 	// A processed block leaves a 0 there until a compaction (pendDead

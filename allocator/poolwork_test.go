@@ -61,3 +61,52 @@ func TestEmptyCachePoolWork(t *testing.T) {
 		t.Fatalf("empty_cache of a pool in use looked at %d pools, want 0", d)
 	}
 }
+
+// TestDeletedPoolsReused: a private pool that empty_cache deletes leaves
+// its pair of block pools (their free sets' headers) for the next pool
+// made, so that a run making and deleting a pool per step holds as many
+// as it has alive at once, not one pair per pool ever made.
+func TestDeletedPoolsReused(t *testing.T) {
+	a, err := New(DefaultConf(), NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10_000
+	for i := range n {
+		// Two pools alive at once, the older one deleted at each step.
+		id := PoolID{A: 1, B: uint64(i + 1)}
+		a.BeginAllocateToPool(id, nil)
+		size := int64(512 + i%3*(4<<20))
+		addr, err := a.Malloc(size, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.EndAllocateToPool(id)
+		if err := a.Free(addr); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			a.ReleasePool(PoolID{A: 1, B: uint64(i)})
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			if a.InUse(PoolID{A: 1, B: uint64(i)}) {
+				t.Fatalf("pool %d in use after its release and empty_cache", i)
+			}
+		}
+		if !a.Fits(id, size, 0) {
+			t.Fatalf("pool %d: its freed block does not fit a request of its size", i+1)
+		}
+		if i%1000 == 0 {
+			if err := a.CheckInvariants(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := len(a.pools); got > 2+2*2 {
+		t.Fatalf("%d block pools after %d private pools made and deleted two at a time, want at most 6", got, n)
+	}
+	if err := a.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

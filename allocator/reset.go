@@ -72,6 +72,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 		}
 		clear(a.pools[2:])
 		a.pools = a.pools[:2]
+		a.deadPools = a.deadPools[:0]
 	}
 	clear(a.private)
 	clear(a.freeable)
@@ -138,9 +139,20 @@ type sparePrivate struct {
 	small, large *blockPool
 }
 
-// newPrivate makes private pool id and its small and large pools, from
-// the memory of one a Reset kept if there is any.
+// newPrivate makes private pool id and its small and large pools: those
+// of a pool EmptyCache deleted if there is one, else from the memory of one
+// a Reset kept if there is any, else new ones. A deleted pool's free sets
+// are empty (it had no segments left) and stay as they are: a set emptied
+// block by block is a set as good as new.
 func (a *Allocator) newPrivate(id PoolID) *privatePool {
+	if n := len(a.deadPools); n > 0 {
+		s, l := a.pools[a.deadPools[n-1]], a.pools[a.deadPools[n-1]+1]
+		a.deadPools = a.deadPools[:n-1]
+		pp := s.owner
+		*pp = privatePool{id: id, small: s, large: l}
+		s.gcClock, l.gcClock = 0, 0
+		return pp
+	}
 	sp := a.pages.spare
 	if sp == nil || len(sp.privates) == 0 {
 		pp := &privatePool{id: id}

@@ -138,6 +138,7 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		if pp.mallocCount == 0 && !a.hasExpandable(pp) {
 			delete(a.private, pid)
 			delete(a.freeable, pid)
+			a.deadPools = append(a.deadPools, pp.small.idx)
 		}
 	}
 	return nil

@@ -92,13 +92,15 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 // grow makes byRef reach number n, out of line: numbers come in order, so
 // it is called at most once per number past the greatest so far, and the
 // capacity a doubling or a recycled replay left is taken before a new
-// array.
+// array. A full array doubles: append's growth by a quarter leaves old
+// arrays that add up to about four times the last one, doubling ones that
+// add up to it.
 func (l *liveBlocks) grow(n int32) {
-	if int(n) < cap(l.byRef) {
-		l.byRef = l.byRef[:cap(l.byRef)]
-		return
+	if int(n) >= cap(l.byRef) {
+		t := make([]refSlot, len(l.byRef), max(64, 2*cap(l.byRef), int(n)+1))
+		copy(t, l.byRef)
+		l.byRef = t
 	}
-	l.byRef = append(l.byRef[:cap(l.byRef)], make([]refSlot, int(n)+1-cap(l.byRef))...)
 	l.byRef = l.byRef[:cap(l.byRef)]
 }
 

@@ -1,14 +1,21 @@
 // Package gcpace bounds the garbage collector's headroom once the live heap
-// is large. At GOGC=100 a process's heap grows to twice its live heap before
-// a collection; a replay or an import holding a million live blocks then
-// peaks at twice the memory those blocks need. The large parts of such a
-// heap (the model's block arena, the address maps, the summarizer's slab)
-// hold no pointers, so marking it costs little, and a collection more often
-// costs little more. While Start's pacer runs, the collector's percentage is
-// the one asked for (SetPercent, else the process's GOGC) while the live
-// heap is under Headroom, and lower past it, so that the heap grows by about
-// Headroom between collections, and never by less than MinPercent of the
-// live heap.
+// is past a few MiB. At GOGC=100 a process's heap grows to twice its live
+// heap before a collection; a replay or an import holding a million live
+// blocks then peaks at twice the memory those blocks need. The large parts
+// of such a heap (the model's block arena, the address maps, the
+// summarizer's slab) hold no pointers, so marking it costs little, and a
+// collection more often costs little more. While Start's pacer runs, the
+// collector's percentage is the one asked for (SetPercent, else the
+// process's GOGC) while the live heap is under Headroom; past it the
+// percentage falls so that the heap grows by what it allows Headroom, until
+// it is a Fall-th of the one asked for (but not under MinPercent), at 16 MiB.
+//
+// The percentage is constant past that point, and so is the collector's
+// cost per allocated byte: a collection's marking grows with the live heap,
+// and so does the allocation between two of them. Where the percentage
+// falls as the heap grows, each collection costs more per byte than the
+// last, and a command's time grows faster than its input; that range is
+// kept below the heaps where a command's time counts.
 package gcpace
 
 import (
@@ -19,9 +26,12 @@ import (
 )
 
 const (
-	// Headroom is the growth allowed between collections once the live
-	// heap is large: 32 MiB, what GOGC=100 allows a 32 MiB live heap.
-	Headroom = 32 << 20
+	// Headroom is the live heap up to which the percentage asked for
+	// holds: 4 MiB, the runtime's own least heap goal at GOGC=100.
+	Headroom = 4 << 20
+	// Fall is the most the pacer divides the percentage asked for by,
+	// reached at Fall times Headroom of live heap.
+	Fall = 4
 	// MinPercent is the lowest percentage the pacer sets.
 	MinPercent = 25
 )
@@ -68,13 +78,13 @@ func SetPercent(p int) int {
 }
 
 // percent is the percentage for a live heap of live bytes under the asked
-// for percentage b: b, lowered to Headroom/live (but not below MinPercent)
-// where b would allow more than Headroom.
+// for percentage b: b up to Headroom, then b·Headroom/live, but not under
+// b/Fall nor MinPercent. A b of MinPercent or less (or off) holds.
 func percent(b int, live uint64) int {
-	if b <= MinPercent || live == 0 || uint64(b)*live <= 100*Headroom {
+	if b <= MinPercent || live <= Headroom {
 		return b
 	}
-	return max(MinPercent, int(100*Headroom/live))
+	return max(MinPercent, b/Fall, int(uint64(b)*Headroom/live))
 }
 
 // adjust sets the percentage for the live heap measured by the last

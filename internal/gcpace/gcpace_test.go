@@ -13,14 +13,16 @@ func TestPercent(t *testing.T) {
 		live uint64
 		want int
 	}{
-		{100, 10 << 20, 100},      // small heap: as asked
+		{100, 3 << 20, 100},       // small heap: as asked
 		{100, Headroom, 100},      // exactly the headroom
 		{100, 2 * Headroom, 50},   // the growth held to Headroom
-		{100, 100 * Headroom, 25}, // never below MinPercent
-		{200, 16 << 20, 200},      // an import's 200 while its heap is small
-		{200, Headroom, 100},
-		{25, 100 * Headroom, 25}, // at or below MinPercent: untouched
-		{-1, 100 * Headroom, -1}, // collector off: untouched
+		{100, 100 * Headroom, 25}, // never below a quarter
+		{200, 2 << 20, 200},       // an import's 200 while its heap is small
+		{200, 2 * Headroom, 100},  // the growth held to 2·Headroom
+		{200, 100 * Headroom, 50}, // a quarter of 200
+		{40, 100 * Headroom, 25},  // never below MinPercent
+		{25, 100 * Headroom, 25},  // at or below MinPercent: untouched
+		{-1, 100 * Headroom, -1},  // collector off: untouched
 		{100, 0, 100},
 	} {
 		if got := percent(c.base, c.live); got != c.want {
@@ -29,9 +31,26 @@ func TestPercent(t *testing.T) {
 	}
 }
 
-// TestPacer: with 96 MiB live, the pacer sets 33% after a collection
-// (32 MiB of growth), and SetPercent's asked-for value comes back once the
-// heap is small again.
+// TestPercentFlat: past Fall·Headroom (16 MiB) of live heap the
+// percentage is the same at every size, so the collector's marking per
+// allocated byte (live heap over percent × live heap) stays constant as a
+// command's input doubles. With a Headroom of 32 MiB it fell from 100 to
+// 25 over 32-128 MiB, where the growth axes' commands run, and their GC
+// cost grew as n² there.
+func TestPercentFlat(t *testing.T) {
+	for _, b := range []int{100, 200} {
+		want := percent(b, 16<<20)
+		for live := uint64(16 << 20); live <= 1<<40; live *= 2 {
+			if got := percent(b, live); got != want {
+				t.Errorf("percent(%d, %d MiB) = %d, want %d as at 16 MiB: the GC's cost per byte grows with the heap", b, live>>20, got, want)
+			}
+		}
+	}
+}
+
+// TestPacer: with 32 MiB live, the pacer sets MinPercent after a
+// collection, and SetPercent's asked-for value comes back once the heap is
+// small again.
 func TestPacer(t *testing.T) {
 	var last []int
 	set = func(p int) int {
@@ -58,11 +77,11 @@ func TestPacer(t *testing.T) {
 		}
 		t.Fatalf("the pacer set %v, want %d last", last, want)
 	}
-	big := make([]byte, 3*Headroom)
+	big := make([]byte, 8*Headroom)
 	for i := range big {
 		big[i] = 1
 	}
-	wait(33)
+	wait(MinPercent)
 	runtime.KeepAlive(big)
 	big = nil
 	wait(100)

@@ -11,7 +11,12 @@ import (
 // replay, analyze, plot and info.
 type axis struct {
 	name string
-	base int    // n: the sizes timed are n, 2n, 4n and 8n
+	// base is n: the sizes timed are n, 2n, 4n and 8n. It is large enough
+	// that the replay at n takes a tenth of a second or more of CPU on the
+	// 2-core development VM: below that a doubling's exponent is noise.
+	// (streams stays smaller: at 8n its workload nears record's 1 MiB
+	// limit on workload files.)
+	base int
 	conf string // record's --conf (workload axes)
 	// workload or snapshot returns the input at n (one of them is set).
 	workload func(n int) string
@@ -21,18 +26,18 @@ type axis struct {
 const mib = 1 << 20
 
 var axes = []axis{
-	{name: "one-size-512B", base: 20000, workload: oneSize("512")},
-	{name: "one-size-2MiB", base: 5000, workload: oneSize("2MiB")},
-	{name: "one-size-1MiB-expandable", base: 5000, conf: "expandable_segments:True", workload: oneSize("1MiB")},
-	{name: "20MiB-freed-empty-cache-expandable", base: 2000, conf: "expandable_segments:True", workload: emptyCache(false)},
-	{name: "expandable-free-half-refill", base: 2000, conf: "expandable_segments:True", workload: emptyCache(true)},
-	{name: "cross-stream-frees", base: 20000, workload: crossStream},
-	{name: "streams", base: 1000, workload: streams},
-	{name: "sizes-growing-past-largest-free", base: 1000, workload: growingSizes},
-	{name: "plateaus", base: 10000, workload: plateaus},
-	{name: "segment-churn", base: 2000, workload: segmentChurn},
-	{name: "workload-frees", base: 10000, workload: frees},
-	{name: "snapshot-private-pools", base: 4000, snapshot: privatePools},
+	{name: "one-size-512B", base: 40000, workload: oneSize("512")},
+	{name: "one-size-2MiB", base: 20000, workload: oneSize("2MiB")},
+	{name: "one-size-1MiB-expandable", base: 20000, conf: "expandable_segments:True", workload: oneSize("1MiB")},
+	{name: "20MiB-freed-empty-cache-expandable", base: 8000, conf: "expandable_segments:True", workload: emptyCache(false)},
+	{name: "expandable-free-half-refill", base: 8000, conf: "expandable_segments:True", workload: emptyCache(true)},
+	{name: "cross-stream-frees", base: 40000, workload: crossStream},
+	{name: "streams", base: 1500, workload: streams},
+	{name: "sizes-growing-past-largest-free", base: 4000, workload: growingSizes},
+	{name: "plateaus", base: 40000, workload: plateaus},
+	{name: "segment-churn", base: 8000, workload: segmentChurn},
+	{name: "workload-frees", base: 40000, workload: frees},
+	{name: "snapshot-private-pools", base: 8000, snapshot: privatePools},
 	{name: "snapshot-wrapped-history", base: 4000, snapshot: wrapped},
 	{name: "snapshot-segment-churn", base: 4000, snapshot: snapChurn},
 }

@@ -10,7 +10,9 @@
 // and times record or import, replay, analyze, plot (peak and segments) and
 // info on it. A time is the least of -runs runs of the command's CPU time
 // (user + system; -clock wall for the wall clock): the least is the run the
-// shared machine disturbed least.
+// shared machine disturbed least. The commands run with the environment
+// growth has, GOGC included, which the table's header names: the collector
+// is part of what a command costs its user.
 package main
 
 import (
@@ -64,7 +66,11 @@ func main() {
 	}
 	t := timer{bin: *bin, runs: *runs, wall: *clock == "wall"}
 
-	fmt.Printf("| axis | n | command | seconds at n, 2n, 4n, 8n (%s, least of %d) | exponent | slope |\n", *clock, *runs)
+	gogc := "GOGC unset"
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		gogc = "GOGC=" + v
+	}
+	fmt.Printf("| axis | n | command | seconds at n, 2n, 4n, 8n (%s, least of %d, %s) | exponent | slope |\n", *clock, *runs, gogc)
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, ax := range axes {
 		if !onlyAxes.MatchString(ax.name) {
