@@ -15,11 +15,12 @@ import (
 // its own goroutine and they hand events on in batches, so on two or more
 // cores the stages overlap instead of adding up. A batch is big enough that
 // the hand-off (a channel send) vanishes against the work on its events, and
-// few are in flight, so memory stays bounded by batchRows × inFlight events
-// whatever the trace's length.
+// enough are in flight that a stage's stall (a collection, a burst of
+// splits) does not stop the others; memory stays bounded by batchRows ×
+// inFlight events (about 3 MiB) whatever the trace's length.
 const (
-	batchRows = 1024
-	inFlight  = 4
+	batchRows = 4096
+	inFlight  = 8
 )
 
 // batch is a run of events and the stack table they refer to. The table is
