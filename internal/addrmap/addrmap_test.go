@@ -199,3 +199,45 @@ func TestLargeTableSize(t *testing.T) {
 		}
 	}
 }
+
+// TestReserve: a map reserved for n entries takes them without growing
+// (its table is the one Reserve made), keeps what it held before, is no
+// larger than growing to n would have made it, and still grows past n.
+func TestReserve(t *testing.T) {
+	for _, n := range []int{0, 1, 24, 25, 1000, 100_000, 1 << 20} {
+		var m, grown Map[int]
+		for i := range 10 {
+			m.Put(uint64(512*(i+1)), i)
+		}
+		m.Reserve(n)
+		var table *slot[int]
+		if len(m.slots) > 0 {
+			table = &m.slots[0]
+		}
+		for i := range max(n, 10) {
+			k := uint64(512 * (i + 1))
+			if i >= 10 {
+				m.Put(k, i)
+			}
+			grown.Put(k, i)
+		}
+		if len(m.slots) > 0 && &m.slots[0] != table {
+			t.Errorf("n %d: the table grew after Reserve", n)
+		}
+		if len(m.slots) > len(grown.slots) {
+			t.Errorf("n %d: %d slots reserved, growing made %d", n, len(m.slots), len(grown.slots))
+		}
+		for i := range max(n, 10) {
+			if v, ok := m.Get(uint64(512 * (i + 1))); !ok || v != i {
+				t.Fatalf("n %d: key %d = %d, %v", n, i, v, ok)
+			}
+		}
+		m.Put(uint64(512*(max(n, 10)+1)), -1)
+		for range 3 * len(m.slots) / 4 {
+			m.Put(uint64(512*(max(n, 10)+2+m.Len())), 0)
+		}
+		if m.Len() <= max(n, 10) || m.n > m.limit {
+			t.Errorf("n %d: %d entries, limit %d after growing past the reservation", n, m.Len(), m.limit)
+		}
+	}
+}
