@@ -264,10 +264,14 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	if !decodesInMemory([]string{in}) && !noFollow {
 		follow = &importFollow{}
 	}
+	timer := newStageTimer(in)
+	stage := timer.alone("decode")
 	snap, err := openSnapshot(in, out, follow)
 	if err != nil {
 		return nil, err
 	}
+	stage.end()
+	stage = timer.alone("start state")
 	if err := ctx.Err(); err != nil {
 		snap.Close()
 		return nil, fmt.Errorf("import %s: %w", in, err)
@@ -338,6 +342,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	res.Truncated = meta.Truncated
 	recorded := sc.recorded
+	stage.end()
+	stage = timer.alone("empty_cache calls")
 	if meta.MemoryLimit == 0 {
 		if limit := inferLimit(initial, recorded); limit > 0 {
 			meta.MemoryLimit = limit
@@ -374,11 +380,14 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	if spilled {
 		nulls = batchNulls(total, initial, snap.Devices, sc.noStack, rows)
 	}
+	stage.end()
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
 	problems := make(chan []torchsnap.Problem, 1)
 	validated := make(chan struct{})
 	go func() {
+		stage := timer.beside("validate")
+		defer stage.end()
 		var all []torchsnap.Problem
 		for _, d := range snap.Devices {
 			all = append(all, d.Validate()...)
@@ -393,6 +402,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// cores and writes through a window of its own, which for such files
 	// beats the stream writer's positioned writes. Both write the same
 	// bytes.
+	write := timer.beside("write")
 	var w eventWriter
 	if spilled {
 		w, err = trace.CreateStream(out, meta, total, nulls)
@@ -413,9 +423,9 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			break
 		}
 	}
-	write := func(evs []trace.Event) error { return w.WriteEvents(evs, stackMap) }
+	put := func(evs []trace.Event) error { return w.WriteEvents(evs, stackMap) }
 	for i, d := range snap.Devices {
-		if err := write(initial[i]); err != nil {
+		if err := put(initial[i]); err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
@@ -431,6 +441,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		var diverged *Divergence
 		var annErr error
 		go func() {
+			stage := timer.beside("annotate")
+			defer stage.end()
 			var lastRead func()
 			if spilled && i == len(snap.Devices)-1 {
 				// Validation and this reader are the spill's last readers.
@@ -450,7 +462,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 				err = ctx.Err() // a signal stops the import between chunks
 			}
 			if err == nil {
-				err = write(evs)
+				err = put(evs)
 			}
 			for j := range evs {
 				if evs[j].Kind != trace.KindEmptyCache { // a row of rows, not one of d's events
@@ -473,9 +485,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		}
 	}
 	res.Events = w.Events()
+	write.end()
+	stage = timer.beside("close")
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
+	stage.end()
 	return res, nil
 }
 
