@@ -389,8 +389,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		stage := timer.beside("validate")
 		defer stage.end()
 		var all []torchsnap.Problem
-		for _, d := range snap.Devices {
-			all = append(all, d.Validate()...)
+		for i, d := range snap.Devices {
+			all = append(all, d.ValidateReserved(recorded[i].blocksPeak)...)
 		}
 		close(validated)
 		problems <- all
@@ -634,6 +634,10 @@ type reservedScan struct {
 	// lastRelease is the index of the last of them among the events
 	// scanned (n so far), lastOOM that of the last oom.
 	lastRelease, lastOOM, n int64
+	// blocks is allocs less free_completed so far, from 0, and
+	// blocksPeak its highest: the most blocks live at once beyond those
+	// live before the run, which Validate reserves its table for.
+	blocks, blocksPeak int64
 }
 
 func scanReserved(evs []trace.Event) reservedScan {
@@ -657,6 +661,11 @@ func (s *reservedScan) add(evs []trace.Event) {
 			s.released, s.lastRelease = true, s.n+int64(j)
 		case trace.KindOOM:
 			s.ooms, s.lastOOM = true, s.n+int64(j)
+		case trace.KindAlloc:
+			s.blocks++
+			s.blocksPeak = max(s.blocksPeak, s.blocks)
+		case trace.KindFreeCompleted:
+			s.blocks--
 		}
 	}
 	s.n += int64(len(evs))

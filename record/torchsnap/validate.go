@@ -62,7 +62,14 @@ func (p Problem) String() string {
 // come back in a stable order; an empty result means the history is
 // consistent. It reuses the start state that Reconstruct derived, so the two
 // must not run at the same time on one Device.
-func (d *Device) Validate() []Problem {
+func (d *Device) Validate() []Problem { return d.ValidateReserved(0) }
+
+// ValidateReserved is Validate told that at most more blocks than at the
+// trace's start are live at once (a scan of the events counts them; 0 if
+// unknown): its table of live blocks is made that large at once rather
+// than grown by doubling, which rehashes every block and keeps two tables
+// while it does.
+func (d *Device) ValidateReserved(more int64) []Problem {
 	v := &validator{dev: d.Index, byKind: map[string]int{}}
 	st, err := d.startState()
 	if err != nil {
@@ -73,6 +80,7 @@ func (d *Device) Validate() []Problem {
 	// Live blocks, and the base of the segment holding each (when one did as
 	// it was allocated), so that segment_free is checked in O(1).
 	var live addrmap.Map[liveRec]
+	live.Reserve(st.blocks.Len() + int(max(0, min(more, d.Len()))))
 	st.blocks.All(func(a uint64, b *liveBlock) { live.Put(a, liveRec{pending: b.pending}) })
 	fw := &startState{segs: segs}
 	var perSeg addrmap.Map[int]

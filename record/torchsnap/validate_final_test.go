@@ -1,7 +1,9 @@
 package torchsnap
 
 import (
+	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -56,4 +58,47 @@ func TestValidate_finalState(t *testing.T) {
 	if got != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// TestValidateReserved: told how many more blocks are live at once than at
+// the trace's start, Validate finds the same problems and makes its table
+// of live blocks once instead of doubling it on the way (fewer
+// allocations: a table for about a thousand blocks doubles five times or
+// more from its first size).
+func TestValidateReserved(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 20000); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Devices[0]
+	if _, err := d.Reconstruct(roundSize); err != nil {
+		t.Fatal(err)
+	}
+	var live, peak int64
+	for _, e := range d.Events {
+		switch e.Kind {
+		case trace.KindAlloc:
+			live++
+			peak = max(peak, live)
+		case trace.KindFreeCompleted:
+			live--
+		}
+	}
+	if peak < 500 {
+		t.Fatalf("at most %d blocks live at once; want a snapshot with more", peak)
+	}
+	want := d.Validate()
+	if got := d.ValidateReserved(peak); !reflect.DeepEqual(got, want) {
+		t.Errorf("ValidateReserved(%d): %v, Validate: %v", peak, got, want)
+	}
+	grown := testing.AllocsPerRun(3, func() { d.Validate() })
+	reserved := testing.AllocsPerRun(3, func() { d.ValidateReserved(peak) })
+	if reserved > grown-4 {
+		t.Errorf("allocations: %.0f reserved, %.0f grown; want at least 4 fewer", reserved, grown)
+	}
+	t.Logf("peak %d live: %.0f allocations reserved, %.0f grown", peak, reserved, grown)
 }
