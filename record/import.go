@@ -387,11 +387,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	validated := make(chan struct{})
 	go func() {
 		stage := timer.beside("validate")
-		defer stage.end()
 		var all []torchsnap.Problem
 		for i, d := range snap.Devices {
 			all = append(all, d.ValidateReserved(recorded[i].blocksPeak)...)
 		}
+		stage.end() // before the import can end: said before the command's end
 		close(validated)
 		problems <- all
 	}()
@@ -442,7 +442,6 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		var annErr error
 		go func() {
 			stage := timer.beside("annotate")
-			defer stage.end()
 			var lastRead func()
 			if spilled && i == len(snap.Devices)-1 {
 				// Validation and this reader are the spill's last readers.
@@ -454,6 +453,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 				}
 			}
 			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privs[i], full, free, lastRead)
+			stage.end()
 			close(full)
 		}()
 		var read int64 // d's events written: its events before are read no more
