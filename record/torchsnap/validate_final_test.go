@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -57,6 +58,49 @@ func TestValidate_finalState(t *testing.T) {
 		"block in the final state but not live after the trace: 2; 5 6\n"
 	if got != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestValidate_segmentFreeLive: a segment_free while a block allocated in
+// the segment is live is reported, at that event; one after the block's
+// free is not, nor one of a segment at the same base allocated again and
+// holding nothing (the count follows the base, whichever segment holds
+// it), nor of another segment while the first holds a block. The blocks'
+// records hold the segment's number (liveRec.seg), not its base.
+func TestValidate_segmentFreeLive(t *testing.T) {
+	const s1, s2 = 0x7f00_0000_0000, 0x7f00_0040_0000
+	ev := func(k trace.Kind, addr uint64, size int64) trace.Event {
+		return trace.Event{Kind: k, Addr: addr, Size: size, Stack: trace.NoStack}
+	}
+	d := &Device{Events: []trace.Event{
+		ev(trace.KindSegmentAlloc, s1, 2<<20),
+		ev(trace.KindSegmentAlloc, s2, 2<<20),
+		ev(trace.KindAlloc, s1+512, 512),
+		ev(trace.KindAlloc, s2, 512),
+		ev(trace.KindFreeRequested, s2, 512),
+		ev(trace.KindFreeCompleted, s2, 512),
+		ev(trace.KindSegmentFree, s2, 2<<20), // empty: fine
+		ev(trace.KindSegmentFree, s1, 2<<20), // event 7: s1+512 is live
+		ev(trace.KindSegmentAlloc, s1, 2<<20),
+		ev(trace.KindFreeRequested, s1+512, 512),
+		ev(trace.KindFreeCompleted, s1+512, 512),
+		ev(trace.KindSegmentFree, s1, 2<<20), // the block is gone: fine
+	}}
+	for i := range d.Events {
+		d.Events[i].Seq = int64(i)
+	}
+	var got []string
+	for _, p := range d.Validate() {
+		for _, e := range p.Examples {
+			got = append(got, fmt.Sprintf("%s at %d", p.Kind, e.Event))
+		}
+	}
+	want := []string{"segment_free of a segment with live blocks at 7"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems %q, want %q", got, want)
+	}
+	if n := unsafe.Sizeof(liveRec{}); n != 8 {
+		t.Errorf("liveRec is %d bytes, want 8 (a 16-byte slot in the table of live blocks)", n)
 	}
 }
 
