@@ -10,7 +10,7 @@ import (
 // compares what they say about k.
 func check(t *testing.T, step int, m *Map[uint32], ref map[uint64]uint32, op byte, k uint64, v uint32) {
 	t.Helper()
-	switch op % 5 {
+	switch op % 6 {
 	case 0, 1:
 		m.Put(k, v)
 		ref[k] = v
@@ -36,6 +36,12 @@ func check(t *testing.T, step int, m *Map[uint32], ref map[uint64]uint32, op byt
 			m.DeleteAt(k, i)
 			delete(ref, k)
 		}
+	case 5: // room for up to 4095 more, then every entry still there
+		m.Reserve(m.Len() + int(v%4096))
+		if m.n > m.limit {
+			t.Fatalf("step %d: %d entries past the limit %d after Reserve", step, m.n, m.limit)
+		}
+		all(t, m, ref)
 	}
 	got, ok := m.Get(k)
 	want, wok := ref[k]
