@@ -403,6 +403,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// beats the stream writer's positioned writes. Both write the same
 	// bytes.
 	write := timer.beside("write")
+	defer func() { write.end(); stage.end() }() // an import that fails gives its thread back too
 	var w eventWriter
 	if spilled {
 		w, err = trace.CreateStream(out, meta, total, nulls)
