@@ -264,10 +264,14 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	if !decodesInMemory([]string{in}) && !noFollow {
 		follow = &importFollow{}
 	}
+	timer := newStageTimer(in)
+	stage := timer.alone("decode")
 	snap, err := openSnapshot(in, out, follow)
 	if err != nil {
 		return nil, err
 	}
+	stage.end()
+	stage = timer.alone("start state")
 	if err := ctx.Err(); err != nil {
 		snap.Close()
 		return nil, fmt.Errorf("import %s: %w", in, err)
@@ -338,6 +342,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	res.Truncated = meta.Truncated
 	recorded := sc.recorded
+	stage.end()
+	stage = timer.alone("empty_cache calls")
 	if meta.MemoryLimit == 0 {
 		if limit := inferLimit(initial, recorded); limit > 0 {
 			meta.MemoryLimit = limit
@@ -374,15 +380,18 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	if spilled {
 		nulls = batchNulls(total, initial, snap.Devices, sc.noStack, rows)
 	}
+	stage.end()
 	// Validation (warnings only) runs beside the rest, on another core. It
 	// reuses the start states Reconstruct derived.
 	problems := make(chan []torchsnap.Problem, 1)
 	validated := make(chan struct{})
 	go func() {
+		stage := timer.beside("validate")
 		var all []torchsnap.Problem
-		for _, d := range snap.Devices {
-			all = append(all, d.Validate()...)
+		for i, d := range snap.Devices {
+			all = append(all, d.ValidateReserved(recorded[i].blocksPeak)...)
 		}
+		stage.end() // before the import can end: said before the command's end
 		close(validated)
 		problems <- all
 	}()
@@ -393,6 +402,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// cores and writes through a window of its own, which for such files
 	// beats the stream writer's positioned writes. Both write the same
 	// bytes.
+	write := timer.beside("write")
+	defer func() { write.end(); stage.end() }() // an import that fails gives its thread back too
 	var w eventWriter
 	if spilled {
 		w, err = trace.CreateStream(out, meta, total, nulls)
@@ -413,9 +424,9 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			break
 		}
 	}
-	write := func(evs []trace.Event) error { return w.WriteEvents(evs, stackMap) }
+	put := func(evs []trace.Event) error { return w.WriteEvents(evs, stackMap) }
 	for i, d := range snap.Devices {
-		if err := write(initial[i]); err != nil {
+		if err := put(initial[i]); err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("import %s: %v", in, err)
 		}
@@ -431,6 +442,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		var diverged *Divergence
 		var annErr error
 		go func() {
+			stage := timer.beside("annotate")
 			var lastRead func()
 			if spilled && i == len(snap.Devices)-1 {
 				// Validation and this reader are the spill's last readers.
@@ -442,6 +454,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 				}
 			}
 			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privs[i], full, free, lastRead)
+			stage.end()
 			close(full)
 		}()
 		var read int64 // d's events written: its events before are read no more
@@ -450,7 +463,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 				err = ctx.Err() // a signal stops the import between chunks
 			}
 			if err == nil {
-				err = write(evs)
+				err = put(evs)
 			}
 			for j := range evs {
 				if evs[j].Kind != trace.KindEmptyCache { // a row of rows, not one of d's events
@@ -473,9 +486,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		}
 	}
 	res.Events = w.Events()
+	write.end()
+	stage = timer.beside("close")
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("import %s: %v", in, err)
 	}
+	stage.end()
 	return res, nil
 }
 
@@ -619,6 +635,10 @@ type reservedScan struct {
 	// lastRelease is the index of the last of them among the events
 	// scanned (n so far), lastOOM that of the last oom.
 	lastRelease, lastOOM, n int64
+	// blocks is allocs less free_completed so far, from 0, and
+	// blocksPeak its highest: the most blocks live at once beyond those
+	// live before the run, which Validate reserves its table for.
+	blocks, blocksPeak int64
 }
 
 func scanReserved(evs []trace.Event) reservedScan {
@@ -642,6 +662,11 @@ func (s *reservedScan) add(evs []trace.Event) {
 			s.released, s.lastRelease = true, s.n+int64(j)
 		case trace.KindOOM:
 			s.ooms, s.lastOOM = true, s.n+int64(j)
+		case trace.KindAlloc:
+			s.blocks++
+			s.blocksPeak = max(s.blocksPeak, s.blocks)
+		case trace.KindFreeCompleted:
+			s.blocks--
 		}
 	}
 	s.n += int64(len(evs))

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/tracer-dev/tracer/pipeline"
+	"github.com/tracer-dev/tracer/record"
 )
 
 // startProfile starts the profiles named by the hidden environment
 // variables TRACER_CPUPROFILE (a CPU profile of the whole command) and
 // TRACER_MEMPROFILE (the heap's allocations, written as the command ends),
 // for measuring a command as the user runs it, and TRACER_STAGES, which
-// has each replay say on stderr what its stages cost (pipeline.OnStages).
+// has each replay and import say on stderr what its stages cost
+// (pipeline.OnStages, record.OnImportStage).
 // The returned function stops them; a profile that cannot be written is
 // said on stderr, and the command runs on.
 func startProfile(stderr io.Writer) (stop func()) {
@@ -32,6 +34,16 @@ func startProfile(stderr io.Writer) (stop func()) {
 			fmt.Fprintf(stderr, "tracer: stages (%s): CPU ms: read %.1f, numbering %.1f, model %.1f, analysis %.1f, finalize %.1f; wall ms %.1f, from %.1f to %.1f\n",
 				t.Label, ms(t.Read), ms(t.Number), ms(t.Model), ms(t.Analysis), ms(t.Finalize), ms(t.Wall),
 				ms(time.Since(began)-t.Wall), ms(time.Since(began)))
+		}
+		record.OnImportStage = func(s record.ImportStage) {
+			mu.Lock()
+			defer mu.Unlock()
+			whose := "its goroutine's"
+			if s.Alone {
+				whose = "the process's"
+			}
+			fmt.Fprintf(stderr, "tracer: import stage (%s) %s: CPU ms %.1f (%s); wall ms from %.1f to %.1f; peak RSS %.1f MiB\n",
+				s.In, s.Name, ms(s.CPU), whose, ms(s.Start.Sub(began)), ms(s.End.Sub(began)), float64(s.PeakRSS)/(1<<20))
 		}
 	}
 	var f *os.File
@@ -51,6 +63,7 @@ func startProfile(stderr io.Writer) (stop func()) {
 	return func() {
 		if stages {
 			pipeline.OnStages = nil
+			record.OnImportStage = nil
 			fmt.Fprintf(stderr, "tracer: stages: %.1f ms from main to the end\n", ms(time.Since(began)))
 		}
 		if f != nil {

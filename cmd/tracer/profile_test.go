@@ -59,3 +59,39 @@ func TestStagesHook(t *testing.T) {
 		t.Errorf("stderr %q: want one replay's stages", out)
 	}
 }
+
+// TestImportStagesHook: TRACER_STAGES has an import say each of its stages
+// (CPU, span in the command's wall time, peak RSS so far), each once, the
+// serial ones in order.
+func TestImportStagesHook(t *testing.T) {
+	t.Setenv("TRACER_STAGES", "1")
+	in := filepath.Join("..", "..", "testdata", "snapshots", "churn__split64__seed2.pickle")
+	var stderr bytes.Buffer
+	stop := startProfile(&stderr)
+	code := run(context.Background(), []string{"import", in, "-o", filepath.Join(t.TempDir(), "out.trace")}, io.Discard, &stderr)
+	stop()
+	if code != 0 {
+		t.Fatalf("import: exit %d, stderr %q", code, stderr.String())
+	}
+	out := stderr.String()
+	at := -1
+	for _, name := range []string{"decode", "start state", "empty_cache calls", "validate", "annotate", "write", "close"} {
+		line := "tracer: import stage (" + in + ") " + name + ": CPU ms "
+		if n := strings.Count(out, line); n != 1 {
+			t.Errorf("stderr %q: %q %d times, want once", out, line, n)
+			continue
+		}
+		i := strings.Index(out, line)
+		if name != "validate" && name != "annotate" { // beside the writing: they end in any order
+			if i < at {
+				t.Errorf("stderr %q: %q out of order", out, name)
+			}
+			at = i
+		}
+		rest := out[i+len(line):]
+		rest = rest[:strings.IndexByte(rest, '\n')]
+		if !strings.Contains(rest, "; wall ms from ") || !strings.Contains(rest, "; peak RSS ") {
+			t.Errorf("stage %q: %q, want its span and peak RSS", name, rest)
+		}
+	}
+}

@@ -241,15 +241,40 @@ func (m *Map[V]) deleteIndex(hole uint64) {
 	m.slots[hole] = slot[V]{}
 }
 
-func (m *Map[V]) grow() {
+// Reserve makes room for n entries in all, so that the map grows at most
+// once (here) until it holds more: a caller that knows about how many keys
+// it will hold skips the doublings on the way, each of which rehashes every
+// entry and keeps the old table beside the new one while it does.
+func (m *Map[V]) Reserve(n int) {
+	if n <= m.limit {
+		return
+	}
+	size := max(minSlots, len(m.slots))
+	for limitOf(size) < n {
+		size *= 2
+	}
+	if size > len(m.slots) {
+		m.resize(size)
+	}
+}
+
+// limitOf is the most keys a table of size slots holds before it grows.
+func limitOf(size int) int {
+	if size >= bigSlots {
+		return size * 3 / 4
+	}
+	return size * maxLoadNum / maxLoadDen
+}
+
+func (m *Map[V]) grow() { m.resize(max(minSlots, 2*len(m.slots))) }
+
+// resize moves the entries to a table of size slots, a power of two that
+// holds them all below its limit.
+func (m *Map[V]) resize(size int) {
 	old := m.slots
-	size := max(minSlots, 2*len(old))
 	m.slots = make([]slot[V], size)
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
-	m.limit = size * maxLoadNum / maxLoadDen
-	if size >= bigSlots {
-		m.limit = size * 3 / 4
-	}
+	m.limit = limitOf(size)
 	m.n = 0
 	for _, s := range old {
 		if s.key != 0 {

@@ -10,7 +10,7 @@ import (
 // compares what they say about k.
 func check(t *testing.T, step int, m *Map[uint32], ref map[uint64]uint32, op byte, k uint64, v uint32) {
 	t.Helper()
-	switch op % 5 {
+	switch op % 6 {
 	case 0, 1:
 		m.Put(k, v)
 		ref[k] = v
@@ -36,6 +36,12 @@ func check(t *testing.T, step int, m *Map[uint32], ref map[uint64]uint32, op byt
 			m.DeleteAt(k, i)
 			delete(ref, k)
 		}
+	case 5: // room for up to 4095 more, then every entry still there
+		m.Reserve(m.Len() + int(v%4096))
+		if m.n > m.limit {
+			t.Fatalf("step %d: %d entries past the limit %d after Reserve", step, m.n, m.limit)
+		}
+		all(t, m, ref)
 	}
 	got, ok := m.Get(k)
 	want, wok := ref[k]
@@ -196,6 +202,48 @@ func TestLargeTableSize(t *testing.T) {
 			if mean := float64(sum) / float64(n); mean > 1.5 || most > 100 {
 				t.Errorf("%s %d: probe distance mean %.2f, longest %d; want at most 1.5 and 100", keys, n, mean, most)
 			}
+		}
+	}
+}
+
+// TestReserve: a map reserved for n entries takes them without growing
+// (its table is the one Reserve made), keeps what it held before, is no
+// larger than growing to n would have made it, and still grows past n.
+func TestReserve(t *testing.T) {
+	for _, n := range []int{0, 1, 24, 25, 1000, 100_000, 1 << 20} {
+		var m, grown Map[int]
+		for i := range 10 {
+			m.Put(uint64(512*(i+1)), i)
+		}
+		m.Reserve(n)
+		var table *slot[int]
+		if len(m.slots) > 0 {
+			table = &m.slots[0]
+		}
+		for i := range max(n, 10) {
+			k := uint64(512 * (i + 1))
+			if i >= 10 {
+				m.Put(k, i)
+			}
+			grown.Put(k, i)
+		}
+		if len(m.slots) > 0 && &m.slots[0] != table {
+			t.Errorf("n %d: the table grew after Reserve", n)
+		}
+		if len(m.slots) > len(grown.slots) {
+			t.Errorf("n %d: %d slots reserved, growing made %d", n, len(m.slots), len(grown.slots))
+		}
+		for i := range max(n, 10) {
+			if v, ok := m.Get(uint64(512 * (i + 1))); !ok || v != i {
+				t.Fatalf("n %d: key %d = %d, %v", n, i, v, ok)
+			}
+		}
+		m.Put(uint64(512*(max(n, 10)+1)), -1)
+		for range 3 * len(m.slots) / 4 {
+			m.Put(uint64(512*(max(n, 10)+2+m.Len())), 0)
+		}
+		if m.Len() <= max(n, 10) || m.n > m.limit {
+			t.Errorf("n %d: %d entries, limit %d after growing past the reservation", n, m.Len(), m.limit)
 		}
 	}
 }

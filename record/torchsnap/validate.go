@@ -62,7 +62,14 @@ func (p Problem) String() string {
 // come back in a stable order; an empty result means the history is
 // consistent. It reuses the start state that Reconstruct derived, so the two
 // must not run at the same time on one Device.
-func (d *Device) Validate() []Problem {
+func (d *Device) Validate() []Problem { return d.ValidateReserved(0) }
+
+// ValidateReserved is Validate told that at most more blocks than at the
+// trace's start are live at once (a scan of the events counts them; 0 if
+// unknown): its table of live blocks is made that large at once rather
+// than grown by doubling, which rehashes every block and keeps two tables
+// while it does.
+func (d *Device) ValidateReserved(more int64) []Problem {
 	v := &validator{dev: d.Index, byKind: map[string]int{}}
 	st, err := d.startState()
 	if err != nil {
@@ -70,26 +77,22 @@ func (d *Device) Validate() []Problem {
 		return v.list
 	}
 	segs := st.segs
-	// Live blocks, and the base of the segment holding each (when one did as
-	// it was allocated), so that segment_free is checked in O(1).
+	// Live blocks, and the segment holding each (when one did as it was
+	// allocated), so that segment_free is checked in O(1).
 	var live addrmap.Map[liveRec]
+	live.Reserve(st.blocks.Len() + int(max(0, min(more, d.Len()))))
 	st.blocks.All(func(a uint64, b *liveBlock) { live.Put(a, liveRec{pending: b.pending}) })
 	fw := &startState{segs: segs}
-	var perSeg addrmap.Map[int]
+	var perSeg segCounts
 	track := func(a uint64, r *liveRec) {
 		if g, ok := fw.segs.find(a); ok {
-			r.inSeg, r.base = true, g.addr
-			if c := perSeg.Ref(r.base); c != nil {
-				*c++
-			} else {
-				perSeg.Put(r.base, 1)
-			}
+			r.seg = perSeg.add(g.addr)
 		}
 	}
 	untrack := func(r *liveRec) {
-		if r.inSeg {
-			*perSeg.Ref(r.base)--
-			r.inSeg = false
+		if r.seg != 0 {
+			perSeg.counts[r.seg-1]--
+			r.seg = 0
 		}
 	}
 	live.All(func(a uint64, r *liveRec) { track(a, r) })
@@ -111,7 +114,7 @@ func (d *Device) Validate() []Problem {
 
 // events validates evs, the events from index i0 on.
 func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec], fw *startState,
-	perSeg *addrmap.Map[int], untrack func(*liveRec)) {
+	perSeg *segCounts, untrack func(*liveRec)) {
 	peekAt := 0
 	for k := range evs {
 		if k >= peekAt {
@@ -137,12 +140,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 			}
 			var rec liveRec // not pending
 			if ok {
-				rec.inSeg, rec.base = true, g.addr
-				if c := perSeg.Ref(rec.base); c != nil {
-					*c++
-				} else {
-					perSeg.Put(rec.base, 1)
-				}
+				rec.seg = perSeg.add(g.addr)
 			}
 			if r != nil {
 				*r = rec
@@ -183,7 +181,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				v.add("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
-			if c, _ := perSeg.Get(e.Addr); c > 0 {
+			if perSeg.live(e.Addr) > 0 {
 				v.add("segment_free of a segment with live blocks", i, e.Addr)
 			}
 			fw.segs.removeStart(e.Addr)
@@ -315,11 +313,43 @@ func (v *validator) skipped() []Problem {
 	return out
 }
 
-// liveRec is a live block during validation: pending free, and the base of
-// the segment that held it when it was allocated (if inSeg).
+// liveRec is a live block during validation: pending free, and the
+// segment that held it when it was allocated, as segCounts numbers it plus
+// one (0: none). Eight bytes, so that a slot of the table of live blocks
+// is 16: the table of a trace with a million blocks live is past the
+// caches, and its size is what a lookup costs.
 type liveRec struct {
-	pending, inSeg bool
-	base           uint64
+	seg     int32
+	pending bool
+}
+
+// segCounts counts the live blocks of each segment, by its base: a base
+// is numbered when first seen, and its count is an element of counts
+// (number-1), so that a free decrements one without a lookup.
+type segCounts struct {
+	ids    addrmap.Map[int32]
+	counts []int
+}
+
+// add counts one more block live in the segment at base, and returns its
+// number.
+func (s *segCounts) add(base uint64) int32 {
+	if id, ok := s.ids.Get(base); ok {
+		s.counts[id-1]++
+		return id
+	}
+	s.counts = append(s.counts, 1)
+	id := int32(len(s.counts))
+	s.ids.Put(base, id)
+	return id
+}
+
+// live returns the blocks counted live in the segment at base.
+func (s *segCounts) live(base uint64) int {
+	if id, ok := s.ids.Get(base); ok {
+		return s.counts[id-1]
+	}
+	return 0
 }
 
 type validator struct {

@@ -1,8 +1,11 @@
 package torchsnap
 
 import (
+	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -56,4 +59,90 @@ func TestValidate_finalState(t *testing.T) {
 	if got != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// TestValidate_segmentFreeLive: a segment_free while a block allocated in
+// the segment is live is reported, at that event; one after the block's
+// free is not, nor one of a segment at the same base allocated again and
+// holding nothing (the count follows the base, whichever segment holds
+// it), nor of another segment while the first holds a block. The blocks'
+// records hold the segment's number (liveRec.seg), not its base.
+func TestValidate_segmentFreeLive(t *testing.T) {
+	const s1, s2 = 0x7f00_0000_0000, 0x7f00_0040_0000
+	ev := func(k trace.Kind, addr uint64, size int64) trace.Event {
+		return trace.Event{Kind: k, Addr: addr, Size: size, Stack: trace.NoStack}
+	}
+	d := &Device{Events: []trace.Event{
+		ev(trace.KindSegmentAlloc, s1, 2<<20),
+		ev(trace.KindSegmentAlloc, s2, 2<<20),
+		ev(trace.KindAlloc, s1+512, 512),
+		ev(trace.KindAlloc, s2, 512),
+		ev(trace.KindFreeRequested, s2, 512),
+		ev(trace.KindFreeCompleted, s2, 512),
+		ev(trace.KindSegmentFree, s2, 2<<20), // empty: fine
+		ev(trace.KindSegmentFree, s1, 2<<20), // event 7: s1+512 is live
+		ev(trace.KindSegmentAlloc, s1, 2<<20),
+		ev(trace.KindFreeRequested, s1+512, 512),
+		ev(trace.KindFreeCompleted, s1+512, 512),
+		ev(trace.KindSegmentFree, s1, 2<<20), // the block is gone: fine
+	}}
+	for i := range d.Events {
+		d.Events[i].Seq = int64(i)
+	}
+	var got []string
+	for _, p := range d.Validate() {
+		for _, e := range p.Examples {
+			got = append(got, fmt.Sprintf("%s at %d", p.Kind, e.Event))
+		}
+	}
+	want := []string{"segment_free of a segment with live blocks at 7"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems %q, want %q", got, want)
+	}
+	if n := unsafe.Sizeof(liveRec{}); n != 8 {
+		t.Errorf("liveRec is %d bytes, want 8 (a 16-byte slot in the table of live blocks)", n)
+	}
+}
+
+// TestValidateReserved: told how many more blocks are live at once than at
+// the trace's start, Validate finds the same problems and makes its table
+// of live blocks once instead of doubling it on the way (fewer
+// allocations: a table for about a thousand blocks doubles five times or
+// more from its first size).
+func TestValidateReserved(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 20000); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Devices[0]
+	if _, err := d.Reconstruct(roundSize); err != nil {
+		t.Fatal(err)
+	}
+	var live, peak int64
+	for _, e := range d.Events {
+		switch e.Kind {
+		case trace.KindAlloc:
+			live++
+			peak = max(peak, live)
+		case trace.KindFreeCompleted:
+			live--
+		}
+	}
+	if peak < 500 {
+		t.Fatalf("at most %d blocks live at once; want a snapshot with more", peak)
+	}
+	want := d.Validate()
+	if got := d.ValidateReserved(peak); !reflect.DeepEqual(got, want) {
+		t.Errorf("ValidateReserved(%d): %v, Validate: %v", peak, got, want)
+	}
+	grown := testing.AllocsPerRun(3, func() { d.Validate() })
+	reserved := testing.AllocsPerRun(3, func() { d.ValidateReserved(peak) })
+	if reserved > grown-4 {
+		t.Errorf("allocations: %.0f reserved, %.0f grown; want at least 4 fewer", reserved, grown)
+	}
+	t.Logf("peak %d live: %.0f allocations reserved, %.0f grown", peak, reserved, grown)
 }

@@ -148,7 +148,25 @@ print("%.4f" % best)' "$f" $runs 2>/dev/null) || ps=-
 		r = (is != "-" && ps != "-" && ps > 0) ? sprintf("%.3f", is / ps) : "-"
 		q = (im != "-") ? sprintf("%.2f", im * 1048576 / b) : "-"
 		printf "| %s | %.1f | %s | %s | %s | %s | %s | %s |\n", n, b / 1e6, e, is, ps, r, im, q }' >>"$md"
+	# One more of a large file with TRACER_STAGES=1: each stage of the
+	# import (below the table).
+	((bytes > 50000000)) && TRACER_STAGES=1 within 300 "$TRACER" import "$f" -o "$work/$name.arrows" 2>"$work/$name.stages" >/dev/null
 done
+stages=("$work"/*.stages)
+if [ -e "${stages[0]}" ]; then
+	{
+		echo
+		echo "The import's stages (one more run of each file over 50 MB, TRACER_STAGES=1): CPU is the process's for a stage that runs alone, the stage's own goroutine's for validate, annotate and write (side by side: the longest of them is the critical path); from/to in the process's wall time; the peak RSS so far as the stage ends."
+		echo
+		echo "| snapshot | stage | CPU ms | whose | from ms | to ms | peak RSS MiB |"
+		echo "|---|---|---|---|---|---|---|"
+		for st in "${stages[@]}"; do
+			n=$(basename "$st" .stages)
+			sed -n 's/^tracer: import stage ([^)]*) \([^:]*\): CPU ms \([0-9.]*\) (\([^)]*\)); wall ms from \([0-9.]*\) to \([0-9.]*\); peak RSS \([0-9.]*\) MiB$/| '"$n"' | \1 | \2 | \3 | \4 | \5 | \6 |/p' "$st"
+			sed -n 's/^tracer: stages: \([0-9.]*\) ms from main to the end$/| '"$n"' | (the command) | | | 0 | \1 | |/p' "$st"
+		done
+	} >>"$md"
+fi
 
 # Replays, per request: only the scale snapshots (PyTorch's yardstick
 # compiles an extension and reads the trace with pyarrow: a minute each).

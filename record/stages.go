@@ -1,0 +1,123 @@
+package record
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// ImportStage is one stage of an import, measured for OnImportStage: what
+// a GPU host's many cores leave as the import's critical path is the
+// stages that run alone (decode's serial part, the start state's merge,
+// close) and the longest of those side by side (validation, the
+// annotation's replay, the writing).
+type ImportStage struct {
+	In   string // the snapshot
+	Name string
+	// CPU is the CPU time of the stage's own goroutine, which keeps its
+	// thread meanwhile, when Alone is false; when Alone is true, the
+	// process's over the stage's span, the goroutines it started
+	// included (nothing else runs then).
+	CPU        time.Duration
+	Alone      bool
+	Start, End time.Time
+	PeakRSS    int64 // the process's peak resident bytes so far, as the stage ends (Linux; else 0)
+}
+
+// OnImportStage, when set, receives each stage of every import as it ends,
+// from the stage's goroutine (calls may come at once). It is for measuring
+// the command (TRACER_STAGES), not for use while imports run.
+var OnImportStage func(ImportStage)
+
+// stageTimer measures the stages of one import; the zero one, made while
+// OnImportStage is nil, measures nothing.
+type stageTimer struct {
+	in string
+	on func(ImportStage)
+}
+
+func newStageTimer(in string) stageTimer { return stageTimer{in: in, on: OnImportStage} }
+
+// stageClock is one stage being measured.
+type stageClock struct {
+	t      *stageTimer
+	name   string
+	alone  bool
+	start  time.Time
+	cpu0   time.Duration
+	locked bool
+}
+
+// alone starts a stage that runs with nothing beside it: its CPU is the
+// process's.
+func (t *stageTimer) alone(name string) stageClock {
+	if t.on == nil {
+		return stageClock{}
+	}
+	return stageClock{t: t, name: name, alone: true, start: time.Now(), cpu0: processCPU()}
+}
+
+// beside starts a stage that runs on the calling goroutine beside others:
+// its CPU is its thread's, which it keeps until end.
+func (t *stageTimer) beside(name string) stageClock {
+	if t.on == nil {
+		return stageClock{}
+	}
+	runtime.LockOSThread()
+	return stageClock{t: t, name: name, start: time.Now(), cpu0: threadCPU(), locked: true}
+}
+
+// end reports the stage.
+func (c *stageClock) end() {
+	if c.t == nil {
+		return
+	}
+	s := ImportStage{In: c.t.in, Name: c.name, Alone: c.alone, Start: c.start, End: time.Now(), PeakRSS: peakRSS()}
+	if c.alone {
+		s.CPU = processCPU() - c.cpu0
+	} else {
+		s.CPU = threadCPU() - c.cpu0
+		runtime.UnlockOSThread()
+	}
+	c.t.on(s)
+	c.t = nil
+}
+
+func rusage(who int) time.Duration {
+	if runtime.GOOS != "linux" {
+		return 0
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// threadCPU is the calling thread's CPU time, user and system (Linux).
+func threadCPU() time.Duration { return rusage(1) } // RUSAGE_THREAD
+
+// processCPU is the process's CPU time, user and system.
+func processCPU() time.Duration { return rusage(syscall.RUSAGE_SELF) }
+
+// peakRSS is the process's peak resident set (VmHWM), in bytes; 0 where
+// /proc does not say.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := bytes.Cut(b, []byte("VmHWM:"))
+	if !ok {
+		return 0
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(line), []byte("kB")))), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return kb << 10
+}
