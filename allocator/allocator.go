@@ -284,23 +284,30 @@ func (a *Allocator) emitSlow(act Action, addr uint64, size int64, stream uint64,
 }
 
 func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *blockPool) blockID {
-	var id blockID
-	if n := len(a.freeIDs); n > 0 {
-		id = a.freeIDs[n-1]
-		a.freeIDs = a.freeIDs[:n-1]
-	} else {
-		if len(a.blocks) == cap(a.blocks) {
-			a.blocks = doubled(a.blocks)
-		}
-		a.blocks = append(a.blocks, block{})
-		id = blockID(len(a.blocks) - 1)
+	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
+		a.blocks = doubled(a.blocks)
 	}
-	// The slot is zero (deleteBlock clears it, append makes it zero): set
-	// only what differs, rather than copying a whole block literal.
+	id := a.zeroBlock()
+	// The slot is zero: set only what differs, rather than copying a whole
+	// block literal.
 	b := &a.blocks[id]
 	b.addr, b.size, b.stream, b.pool = addr, size, stream, pool.idx
 	b.mapped, b.live = true, true
 	return id
+}
+
+// zeroBlock returns a zero block slot of the arena, a deleted block's or
+// one past its length, which the caller has made room for.
+func (a *Allocator) zeroBlock() blockID {
+	if n := len(a.freeIDs); n > 0 {
+		id := a.freeIDs[n-1] // deleteBlock cleared it
+		a.freeIDs = a.freeIDs[:n-1]
+		return id
+	}
+	n := len(a.blocks)
+	a.blocks = a.blocks[:n+1]
+	a.blocks[n] = block{} // a Reset leaves old blocks past the length
+	return blockID(n)
 }
 
 // doubled returns s in an array of twice its capacity. append grows a large
