@@ -391,6 +391,7 @@ func (a *Allocator) oom(r *request) error {
 			})
 		}
 	}
+	a.stats.sum()
 	return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free, total: total, limit: a.limit,
 		allocated: a.stats.AllocatedBytes[0].Current, private: priv, reserved: a.stats.ReservedBytes[0].Current}
 }
