@@ -127,10 +127,14 @@ func (a *Allocator) bestFit(r *request) blockID {
 		return a.findFree(r)
 	}
 	id, bs := h.id, h.size
-	if a.blocks[id].exp != 0 {
+	// No block is expandable before the first expandable segment: the
+	// test of the block, a load from the arena, waits for one.
+	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
 		return a.findFree(r)
 	}
-	if m := a.conf.MaxSplitSize; (r.size < m && bs >= m) || (r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding) {
+	// The oversize rules (findFree's) need a block of max_split_size or
+	// more: bs is at least r.size, so below it neither applies.
+	if m := a.conf.MaxSplitSize; bs >= m && (r.size < m || bs >= r.size+a.conf.MaxNonSplitRounding) {
 		return 0
 	}
 	if h.nrest != 0 {
