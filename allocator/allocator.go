@@ -299,14 +299,22 @@ func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *block
 // zeroBlock returns a zero block slot of the arena, a deleted block's or
 // one past its length, which the caller has made room for.
 func (a *Allocator) zeroBlock() blockID {
+	id := a.takeSlot()
+	a.blocks[id] = block{} // a Reset leaves old blocks past the length
+	return id
+}
+
+// takeSlot returns a block slot of the arena, a deleted block's (zero:
+// deleteBlock cleared it) or one past its length (what a Reset left
+// there, or zero), which the caller has made room for and writes whole.
+func (a *Allocator) takeSlot() blockID {
 	if n := len(a.freeIDs); n > 0 {
-		id := a.freeIDs[n-1] // deleteBlock cleared it
+		id := a.freeIDs[n-1]
 		a.freeIDs = a.freeIDs[:n-1]
 		return id
 	}
 	n := len(a.blocks)
 	a.blocks = a.blocks[:n+1]
-	a.blocks[n] = block{} // a Reset leaves old blocks past the length
 	return blockID(n)
 }
 

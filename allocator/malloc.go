@@ -263,7 +263,8 @@ func (a *Allocator) shouldSplit(bs int64, r *request) bool {
 // block: MallocHandle would otherwise look the block up again after the
 // call. The arena is grown first if a split could need it, so that one
 // pointer to each block serves the whole call, and the split's new block
-// is written once, allocated, in a slot known to be zero.
+// is written once, allocated, every field of it (the slot needs no
+// clearing first).
 func (a *Allocator) allocFound(id blockID, r *request) (uint64, blockID) {
 	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
 		a.blocks = doubled(a.blocks)
@@ -275,11 +276,11 @@ func (a *Allocator) allocFound(id blockID, r *request) (uint64, blockID) {
 	st := a.statTypes(pool)
 	if a.shouldSplit(b.size, r) {
 		rem, rb := id, b
-		id = a.zeroBlock()
+		id = a.takeSlot()
 		b = &a.blocks[id]
-		b.addr, b.size, b.stream, b.requested = rb.addr, r.size, rb.stream, r.orig
-		b.prev, b.next, b.pool, b.exp = rb.prev, rem, rb.pool, rb.exp
-		b.allocated, b.mapped, b.live = true, true, true
+		b.addr, b.size, b.stream, b.requested, b.gcBase = rb.addr, r.size, rb.stream, r.orig, 0
+		b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rem, rb.pool, rb.exp, 0
+		b.allocated, b.mapped, b.live, b.used = true, true, true, false
 		if rb.prev != 0 {
 			a.blocks[rb.prev].next = id
 		}
