@@ -22,7 +22,9 @@ type (
 // the hot path allocates nothing and the GC scans no pointer graph. A block
 // is 64 bytes, one cache line (the arena is page-aligned once it is large):
 // the malloc and free paths touch several blocks each, and a block split
-// across two lines costs a second miss.
+// across two lines costs a second miss. allocFound's split writes every
+// field of its new block into a slot that may hold an old one: a field
+// added here is written there too.
 type block struct {
 	addr      uint64
 	size      int64
