@@ -231,7 +231,13 @@ func (t *kTree) insert(k freeKey) bool {
 	}
 	if l.n < leafCap {
 		addTreeWork(l.n - i)
-		copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
+		if i == l.n-1 {
+			// One key to move, as where the seed's ascending frees go in
+			// before a greater key: a copy without memmove's call.
+			l.keys[i+1] = l.keys[i]
+		} else {
+			copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
+		}
 		l.keys[i] = k
 		l.n++
 		if i == l.n-1 && t.height > 0 {
