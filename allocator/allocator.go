@@ -22,7 +22,9 @@ type (
 // the hot path allocates nothing and the GC scans no pointer graph. A block
 // is 64 bytes, one cache line (the arena is page-aligned once it is large):
 // the malloc and free paths touch several blocks each, and a block split
-// across two lines costs a second miss.
+// across two lines costs a second miss. allocFound's split writes every
+// field of its new block into a slot that may hold an old one: a field
+// added here is written there too.
 type block struct {
 	addr      uint64
 	size      int64
@@ -289,23 +291,38 @@ func (a *Allocator) emitSlow(act Action, addr uint64, size int64, stream uint64,
 }
 
 func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *blockPool) blockID {
-	var id blockID
-	if n := len(a.freeIDs); n > 0 {
-		id = a.freeIDs[n-1]
-		a.freeIDs = a.freeIDs[:n-1]
-	} else {
-		if len(a.blocks) == cap(a.blocks) {
-			a.blocks = doubled(a.blocks)
-		}
-		a.blocks = append(a.blocks, block{})
-		id = blockID(len(a.blocks) - 1)
+	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
+		a.blocks = doubled(a.blocks)
 	}
-	// The slot is zero (deleteBlock clears it, append makes it zero): set
-	// only what differs, rather than copying a whole block literal.
+	id := a.zeroBlock()
+	// The slot is zero: set only what differs, rather than copying a whole
+	// block literal.
 	b := &a.blocks[id]
 	b.addr, b.size, b.stream, b.pool = addr, size, stream, pool.idx
 	b.mapped, b.live = true, true
 	return id
+}
+
+// zeroBlock returns a zero block slot of the arena, a deleted block's or
+// one past its length, which the caller has made room for.
+func (a *Allocator) zeroBlock() blockID {
+	id := a.takeSlot()
+	a.blocks[id] = block{} // a Reset leaves old blocks past the length
+	return id
+}
+
+// takeSlot returns a block slot of the arena, a deleted block's (zero:
+// deleteBlock cleared it) or one past its length (what a Reset left
+// there, or zero), which the caller has made room for and writes whole.
+func (a *Allocator) takeSlot() blockID {
+	if n := len(a.freeIDs); n > 0 {
+		id := a.freeIDs[n-1]
+		a.freeIDs = a.freeIDs[:n-1]
+		return id
+	}
+	n := len(a.blocks)
+	a.blocks = a.blocks[:n+1]
+	return blockID(n)
 }
 
 // doubled returns s in an array of twice its capacity. append grows a large

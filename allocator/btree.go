@@ -23,6 +23,10 @@ type kTree struct {
 	// root.
 	finger *kLeaf
 	fpath  kPath
+	// fidx is the finger's index just past the last insertion: the next
+	// key of an ascending run goes there when it sorts between the keys on
+	// either side, which two comparisons tell without a search of the leaf.
+	fidx int
 }
 
 const (
@@ -58,6 +62,10 @@ func addTreeWork(n int) {
 		treeWork += n
 	}
 }
+
+// fingerHits counts the keys insert put where the finger's index said
+// (follows), without a search; the tests read it.
+var fingerHits int
 
 // countWork turns the work counters (treeWork, flatWork, pendWork, poolWork) on. The
 // package's tests set it; elsewhere it stays false, so that replays running
@@ -196,13 +204,19 @@ func (t *kTree) insert(k freeKey) bool {
 	p := &t.fpath
 	var l *kLeaf
 	var i int
-	if f := t.finger; f != nil && f.holds(&k) {
+	if f := t.finger; f != nil && f.follows(t.fidx, &k) {
+		l, i = f, t.fidx
+		addTreeWork(1)
+		if countWork {
+			fingerHits++
+		}
+	} else if f != nil && f.holds(&k) {
 		l, i = f, f.search(&k)
 		addTreeWork(1)
 	} else {
 		l, i = t.seek(&k, p)
 	}
-	t.finger = l
+	t.finger, t.fidx = l, i+1
 	if i < l.n && !less(&k, &l.keys[i]) {
 		l.keys[i] = k
 		if i == l.n-1 && t.height > 0 {
@@ -217,7 +231,13 @@ func (t *kTree) insert(k freeKey) bool {
 	}
 	if l.n < leafCap {
 		addTreeWork(l.n - i)
-		copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
+		if i == l.n-1 {
+			// One key to move, as where the seed's ascending frees go in
+			// before a greater key: a copy without memmove's call.
+			l.keys[i+1] = l.keys[i]
+		} else {
+			copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
+		}
 		l.keys[i] = k
 		l.n++
 		if i == l.n-1 && t.height > 0 {
@@ -254,8 +274,24 @@ func (t *kTree) insert(k freeKey) bool {
 	// The split changed the way to the leaves: the finger is k's leaf,
 	// found again, where the keys after k go on rather than at the front
 	// of the leaf after (where a search for them would end).
-	t.finger, _ = t.seek(&k, p)
+	var fi int
+	t.finger, fi = t.seek(&k, p)
+	t.fidx = fi + 1
 	return true
+}
+
+// follows reports whether index j of l, past its first key, is where
+// insert puts k: the key before it is less than k, and the key at j is not
+// (or j is l's end, and k sorts before the next leaf's keys, as holds
+// asks).
+func (l *kLeaf) follows(j int, k *freeKey) bool {
+	if j <= 0 || j > l.n || !less(&l.keys[j-1], k) {
+		return false
+	}
+	if j < l.n {
+		return !less(&l.keys[j], k)
+	}
+	return l.next == nil || less(k, &l.next.keys[0])
 }
 
 // holds reports whether k sorts after every key of the leaves before l and

@@ -150,3 +150,64 @@ func TestKTree(t *testing.T) {
 		t.Fatalf("the tree reached height %d and ends at %d with %d keys: want 2 or more, then 0 and none", maxHeight, tr.height, len(ref))
 	}
 }
+
+// TestKTreeFinger inserts ascending runs, each in a gap between keys
+// already there (as the seed's frees go in, in address order, among the
+// blocks still allocated), with an equal key now and then and deletions
+// between runs, against a sorted slice. Past a run's first key, every key
+// goes in where the finger's index says (follows): two comparisons, not a
+// search of the leaf, splits or not.
+func TestKTreeFinger(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	var tr kTree
+	var ref []freeKey
+	put := func(k freeKey) {
+		i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
+		if tr.insert(k) == found {
+			t.Fatalf("insert %v reported new %v", k, found)
+		}
+		if found {
+			ref[i] = k
+		} else {
+			ref = slices.Insert(ref, i, k)
+		}
+	}
+	for a := range 4000 {
+		put(freeKey{size: 512, addr: uint64(a) << 20, id: blockID(a)})
+	}
+	fast, run := 0, 0
+	gaps := rng.Perm(4000) // each run in a gap of its own
+	for r := range 400 {
+		base := uint64(gaps[r])<<20 + 1
+		for j := range uint64(1 + rng.Intn(300)) {
+			k := freeKey{size: 512, addr: base + j, id: blockID(r)}
+			if j > 0 && rng.Intn(20) == 0 { // an equal key: replaced, and the run goes on
+				prev := k
+				prev.addr--
+				put(prev)
+			}
+			h := fingerHits
+			put(k)
+			if j > 0 {
+				run++
+				fast += fingerHits - h
+			}
+		}
+		for range rng.Intn(50) {
+			j := rng.Intn(len(ref))
+			tr.deleteRank(j)
+			ref = slices.Delete(ref, j, j+1)
+		}
+		if err := tr.check(); err != nil {
+			t.Fatalf("run %d: %v", r, err)
+		}
+		for i := range ref {
+			if tr.at(i) != ref[i] {
+				t.Fatalf("run %d: at(%d) = %v, want %v", r, i, tr.at(i), ref[i])
+			}
+		}
+	}
+	if fast != run {
+		t.Fatalf("%d of %d keys after a run's first went where the finger's index said, want all", fast, run)
+	}
+}

@@ -142,5 +142,6 @@ func (a *Allocator) recompute() Stats {
 			s.InactiveSplitBytes.inc(t, b.size)
 		}
 	}
+	s.sum()
 	return s
 }

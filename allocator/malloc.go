@@ -83,7 +83,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if id == 0 {
 		return 0, 0, a.oom(&r)
 	}
-	addr, id := a.allocFound(id, &r, a.shouldSplit(id, &r))
+	addr, id := a.allocFound(id, &r)
 	if len(a.late) > 0 {
 		a.freeLate() // after the block found has left the free blocks' neighbours
 	}
@@ -127,10 +127,14 @@ func (a *Allocator) bestFit(r *request) blockID {
 		return a.findFree(r)
 	}
 	id, bs := h.id, h.size
-	if a.blocks[id].exp != 0 {
+	// No block is expandable before the first expandable segment: the
+	// test of the block, a load from the arena, waits for one.
+	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
 		return a.findFree(r)
 	}
-	if m := a.conf.MaxSplitSize; (r.size < m && bs >= m) || (r.size >= m && bs >= r.size+a.conf.MaxNonSplitRounding) {
+	// The oversize rules (findFree's) need a block of max_split_size or
+	// more: bs is at least r.size, so below it neither applies.
+	if m := a.conf.MaxSplitSize; bs >= m && (r.size < m || bs >= r.size+a.conf.MaxNonSplitRounding) {
 		return 0
 	}
 	if h.nrest != 0 {
@@ -244,31 +248,39 @@ func (a *Allocator) expandableScan(sb *streamBins, stream uint64, c, i int) (int
 	return c, i
 }
 
-// shouldSplit is should_split (§6).
-func (a *Allocator) shouldSplit(id blockID, r *request) bool {
-	rem := a.blocks[id].size - r.size
+// shouldSplit is should_split (§6) for a block of size bs.
+func (a *Allocator) shouldSplit(bs int64, r *request) bool {
+	rem := bs - r.size
 	if r.pool.small || r.expActive {
 		return rem >= a.conf.MinBlockSize
 	}
 	return r.size < a.conf.MaxSplitSize && rem > a.conf.SmallSize
 }
 
-// allocFound is alloc_found_block (§6): split off the front if asked, mark the
-// block allocated and update the stats. It returns the allocated block's
-// address and the block: MallocHandle would otherwise look the block up
-// again after the call.
-func (a *Allocator) allocFound(id blockID, r *request, split bool) (uint64, blockID) {
+// allocFound is alloc_found_block (§6) of block id, found in r's pool:
+// split off the front if should_split says so, mark the block allocated
+// and update the stats. It returns the allocated block's address and the
+// block: MallocHandle would otherwise look the block up again after the
+// call. The arena is grown first if a split could need it, so that one
+// pointer to each block serves the whole call, and the split's new block
+// is written once, allocated, every field of it (the slot needs no
+// clearing first).
+func (a *Allocator) allocFound(id blockID, r *request) (uint64, blockID) {
+	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
+		a.blocks = doubled(a.blocks)
+	}
+	pool := r.pool
 	b := &a.blocks[id]
-	pool := a.pools[b.pool]
 	alreadySplit := b.isSplit()
 	notExp := b.exp == 0
 	st := a.statTypes(pool)
-	if split {
-		rem := id
-		id = a.newBlock(0, r.size, r.stream, pool)
-		nb, rb := &a.blocks[id], &a.blocks[rem]
-		nb.addr, nb.exp, nb.stream = rb.addr, rb.exp, rb.stream
-		nb.prev, nb.next = rb.prev, rem
+	if a.shouldSplit(b.size, r) {
+		rem, rb := id, b
+		id = a.takeSlot()
+		b = &a.blocks[id]
+		b.addr, b.size, b.stream, b.requested, b.gcBase = rb.addr, r.size, rb.stream, r.orig, 0
+		b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rem, rb.pool, rb.exp, 0
+		b.allocated, b.mapped, b.live, b.used = true, true, true, false
 		if rb.prev != 0 {
 			a.blocks[rb.prev].next = id
 		}
@@ -284,13 +296,14 @@ func (a *Allocator) allocFound(id blockID, r *request, split bool) (uint64, bloc
 				a.stats.InactiveSplitBytes.inc(st, rb.size)
 			}
 		}
-	} else if alreadySplit && notExp {
-		a.stats.InactiveSplit.dec(st, 1)
-		a.stats.InactiveSplitBytes.dec(st, b.size)
+	} else {
+		if alreadySplit && notExp {
+			a.stats.InactiveSplit.dec(st, 1)
+			a.stats.InactiveSplitBytes.dec(st, b.size)
+		}
+		b.allocated = true
+		b.requested = r.orig
 	}
-	b = &a.blocks[id]
-	b.allocated = true
-	b.requested = r.orig
 	if a.indexed {
 		a.active.Put(b.addr, id)
 	}
@@ -383,6 +396,7 @@ func (a *Allocator) oom(r *request) error {
 			})
 		}
 	}
+	a.stats.sum()
 	return &OOMError{Size: r.orig, AllocSize: r.allocSize, DeviceFree: free, total: total, limit: a.limit,
 		allocated: a.stats.AllocatedBytes[0].Current, private: priv, reserved: a.stats.ReservedBytes[0].Current}
 }

@@ -27,26 +27,50 @@ func (s *Stat) dec(n int64) {
 }
 
 // StatArray is a Stat per StatType: all, small_pool, large_pool.
+//
+// The allocator updates only the pools' entries and the aggregate's peak:
+// the aggregate's current and freed values are the sums of the pools'
+// (every update moves the aggregate and one pool by the same amount), so
+// sum fills them in where the statistics are read, and a free, which
+// cannot raise a peak, updates one entry instead of two.
 type StatArray [3]Stat
 
-// statTypes selects which StatArray entries a pool moves: all and its class.
+// statTypes selects which StatArray entries a pool moves: all and its
+// class, 0 for small_pool and 1 for large_pool (entries 1 and 2).
 type statTypes uint8
 
 func (a *Allocator) statTypes(p *blockPool) statTypes {
 	if p.small {
-		return 1
+		return 0
 	}
-	return 2
+	return 1
 }
 
+// inc raises the pool's entry by n and the aggregate's peak to the sum of
+// the pools' current values, if that is above it.
 func (s *StatArray) inc(t statTypes, n int64) {
-	s[0].inc(n)
-	s[t].inc(n)
+	i := 1 + int(t&1) // 1 or 2, with no bounds check
+	c := s[i].Current + n
+	s[i].Current = c
+	if c > s[i].Peak {
+		s[i].Peak = c
+	}
+	if all := c + s[3-i].Current; all > s[0].Peak {
+		s[0].Peak = all
+	}
 }
 
 func (s *StatArray) dec(t statTypes, n int64) {
-	s[0].dec(n)
-	s[t].dec(n)
+	i := 1 + int(t&1)
+	s[i].Current -= n
+	s[i].Freed += n
+}
+
+// sum sets the aggregate's current and freed values, which inc and dec
+// leave to it, from the pools'.
+func (s *StatArray) sum() {
+	s[0].Current = s[1].Current + s[2].Current
+	s[0].Freed = s[1].Freed + s[2].Freed
 }
 
 // Stats is DeviceStats: everything torch.cuda.memory_stats() reports.
@@ -84,6 +108,7 @@ type Stats struct {
 // statistic updates.
 func (a *Allocator) activeStats() Stats {
 	s := a.stats
+	s.sum()
 	if !a.activeApart {
 		s.Active, s.ActiveBytes = s.Allocation, s.AllocatedBytes
 	}
@@ -114,7 +139,15 @@ func (a *Allocator) Stats() Stats {
 // Stats' ReservedBytes less its AllocatedBytes (the aggregate figures),
 // without making the whole Stats, which a replay asks for at every OOM.
 func (a *Allocator) FreeCached() int64 {
-	return a.stats.ReservedBytes[0].Current - a.stats.AllocatedBytes[0].Current
+	r, al := &a.stats.ReservedBytes, &a.stats.AllocatedBytes
+	return r[1].Current + r[2].Current - al[1].Current - al[2].Current
+}
+
+// sum fills in the aggregate entries of s's arrays (StatArray.sum).
+func (s *Stats) sum() {
+	for _, arr := range s.arrays() {
+		arr.s.sum()
+	}
 }
 
 // fill sets Allocated, which inc does not keep (see inc).
@@ -122,6 +155,7 @@ func (s *Stat) fill() { s.Allocated = s.Current + s.Freed }
 
 // ResetPeak is reset_peak_memory_stats: every peak becomes its current value.
 func (a *Allocator) ResetPeak() {
+	a.stats.sum()
 	for _, arr := range a.stats.arrays() {
 		for i := range arr.s {
 			arr.s[i].Peak = arr.s[i].Current
