@@ -36,23 +36,29 @@ import (
 // and the replay performs them (replay.Options.EmptyCacheRows).
 func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
 	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
-	return annotateFlipped(conf, inferPools, limit, total, initial, d, rows, nil, private, full, free, lastRead)
+	return annotateFlipped(conf, inferPools, limit, total, initial, d, rows, nil, 0, private, full, free, lastRead)
 }
 
 // annotateFlipped is annotateBlockSizes taking the pools decidePools
-// flipped (replay.Options.PoolFlips).
+// flipped (replay.Options.PoolFlips), and peak, the most of d's blocks
+// live at once beyond initial's (reservedScan.blocksPeak; 0 if not
+// known), for which the model and the numbering are sized once.
 func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
-	flips map[replay.AllocKey]bool, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	flips map[replay.AllocKey]bool, peak int64, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
 	// Before readChunks' goroutine reads private (its visits count too).
 	aliases, named := private.poolAliases(), private.ids()
-	s.ready = readChunks(initial, d, rows, private, free, lastRead)
+	blocks := 0
+	if peak > 0 {
+		blocks = int(peak) + allocsIn(initial)
+	}
+	s.ready = readChunks(initial, d, rows, private, free, blocks, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, which this
 	// replay does not need.
 	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true}, nil)
+		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true, Blocks: blocks}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
@@ -143,14 +149,19 @@ type chunkRead struct {
 // and delivers them on the channel it returns, which holds up to two
 // chunks. A non-empty initial, the events before d's, is numbered first
 // and delivered as a chunk of its own. It stops after the last chunk, or
-// after delivering a read error; then it calls lastRead, if set.
-func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, lastRead func()) <-chan chunkRead {
+// after delivering a read error; then it calls lastRead, if set. blocks,
+// if not 0, is about the most blocks live at once, for which the
+// numbering is sized.
+func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, blocks int, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, 2)
 	go func() {
 		if lastRead != nil {
 			defer lastRead()
 		}
 		var nums replay.BlockNumbers
+		if blocks > 0 {
+			nums.Reserve(d.Index, blocks)
+		}
 		if len(initial) > 0 {
 			nums.Number(initial)
 			ready <- chunkRead{evs: initial}
@@ -191,4 +202,16 @@ func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, 
 func (s *annSource) finish() {
 	for s.load() {
 	}
+}
+
+// allocsIn counts the allocs among evs: a bound on the blocks they leave
+// live.
+func allocsIn(evs []trace.Event) int {
+	n := 0
+	for i := range evs {
+		if evs[i].Kind == trace.KindAlloc {
+			n++
+		}
+	}
+	return n
 }

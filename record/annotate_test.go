@@ -204,7 +204,7 @@ func TestAnnotateNumbered(t *testing.T) {
 			}
 		}
 		s := &annSource{initial: initial, n: d.Len(), full: free}
-		s.ready = readChunks(initial, d, nil, privateSegments(d), free, nil)
+		s.ready = readChunks(initial, d, nil, privateSegments(d), free, 0, nil)
 		for evs := s.NextBatch(); evs != nil; evs = s.NextBatch() {
 			check(evs)
 		}

@@ -453,7 +453,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 					}()
 				}
 			}
-			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], privs[i], full, free, lastRead)
+			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], recorded[i].blocksPeak, privs[i], full, free, lastRead)
 			stage.end()
 			close(full)
 		}()

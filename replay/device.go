@@ -144,6 +144,10 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 		a.SetMemoryLimit(opts.MemoryLimit)
 	}
 	a.BriefOOMs(true) // a replay counts its OOMs and prints no message
+	if n := opts.Blocks; n > 0 {
+		a.Reserve(arenaFor(n))
+		r.live.reserve(n)
+	}
 	// Converting every event costs; skip it when nobody looks (the
 	// comparison with the recording, or obs).
 	if r.recorded || obs != nil {

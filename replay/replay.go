@@ -188,6 +188,11 @@ type Options struct {
 	// event, and the bytes the run released (tracer import writes a
 	// KindEmptyCache row there).
 	EmptyCacheFound func(first *trace.Event, released int64)
+	// Blocks, if set, is about the most blocks live at once on a device
+	// (tracer import counts them as it scans the recording): the model's
+	// block arena and the replay's table of numbered blocks are made for
+	// them once instead of doubled to that size. It changes no result.
+	Blocks int
 }
 
 // OOM is one failed allocation of the replay.

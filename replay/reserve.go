@@ -1,0 +1,23 @@
+package replay
+
+// reserve makes room for blocks numbered up to n (BlockNumbers' numbers),
+// so that byRef is made once rather than doubled to that size (see
+// Options.Blocks).
+func (l *liveBlocks) reserve(n int) {
+	if n+1 > cap(l.byRef) {
+		t := make([]refSlot, len(l.byRef), n+1)
+		copy(t, l.byRef)
+		l.byRef = t
+	}
+}
+
+// Reserve makes room in device's numbering for n blocks live at once, so
+// that its address table is made once rather than doubled to that size.
+func (n *BlockNumbers) Reserve(device int32, blocks int) {
+	n.device(device).at.Reserve(blocks)
+}
+
+// arenaFor is the model's arena for n live blocks: theirs, and the free
+// blocks between them and at their segments' ends, which on the shapes
+// the import meets are a small fraction of them.
+func arenaFor(n int) int { return n + n/8 + 64 }
