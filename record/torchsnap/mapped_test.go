@@ -125,3 +125,52 @@ func TestReadFileMapped(t *testing.T) {
 		t.Errorf("truncated file: ReadFile says %v, ReadFileMapped %v", werr, gerr)
 	}
 }
+
+// Every repository snapshot, the multi-device one among them, reads through
+// Chunk from ReadFileMapped's packed records what ReadFile decodes, with
+// the same devices, segments and stacks.
+func TestReadFileMappedSnapshots(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	files = append(files, more...)
+	if len(files) < 10 {
+		t.Fatalf("%d snapshots", len(files))
+	}
+	var packed int
+	for _, path := range files {
+		want, werr := ReadFile(path)
+		got, gerr := ReadFileMapped(path)
+		if werr != nil || gerr != nil {
+			if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+				t.Errorf("%s: ReadFile says %v, ReadFileMapped %v", path, werr, gerr)
+			}
+			continue
+		}
+		if len(got.Devices) != len(want.Devices) || !reflect.DeepEqual(got.Stacks, want.Stacks) {
+			t.Fatalf("%s: devices or stacks differ", path)
+		}
+		for i, d := range got.Devices {
+			w := want.Devices[i]
+			if d.recs != nil {
+				packed++
+			}
+			var evs []cev
+			buf := make([]cev, ChunkSize)
+			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, ch...)
+			}
+			if d.Index != w.Index || !reflect.DeepEqual(evs, w.Events) && (len(evs) > 0 || len(w.Events) > 0) ||
+				!reflect.DeepEqual(d.Segments, w.Segments) || !reflect.DeepEqual(d.Skipped, w.Skipped) {
+				t.Errorf("%s: device %d differs from ReadFile's", path, d.Index)
+			}
+		}
+		got.Close()
+	}
+	if runtime.GOOS == "linux" && packed == 0 {
+		t.Error("no device packed")
+	}
+}
