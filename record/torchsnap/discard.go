@@ -18,7 +18,7 @@ const discardAlign = 2 << 20
 // beside it.
 type discarder struct {
 	mu              sync.Mutex
-	mapped          []byte  // the snapshot's mapping, which holds d.Events
+	mapped          []byte  // the snapshot's mapping, which holds d's events or records
 	read, validated int64   // how far each reader is
 	done            uintptr // the end of the memory given back
 }
@@ -33,7 +33,7 @@ func (d *Device) DiscardBefore(hi int64) {
 	if dc := d.disc; dc != nil {
 		dc.mu.Lock()
 		dc.read = max(dc.read, hi)
-		dc.release(d.Events)
+		dc.release(d)
 		dc.mu.Unlock()
 	}
 }
@@ -43,21 +43,24 @@ func (d *Device) validatedTo(hi int64) {
 	if dc := d.disc; dc != nil {
 		dc.mu.Lock()
 		dc.validated = max(dc.validated, hi)
-		dc.release(d.Events)
+		dc.release(d)
 		dc.mu.Unlock()
 	}
 }
 
-// release gives back the whole granules of evs before both readers' positions.
-func (dc *discarder) release(evs []trace.Event) {
-	hi := min(dc.read, dc.validated, int64(len(evs)))
+// release gives back the whole granules of d's events (or records) before
+// both readers' positions.
+func (dc *discarder) release(d *Device) {
+	base, size, n := uintptr(unsafe.Pointer(unsafe.SliceData(d.Events))), unsafe.Sizeof(trace.Event{}), len(d.Events)
+	if d.recs != nil {
+		base, size, n = uintptr(unsafe.Pointer(unsafe.SliceData(d.recs))), unsafe.Sizeof(srec{}), len(d.recs)
+	}
+	hi := min(dc.read, dc.validated, int64(n))
 	if hi <= 0 || len(dc.mapped) == 0 {
 		return
 	}
-	size := uintptr(unsafe.Sizeof(evs[0]))
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(evs)))
 	m0 := uintptr(unsafe.Pointer(unsafe.SliceData(dc.mapped)))
-	if base < m0 || base+uintptr(len(evs))*size > m0+uintptr(len(dc.mapped)) {
+	if base < m0 || base+uintptr(n)*size > m0+uintptr(len(dc.mapped)) {
 		return // not the mapping's memory: never give back the heap's
 	}
 	lo := max(dc.done, (base+discardAlign-1)&^(discardAlign-1))

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
-
-	"github.com/tracer-dev/tracer/trace"
 )
 
 // TestDiscardBefore: the events of a trace decoded outside the heap go back
@@ -19,29 +17,29 @@ func TestDiscardBefore(t *testing.T) {
 		t.Skip("events are mapped outside the heap on Linux only")
 	}
 	path := filepath.Join(t.TempDir(), "scaled.pickle")
-	if err := os.WriteFile(path, scaledSnapshot(t, scaledPath, 70), 0o644); err != nil {
+	if err := os.WriteFile(path, scaledSnapshot(t, scaledPath, 100), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	per := int64(discardAlign / unsafe.Sizeof(trace.Event{})) // events a granule
+	per := int64(discardAlign / unsafe.Sizeof(srec{})) // events a granule (packed)
 	open := func() *Device {
 		s, err := ReadFileMapped(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(s.Close)
-		if d := s.Devices[0]; d.Len() >= 6*per {
+		if d := s.Devices[0]; d.Len() >= 6*per && d.recs != nil {
 			return d
 		}
-		t.Fatalf("%d events; the test needs %d", s.Devices[0].Len(), 6*per)
+		t.Fatalf("%d events (packed %v); the test needs %d, packed", s.Devices[0].Len(), s.Devices[0].recs != nil, 6*per)
 		return nil
 	}
-	gone := func(d *Device, i int64) bool { return d.Events[i] == trace.Event{} }
+	gone := func(d *Device, i int64) bool { return d.recs[i] == srec{} }
 
 	// The caller first, then Validate.
 	d := open()
-	want := slices.Clone(d.Events)
+	want := slices.Clone(d.recs)
 	d.DiscardBefore(4 * per)
-	if !slices.Equal(d.Events, want) {
+	if !slices.Equal(d.recs, want) {
 		t.Fatal("events given back before Validate read them")
 	}
 	probs := d.Validate()
@@ -62,7 +60,7 @@ func TestDiscardBefore(t *testing.T) {
 		t.Errorf("after the caller: event %d given back %v (want true), event %d %v (want false)",
 			2*per, gone(d, 2*per), 4*per+per/2, gone(d, 4*per+per/2))
 	}
-	if d.Events[4*per+per/2] != want[4*per+per/2] {
+	if d.recs[4*per+per/2] != want[4*per+per/2] {
 		t.Error("an event kept has changed")
 	}
 }

@@ -79,8 +79,11 @@
 // mapped outside the Go heap and given back by Close (or, behind the
 // import's writer and Validate, by Device.DiscardBefore), so that the store,
 // sized for the most entries a file could hold, does not set the collector's
-// goal. testdata/bench/PERFORMANCE.md has the measurements behind these
-// choices.
+// goal. There, a region's committed events are packed in place into the
+// spill's records as the next ones decode (pack.go), and a device whose run
+// was packed reads it through Device.Chunk as a spilled one does (Events
+// nil): 56 bytes an event at the decode's end instead of 88.
+// testdata/bench/PERFORMANCE.md has the measurements behind these choices.
 //
 // # Wrapped histories
 //

@@ -23,10 +23,18 @@ var parallelStartMin = 1 << 16 // a variable for the tests
 // are too few to be worth it, or hold more segment events than Forward
 // keeps: then undo derives the state.
 func (d *Device) parallelStart() (st *startState, unseenFree, ok bool) {
-	evs := d.Events
+	n := int(d.Len())
 	procs := runtime.GOMAXPROCS(0)
-	if d.sp != nil || len(evs) < parallelStartMin || procs < 2 || int64(len(evs)) > 1<<31-1 {
+	if d.sp != nil || n < parallelStartMin || procs < 2 || int64(n) > 1<<31-1 {
 		return nil, false, false
+	}
+	// at returns event i: d.Events[i], or its record widened into tmp.
+	at := func(i int, tmp *trace.Event) *trace.Event {
+		if d.recs != nil {
+			d.recs[i].widen(tmp, int64(i), d.Index)
+			return tmp
+		}
+		return &d.Events[i]
 	}
 	shift := uint(bits.Len(uint(min(procs, 16))) - 1) // log2 of the shares
 	k := 1 << shift
@@ -36,18 +44,19 @@ func (d *Device) parallelStart() (st *startState, unseenFree, ok bool) {
 		segEvs []trace.Event
 	}
 	parts := make([]part, k)
-	per := (len(evs) + k - 1) / k
+	per := (n + k - 1) / k
 	var wg sync.WaitGroup
 	for r := range parts {
 		wg.Go(func() {
 			p := &parts[r]
 			p.idx = make([][]int32, k)
-			lo, hi := min(len(evs), r*per), min(len(evs), (r+1)*per)
+			lo, hi := min(n, r*per), min(n, (r+1)*per)
+			var tmp trace.Event
 			for s := range p.idx {
 				p.idx[s] = make([]int32, 0, (hi-lo)/k+(hi-lo)/(4*k)+16)
 			}
 			for i := lo; i < hi; i++ {
-				e := &evs[i]
+				e := at(i, &tmp)
 				switch e.Kind {
 				case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
 					s := share(e.Addr, shift)
@@ -72,9 +81,10 @@ func (d *Device) parallelStart() (st *startState, unseenFree, ok bool) {
 	for s := range fs {
 		wg.Go(func() {
 			f := &fs[s]
+			var tmp trace.Event
 			for r := range parts {
 				for _, i := range parts[r].idx[s] {
-					f.block(&evs[i])
+					f.block(at(int(i), &tmp))
 				}
 				parts[r].idx[s] = nil
 			}

@@ -29,6 +29,7 @@ func TestReadFileMapped(t *testing.T) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
+		packed0 := regionPacked.Load()
 		got, err := ReadFileMapped(path)
 		if err != nil {
 			t.Fatal(err)
@@ -37,7 +38,7 @@ func TestReadFileMapped(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		var events int64
 		for _, d := range got.Devices {
-			events += int64(len(d.Events))
+			events += d.Len()
 		}
 		bytesOfEvents := events * int64(unsafe.Sizeof(cev{}))
 		if runtime.GOOS == "linux" {
@@ -55,6 +56,37 @@ func TestReadFileMapped(t *testing.T) {
 		if want.mapped != nil {
 			t.Fatal("ReadFile mapped its events")
 		}
+		if runtime.GOOS == "linux" {
+			// Packed (pack.go): the devices read records, widened by
+			// Chunk to what ReadFile decodes; with regions, most of them
+			// were packed while the regions decoded.
+			if packed := regionPacked.Load() - packed0; regions && packed < events/2 {
+				t.Errorf("regions: %d of %d events packed as the regions decoded", packed, events)
+			}
+			for i, d := range got.Devices {
+				if d.Events != nil || d.recs == nil {
+					t.Fatalf("regions %v: device %d is not packed", regions, d.Index)
+				}
+				var evs []cev
+				buf := d.chunkBuf()
+				for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+					ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+					if err != nil {
+						t.Fatal(err)
+					}
+					evs = append(evs, ch...)
+				}
+				if !reflect.DeepEqual(evs, want.Devices[i].Events) {
+					t.Fatalf("regions %v: device %d's packed events differ from ReadFile's", regions, d.Index)
+				}
+			}
+		}
+		recs := make([][]srec, len(got.Devices))
+		for i, d := range got.Devices {
+			if d.recs != nil {
+				recs[i], d.recs, d.Events = d.recs, nil, want.Devices[i].Events
+			}
+		}
 		mapped := got.mapped
 		got.mapped = nil
 		discs := make([]*discarder, len(got.Devices))
@@ -67,14 +99,17 @@ func TestReadFileMapped(t *testing.T) {
 		got.mapped = mapped
 		for i, d := range got.Devices {
 			d.disc = discs[i]
+			if recs[i] != nil {
+				d.recs, d.Events = recs[i], nil
+			}
 		}
 		if events < 100_000 {
 			t.Fatalf("regions %v: %d events", regions, events)
 		}
 		got.Close()
 		for _, d := range got.Devices {
-			if d.Events != nil {
-				t.Errorf("regions %v: device %d keeps %d events after Close", regions, d.Index, len(d.Events))
+			if d.Events != nil || d.recs != nil {
+				t.Errorf("regions %v: device %d keeps %d events after Close", regions, d.Index, d.Len())
 			}
 		}
 		got.Close() // twice is harmless
@@ -88,5 +123,54 @@ func TestReadFileMapped(t *testing.T) {
 	_, gerr := ReadFileMapped(cut)
 	if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
 		t.Errorf("truncated file: ReadFile says %v, ReadFileMapped %v", werr, gerr)
+	}
+}
+
+// Every repository snapshot, the multi-device one among them, reads through
+// Chunk from ReadFileMapped's packed records what ReadFile decodes, with
+// the same devices, segments and stacks.
+func TestReadFileMappedSnapshots(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	files = append(files, more...)
+	if len(files) < 10 {
+		t.Fatalf("%d snapshots", len(files))
+	}
+	var packed int
+	for _, path := range files {
+		want, werr := ReadFile(path)
+		got, gerr := ReadFileMapped(path)
+		if werr != nil || gerr != nil {
+			if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+				t.Errorf("%s: ReadFile says %v, ReadFileMapped %v", path, werr, gerr)
+			}
+			continue
+		}
+		if len(got.Devices) != len(want.Devices) || !reflect.DeepEqual(got.Stacks, want.Stacks) {
+			t.Fatalf("%s: devices or stacks differ", path)
+		}
+		for i, d := range got.Devices {
+			w := want.Devices[i]
+			if d.recs != nil {
+				packed++
+			}
+			var evs []cev
+			buf := make([]cev, ChunkSize)
+			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, ch...)
+			}
+			if d.Index != w.Index || !reflect.DeepEqual(evs, w.Events) && (len(evs) > 0 || len(w.Events) > 0) ||
+				!reflect.DeepEqual(d.Segments, w.Segments) || !reflect.DeepEqual(d.Skipped, w.Skipped) {
+				t.Errorf("%s: device %d differs from ReadFile's", path, d.Index)
+			}
+		}
+		got.Close()
+	}
+	if runtime.GOOS == "linux" && packed == 0 {
+		t.Error("no device packed")
 	}
 }

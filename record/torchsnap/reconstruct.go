@@ -139,7 +139,7 @@ func inSegments(segs []*segRange, blocks []liveBlock) []liveBlock {
 // slice it walked (segment ranges copied, since callers change them), or a
 // new one.
 func (d *Device) startState() (*startState, error) {
-	if st := d.start; st != nil && (d.sp != nil || len(d.startOf) == len(d.Events) &&
+	if st := d.start; st != nil && (d.sp != nil || d.recs != nil || len(d.startOf) == len(d.Events) &&
 		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0])) {
 		return &startState{blocks: st.blocks, segs: st.segs.clone()}, nil
 	}

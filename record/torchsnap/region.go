@@ -254,18 +254,22 @@ type regionEnd struct {
 }
 
 type region struct {
-	u          *unpickler
-	b          *builder
-	start      int64
-	view       regionView
-	cancel     chan struct{}
-	jobs       chan *chunk       // to the workers
-	results    chan *chunkResult // committed, for reuse
-	order      chan *chunk       // to the committer, in order
-	free       chan []byte
-	wg         sync.WaitGroup
-	fixes      sync.WaitGroup // the committed chunks' fixStacks
-	walkEnd    regionEnd      // set by the walker before it closes order
+	u       *unpickler
+	b       *builder
+	start   int64
+	view    regionView
+	cancel  chan struct{}
+	jobs    chan *chunk       // to the workers
+	results chan *chunkResult // committed, for reuse
+	order   chan *chunk       // to the committer, in order
+	free    chan []byte
+	wg      sync.WaitGroup
+	fixes   sync.WaitGroup // the committed chunks' fixStacks
+	// The committed chunks to pack (pack.go), in order, and closed when the
+	// store's packer has packed them; nil where the events are not packed.
+	packq      chan packJob
+	packDone   chan struct{}
+	walkEnd    regionEnd // set by the walker before it closes order
 	walkErr    error
 	csize      int
 	firstEvent int64 // the store's size when the region started
@@ -300,6 +304,11 @@ func newRegion(u *unpickler, start int64) *region {
 		r.free <- nil
 	}
 	r.firstEvent = b.events.n
+	b.events.packAll(false)
+	if b.events.mapped != nil && !b.events.packStop {
+		r.packq, r.packDone = make(chan packJob, 2*workers+4), make(chan struct{})
+		go b.events.packer(r.packq, r.packDone)
+	}
 	// The store's current chunk must not move while workers write into
 	// reservations in it.
 	b.events.fix()
@@ -364,6 +373,10 @@ func (r *region) run() (regionEnd, error) {
 	}
 	r.wg.Wait()
 	r.fixes.Wait()
+	if r.packq != nil {
+		close(r.packq)
+		<-r.packDone
+	}
 	if r.mismatch {
 		r.u.par.serialWalk = true
 		walkFailures.Add(1)

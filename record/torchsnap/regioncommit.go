@@ -117,15 +117,26 @@ func (r *region) commit(c *chunk) error {
 	// another core, and the commits are the part of a region that does not
 	// run in parallel, so they only make the map. run waits for these
 	// goroutines before the region ends.
+	fixed := closedChan
 	if res.n > 0 && len(stackMap) > 0 {
+		done := make(chan struct{})
+		fixed = done
 		r.fixes.Add(1)
 		go func(n int) {
 			defer r.fixes.Done()
 			fixStacks(c.dst, n, stackMap)
+			close(done)
 		}(res.n)
+	}
+	if r.packq != nil && res.n > 0 {
+		r.packq <- packJob{lo: c.firstEvent, hi: c.firstEvent + int64(res.n),
+			ok: b.events.baseAt(c.dst, c.firstEvent), fixed: fixed}
 	}
 	return nil
 }
+
+// closedChan is a closed channel: a chunk's stack ids needing no fix.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // fixStacks maps the stack ids of the first n events of dst, a chunk's
 // reserved events, from the worker's to the builder's.

@@ -38,7 +38,7 @@ func (s *Snapshot) Close() {
 	s.spill.close()
 	if s.mapped != nil {
 		for _, d := range s.Devices {
-			d.Events = nil // no view of the memory given back below
+			d.Events, d.recs = nil, nil // no view of the memory given back below
 		}
 		unmapEvents(s.mapped)
 		s.mapped = nil
@@ -51,7 +51,8 @@ type Device struct {
 	// Events is the trace in recorded order. Device, Kind, Addr (device_free
 	// for oom), Size, Stream, TimeUs and Stack are set; Seq is the position.
 	// It is nil for a snapshot from Open, whose events stay in its spill
-	// file: Len and Chunk read either form.
+	// file, and for most of ReadFileMapped's, whose events are packed
+	// (pack.go): Len and Chunk read every form.
 	Events []trace.Event
 	// Segments is the final state from `segments`, this device only, sorted by address.
 	Segments []Segment
@@ -73,6 +74,9 @@ type Device struct {
 	spLo, spN int64
 
 	disc *discarder // ReadFileMapped's: see DiscardBefore
+
+	// The packed trace (ReadFileMapped): records of the store's mapping.
+	recs []srec
 }
 
 // Len returns the number of events in d's trace.
@@ -80,15 +84,23 @@ func (d *Device) Len() int64 {
 	if d.sp != nil {
 		return d.spN
 	}
+	if d.recs != nil {
+		return int64(len(d.recs))
+	}
 	return int64(len(d.Events))
 }
 
 // Chunk returns events [lo, hi) of d's trace (0 ≤ lo ≤ hi ≤ d.Len()): a view
-// of d.Events, or, for a snapshot from Open, the events read into buf,
-// which must hold hi-lo of them. Passes over a trace of any length read it
+// of d.Events, or, for a snapshot from Open or a packed one, the events
+// read into buf, which must hold hi-lo of them. Passes over a trace of any length read it
 // this way a chunk at a time (ChunkSize events: Open's events are never all
 // in memory at once). Changes to a spilled chunk are not kept.
 func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
+	if d.recs != nil {
+		evs := buf[:hi-lo]
+		widenRecs(evs, d.recs[lo:hi], lo, d.Index)
+		return evs, nil
+	}
 	if d.sp == nil {
 		return d.Events[lo:hi], nil
 	}
@@ -102,7 +114,7 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 // chunkBuf returns a buffer for Chunk: ChunkSize events for a spilled
 // trace, none for one in memory, whose chunks are views.
 func (d *Device) chunkBuf() []trace.Event {
-	if d.sp == nil {
+	if d.sp == nil && d.recs == nil {
 		return nil
 	}
 	return make([]trace.Event, ChunkSize)
@@ -163,7 +175,9 @@ func ReadFile(path string) (*Snapshot, error) { return readFile(path, false) }
 
 // ReadFileMapped is ReadFile with the events in memory mapped outside the
 // Go heap, given back by Close: after Close the devices' Events are nil,
-// and no slice of them kept from before may be used. An import decodes a
+// and no slice of them kept from before may be used. The events are packed
+// in that memory (pack.go): a device's Events is nil where they are, and
+// Len and Chunk read them. An import decodes a
 // large file in memory this way. Its store is sized for the most entries
 // the file could hold (about twice what a real snapshot has); on the heap,
 // that size would set the collector's goal, and the garbage of decoding
@@ -572,7 +586,16 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 		b.events.releaseBelow(o.evLo + o.evN)
 		return nil, nil
 	}
-	if evs, ok := b.events.inBase(o.evLo, o.evN); ok {
+	b.events.packAll(true)
+	if o.evN > 0 && o.evLo+o.evN <= b.events.packed {
+		// Packed: the device reads its run from the records.
+		if _, ok := b.events.inBase(o.evLo, o.evN); ok {
+			d.recs = b.events.records()[o.evLo : o.evLo+o.evN : o.evLo+o.evN]
+			b.events.releaseBelow(o.evLo + o.evN)
+			return nil, nil
+		}
+	}
+	if evs, ok := b.events.inBase(o.evLo, o.evN); ok && o.evLo >= b.events.packed {
 		// The events are already in place: set what decoding could not
 		// know (nothing for the usual first run of device 0: see cev), and
 		// claim them (a second use is then an error, as below).
@@ -603,7 +626,13 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 			ch := b.events.chunks[i>>chunkBits][i&(1<<chunkBits-1):]
 			n := min(int64(len(ch)), hi-j)
 			out := evs[j : j+n]
-			copy(out, ch[:n])
+			if i < b.events.packed {
+				n = min(n, b.events.packed-i)
+				out = evs[j : j+n]
+				widenRecs(out, b.events.records()[i:i+n], 0, 0)
+			} else {
+				copy(out, ch[:n])
+			}
 			for k := range out {
 				out[k].Seq, out[k].Device = j+int64(k), d.Index
 			}

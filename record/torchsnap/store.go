@@ -37,6 +37,10 @@ type eventStore struct {
 	// mapped is that memory, given back by release.
 	offHeap bool
 	mapped  []byte
+	// packed: events [0, packed) of the base are records now (pack.go);
+	// packStop: no more are packed.
+	packed   int64
+	packStop bool
 
 	// sp, when set (Open), receives the events instead of chunks: nothing
 	// above is used, and chunks below relChunks count as released.
@@ -158,6 +162,10 @@ func (s *eventStore) get(i int64) (*cev, bool) {
 	ch := s.chunks[i>>chunkBits]
 	if ch == nil {
 		return nil, false
+	}
+	if i < s.packed {
+		s.records()[i].widen(&s.tmp, i, 0)
+		return &s.tmp, true
 	}
 	return &ch[i&(1<<chunkBits-1)], true
 }

@@ -1,0 +1,116 @@
+package torchsnap
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Packing: ReadFileMapped's events are written by the regions' workers in
+// their final form (trace.Event, 88 bytes) into the store's mapped base, and
+// once a prefix of them is committed it is rewritten in place as records
+// (srec, 56 bytes: what the spill stores), record i at 56i, below event i at
+// 88i. The pages between the records' end and the first event not yet
+// packed hold neither and go back to the system, so the decode's peak holds
+// 56 bytes a finished event instead of 88. A device whose run lies in the
+// packed prefix reads it through Chunk, widened a chunk at a time, as a
+// spilled one does.
+
+// packTo packs events [s.packed, hi) of the base, which must be final and
+// lie in chunks cut from the base (checked by the caller), and gives back
+// the whole granules between the records' end and event hi's start. Record
+// i ends at or below event i+1's start, so packing in order never writes
+// over an event not yet packed.
+func (s *eventStore) packTo(hi int64) {
+	if s.mapped == nil || hi <= s.packed || hi > int64(len(s.base)) {
+		return
+	}
+	recs := s.records()
+	for i := s.packed; i < hi; i++ {
+		e := &s.base[i]
+		t, a, sz, st, p, sk, k := e.TimeUs, e.Addr, e.Size, e.Stream, e.Pool, e.Stack, e.Kind
+		r := &recs[i]
+		r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = t, a, sz, st, p, sk, k
+	}
+	s.packed = hi
+	lo := (uintptr(hi)*uintptr(recSize) + discardAlign - 1) &^ (discardAlign - 1)
+	end := (uintptr(hi) * uintptr(evSize)) &^ (discardAlign - 1)
+	if end > lo {
+		discardEvents(s.mapped[lo:end])
+	}
+}
+
+// packAll packs the events added so far that lie in chunks still cut from
+// the base, up to the first that does not; last says decoding has ended,
+// and nothing is packed after. The regions' workers must not be running.
+func (s *eventStore) packAll(last bool) {
+	if s.mapped == nil || s.packStop {
+		return
+	}
+	hi := min(s.n, int64(len(s.base)))
+	for c := s.packed >> chunkBits; c<<chunkBits < hi; c++ {
+		if c >= int64(len(s.chunks)) || !s.fromBase(c) {
+			hi = c << chunkBits
+			break
+		}
+	}
+	if hi > s.packed {
+		s.packTo(hi)
+	}
+	s.packStop = last || hi < min(s.n, int64(len(s.base)))
+}
+
+// records returns the mapping as records, record i at 56i.
+func (s *eventStore) records() []srec {
+	return unsafe.Slice((*srec)(unsafe.Pointer(unsafe.SliceData(s.mapped))), int64(len(s.mapped))/recSize)
+}
+
+// baseAt reports whether dst, a chunk's reserved events from index lo on,
+// lies in the base at those indexes.
+func (s *eventStore) baseAt(dst [][]cev, lo int64) bool {
+	for _, seg := range dst {
+		if len(seg) == 0 {
+			continue
+		}
+		if lo+int64(len(seg)) > int64(len(s.base)) || unsafe.SliceData(seg) != &s.base[lo] {
+			return false
+		}
+		lo += int64(len(seg))
+	}
+	return true
+}
+
+// regionPacked counts the events packed by regions' packers, as they
+// decode (for tests).
+var regionPacked atomic.Int64
+
+// packJob is a committed chunk's events [lo, hi), final once fixed is
+// closed; ok is false where they do not lie in the base.
+type packJob struct {
+	lo, hi int64
+	ok     bool
+	fixed  <-chan struct{}
+}
+
+// packer packs the region's committed chunks in order as their stack ids
+// are fixed, while the workers decode the next ones; it stops for good at
+// the first chunk it cannot pack (outside the base, or after a gap).
+func (s *eventStore) packer(jobs <-chan packJob, done chan<- struct{}) {
+	for j := range jobs {
+		<-j.fixed
+		if s.packStop || !j.ok || j.lo != s.packed {
+			s.packStop = true
+			continue
+		}
+		regionPacked.Add(j.hi - s.packed)
+		s.packTo(j.hi)
+	}
+	close(done)
+}
+
+// widenRecs widens recs into dst (as many as both hold), with Seq seq0,
+// seq0+1, … and Device dev.
+func widenRecs(dst []cev, recs []srec, seq0 int64, dev int32) {
+	for j := range min(len(dst), len(recs)) {
+		recs[j].widen(&dst[j], seq0+int64(j), dev)
+	}
+}
