@@ -119,16 +119,7 @@ func (t *kTree) seek(k *freeKey, p *kPath) (*kLeaf, int) {
 		}
 	}
 	addTreeWork(1)
-	lo, hi := 0, l.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if less(&l.keys[m], k) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return l, lo
+	return l, l.search(k)
 }
 
 // seekRank returns the leaf and index of the key of rank r < n, filling p.
