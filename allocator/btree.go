@@ -458,6 +458,16 @@ func (t *kTree) deleteRank(r int) {
 	t.deleteAt(&p, l, i)
 }
 
+// takeFirst removes the first key, n > 0, and returns it: at(0) and
+// deleteRank(0) in one descent.
+func (t *kTree) takeFirst() freeKey {
+	var p kPath
+	l, _ := t.seekRank(0, &p)
+	k := l.keys[0]
+	t.deleteAt(&p, l, 0)
+	return k
+}
+
 // deleteAt removes index i of the leaf l that p leads to, then merges or
 // balances the nodes left less than a quarter full with a sibling.
 func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {

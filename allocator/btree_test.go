@@ -224,8 +224,10 @@ func TestKTreeMovingStart(t *testing.T) {
 		tr.insert(freeKey{size: 512, addr: uint64(a) << 8, id: blockID(a)})
 	}
 	w := treeWork
-	for range n / 2 {
-		tr.deleteRank(0)
+	for a := range n / 2 {
+		if k := tr.takeFirst(); k.addr != uint64(a)<<8 {
+			t.Fatalf("takeFirst: %v, want address %#x", k, uint64(a)<<8)
+		}
 	}
 	per := float64(treeWork-w) / (n / 2)
 	t.Logf("taking the first key: %.1f nodes visited and keys moved a deletion", per)
