@@ -73,6 +73,21 @@ func (t *kTree) check() error {
 	return sortedKeys(all)
 }
 
+// insertRef inserts k in tr and in the sorted slice ref, which it
+// returns, failing if insert's report of a new key is wrong.
+func insertRef(t *testing.T, tr *kTree, ref []freeKey, k freeKey, step int) []freeKey {
+	t.Helper()
+	i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
+	if tr.insert(k) == found {
+		t.Fatalf("step %d: insert %v reported new %v", step, k, found)
+	}
+	if found {
+		ref[i] = k
+		return ref
+	}
+	return slices.Insert(ref, i, k)
+}
+
 func sortedKeys(ks []freeKey) error {
 	for i := 1; i < len(ks); i++ {
 		if !less(&ks[i-1], &ks[i]) {
@@ -95,14 +110,7 @@ func TestKTree(t *testing.T) {
 		i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
 		switch r := rng.Intn(10); {
 		case (grow && r < 7) || (!grow && r < 3):
-			if tr.insert(k) == found {
-				t.Fatalf("step %d: insert %v reported new %v", step, k, found)
-			}
-			if found {
-				ref[i] = k
-			} else {
-				ref = slices.Insert(ref, i, k)
-			}
+			ref = insertRef(t, &tr, ref, k, step)
 		case len(ref) > 0 && r%2 == 0:
 			j := rng.Intn(len(ref))
 			tr.deleteRank(j)
@@ -161,16 +169,10 @@ func TestKTreeFinger(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	var tr kTree
 	var ref []freeKey
+	step := 0
 	put := func(k freeKey) {
-		i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
-		if tr.insert(k) == found {
-			t.Fatalf("insert %v reported new %v", k, found)
-		}
-		if found {
-			ref[i] = k
-		} else {
-			ref = slices.Insert(ref, i, k)
-		}
+		ref = insertRef(t, &tr, ref, k, step)
+		step++
 	}
 	for a := range 4000 {
 		put(freeKey{size: 512, addr: uint64(a) << 20, id: blockID(a)})
@@ -262,15 +264,7 @@ func TestKTreeMovingStart(t *testing.T) {
 			ref = slices.Delete(ref, j, j+1)
 		} else {
 			k := freeKey{size: int64(rng.Intn(64)), addr: uint64(rng.Intn(1 << 12)), id: blockID(step)}
-			i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
-			if tr.insert(k) == found {
-				t.Fatalf("step %d: insert %v reported new %v", step, k, found)
-			}
-			if found {
-				ref[i] = k
-			} else {
-				ref = slices.Insert(ref, i, k)
-			}
+			ref = insertRef(t, &tr, ref, k, step)
 		}
 		if step%97 == 0 {
 			if err := tr.check(); err != nil {
