@@ -36,10 +36,26 @@ const (
 	maxHeight = 16          // a quarter-full tree of 2^63 keys is lower
 )
 
+// kLeaf's keys are buf from its start on, the first n of them: deleting a
+// key in the leaf's first half moves the keys before it and the start one
+// place on, and inserting one there moves them back into room before the
+// start, where the keys after it would otherwise move (a crowded class
+// gives its smallest block first).
 type kLeaf struct {
 	n          int
 	prev, next *kLeaf
-	keys       [leafCap]freeKey
+	keys       []freeKey // buf[start:]
+	buf        [leafCap]freeKey
+}
+
+// room makes room for m keys from l's start on, moving its keys to buf's
+// front if its start is too far on.
+func (l *kLeaf) room(m int) {
+	if len(l.keys) < m {
+		addTreeWork(l.n)
+		copy(l.buf[:], l.keys[:l.n])
+		l.keys = l.buf[:]
+	}
 }
 
 // kInner's children are leaves at height 1, inner nodes above.
@@ -87,9 +103,12 @@ func (t *kTree) newLeaf() *kLeaf {
 		l := t.spare[n-1]
 		t.spare = t.spare[:n-1]
 		*l = kLeaf{}
+		l.keys = l.buf[:]
 		return l
 	}
-	return new(kLeaf)
+	l := new(kLeaf)
+	l.keys = l.buf[:]
+	return l
 }
 
 // seek returns the leaf and index of the first key not less than k,
@@ -119,16 +138,7 @@ func (t *kTree) seek(k *freeKey, p *kPath) (*kLeaf, int) {
 		}
 	}
 	addTreeWork(1)
-	lo, hi := 0, l.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if less(&l.keys[m], k) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return l, lo
+	return l, l.search(k)
 }
 
 // seekRank returns the leaf and index of the key of rank r < n, filling p.
@@ -230,12 +240,27 @@ func (t *kTree) insert(k freeKey) bool {
 		p.node[lv].total++
 	}
 	if l.n < leafCap {
-		addTreeWork(l.n - i)
-		if i == l.n-1 {
+		if i == l.n-1 && l.n < len(l.keys) {
 			// One key to move, as where the seed's ascending frees go in
 			// before a greater key: a copy without memmove's call.
+			addTreeWork(1)
 			l.keys[i+1] = l.keys[i]
+		} else if i < l.n-i && len(l.keys) < leafCap {
+			// The keys before i move back into the room before the start.
+			addTreeWork(i)
+			l.keys = l.buf[leafCap-len(l.keys)-1:]
+			copy(l.keys[:i], l.keys[1:i+1])
+		} else if i == 0 && l.n > 0 {
+			// No room before the start: the keys move to the middle of
+			// buf, as many as moving them one place would, leaving room
+			// for the keys that go in before them next.
+			addTreeWork(l.n)
+			s := (leafCap - l.n) / 2
+			copy(l.buf[s+1:], l.keys[:l.n])
+			l.keys = l.buf[s:]
 		} else {
+			l.room(l.n + 1)
+			addTreeWork(l.n - i)
 			copy(l.keys[i+1:l.n+1], l.keys[i:l.n])
 		}
 		l.keys[i] = k
@@ -433,15 +458,32 @@ func (t *kTree) deleteRank(r int) {
 	t.deleteAt(&p, l, i)
 }
 
+// takeFirst removes the first key, n > 0, and returns it: at(0) and
+// deleteRank(0) in one descent.
+func (t *kTree) takeFirst() freeKey {
+	var p kPath
+	l, _ := t.seekRank(0, &p)
+	k := l.keys[0]
+	t.deleteAt(&p, l, 0)
+	return k
+}
+
 // deleteAt removes index i of the leaf l that p leads to, then merges or
 // balances the nodes left less than a quarter full with a sibling.
 func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 	t.finger = nil // a merge or a balance may change the way to the leaves
 	t.n--
-	addTreeWork(l.n - i)
-	copy(l.keys[i:], l.keys[i+1:l.n])
+	if i < l.n-1-i {
+		// The keys before i move one place on, and the start with them.
+		addTreeWork(i)
+		copy(l.keys[1:i+1], l.keys[:i])
+		l.keys = l.keys[1:]
+	} else {
+		addTreeWork(l.n - 1 - i)
+		copy(l.keys[i:], l.keys[i+1:l.n])
+		l.keys[l.n-1] = freeKey{}
+	}
 	l.n--
-	l.keys[l.n] = freeKey{}
 	for lv := 0; lv < t.height; lv++ {
 		p.node[lv].cnt[p.idx[lv]]--
 		p.node[lv].total--
@@ -466,6 +508,7 @@ func (t *kTree) deleteAt(p *kPath, l *kLeaf, i int) {
 		x, y := nd.leaf[a], nd.leaf[a+1]
 		if x.n+y.n <= leafCap {
 			addTreeWork(y.n)
+			x.room(x.n + y.n)
 			copy(x.keys[x.n:], y.keys[:y.n])
 			x.n += y.n
 			x.next = y.next
@@ -528,15 +571,16 @@ func balanceLeaves(x, y *kLeaf) {
 	if x.n > h { // x gives its last keys to y's front
 		d := x.n - h
 		addTreeWork(y.n + d)
+		y.room(y.n + d)
 		copy(y.keys[d:], y.keys[:y.n])
 		copy(y.keys[:d], x.keys[h:x.n])
 		clear(x.keys[h:x.n])
 	} else { // y gives its first keys to x's end
 		d := h - x.n
-		addTreeWork(y.n)
+		addTreeWork(d)
+		x.room(h)
 		copy(x.keys[x.n:], y.keys[:d])
-		copy(y.keys[:], y.keys[d:y.n])
-		clear(y.keys[y.n-d : y.n])
+		y.keys = y.keys[d:] // y's start moves past them
 	}
 	x.n, y.n = h, tot-h
 }

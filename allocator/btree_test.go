@@ -73,6 +73,21 @@ func (t *kTree) check() error {
 	return sortedKeys(all)
 }
 
+// insertRef inserts k in tr and in the sorted slice ref, which it
+// returns, failing if insert's report of a new key is wrong.
+func insertRef(t *testing.T, tr *kTree, ref []freeKey, k freeKey, step int) []freeKey {
+	t.Helper()
+	i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
+	if tr.insert(k) == found {
+		t.Fatalf("step %d: insert %v reported new %v", step, k, found)
+	}
+	if found {
+		ref[i] = k
+		return ref
+	}
+	return slices.Insert(ref, i, k)
+}
+
 func sortedKeys(ks []freeKey) error {
 	for i := 1; i < len(ks); i++ {
 		if !less(&ks[i-1], &ks[i]) {
@@ -95,14 +110,7 @@ func TestKTree(t *testing.T) {
 		i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
 		switch r := rng.Intn(10); {
 		case (grow && r < 7) || (!grow && r < 3):
-			if tr.insert(k) == found {
-				t.Fatalf("step %d: insert %v reported new %v", step, k, found)
-			}
-			if found {
-				ref[i] = k
-			} else {
-				ref = slices.Insert(ref, i, k)
-			}
+			ref = insertRef(t, &tr, ref, k, step)
 		case len(ref) > 0 && r%2 == 0:
 			j := rng.Intn(len(ref))
 			tr.deleteRank(j)
@@ -161,16 +169,10 @@ func TestKTreeFinger(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	var tr kTree
 	var ref []freeKey
+	step := 0
 	put := func(k freeKey) {
-		i, found := slices.BinarySearchFunc(ref, k, cmpFreeKey)
-		if tr.insert(k) == found {
-			t.Fatalf("insert %v reported new %v", k, found)
-		}
-		if found {
-			ref[i] = k
-		} else {
-			ref = slices.Insert(ref, i, k)
-		}
+		ref = insertRef(t, &tr, ref, k, step)
+		step++
 	}
 	for a := range 4000 {
 		put(freeKey{size: 512, addr: uint64(a) << 20, id: blockID(a)})
@@ -209,5 +211,70 @@ func TestKTreeFinger(t *testing.T) {
 	}
 	if fast != run {
 		t.Fatalf("%d of %d keys after a run's first went where the finger's index said, want all", fast, run)
+	}
+}
+
+// TestKTreeMovingStart takes keys from the front of a tree, as a crowded
+// class gives its smallest block, and puts keys back near the front: a
+// leaf's start moves instead of its keys, so a deletion or insertion in a
+// leaf's first half moves only the keys before it (none at the front).
+// Then a mix at random places, front-heavy, against a sorted slice.
+func TestKTreeMovingStart(t *testing.T) {
+	var tr kTree
+	const n = 20000
+	for a := range n {
+		tr.insert(freeKey{size: 512, addr: uint64(a) << 8, id: blockID(a)})
+	}
+	w := treeWork
+	for a := range n / 2 {
+		if k := tr.takeFirst(); k.addr != uint64(a)<<8 {
+			t.Fatalf("takeFirst: %v, want address %#x", k, uint64(a)<<8)
+		}
+	}
+	per := float64(treeWork-w) / (n / 2)
+	t.Logf("taking the first key: %.1f nodes visited and keys moved a deletion", per)
+	if per > 6 {
+		t.Fatalf("taking the first key: %.1f nodes visited and keys moved a deletion, want at most 6", per)
+	}
+	w = treeWork
+	for a := range n / 4 { // each key before the last one put back
+		tr.insert(freeKey{size: 512, addr: uint64(n/2-a)<<8 - 1, id: blockID(a)})
+	}
+	// The splits move three quarters of a leaf and the moves to the middle of
+	// a leaf's buffer a leaf, both only once the room they leave is used.
+	per = float64(treeWork-w) / (n / 4)
+	t.Logf("putting keys back before the first: %.1f nodes visited and keys moved an insertion", per)
+	if per > 10 {
+		t.Fatalf("putting keys back before the first: %.1f nodes visited and keys moved an insertion, want at most 10", per)
+	}
+	if err := tr.check(); err != nil {
+		t.Fatal(err)
+	}
+
+	rng := rand.New(rand.NewSource(5))
+	var ref []freeKey
+	tr = kTree{}
+	for step := range 60000 {
+		if len(ref) > 0 && rng.Intn(3) > 0 && step%7 != 0 {
+			j := 0
+			if rng.Intn(4) == 0 {
+				j = rng.Intn(len(ref))
+			}
+			tr.deleteRank(j)
+			ref = slices.Delete(ref, j, j+1)
+		} else {
+			k := freeKey{size: int64(rng.Intn(64)), addr: uint64(rng.Intn(1 << 12)), id: blockID(step)}
+			ref = insertRef(t, &tr, ref, k, step)
+		}
+		if step%97 == 0 {
+			if err := tr.check(); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			for i := range ref {
+				if tr.at(i) != ref[i] {
+					t.Fatalf("step %d: at(%d) = %v, want %v", step, i, tr.at(i), ref[i])
+				}
+			}
+		}
 	}
 }

@@ -148,11 +148,10 @@ func (h *bin) deleteRest(i int) {
 // deleteTree is deleteRest of a class whose rest is the tree t.
 func (h *bin) deleteTree(t *kTree, i int) {
 	if i == 0 {
-		h.setHead(keyEntry(t.at(0)))
+		h.setHead(keyEntry(t.takeFirst()))
 	} else {
-		i--
+		t.deleteRank(i - 1)
 	}
-	t.deleteRank(i)
 	h.nrest--
 	if int(h.nrest) <= restMax/4 {
 		h.toFlat()

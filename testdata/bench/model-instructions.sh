@@ -21,6 +21,7 @@ for n in 1 3; do
 done
 python3 - "$dir/ann.1" "$dir/ann.3" "$events" <<'PY'
 import re, sys
+mm = {}
 def load(path):
     d = {}
     for line in open(path):
@@ -28,6 +29,8 @@ def load(path):
         if not m:
             continue
         f, fn = m.group(2), m.group(3)
+        if fn.strip() == 'runtime.memmove':
+            mm[path] = mm.get(path, 0) + int(m.group(1).replace(',', ''))
         if not re.search(r'/(allocator|replay|internal/addrmap)/[a-z0-9]+\.go$', f) or f.endswith('_test.go'):
             continue
         if 'BlockNumbers).Number' in fn:
@@ -37,6 +40,7 @@ def load(path):
 a, b, ev = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3])
 diff = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
 print("model instructions per event: %.1f" % (sum(diff.values()) / 2 / ev))
+print("runtime.memmove instructions per event (not counted above): %.1f" % ((mm.get(sys.argv[2], 0) - mm.get(sys.argv[1], 0)) / 2 / ev))
 for k, v in sorted(diff.items(), key=lambda x: -x[1])[:25]:
     print("%7.1f  %s %s" % (v / 2 / ev, k[0], k[1].replace('github.com/tracer-dev/tracer/', '')))
 PY
