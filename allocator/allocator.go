@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tracer-dev/tracer/internal/grow"
+
 	"github.com/tracer-dev/tracer/internal/addrmap"
 )
 
@@ -292,7 +294,7 @@ func (a *Allocator) emitSlow(act Action, addr uint64, size int64, stream uint64,
 
 func (a *Allocator) newBlock(addr uint64, size int64, stream uint64, pool *blockPool) blockID {
 	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
-		a.blocks = doubled(a.blocks)
+		a.blocks = grow.Double(a.blocks, 0)
 	}
 	id := a.zeroBlock()
 	// The slot is zero: set only what differs, rather than copying a whole
@@ -323,17 +325,6 @@ func (a *Allocator) takeSlot() blockID {
 	n := len(a.blocks)
 	a.blocks = a.blocks[:n+1]
 	return blockID(n)
-}
-
-// doubled returns s in an array of twice its capacity. append grows a large
-// slice by a quarter at a time, and each array it leaves behind stays
-// resident until the runtime gives it back: the old arrays of an arena grown
-// to n blocks by quarters add up to about 4n blocks of memory, by doubling
-// to n; the capacity not yet used is never touched.
-func doubled[E any](s []E) []E {
-	t := make([]E, len(s), max(64, 2*cap(s)))
-	copy(t, s)
-	return t
 }
 
 func (a *Allocator) deleteBlock(id blockID) {

@@ -3,6 +3,8 @@ package allocator
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tracer-dev/tracer/internal/grow"
 )
 
 // request is AllocParams: one malloc's rounded size, pool and segment size.
@@ -267,7 +269,7 @@ func (a *Allocator) shouldSplit(bs int64, r *request) bool {
 // clearing first).
 func (a *Allocator) allocFound(id blockID, r *request) (uint64, blockID) {
 	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
-		a.blocks = doubled(a.blocks)
+		a.blocks = grow.Double(a.blocks, 0)
 	}
 	pool := r.pool
 	b := &a.blocks[id]

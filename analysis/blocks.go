@@ -1,6 +1,9 @@
 package analysis
 
-import "github.com/tracer-dev/tracer/trace"
+import (
+	"github.com/tracer-dev/tracer/internal/grow"
+	"github.com/tracer-dev/tracer/trace"
+)
 
 // block is a live (allocated or pending-free) block.
 type block struct {
@@ -126,22 +129,11 @@ func (t *blocks) put(b block) *block {
 		t.compactFresh()
 	}
 	if len(t.fresh) == cap(t.fresh) {
-		t.fresh = doubled(t.fresh)
+		t.fresh = grow.Double(t.fresh, 0)
 	}
 	t.fresh = append(t.fresh, i)
 	t.n++
 	return t.slab.at(i)
-}
-
-// doubled returns s in an array of twice its capacity. append grows a large
-// slice by a quarter at a time, and each array it leaves behind stays
-// resident until the runtime gives it back: the old arrays of a list grown
-// to n entries by quarters add up to about 4n entries of memory, by
-// doubling to n; the capacity not yet used is never touched.
-func doubled[E any](s []E) []E {
-	t := make([]E, len(s), max(64, 2*cap(s)))
-	copy(t, s)
-	return t
 }
 
 // insert puts s, a slot of a block not in the table, into it.

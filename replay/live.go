@@ -3,6 +3,7 @@ package replay
 import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/addrmap"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -97,9 +98,7 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 // add up to it.
 func (l *liveBlocks) grow(n int32) {
 	if int(n) >= cap(l.byRef) {
-		t := make([]refSlot, len(l.byRef), max(64, 2*cap(l.byRef), int(n)+1))
-		copy(t, l.byRef)
-		l.byRef = t
+		l.byRef = grow.Double(l.byRef, int(n)+1)
 	}
 	l.byRef = l.byRef[:cap(l.byRef)]
 }
