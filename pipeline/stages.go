@@ -2,8 +2,9 @@ package pipeline
 
 import (
 	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/tracer-dev/tracer/internal/cputime"
 )
 
 // StageTimes are one Replay's stages, measured for OnStages: the CPU time
@@ -27,18 +28,6 @@ type StageTimes struct {
 // replays run.
 var OnStages func(StageTimes)
 
-// threadCPU is the calling thread's CPU time (user and system).
-func threadCPU() time.Duration {
-	if runtime.GOOS != "linux" {
-		return 0
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(1, &ru); err != nil { // RUSAGE_THREAD
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // stageClock measures one goroutine's CPU time from start to stop, with
 // its thread kept for it meanwhile; the zero stageClock measures nothing.
 type stageClock struct {
@@ -51,7 +40,7 @@ func startClock(on bool) stageClock {
 		return stageClock{}
 	}
 	runtime.LockOSThread()
-	return stageClock{on: true, start: threadCPU()}
+	return stageClock{on: true, start: cputime.Thread()}
 }
 
 // lap returns the CPU time since start (or the previous lap) and restarts.
@@ -59,7 +48,7 @@ func (c *stageClock) lap() time.Duration {
 	if !c.on {
 		return 0
 	}
-	now := threadCPU()
+	now := cputime.Thread()
 	d := now - c.start
 	c.start = now
 	return d

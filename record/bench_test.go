@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracer-dev/tracer/internal/cputime"
+
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -63,7 +65,7 @@ func BenchmarkRecord(b *testing.B) {
 	}
 	for _, mode := range []string{"bare", "writer", "file"} {
 		b.Run(mode, func(b *testing.B) {
-			runtime.LockOSThread() // for threadCPUTime
+			runtime.LockOSThread() // for cputime.Thread
 			defer runtime.UnlockOSThread()
 			dir := b.TempDir()
 			var events, bareEvents int64
@@ -71,17 +73,17 @@ func BenchmarkRecord(b *testing.B) {
 			waits := 0
 			for i := 0; i < b.N; i++ {
 				if mode == "bare" {
-					c0, t0 := cpuTime(), threadCPUTime()
+					c0, t0 := cputime.Process(), cputime.Thread()
 					n, _ := benchBare(b, w)
-					thread += threadCPUTime() - t0
-					cpu += cpuTime() - c0
+					thread += cputime.Thread() - t0
+					cpu += cputime.Process() - c0
 					events += n
 					continue
 				}
 				b.StopTimer()
-				t0 := threadCPUTime()
+				t0 := cputime.Thread()
 				n, d := benchBare(b, w)
-				bareThread += threadCPUTime() - t0
+				bareThread += cputime.Thread() - t0
 				bareEvents += n
 				bareTime += d
 				out := filepath.Join(dir, "bench.arrows")
@@ -91,7 +93,7 @@ func BenchmarkRecord(b *testing.B) {
 					switch phase {
 					case "run":
 						ran = time.Now()
-						thread += threadCPUTime() - t0
+						thread += cputime.Thread() - t0
 						waits += r.enc.waits
 					case "close":
 						run += ran.Sub(start)
@@ -99,10 +101,10 @@ func BenchmarkRecord(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				c0 := cpuTime()
-				start, t0 = time.Now(), threadCPUTime()
+				c0 := cputime.Process()
+				start, t0 = time.Now(), cputime.Thread()
 				events += benchRecord(b, w, mode, out)
-				cpu += cpuTime() - c0
+				cpu += cputime.Process() - c0
 				benchPhase = nil
 			}
 			perEvent := func(d time.Duration, n int64) float64 { return float64(d.Nanoseconds()) / float64(n) }

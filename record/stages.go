@@ -5,8 +5,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/tracer-dev/tracer/internal/cputime"
 )
 
 // ImportStage is one stage of an import, measured for OnImportStage: what
@@ -57,7 +58,7 @@ func (t *stageTimer) alone(name string) stageClock {
 	if t.on == nil {
 		return stageClock{}
 	}
-	return stageClock{t: t, name: name, alone: true, start: time.Now(), cpu0: processCPU()}
+	return stageClock{t: t, name: name, alone: true, start: time.Now(), cpu0: cputime.Process()}
 }
 
 // beside starts a stage that runs on the calling goroutine beside others:
@@ -67,7 +68,7 @@ func (t *stageTimer) beside(name string) stageClock {
 		return stageClock{}
 	}
 	runtime.LockOSThread()
-	return stageClock{t: t, name: name, start: time.Now(), cpu0: threadCPU(), locked: true}
+	return stageClock{t: t, name: name, start: time.Now(), cpu0: cputime.Thread(), locked: true}
 }
 
 // end reports the stage.
@@ -77,31 +78,14 @@ func (c *stageClock) end() {
 	}
 	s := ImportStage{In: c.t.in, Name: c.name, Alone: c.alone, Start: c.start, End: time.Now(), PeakRSS: peakRSS()}
 	if c.alone {
-		s.CPU = processCPU() - c.cpu0
+		s.CPU = cputime.Process() - c.cpu0
 	} else {
-		s.CPU = threadCPU() - c.cpu0
+		s.CPU = cputime.Thread() - c.cpu0
 		runtime.UnlockOSThread()
 	}
 	c.t.on(s)
 	c.t = nil
 }
-
-func rusage(who int) time.Duration {
-	if runtime.GOOS != "linux" {
-		return 0
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(who, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// threadCPU is the calling thread's CPU time, user and system (Linux).
-func threadCPU() time.Duration { return rusage(1) } // RUSAGE_THREAD
-
-// processCPU is the process's CPU time, user and system.
-func processCPU() time.Duration { return rusage(syscall.RUSAGE_SELF) }
 
 // peakRSS is the process's peak resident set (VmHWM), in bytes; 0 where
 // /proc does not say.

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package cputime
+
+import "time"
+
+// Process is not measured on this system.
+func Process() time.Duration { return 0 }
+
+// Thread is not measured on this system.
+func Thread() time.Duration { return 0 }
