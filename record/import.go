@@ -434,7 +434,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		base := w.Events() // the seq of d's first recorded event
 		// The model annotates block sizes while the writer follows behind
 		// it, a chunk at a time.
-		const inFlight = 4 // one being read, one replayed, one written, one to spare
+		const inFlight = annotationBuffers
 		full, free := make(chan []trace.Event, inFlight), make(chan []trace.Event, inFlight)
 		for range inFlight {
 			free <- make([]trace.Event, torchsnap.ChunkSize)
