@@ -270,7 +270,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	if err != nil {
 		return nil, err
 	}
-	stage.end()
+	if decoded := stage.end(); timer.on != nil {
+		if st, err := os.Stat(in); err == nil {
+			timer.decodeParts(stage, decoded, snap.Regions, st.Size())
+		}
+	}
 	stage = timer.alone("start state")
 	if err := ctx.Err(); err != nil {
 		snap.Close()
@@ -391,7 +395,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		parts := validateParts()
 		part := func(p int) func() {
 			c := timer.beside(fmt.Sprintf("validate, part %d of %d", p+1, parts))
-			return c.end
+			return func() { c.end() }
 		}
 		for i, d := range snap.Devices {
 			all = append(all, d.ValidateParts(recorded[i].blocksPeak, parts, part)...)
