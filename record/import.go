@@ -443,7 +443,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		base := w.Events() // the seq of d's first recorded event
 		// The model annotates block sizes while the writer follows behind
 		// it, a chunk at a time.
-		const inFlight = annotationBuffers
+		inFlight := annotationBuffers(spilled)
 		full, free := make(chan []trace.Event, inFlight), make(chan []trace.Event, inFlight)
 		for range inFlight {
 			free <- make([]trace.Event, torchsnap.ChunkSize)
@@ -505,10 +505,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 }
 
 // validateParts is how many goroutines an import's validation takes: a
-// third of the cores, up to 6. One took longer than the annotation beside
-// it (the replay, its reader and the writer, three goroutines), which is
-// the import's critical path once decoding is done.
-func validateParts() int { return min(6, max(1, runtime.GOMAXPROCS(0)/3)) }
+// quarter of the cores, up to 4 (each part reads every event). One took
+// longer than the annotation beside it (the replay, its reader and the
+// writer, three goroutines), which is the import's critical path once
+// decoding is done.
+func validateParts() int { return min(4, max(1, runtime.GOMAXPROCS(0)/4)) }
 
 // scan is each device's eventScan, or why one could not be made.
 type scan struct {
