@@ -100,7 +100,7 @@ func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torch
 	}
 	at, off, cpu := c.start, int64(0), c.cpu0
 	part := func(name string, end int64, stop time.Time, stopCPU time.Duration) {
-		t.on(ImportStage{In: t.in, Name: fmt.Sprintf("decode, %s: bytes %d-%d", name, off, end), Alone: true,
+		t.on(ImportStage{In: t.in, Name: fmt.Sprintf("decode, %s, bytes %d-%d", name, off, end), Alone: true,
 			Start: at, End: stop, CPU: stopCPU - cpu, PeakRSS: decode.PeakRSS})
 		at, off, cpu = stop, end, stopCPU
 	}

@@ -24,11 +24,11 @@ func TestDecodeParts(t *testing.T) {
 	}
 	timer.decodeParts(c, decode, spans, 100)
 	want := []string{
-		"decode, sequential: bytes 0-30 20ms 0s-20ms",
-		"decode, parallel: bytes 30-70 280ms 20ms-60ms",
-		"decode, sequential: bytes 70-75 2ms 60ms-62ms",
-		"decode, parallel: bytes 75-95 88ms 62ms-90ms",
-		"decode, sequential: bytes 95-100 10ms 90ms-100ms",
+		"decode, sequential, bytes 0-30 20ms 0s-20ms",
+		"decode, parallel, bytes 30-70 280ms 20ms-60ms",
+		"decode, sequential, bytes 70-75 2ms 60ms-62ms",
+		"decode, parallel, bytes 75-95 88ms 62ms-90ms",
+		"decode, sequential, bytes 95-100 10ms 90ms-100ms",
 	}
 	var lines []string
 	for _, s := range got {
