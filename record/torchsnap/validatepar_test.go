@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -84,5 +85,31 @@ func TestValidateParts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestValidateParts_spilled: a spilled trace is validated in one part,
+// whatever the parts asked, and a read of its spill that fails ends the
+// validation with the problems found so far and one that says so.
+func TestValidateParts_spilled(t *testing.T) {
+	s, err := Open("testdata/oom_p2.pickle", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := s.Devices[0]
+	if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
+		t.Fatal(err)
+	}
+	want := problemsText(d.Validate())
+	var started []int
+	each := func(p int) func() { started = append(started, p); return func() {} }
+	if got := problemsText(d.ValidateParts(0, 3, each)); got != want || len(started) != 1 {
+		t.Fatalf("spilled, 3 parts asked: parts %v, problems:\n%s\none pass:\n%s", started, got, want)
+	}
+	s.spill.f.Close()
+	got := d.ValidateParts(0, 3, nil)
+	if len(got) != 1 || !strings.HasPrefix(got[0].Kind, "trace that could not be read back (") {
+		t.Fatalf("spill unreadable: problems:\n%s", problemsText(got))
 	}
 }
