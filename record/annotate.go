@@ -146,14 +146,14 @@ type chunkRead struct {
 // from free, inserts its empty_cache rows (withRows), tags them with their
 // pools, numbers their blocks (replay.BlockNumbers, for the replay's
 // Options.Numbered: the address lookups move off the replay's goroutine),
-// and delivers them on the channel it returns, which holds up to two
-// chunks. A non-empty initial, the events before d's, is numbered first
-// and delivered as a chunk of its own. It stops after the last chunk, or
-// after delivering a read error; then it calls lastRead, if set. blocks,
-// if not 0, is about the most blocks live at once, for which the
-// numbering is sized.
+// and delivers them on the channel it returns, which holds half as many
+// chunks as free has buffers (at least 2). A non-empty initial, the events
+// before d's, is numbered first and delivered as a chunk of its own. It
+// stops after the last chunk, or after delivering a read error; then it
+// calls lastRead, if set. blocks, if not 0, is about the most blocks live
+// at once, for which the numbering is sized.
 func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, blocks int, lastRead func()) <-chan chunkRead {
-	ready := make(chan chunkRead, 2)
+	ready := make(chan chunkRead, max(2, (cap(free)-2)/2))
 	go func() {
 		if lastRead != nil {
 			defer lastRead()
@@ -195,6 +195,20 @@ func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, 
 		}
 	}()
 	return ready
+}
+
+// annotationBuffers is how many chunk buffers an import's annotation
+// reader, replay and writer pass around (free), of which readChunks may
+// fill half ahead of the replay. A chunk is 1,024 events, about 0.1 ms of
+// the replay: with 4 buffers each wake-up of the reader or the writer,
+// which many cores make slow, could leave the replay waiting (on the GPU
+// host the annotation's wall was 1.6x its CPU). A spilled trace (a smaller
+// file, or few cores) keeps 4: its buffers are most of its memory.
+func annotationBuffers(spilled bool) int {
+	if spilled {
+		return 4
+	}
+	return 34
 }
 
 // finish hands on the chunk in hand and every chunk the replay did not

@@ -270,7 +270,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	if err != nil {
 		return nil, err
 	}
-	stage.end()
+	if decoded := stage.end(); timer.on != nil {
+		if st, err := os.Stat(in); err == nil {
+			timer.decodeParts(stage, decoded, snap.Regions, st.Size())
+		}
+	}
 	stage = timer.alone("start state")
 	if err := ctx.Err(); err != nil {
 		snap.Close()
@@ -381,15 +385,20 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		nulls = batchNulls(total, initial, snap.Devices, sc.noStack, rows)
 	}
 	stage.end()
-	// Validation (warnings only) runs beside the rest, on another core. It
-	// reuses the start states Reconstruct derived.
+	// Validation (warnings only) runs beside the rest, on other cores
+	// (validateParts). It reuses the start states Reconstruct derived.
 	problems := make(chan []torchsnap.Problem, 1)
 	validated := make(chan struct{})
 	go func() {
 		stage := timer.beside("validate")
 		var all []torchsnap.Problem
+		parts := validateParts()
+		part := func(p int) func() {
+			c := timer.beside(fmt.Sprintf("validate, part %d of %d", p+1, parts))
+			return func() { c.end() }
+		}
 		for i, d := range snap.Devices {
-			all = append(all, d.ValidateReserved(recorded[i].blocksPeak)...)
+			all = append(all, d.ValidateParts(recorded[i].blocksPeak, parts, part)...)
 		}
 		stage.end() // before the import can end: said before the command's end
 		close(validated)
@@ -434,7 +443,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		base := w.Events() // the seq of d's first recorded event
 		// The model annotates block sizes while the writer follows behind
 		// it, a chunk at a time.
-		const inFlight = 4 // one being read, one replayed, one written, one to spare
+		inFlight := annotationBuffers(spilled)
 		full, free := make(chan []trace.Event, inFlight), make(chan []trace.Event, inFlight)
 		for range inFlight {
 			free <- make([]trace.Event, torchsnap.ChunkSize)
@@ -494,6 +503,13 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	stage.end()
 	return res, nil
 }
+
+// validateParts is how many goroutines an import's validation takes: a
+// quarter of the cores, up to 4 (each part reads every event). One took
+// longer than the annotation beside it (the replay, its reader and the
+// writer, three goroutines), which is the import's critical path once
+// decoding is done.
+func validateParts() int { return min(4, max(1, runtime.GOMAXPROCS(0)/4)) }
 
 // scan is each device's eventScan, or why one could not be made.
 type scan struct {

@@ -2,12 +2,14 @@ package record
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/tracer-dev/tracer/internal/cputime"
+	"github.com/tracer-dev/tracer/record/torchsnap"
 )
 
 // ImportStage is one stage of an import, measured for OnImportStage: what
@@ -71,10 +73,10 @@ func (t *stageTimer) beside(name string) stageClock {
 	return stageClock{t: t, name: name, start: time.Now(), cpu0: cputime.Thread(), locked: true}
 }
 
-// end reports the stage.
-func (c *stageClock) end() {
+// end reports the stage, and returns what it reported (zero if nothing).
+func (c *stageClock) end() ImportStage {
 	if c.t == nil {
-		return
+		return ImportStage{}
 	}
 	s := ImportStage{In: c.t.in, Name: c.name, Alone: c.alone, Start: c.start, End: time.Now(), PeakRSS: peakRSS()}
 	if c.alone {
@@ -85,6 +87,28 @@ func (c *stageClock) end() {
 	}
 	c.t.on(s)
 	c.t = nil
+	return s
+}
+
+// decodeParts reports the parts of the decode (c, which has ended as
+// decode) that the parallel decoder took (spans, within it: region.go) and
+// the sequential ones around them, each with the process's CPU, so that
+// the part of a large file decoded on one core shows; size is the file's.
+func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torchsnap.RegionSpan, size int64) {
+	if t.on == nil || len(spans) == 0 {
+		return
+	}
+	at, off, cpu := c.start, int64(0), c.cpu0
+	part := func(name string, end int64, stop time.Time, stopCPU time.Duration) {
+		t.on(ImportStage{In: t.in, Name: fmt.Sprintf("decode, %s, bytes %d-%d", name, off, end), Alone: true,
+			Start: at, End: stop, CPU: stopCPU - cpu, PeakRSS: decode.PeakRSS})
+		at, off, cpu = stop, end, stopCPU
+	}
+	for _, r := range spans {
+		part("sequential", r.Off, r.Start, r.StartCPU)
+		part("parallel", r.End, r.Stop, r.StopCPU)
+	}
+	part("sequential", size, decode.End, c.cpu0+decode.CPU)
 }
 
 // peakRSS is the process's peak resident set (VmHWM), in bytes; 0 where

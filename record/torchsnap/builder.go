@@ -63,6 +63,8 @@ type segRec struct {
 
 // builder owns every table the values index, and converts schema dicts.
 type builder struct {
+	regions []RegionSpan // the regions run (tryRegion)
+
 	strs   []string
 	strIdx map[string]int32
 

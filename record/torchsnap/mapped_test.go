@@ -93,9 +93,21 @@ func TestReadFileMapped(t *testing.T) {
 		for i, d := range got.Devices {
 			discs[i], d.disc = d.disc, nil
 		}
+		// The regions' spans: the same bytes, at other times.
+		if len(got.Regions) != len(want.Regions) {
+			t.Fatalf("regions %v: ReadFileMapped ran %d regions, ReadFile %d", regions, len(got.Regions), len(want.Regions))
+		}
+		for i, r := range got.Regions {
+			if r.Off != want.Regions[i].Off || r.End != want.Regions[i].End {
+				t.Fatalf("regions %v: ReadFileMapped's region %d spans bytes %d-%d, ReadFile's %d-%d", regions, i, r.Off, r.End, want.Regions[i].Off, want.Regions[i].End)
+			}
+		}
+		spans := got.Regions
+		got.Regions, want.Regions = nil, nil
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("regions %v: ReadFileMapped and ReadFile decode differently", regions)
 		}
+		got.Regions = spans
 		got.mapped = mapped
 		for i, d := range got.Devices {
 			d.disc = discs[i]

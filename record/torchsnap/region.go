@@ -6,7 +6,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/tracer-dev/tracer/internal/cputime"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -220,6 +222,7 @@ func (u *unpickler) tryRegion() (bool, error) {
 		}
 	}
 	r := newRegion(u, start)
+	span := RegionSpan{Off: start, Start: time.Now(), StartCPU: cputime.Process()}
 	end, err := r.run()
 	if err != nil {
 		return false, err
@@ -228,6 +231,10 @@ func (u *unpickler) tryRegion() (bool, error) {
 		r.finish()
 		return false, nil
 	}
+	defer func() {
+		span.End, span.Stop, span.StopCPU = end.off, time.Now(), cputime.Process()
+		b.regions = append(b.regions, span)
+	}()
 	r.finish()
 	regionEvents.Add(end.events)
 	// The state the opcodes one by one would have left.

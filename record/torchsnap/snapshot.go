@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -21,9 +22,22 @@ type Snapshot struct {
 	Stacks       []trace.Stack // stack table; trace.StackID indexes it; identical stacks stored once
 	Annotations  []Annotation  // external_annotations, in recorded order
 	SegmentsOnly bool          // the file was a bare list (memory_snapshot()): state only, no trace
+	// Regions are the spans of the file the parallel decoder decoded
+	// (region.go), in order; the rest was decoded on one goroutine.
+	Regions []RegionSpan
 
 	spill  *spill // Open's events, if any
 	mapped []byte // ReadFileMapped's events, if outside the heap
+}
+
+// RegionSpan is a span of the file that a region decoded in parallel: its
+// offsets, when it started and ended, and the process's CPU time then,
+// for the import's stage report (TRACER_STAGES), which tells the
+// decode's parallel part from its sequential one.
+type RegionSpan struct {
+	Off, End          int64
+	Start, Stop       time.Time
+	StartCPU, StopCPU time.Duration
 }
 
 // Spilled reports whether the devices' events are in a spill (Open), not
@@ -403,6 +417,7 @@ func (b *builder) assembleOwned(top value) (*Snapshot, error) {
 		return nil, err
 	}
 	s.mapped = b.events.mapped
+	s.Regions = b.regions
 	if s.mapped != nil {
 		for _, d := range s.Devices {
 			d.disc = &discarder{mapped: s.mapped}

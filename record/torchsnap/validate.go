@@ -1,7 +1,6 @@
 package torchsnap
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -69,64 +68,29 @@ func (d *Device) Validate() []Problem { return d.ValidateReserved(0) }
 // unknown): its table of live blocks is made that large at once rather
 // than grown by doubling, which rehashes every block and keeps two tables
 // while it does.
-func (d *Device) ValidateReserved(more int64) []Problem {
-	v := &validator{dev: d.Index, byKind: map[string]int{}}
-	st, err := d.startState()
-	if err != nil {
-		v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
-		return v.list
-	}
-	segs := st.segs
-	// Live blocks, and the segment holding each (when one did as it was
-	// allocated), so that segment_free is checked in O(1).
-	var live addrmap.Map[liveRec]
-	live.Reserve(st.blocks.Len() + int(max(0, min(more, d.Len()))))
-	st.blocks.All(func(a uint64, b *liveBlock) { live.Put(a, liveRec{pending: b.pending}) })
-	fw := &startState{segs: segs}
-	var perSeg segCounts
-	track := func(a uint64, r *liveRec) {
-		if g, ok := fw.segs.find(a); ok {
-			r.seg = perSeg.add(g.addr)
-		}
-	}
-	untrack := func(r *liveRec) {
-		if r.seg != 0 {
-			perSeg.counts[r.seg-1]--
-			r.seg = 0
-		}
-	}
-	live.All(func(a uint64, r *liveRec) { track(a, r) })
-	buf := d.chunkBuf()
-	for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-		evs, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
-		if err != nil {
-			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
-			return v.list
-		}
-		for i := range evs {
-			v.kinds[evs[i].Kind&kindMask]++
-		}
-		v.events(evs, int(lo), &live, fw, &perSeg, untrack)
-		d.validatedTo(lo + int64(len(evs)))
-	}
-	return v.final(d, &live)
-}
+func (d *Device) ValidateReserved(more int64) []Problem { return d.ValidateParts(more, 1, nil) }
 
-// events validates evs, the events from index i0 on.
-func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec], fw *startState,
-	perSeg *segCounts, untrack func(*liveRec)) {
+// events validates evs, the events from index i0 on: the block events of
+// v's part of the addresses (partOf), and every segment event.
+func (v *validator) events(evs []trace.Event, i0 int) {
+	live, fw, perSeg := &v.live, v.fw, &v.perSeg
 	peekAt := 0
 	for k := range evs {
 		if k >= peekAt {
 			peekAt = min(k+validatePeek, len(evs))
 			for j := k; j < peekAt; j++ {
-				v.peeked += live.Peek(evs[j].Addr)
+				if v.mine(&evs[j]) {
+					v.peeked += live.Peek(evs[j].Addr)
+				}
 			}
 		}
 		e := &evs[k]
 		i := i0 + k
 		switch e.Kind {
 		case trace.KindAlloc:
+			if !v.mine(e) {
+				break
+			}
 			r := live.Ref(e.Addr)
 			if r != nil {
 				v.add("alloc at an address that is already allocated", i, e.Addr)
@@ -136,7 +100,7 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				v.add("alloc outside every segment", i, e.Addr)
 			}
 			if r != nil {
-				untrack(r)
+				v.untrack(r)
 			}
 			var rec liveRec // not pending
 			if ok {
@@ -148,6 +112,9 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				live.Put(e.Addr, rec)
 			}
 		case trace.KindFreeRequested:
+			if !v.mine(e) {
+				break
+			}
 			r := live.Ref(e.Addr)
 			switch {
 			case r == nil:
@@ -159,6 +126,9 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				r.pending = true
 			}
 		case trace.KindFreeCompleted:
+			if !v.mine(e) {
+				break
+			}
 			k := live.Find(e.Addr) // one probe for the lookup and the delete
 			switch {
 			case k < 0:
@@ -167,32 +137,33 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 				v.add("free_completed without free_requested", i, e.Addr)
 			}
 			if k >= 0 {
-				untrack(live.At(k))
+				v.untrack(live.At(k))
 				live.DeleteAt(e.Addr, k)
 			}
 		case trace.KindSegmentAlloc:
 			if g, ok := fw.segs.find(e.Addr); ok || (g != nil && g.addr < e.Addr+uint64(e.Size)) {
-				v.add("segment_alloc over an existing segment", i, e.Addr)
+				v.addSeg("segment_alloc over an existing segment", i, e.Addr)
 			}
 			fw.segs.insert(&segRange{addr: e.Addr, size: e.Size, stream: e.Stream})
 		case trace.KindSegmentFree:
 			g, ok := fw.segs.find(e.Addr)
 			if !ok || g.addr != e.Addr {
-				v.add("segment_free of an unknown segment", i, e.Addr)
+				v.addSeg("segment_free of an unknown segment", i, e.Addr)
 				break
 			}
 			if perSeg.live(e.Addr) > 0 {
-				v.add("segment_free of a segment with live blocks", i, e.Addr)
+				// Each part counts its own blocks: the parts' occurrences are joined (mergeParts) as segLiveKind.
+				v.segLive = append(v.segLive, ProblemAt{Event: i, Addr: e.Addr})
 			}
 			fw.segs.removeStart(e.Addr)
 		case trace.KindSegmentMap:
 			if _, ok := fw.segs.find(e.Addr); ok {
-				v.add("segment_map of mapped memory", i, e.Addr)
+				v.addSeg("segment_map of mapped memory", i, e.Addr)
 			}
 			fw.unmap(e) // undoing an unmap is mapping
 		case trace.KindSegmentUnmap:
 			if _, ok := fw.segs.find(e.Addr); !ok {
-				v.add("segment_unmap of unmapped memory", i, e.Addr)
+				v.addSeg("segment_unmap of unmapped memory", i, e.Addr)
 			}
 			fw.segs.cut(e.Addr, e.Size)
 		}
@@ -201,15 +172,11 @@ func (v *validator) events(evs []trace.Event, i0 int, live *addrmap.Map[liveRec]
 
 // final checks that the state after the trace is the dumped one, and
 // returns the problems found.
-func (v *validator) final(d *Device, live *addrmap.Map[liveRec]) []Problem {
+// after holds the blocks live after the trace, sorted by address.
+func (v *validator) final(d *Device, after []addrPending) []Problem {
 	// The final state's live blocks and those live after the trace, each
 	// sorted by address and walked side by side; of two final blocks at
 	// one address, the later counts.
-	type addrPending struct {
-		addr    uint64
-		pending bool
-	}
-	byAddr := func(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }
 	n := 0
 	for _, s := range d.Segments {
 		n += len(s.Blocks)
@@ -230,9 +197,6 @@ func (v *validator) final(d *Device, live *addrmap.Map[liveRec]) []Problem {
 		}
 	}
 	want = uniq
-	after := make([]addrPending, 0, live.Len())
-	live.All(func(a uint64, r *liveRec) { after = append(after, addrPending{a, r.pending}) })
-	slices.SortFunc(after, byAddr)
 	j := 0
 	for _, l := range after {
 		for j < len(want) && want[j].addr < l.addr {
@@ -352,12 +316,29 @@ func (s *segCounts) live(base uint64) int {
 	return 0
 }
 
+// addrPending is a live block's address and whether its free is pending.
+type addrPending struct {
+	addr    uint64
+	pending bool
+}
+
+// validator validates a device's trace, or one part of it (ValidateParts).
 type validator struct {
 	dev    int32
 	byKind map[string]int // index into list
 	list   []Problem
 	kinds  [kindMask + 1]int // events of each trace.Kind
 	peeked uint64            // events' peeks, kept so they are made
+
+	part, parts int // the part of the blocks' addresses validated (partOf), of parts
+	live        addrmap.Map[liveRec]
+	fw          *startState // its segments
+	perSeg      segCounts
+	// segLive are the segment_frees that found blocks of this part live
+	// in their segment, each a "segment_free of a segment with live
+	// blocks" once the parts are joined.
+	segLive []ProblemAt
+	after   []addrPending // the part's blocks live after the trace, sorted by address
 }
 
 // validatePeek is how many events events peeks at before validating them:
@@ -368,6 +349,39 @@ const validatePeek = 16
 
 // kindMask bounds the trace.Kinds validator.kinds counts (all of them).
 const kindMask = 15
+
+// mine reports whether e is validated by v: a block event whose address
+// is in v's part, or any other event.
+func (v *validator) mine(e *trace.Event) bool {
+	switch e.Kind {
+	case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
+		return v.parts == 1 || partOf(e.Addr, v.parts) == v.part
+	}
+	return true
+}
+
+// addSeg is add for the problems of segment events, which every part sees
+// and the first reports.
+func (v *validator) addSeg(kind string, ev int, addr uint64) {
+	if v.part == 0 {
+		v.add(kind, ev, addr)
+	}
+}
+
+// track counts r, the block at a, live in the segment that holds it.
+func (v *validator) track(a uint64, r *liveRec) {
+	if g, ok := v.fw.segs.find(a); ok {
+		r.seg = v.perSeg.add(g.addr)
+	}
+}
+
+// untrack counts r no more live in its segment.
+func (v *validator) untrack(r *liveRec) {
+	if r.seg != 0 {
+		v.perSeg.counts[r.seg-1]--
+		r.seg = 0
+	}
+}
 
 func (v *validator) add(kind string, ev int, addr uint64) {
 	i, ok := v.byKind[kind]

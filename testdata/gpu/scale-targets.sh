@@ -156,7 +156,7 @@ stages=("$work"/*.stages)
 if [ -e "${stages[0]}" ]; then
 	{
 		echo
-		echo "The import's stages (one more run of each file over 50 MB, TRACER_STAGES=1): CPU is the process's for a stage that runs alone, the stage's own goroutine's for validate, annotate and write (side by side: the longest of them is the critical path); from/to in the process's wall time; the peak RSS so far as the stage ends."
+		echo "The import's stages (one more run of each file over 50 MB, TRACER_STAGES=1): CPU is the process's for a stage that runs alone (decode, and within it its sequential and parallel parts, by the bytes each decoded), the stage's own goroutine's for validate (and each of its parts), annotate and write (side by side: the longest of them is the critical path, validate's being its own CPU and its longest part's); from/to in the process's wall time; the peak RSS so far as the stage ends."
 		echo
 		echo "| snapshot | stage | CPU ms | whose | from ms | to ms | peak RSS MiB |"
 		echo "|---|---|---|---|---|---|---|"

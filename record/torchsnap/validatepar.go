@@ -1,0 +1,197 @@
+package torchsnap
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tracer-dev/tracer/internal/addrmap"
+)
+
+// ValidateParts is ValidateReserved on up to parts goroutines, with the
+// same result: the block events are split by address (partOf), each part
+// keeping its own table of live blocks and its own copy of the segments,
+// whose events every part replays; the parts' problems are then joined in
+// the order one pass finds them. A spilled trace, which each part would
+// read back once more, is validated in one part.
+// each, if not nil, is called on each part's goroutine as it starts, with
+// the part's number, and the func it returns as the part ends (to measure
+// the parts).
+func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()) []Problem {
+	st, err := d.startState()
+	if err != nil {
+		v := &validator{dev: d.Index, byKind: map[string]int{}}
+		v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
+		return v.list
+	}
+	if d.sp != nil || parts < 1 {
+		parts = 1
+	}
+	blocks := st.blocks.Len() + int(max(0, min(more, d.Len())))
+	vs := make([]*validator, parts)
+	for p := range vs {
+		v := &validator{dev: d.Index, byKind: map[string]int{}, part: p, parts: parts, fw: &startState{segs: st.segs}}
+		if p > 0 {
+			v.fw.segs = st.segs.clone()
+		}
+		vs[p] = v
+	}
+	// Each part's position; the events before the least go back (validatedTo).
+	done := make([]atomic.Int64, parts)
+	progress := func(p int, hi int64) {
+		done[p].Store(hi)
+		least := hi
+		for q := range done {
+			least = min(least, done[q].Load())
+		}
+		d.validatedTo(least)
+	}
+	failed := make([]error, parts)
+	var wg sync.WaitGroup
+	for p, v := range vs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if each != nil {
+				defer each(p)()
+			}
+			// The start state's blocks of the part (st.blocks is only read).
+			if parts == 1 {
+				v.live.Reserve(blocks)
+			} else {
+				v.live.Reserve(blocks/parts + blocks/parts/8 + 64) // the hash splits them about evenly
+			}
+			st.blocks.All(func(a uint64, b *liveBlock) {
+				if parts == 1 || partOf(a, parts) == p {
+					v.live.Put(a, liveRec{pending: b.pending})
+				}
+			})
+			v.live.All(v.track)
+			buf := d.chunkBuf()
+			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+				evs, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				if err != nil {
+					failed[p] = err
+					return
+				}
+				if p == 0 {
+					for i := range evs {
+						v.kinds[evs[i].Kind&kindMask]++
+					}
+				}
+				v.events(evs, int(lo))
+				progress(p, lo+int64(len(evs)))
+			}
+			v.after = make([]addrPending, 0, v.live.Len())
+			v.live.All(func(a uint64, r *liveRec) { v.after = append(v.after, addrPending{a, r.pending}) })
+			v.live = addrmap.Map[liveRec]{}
+			slices.SortFunc(v.after, byAddr)
+		}()
+	}
+	wg.Wait()
+	for _, err := range failed {
+		if err != nil {
+			// Only a spill's reads fail, and a spill is one part: the
+			// problems found before the chunk that failed, then why.
+			v := mergeParts(vs)
+			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
+			return v.list
+		}
+	}
+	v := mergeParts(vs)
+	return v.final(d, mergeAfter(vs))
+}
+
+// mergeAfter joins the parts' blocks live after the trace, each sorted by
+// address, into one list sorted by address.
+func mergeAfter(vs []*validator) []addrPending {
+	if len(vs) == 1 {
+		return vs[0].after
+	}
+	n := 0
+	for _, v := range vs {
+		n += len(v.after)
+	}
+	out := make([]addrPending, 0, n)
+	heads := make([][]addrPending, len(vs))
+	for i, v := range vs {
+		heads[i], v.after = v.after, nil
+	}
+	for len(out) < n {
+		k := -1
+		for i, h := range heads {
+			if len(h) > 0 && (k < 0 || h[0].addr < heads[k][0].addr) {
+				k = i
+			}
+		}
+		out = append(out, heads[k][0])
+		heads[k] = heads[k][1:]
+	}
+	return out
+}
+
+func byAddr(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }
+
+// partOf is the part, of parts, that validates the blocks at addr: a hash
+// of it, unlike the one that places it in a part's table, so that each
+// part's blocks spread over its table.
+func partOf(addr uint64, parts int) int {
+	return int((addr >> 9) * 0xd6e8feb86659fd93 >> 40 % uint64(parts))
+}
+
+// mergeParts joins the problems of vs, the parts of one validation, into
+// those one pass over all of the trace finds: each kind counted over the
+// parts, its first examples kept, the kinds in the order of their first
+// occurrence (within one event, the order of the part that found both).
+func mergeParts(vs []*validator) *validator {
+	type kindAt struct {
+		p     Problem
+		event int // of its first occurrence
+		part  int // where it first occurred,
+		at    int // and its place in that part's list
+	}
+	byKind := map[string]*kindAt{}
+	var kinds []*kindAt
+	// Every part sees every segment_free: one with blocks of any part
+	// live counts once. Nothing else is found at such an event.
+	var segLive []ProblemAt
+	for _, v := range vs {
+		segLive = append(segLive, v.segLive...)
+	}
+	slices.SortStableFunc(segLive, func(a, b ProblemAt) int { return cmp.Compare(a.Event, b.Event) })
+	segLive = slices.CompactFunc(segLive, func(a, b ProblemAt) bool { return a.Event == b.Event })
+	if len(segLive) > 0 {
+		k := &kindAt{p: Problem{Device: vs[0].dev, Kind: segLiveKind, Count: len(segLive), Examples: segLive}, event: segLive[0].Event}
+		byKind[segLiveKind] = k
+		kinds = append(kinds, k)
+	}
+	for part, v := range vs {
+		for at, p := range v.list {
+			k := byKind[p.Kind]
+			if k == nil {
+				k = &kindAt{p: Problem{Device: p.Device, Kind: p.Kind}, event: p.Examples[0].Event, part: part, at: at}
+				byKind[p.Kind] = k
+				kinds = append(kinds, k)
+			} else if p.Examples[0].Event < k.event {
+				k.event, k.part, k.at = p.Examples[0].Event, part, at
+			}
+			k.p.Count += p.Count
+			k.p.Examples = append(k.p.Examples, p.Examples...)
+		}
+	}
+	slices.SortFunc(kinds, func(a, b *kindAt) int {
+		return cmp.Or(cmp.Compare(a.event, b.event), cmp.Compare(a.part, b.part), cmp.Compare(a.at, b.at))
+	})
+	out := &validator{dev: vs[0].dev, byKind: map[string]int{}, kinds: vs[0].kinds}
+	for i, k := range kinds {
+		slices.SortStableFunc(k.p.Examples, func(a, b ProblemAt) int { return cmp.Compare(a.Event, b.Event) })
+		k.p.Examples = k.p.Examples[:min(len(k.p.Examples), maxExamples)]
+		out.byKind[k.p.Kind] = i
+		out.list = append(out.list, k.p)
+	}
+	return out
+}
+
+// segLiveKind is the problem the parts' segLive make.
+const segLiveKind = "segment_free of a segment with live blocks"

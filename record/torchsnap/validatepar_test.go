@@ -1,0 +1,115 @@
+package torchsnap
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// problemsText is every problem of ps with its count and examples.
+func problemsText(ps []Problem) string {
+	s := ""
+	for _, p := range ps {
+		s += fmt.Sprintf("%s %v\n", p, p.Examples)
+	}
+	return s
+}
+
+// TestValidateParts: split among 2 to 6 parts, validation finds what one
+// pass finds, in the same order, with the same counts and examples, on
+// random traces that contradict themselves in every way Validate reports
+// (blocks of several parts live in a segment that is freed among them)
+// and on the repository's snapshots.
+func TestValidateParts(t *testing.T) {
+	const base = 0x7f00_0000_0000
+	kinds := map[string]bool{}
+	for seed := range uint64(40) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		d := &Device{}
+		seg := func() uint64 { return base + uint64(r.IntN(4))<<21 }
+		for range 3000 {
+			var e trace.Event
+			switch x := r.IntN(100); {
+			case x < 4:
+				e = trace.Event{Kind: trace.KindSegmentAlloc, Addr: seg(), Size: 2 << 20}
+			case x < 7:
+				e = trace.Event{Kind: trace.KindSegmentFree, Addr: seg(), Size: 2 << 20}
+			case x < 8:
+				e = trace.Event{Kind: trace.KindSegmentMap, Addr: seg() + 1<<20, Size: 1 << 20}
+			case x < 9:
+				e = trace.Event{Kind: trace.KindSegmentUnmap, Addr: seg(), Size: 1 << 20}
+			default:
+				k := []trace.Kind{trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted}[r.IntN(3)]
+				e = trace.Event{Kind: k, Addr: seg() + uint64(r.IntN(64))*512 + uint64(r.IntN(2))<<24, Size: 512}
+			}
+			e.Stack, e.Seq = trace.NoStack, int64(len(d.Events))
+			d.Events = append(d.Events, e)
+		}
+		s := Segment{Addr: base, TotalSize: 2 << 20}
+		for i := range 64 {
+			s.Blocks = append(s.Blocks, Block{Addr: base + uint64(i)*512, Size: 512, State: []BlockState{Inactive, ActiveAllocated, ActivePendingFree}[r.IntN(3)]})
+		}
+		d.Segments = []Segment{s}
+		want := d.Validate()
+		for _, p := range want {
+			kinds[p.Kind] = true
+		}
+		for parts := 2; parts <= 6; parts++ {
+			if got := d.ValidateParts(0, parts, nil); problemsText(got) != problemsText(want) {
+				t.Fatalf("seed %d, %d parts:\n%s\none pass:\n%s", seed, parts, problemsText(got), problemsText(want))
+			}
+		}
+	}
+	if len(kinds) < 10 {
+		t.Errorf("the random traces make %d kinds of problem, want every one: %v", len(kinds), kinds)
+	}
+	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	for _, f := range append(files, more...) {
+		snap, err := ReadFile(f)
+		if err != nil {
+			continue // the hostile ones
+		}
+		for _, d := range snap.Devices {
+			if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
+				continue
+			}
+			want := problemsText(d.Validate())
+			for parts := 2; parts <= 5; parts += 3 {
+				if got := problemsText(d.ValidateParts(0, parts, nil)); got != want {
+					t.Fatalf("%s device %d, %d parts:\n%s\none pass:\n%s", f, d.Index, parts, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestValidateParts_spilled: a spilled trace is validated in one part,
+// whatever the parts asked, and a read of its spill that fails ends the
+// validation with the problems found so far and one that says so.
+func TestValidateParts_spilled(t *testing.T) {
+	s, err := Open("testdata/oom_p2.pickle", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := s.Devices[0]
+	if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
+		t.Fatal(err)
+	}
+	want := problemsText(d.Validate())
+	var started []int
+	each := func(p int) func() { started = append(started, p); return func() {} }
+	if got := problemsText(d.ValidateParts(0, 3, each)); got != want || len(started) != 1 {
+		t.Fatalf("spilled, 3 parts asked: parts %v, problems:\n%s\none pass:\n%s", started, got, want)
+	}
+	s.spill.f.Close()
+	got := d.ValidateParts(0, 3, nil)
+	if len(got) != 1 || !strings.HasPrefix(got[0].Kind, "trace that could not be read back (") {
+		t.Fatalf("spill unreadable: problems:\n%s", problemsText(got))
+	}
+}
