@@ -1,0 +1,48 @@
+package grow
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestHugeAdvised checks that Double's new array of 8 MiB lies in a mapping
+// advised for huge pages (smaps' VmFlags "hg").
+func TestHugeAdvised(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skip("no transparent huge pages in this kernel")
+	}
+	big := Double([]uint64(nil), 1<<20) // 8 MiB
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(big[:1])))
+	mid := (p + 4<<20) &^ (hugePage - 1) // a whole huge page inside it
+	if flags := vmFlags(t, mid); !strings.Contains(" "+flags+" ", " hg ") {
+		t.Errorf("Double's 8 MiB array at %#x: VmFlags %q, want hg", mid, flags)
+	}
+}
+
+// vmFlags returns the VmFlags of the mapping that holds addr.
+func vmFlags(t *testing.T, addr uintptr) string {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 && strings.Contains(line, " ") && !strings.HasSuffix(strings.Fields(line)[0], ":") {
+			in = lo <= addr && addr < hi
+			continue
+		}
+		if in && strings.HasPrefix(line, "VmFlags:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
+		}
+	}
+	t.Fatalf("no mapping holds %#x", addr)
+	return ""
+}
