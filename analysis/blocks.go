@@ -148,8 +148,7 @@ func (t *blocks) insert(s slot) {
 
 func (t *blocks) rehash(n int) {
 	old := t.slots
-	t.slots = make([]slot, n)
-	grow.Huge(t.slots) // before the rehash touches it
+	t.slots = grow.Make[slot](n, n) // huge pages, before the rehash touches it
 	t.shift = 64
 	for m := n; m > 1; m >>= 1 {
 		t.shift--

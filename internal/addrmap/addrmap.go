@@ -276,8 +276,7 @@ func (m *Map[V]) grow() { m.resize(max(minSlots, 2*len(m.slots))) }
 // holds them all below its limit.
 func (m *Map[V]) resize(size int) {
 	old := m.slots
-	m.slots = make([]slot[V], size)
-	grow.Huge(m.slots) // before the rehash touches it
+	m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.limit = limitOf(size)
 	m.n = 0

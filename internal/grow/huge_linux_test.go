@@ -21,6 +21,19 @@ func TestHugeAdvised(t *testing.T) {
 	if flags := vmFlags(t, mid); !strings.Contains(" "+flags+" ", " hg ") {
 		t.Errorf("Double's 8 MiB array at %#x: VmFlags %q, want hg", mid, flags)
 	}
+	if p&(hugePage-1) != 0 {
+		t.Errorf("Double's 8 MiB array at %#x: not at a huge page's boundary", p)
+	}
+	// 24-byte elements cannot start at the boundary: the first one
+	// starts within 24 bytes past it, and its huge page is advised too.
+	odd := Make[[3]uint64](10, 1<<18) // 6 MiB
+	q := uintptr(unsafe.Pointer(unsafe.SliceData(odd)))
+	if len(odd) != 10 || cap(odd) != 1<<18 || q&(hugePage-1) >= 24 {
+		t.Errorf("Make(10, 1<<18) of 24 bytes: len %d cap %d at %#x, want 10, %d and within 24 bytes of a boundary", len(odd), cap(odd), q, 1<<18)
+	}
+	if flags := vmFlags(t, q); !strings.Contains(" "+flags+" ", " hg ") {
+		t.Errorf("Make's 6 MiB array at %#x: VmFlags %q, want hg", q, flags)
+	}
 }
 
 // vmFlags returns the VmFlags of the mapping that holds addr.
