@@ -9,12 +9,14 @@ import (
 	"unsafe"
 )
 
-// TestHugeAdvised checks that Double's new array of 8 MiB lies in a mapping
+// TestHugeAdvised checks that, with UseHugePages, Double's new array of 8 MiB lies in a mapping
 // advised for huge pages (smaps' VmFlags "hg").
 func TestHugeAdvised(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
 		t.Skip("no transparent huge pages in this kernel")
 	}
+	UseHugePages(true)
+	defer UseHugePages(false)
 	big := Double([]uint64(nil), 1<<20) // 8 MiB
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(big[:1])))
 	mid := (p + 4<<20) &^ (hugePage - 1) // a whole huge page inside it
