@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // BenchmarkModelStage splits what the command's model stage (tracer
 // replay's, pipeline's) costs beyond the model alone, on the trace that
-// TRACER_REPLAY_TRACE names, under its recorded settings, one step at a
+// TRACER_REPLAY_TRACE names, under its recorded settings (and
+// TRACER_REPLAY_CONF's, as BenchmarkReplay's trace-reuse), one step at a
 // time: alone (a reused Replayer, the events numbered, nothing observed),
 // fresh (a new Run: its arrays grow from empty, touching fresh memory),
 // compare (and the event-by-event comparison with the recording), observe
@@ -28,17 +30,7 @@ func BenchmarkModelStage(b *testing.B) {
 	if path == "" {
 		b.Skip("TRACER_REPLAY_TRACE names no trace")
 	}
-	evs, meta := readTrace(b, path)
-	conf, err := allocator.ParseConf(meta.AllocConf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := meta.DeviceTotal
-	if total == 0 {
-		total = 80 << 30
-	}
-	var nums BlockNumbers
-	nums.Number(evs)
+	evs, meta, conf, total := numberedTrace(b, path)
 	opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit, Numbered: true}
 	var rp Replayer
 	steps := []struct {
@@ -88,6 +80,29 @@ func BenchmarkModelStage(b *testing.B) {
 			b.ReportMetric(float64(f1-f0)*1000/n, "faults/kevent")
 		})
 	}
+}
+
+// numberedTrace reads the trace at path, numbered (BlockNumbers), and
+// returns its events and metadata, the settings to replay it under (its
+// recorded ones, with TRACER_REPLAY_CONF applied over them if set, as
+// tracer replay --conf does) and its device's memory (1 TiB if unknown).
+func numberedTrace(b *testing.B, path string) ([]trace.Event, trace.Meta, allocator.Conf, int64) {
+	evs, meta := readTrace(b, path)
+	cs := meta.AllocConf
+	if extra := os.Getenv("TRACER_REPLAY_CONF"); extra != "" {
+		cs = strings.TrimPrefix(cs+","+extra, ",")
+	}
+	conf, err := allocator.ParseConf(cs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := meta.DeviceTotal
+	if total == 0 {
+		total = 1 << 40
+	}
+	var nums BlockNumbers
+	nums.Number(evs)
+	return evs, meta, conf, total
 }
 
 // rusageSplit returns the process's user and system CPU time and its
