@@ -148,7 +148,7 @@ func (t *blocks) insert(s slot) {
 
 func (t *blocks) rehash(n int) {
 	old := t.slots
-	t.slots = make([]slot, n)
+	t.slots = grow.Make[slot](n, n) // huge pages, before the rehash touches it
 	t.shift = 64
 	for m := n; m > 1; m >>= 1 {
 		t.shift--

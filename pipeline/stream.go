@@ -74,7 +74,7 @@ type readAhead struct {
 	// number: give the events their blocks' numbers (replay.BlockNumbers)
 	// before handing them on, for a replay.
 	number bool
-	// timed: measure the goroutine's CPU time into read and numbered
+	// timed: measure the goroutines' CPU time into read and numbered
 	// (OnStages), which the caller reads after close.
 	timed          bool
 	read, numbered time.Duration
@@ -95,9 +95,9 @@ type tap struct {
 // caller must call close before it closes rd. When onlyValid is set,
 // events of kinds this version does not know are counted in facts but not
 // served. When number is set, the events carry their blocks' numbers
-// (replay.BlockNumbers, for a replay with replay.Options.Numbered): the
-// reader's goroutine finds each free's block by address, so that the
-// replay's need not.
+// (replay.BlockNumbers, for a replay with replay.Options.Numbered): a
+// goroutine of its own, between the decoding and the taps, finds each
+// free's block by address, so that the replay's need not.
 func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool, taps int) *readAhead {
 	ra := &readAhead{
 		timed:  timed,
@@ -115,34 +115,36 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 	return ra
 }
 
+// run decodes rd's batches and hands them to the taps, or, when the
+// events are numbered, to numberAll, which hands them on.
 func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
-	defer close(ra.done)
-	defer func() {
-		for _, t := range ra.taps {
-			close(t.full)
-		}
-	}()
+	var numq chan *batch
+	if ra.number {
+		numq = make(chan *batch, numberAhead)
+		numbered := make(chan struct{})
+		go ra.numberAll(numq, numbered)
+		defer func() {
+			close(numq)
+			<-numbered // which closes the taps
+			close(ra.done)
+		}()
+	} else {
+		defer close(ra.done)
+		defer ra.closeTaps()
+	}
 	clock := startClock(ra.timed)
-	defer func() { ra.read += clock.stop() }()
-	var nums replay.BlockNumbers
+	defer func() { ra.read = clock.stop() }()
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()
-		if ra.number {
-			ra.read += clock.lap()
-			nums.Number(b.evs)
-			ra.numbered += clock.lap()
-		}
-		b.refs.Store(int32(len(ra.taps)))
-		for _, t := range ra.taps {
+		if numq != nil {
 			select {
-			case t.full <- b:
-			case <-t.gone:
-				ra.release(b)
+			case numq <- b:
+				return true
 			case <-ra.stop:
 				return false
 			}
 		}
-		return true
+		return ra.toTaps(b)
 	}
 	b := ra.pool.get()
 	for {
@@ -174,6 +176,52 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	}
 	ra.err = rd.Err()
 	facts.Truncated = rd.Truncated()
+}
+
+// numberAhead is how many decoded batches wait for the numbering: the
+// decoding and the numbering are two stages, each on its own goroutine,
+// so that on many cores neither adds to the other (together they cost
+// about what the model does, on seed1m.trace more).
+const numberAhead = 2
+
+// numberAll numbers the events of each batch of numq (replay.BlockNumbers)
+// and hands the batch to the taps, until numq is closed or the readAhead
+// stopped; then it closes the taps and numbered.
+func (ra *readAhead) numberAll(numq <-chan *batch, numbered chan<- struct{}) {
+	defer close(numbered)
+	defer ra.closeTaps()
+	clock := startClock(ra.timed)
+	defer func() { ra.numbered = clock.stop() }()
+	var nums replay.BlockNumbers
+	for b := range numq {
+		nums.Number(b.evs)
+		if !ra.toTaps(b) {
+			return
+		}
+	}
+}
+
+// toTaps hands b to every tap that still reads, and reports false if the
+// readAhead stopped meanwhile.
+func (ra *readAhead) toTaps(b *batch) bool {
+	b.refs.Store(int32(len(ra.taps)))
+	for _, t := range ra.taps {
+		select {
+		case t.full <- b:
+		case <-t.gone:
+			ra.release(b)
+		case <-ra.stop:
+			return false
+		}
+	}
+	return true
+}
+
+// closeTaps tells the taps that no batch follows.
+func (ra *readAhead) closeTaps() {
+	for _, t := range ra.taps {
+		close(t.full)
+	}
 }
 
 // release is a tap's end with b: the last one gives it back to the pool.

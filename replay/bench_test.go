@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -204,25 +203,11 @@ func BenchmarkReplay(b *testing.B) {
 		// on a Replayer under its recorded settings as the snapshots above.
 		// TRACER_REPLAY_CONF, if set, applies over the recorded settings
 		// (as tracer replay --conf does): expandable_segments:True.
-		evs, meta := readTrace(b, path)
-		cs := meta.AllocConf
-		if extra := os.Getenv("TRACER_REPLAY_CONF"); extra != "" {
-			cs = strings.TrimPrefix(cs+","+extra, ",")
-		}
-		conf, err := allocator.ParseConf(cs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total := meta.DeviceTotal
-		if total == 0 {
-			total = 1 << 40
-		}
 		// The events carry their blocks' numbers, as the pipeline's reader
 		// gives them (BlockNumbers, on its own goroutine);
 		// trace-byaddr replays them without, finding each free's block
 		// by address, and trace-number measures the numbering alone.
-		var nums BlockNumbers
-		nums.Number(evs)
+		evs, meta, conf, total := numberedTrace(b, path)
 		for _, m := range []struct {
 			name     string
 			numbered bool

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/bitutil"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/tracer-dev/tracer/internal/grow"
 )
 
 // ErrTruncated is reported by Reader.Truncated's callers when a stream ended
@@ -755,6 +756,10 @@ func (a *boundedAllocator) Allocate(size int) []byte {
 		}
 	}
 	a.mu.Unlock()
+	if size >= grow.HugeMin {
+		// A message body: fresh memory that the read touches at once.
+		return grow.Make[byte](size, size)
+	}
 	return memory.DefaultAllocator.Allocate(size)
 }
 

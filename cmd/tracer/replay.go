@@ -12,6 +12,7 @@ import (
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/cuda"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/record"
@@ -215,6 +216,10 @@ func runReplay(ctx context.Context, opts *replayOptions) error {
 	if opts.several {
 		return runReplayRanks(ctx, opts)
 	}
+	// One pass (or two side by side) over the trace: its large arrays are
+	// made once, and huge pages spare most of their first touch's faults.
+	grow.UseHugePages(true)
+	defer grow.UseHugePages(false)
 	in, err := pipeline.Open(opts.Path)
 	if err != nil {
 		return err

@@ -10,7 +10,11 @@
 // carry nothing. Key 0 marks an empty slot and is kept aside.
 package addrmap
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/tracer-dev/tracer/internal/grow"
+)
 
 // Map maps uint64 addresses to values of type V. The zero Map is empty and
 // ready to use. It is not safe for concurrent use.
@@ -272,7 +276,7 @@ func (m *Map[V]) grow() { m.resize(max(minSlots, 2*len(m.slots))) }
 // holds them all below its limit.
 func (m *Map[V]) resize(size int) {
 	old := m.slots
-	m.slots = make([]slot[V], size)
+	m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.limit = limitOf(size)
 	m.n = 0

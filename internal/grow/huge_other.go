@@ -1,0 +1,5 @@
+//go:build !linux
+
+package grow
+
+func adviseHuge(p, n uintptr) {}
