@@ -144,20 +144,29 @@ type spareMem struct {
 // makes them): a deleted pool's if there is one, else one a Reset kept,
 // else a new one.
 func (a *Allocator) newPrivate(id PoolID) *privatePool {
-	var pp *privatePool
-	if n := len(a.deadPrivates); n > 0 {
-		pp = a.deadPrivates[n-1]
-		a.deadPrivates = a.deadPrivates[:n-1]
-	} else if sp := a.pages.spare; sp != nil && len(sp.privates) > 0 {
-		n := len(sp.privates)
-		pp = sp.privates[n-1]
-		sp.privates[n-1] = nil
-		sp.privates = sp.privates[:n-1]
-	} else {
+	pp, ok := popLast(&a.deadPrivates)
+	if sp := a.pages.spare; !ok && sp != nil {
+		pp, ok = popLast(&sp.privates)
+	}
+	if !ok {
 		pp = new(privatePool)
 	}
 	*pp = privatePool{id: id}
 	return pp
+}
+
+// popLast removes the last element of *s and returns it, clearing its slot;
+// ok is false when *s is empty.
+func popLast[T any](s *[]T) (last T, ok bool) {
+	n := len(*s)
+	if n == 0 {
+		return last, false
+	}
+	last = (*s)[n-1]
+	var zero T
+	(*s)[n-1] = zero
+	*s = (*s)[:n-1]
+	return last, true
 }
 
 // privateBlocks makes a block pool of owner for small requests or large
@@ -167,17 +176,14 @@ func (a *Allocator) newPrivate(id PoolID) *privatePool {
 // set as good as new.
 func (a *Allocator) privateBlocks(owner *privatePool, small bool) *blockPool {
 	var p *blockPool
-	if n := len(a.deadPools); n > 0 {
-		p = a.pools[a.deadPools[n-1]]
-		a.deadPools = a.deadPools[:n-1]
+	if i, ok := popLast(&a.deadPools); ok {
+		p = a.pools[i]
 		p.gcClock = 0
 	} else {
-		if sp := a.pages.spare; sp != nil && len(sp.pools) > 0 {
-			n := len(sp.pools)
-			p = sp.pools[n-1]
-			sp.pools[n-1] = nil
-			sp.pools = sp.pools[:n-1]
-		} else {
+		if sp := a.pages.spare; sp != nil {
+			p, ok = popLast(&sp.pools)
+		}
+		if !ok {
 			p = new(blockPool)
 		}
 		p.idx, p.blocks.slab = poolIdx(len(a.pools)), &a.pages
