@@ -3,8 +3,8 @@ package replay
 import (
 	"context"
 	"fmt"
-	"slices"
 	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
 
