@@ -122,10 +122,13 @@ type Allocator struct {
 	uses     map[blockID][]uint64
 	pages    pageSlab // the size-class pages of every pool's free set
 
-	// deadPools are the pairs of block pools of the private pools that
-	// EmptyCache deleted, by their small pool's index, for newPrivate:
-	// the pools a run holds are then as many as it has alive at once.
+	// deadPools are the block pools of the private pools that EmptyCache
+	// deleted, for privateBlocks: the block pools a run holds are then as
+	// many as it has alive at once.
 	deadPools []poolIdx
+	// deadPrivates are the private pools EmptyCache deleted, for
+	// newPrivate.
+	deadPrivates []*privatePool
 
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
@@ -222,7 +225,7 @@ func New(conf Conf, dev Device) (*Allocator, error) {
 		}
 	}
 	a.pools = f.refs[:0]
-	a.small, a.large = a.addPools([2]*blockPool{&f.pools[0], &f.pools[1]}, nil)
+	a.small, a.large = a.addPools([2]*blockPool{&f.pools[0], &f.pools[1]})
 	a.stats.MaxSplitSize = conf.MaxSplitSize
 	if conf.MemoryFraction < 1 {
 		_, total, err := dev.MemInfo()

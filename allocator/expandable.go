@@ -100,7 +100,7 @@ func (a *Allocator) findExpandable(r *request) (blockID, error) {
 	id := a.newBlock(base, size, r.stream, p)
 	a.blocks[id].mapped = false
 	a.blocks[id].exp = e.idx
-	p.unmapped.ReplaceOrInsert(a.ukey(id))
+	p.unmappedSet().ReplaceOrInsert(a.ukey(id))
 	return id, nil
 }
 
@@ -191,7 +191,7 @@ func (a *Allocator) unmapBlock(id blockID) error {
 	b.addr, b.size, b.mapped = uaddr, usize, false
 	a.tryMerge(id, a.blocks[id].prev)
 	a.tryMerge(id, a.blocks[id].next)
-	p.unmapped.ReplaceOrInsert(a.ukey(id))
+	p.unmappedSet().ReplaceOrInsert(a.ukey(id))
 	a.totalMem -= usize
 	st := a.statTypes(p)
 	a.stats.ReservedBytes.dec(st, usize)

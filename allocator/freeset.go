@@ -3,7 +3,8 @@ package allocator
 // freeSet is an ordered set of freeKeys: a BlockPool's `unmapped` (its
 // `blocks`, on the hot path, are a sizeSet). It is a kTree, whose leaves
 // are the sorted chunks of at most leafCap keys that a flat list held
-// before; the tree above them keeps every update O(log n).
+// before; the tree above them keeps every update O(log n). A nil set is
+// empty to the readers (Len and the walks).
 type freeSet struct {
 	t kTree
 }
@@ -19,7 +20,12 @@ func less(a, b *freeKey) bool {
 }
 
 // Len returns the number of keys.
-func (s *freeSet) Len() int { return s.t.n }
+func (s *freeSet) Len() int {
+	if s == nil {
+		return 0
+	}
+	return s.t.n
+}
 
 // ReplaceOrInsert adds k (replacing an equal key).
 func (s *freeSet) ReplaceOrInsert(k freeKey) { s.t.insert(k) }
@@ -36,7 +42,7 @@ func (s *freeSet) Rekey(old, nk freeKey) { s.t.rekey(old, nk) }
 // AscendGreaterOrEqual calls fn on each key not less than pivot, in order,
 // until fn returns false.
 func (s *freeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
-	if s.t.n == 0 {
+	if s == nil || s.t.n == 0 {
 		return
 	}
 	var p kPath
@@ -53,7 +59,7 @@ func (s *freeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // Ascend calls fn on every key in order until it returns false. fn must not
 // modify the set.
 func (s *freeSet) Ascend(fn func(freeKey) bool) {
-	if s.t.n == 0 {
+	if s == nil || s.t.n == 0 {
 		return
 	}
 	for l := s.t.first(); l != nil; l = l.next {
@@ -68,7 +74,7 @@ func (s *freeSet) Ascend(fn func(freeKey) bool) {
 // DescendLessOrEqual calls fn on each key not greater than pivot, in
 // descending order, until fn returns false.
 func (s *freeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
-	if s.t.n == 0 {
+	if s == nil || s.t.n == 0 {
 		return
 	}
 	var p kPath

@@ -18,7 +18,7 @@ func (a *Allocator) CheckInvariants() error {
 	inUnmapped := make(map[blockID]bool)
 	pools := []*blockPool{a.small, a.large}
 	for _, id := range a.sortedPrivate() {
-		pools = append(pools, a.private[id].small, a.private[id].large)
+		pools = append(pools, a.private[id].blockPools()...)
 	}
 	for _, p := range pools {
 		p.blocks.Ascend(func(k freeKey) bool {

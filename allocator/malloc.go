@@ -388,7 +388,7 @@ func (a *Allocator) oom(r *request) error {
 	}
 	var priv int64
 	for _, pp := range a.private {
-		for _, bp := range []*blockPool{pp.small, pp.large} {
+		for _, bp := range pp.blockPools() {
 			bp.blocks.Ascend(func(k freeKey) bool {
 				if countWork {
 					oomWork++

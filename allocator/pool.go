@@ -22,34 +22,55 @@ type freeKey struct {
 // blockPool is PyTorch's BlockPool: the free mapped blocks of one size class
 // of one owner, and the unmapped tails of its expandable segments.
 type blockPool struct {
-	small    bool
-	idx      poolIdx
-	owner    *privatePool // nil for the default pools
-	blocks   sizeSet      // by value: one pointer less to chase per free-set operation
-	unmapped freeSet      // by value too: a fresh allocator makes fewer objects
+	small  bool
+	idx    poolIdx
+	owner  *privatePool // nil for the default pools
+	blocks sizeSet      // by value: one pointer less to chase per free-set operation
+	// unmapped is made on the first unmapped range (unmappedSet): only
+	// expandable segments have them, and a set is 328 bytes, most of them
+	// pointer slots that every collection scans, in every block pool.
+	unmapped *freeSet
 	// gcClock is get_free_blocks_call_count (§10).
 	gcClock uint64
 }
 
-// newPools makes the small and the large pool of owner (a private pool),
-// in one allocation: making an allocator is most of what a replay of a
-// small snapshot costs.
-func (a *Allocator) newPools(owner *privatePool) (small, large *blockPool) {
-	ps := new([2]blockPool)
-	return a.addPools([2]*blockPool{&ps[0], &ps[1]}, owner)
-}
-
-// addPools makes ps the small and the large pool of owner (nil for the
-// default pools, which New makes with the allocator). The pools are empty:
-// new, or emptied by Reset (reset.go), which reuses them.
-func (a *Allocator) addPools(ps [2]*blockPool, owner *privatePool) (small, large *blockPool) {
+// addPools makes ps the small and the large default pool (New and Reset
+// make them with the allocator).
+func (a *Allocator) addPools(ps [2]*blockPool) (small, large *blockPool) {
 	a.pools = slices.Grow(a.pools, 2)
 	for i, p := range ps {
-		p.small, p.idx, p.owner = i == 0, poolIdx(len(a.pools)), owner
+		p.small, p.idx = i == 0, poolIdx(len(a.pools))
 		p.blocks.slab = &a.pages
 		a.pools = append(a.pools, p)
 	}
 	return ps[0], ps[1]
+}
+
+// blocksOf returns pp's block pool for small requests or for large ones,
+// made on its first need (privateBlocks). A private pool starts with
+// neither: one that serves requests of one class (a CUDA graph of small
+// tensors, or of large ones) never makes the other, whose free sets' headers
+// (a block pool is about 600 bytes, with pointers that every collection
+// scans) were half of what a replay of 64,000 live private pools held.
+func (a *Allocator) blocksOf(pp *privatePool, small bool) *blockPool {
+	if small {
+		if pp.small == nil {
+			pp.small = a.privateBlocks(pp, true)
+		}
+		return pp.small
+	}
+	if pp.large == nil {
+		pp.large = a.privateBlocks(pp, false)
+	}
+	return pp.large
+}
+
+// unmappedSet returns p's unmapped set, made if p has none yet.
+func (p *blockPool) unmappedSet() *freeSet {
+	if p.unmapped == nil {
+		p.unmapped = new(freeSet)
+	}
+	return p.unmapped
 }
 
 func (p *blockPool) id() PoolID {
@@ -64,8 +85,21 @@ type privatePool struct {
 	id          PoolID
 	useCount    int
 	mallocCount int // cudaMalloc_count: segments it owns
-	small       *blockPool
-	large       *blockPool
+	// small and large are its block pools, nil until the first request
+	// of their class (blocksOf); a nil one has no blocks.
+	small *blockPool
+	large *blockPool
+}
+
+// blockPools returns those of pp's block pools that exist.
+func (pp *privatePool) blockPools() []*blockPool {
+	ps := make([]*blockPool, 0, 2)
+	for _, p := range [2]*blockPool{pp.small, pp.large} {
+		if p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 type capture struct {
@@ -90,11 +124,7 @@ func (a *Allocator) capturePool(size int64, stream uint64) *blockPool {
 	for i := len(a.captures) - 1; i >= 0; i-- {
 		c := a.captures[i]
 		if c.filter == nil || c.filter(stream) {
-			pp := a.private[c.id]
-			if size <= a.conf.SmallSize {
-				return pp.small
-			}
-			return pp.large
+			return a.blocksOf(a.private[c.id], size <= a.conf.SmallSize)
 		}
 	}
 	if size <= a.conf.SmallSize {
@@ -174,6 +204,9 @@ func (a *Allocator) Fits(id PoolID, size int64, stream uint64) bool {
 		if small {
 			r.pool = pp.small
 		}
+		if r.pool == nil {
+			return false // no request of the class made it: it has no blocks
+		}
 	}
 	return a.peekFreeBlock(&r) != 0
 }
@@ -200,6 +233,9 @@ func (a *Allocator) FitsUpTo(id PoolID, small bool, stream uint64) (max int64, o
 		p = pp.small
 	default:
 		p = pp.large
+	}
+	if p == nil {
+		return -1, true // a private pool's, not made: no blocks
 	}
 	sb := p.blocks.stream(stream)
 	if sb == nil {

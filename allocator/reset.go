@@ -57,22 +57,27 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 
 	if a.small == nil {
 		ps := new([2]blockPool)
-		a.small, a.large = a.addPools([2]*blockPool{&ps[0], &ps[1]}, nil)
+		a.small, a.large = a.addPools([2]*blockPool{&ps[0], &ps[1]})
 	} else {
 		a.small.reset()
 		a.large.reset()
-		// Every private pool ever made, the ones EmptyCache deleted
-		// included, is in pools, small then large (newPools): keep them
-		// for newPrivate.
-		for i := 2; i+1 < len(a.pools); i += 2 {
-			s, l := a.pools[i], a.pools[i+1]
-			s.reset()
-			l.reset()
-			sp.privates = append(sp.privates, sparePrivate{pp: s.owner, small: s, large: l})
+		// Every block pool of a private pool ever made, the ones
+		// EmptyCache deleted included, is in pools: keep them for
+		// privateBlocks, and the private pools for newPrivate.
+		for _, p := range a.pools[2:] {
+			p.reset()
+			p.owner = nil
+			sp.pools = append(sp.pools, p)
 		}
 		clear(a.pools[2:])
 		a.pools = a.pools[:2]
 		a.deadPools = a.deadPools[:0]
+		for _, pp := range a.private {
+			sp.privates = append(sp.privates, pp)
+		}
+		sp.privates = append(sp.privates, a.deadPrivates...)
+		clear(a.deadPrivates)
+		a.deadPrivates = a.deadPrivates[:0]
 	}
 	clear(a.private)
 	clear(a.freeable)
@@ -116,8 +121,10 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 // Reset makes it (pageSlab.spare): a new allocator, which no Reset
 // has made, has none, and is no larger for it.
 type spareMem struct {
-	// privates are emptied private pools, for newPrivate.
-	privates []sparePrivate
+	// pools are emptied block pools of private pools, for privateBlocks,
+	// and privates the private pools, for newPrivate.
+	pools    []*blockPool
+	privates []*privatePool
 	// exps are emptied expandable segments, for newExp.
 	exps []*expSegment
 	// bins are emptied bins of streams, for pageSlab.streamBins.
@@ -133,39 +140,57 @@ type spareMem struct {
 	pages int
 }
 
-// sparePrivate is a private pool and its two block pools, emptied.
-type sparePrivate struct {
-	pp           *privatePool
-	small, large *blockPool
+// newPrivate makes private pool id, with no block pools yet (blocksOf
+// makes them): a deleted pool's if there is one, else one a Reset kept,
+// else a new one.
+func (a *Allocator) newPrivate(id PoolID) *privatePool {
+	pp, ok := popLast(&a.deadPrivates)
+	if sp := a.pages.spare; !ok && sp != nil {
+		pp, ok = popLast(&sp.privates)
+	}
+	if !ok {
+		pp = new(privatePool)
+	}
+	*pp = privatePool{id: id}
+	return pp
 }
 
-// newPrivate makes private pool id and its small and large pools: those
-// of a pool EmptyCache deleted if there is one, else from the memory of one
-// a Reset kept if there is any, else new ones. A deleted pool's free sets
-// are empty (it had no segments left) and stay as they are: a set emptied
-// block by block is a set as good as new.
-func (a *Allocator) newPrivate(id PoolID) *privatePool {
-	if n := len(a.deadPools); n > 0 {
-		s, l := a.pools[a.deadPools[n-1]], a.pools[a.deadPools[n-1]+1]
-		a.deadPools = a.deadPools[:n-1]
-		pp := s.owner
-		*pp = privatePool{id: id, small: s, large: l}
-		s.gcClock, l.gcClock = 0, 0
-		return pp
+// popLast removes the last element of *s and returns it, clearing its slot;
+// ok is false when *s is empty.
+func popLast[T any](s *[]T) (last T, ok bool) {
+	n := len(*s)
+	if n == 0 {
+		return last, false
 	}
-	sp := a.pages.spare
-	if sp == nil || len(sp.privates) == 0 {
-		pp := &privatePool{id: id}
-		pp.small, pp.large = a.newPools(pp)
-		return pp
+	last = (*s)[n-1]
+	var zero T
+	(*s)[n-1] = zero
+	*s = (*s)[:n-1]
+	return last, true
+}
+
+// privateBlocks makes a block pool of owner for small requests or large
+// ones: one of a pool EmptyCache deleted if there is one, else one a Reset
+// kept, else a new one. A deleted pool's free sets are empty (it had no
+// segments left) and stay as they are: a set emptied block by block is a
+// set as good as new.
+func (a *Allocator) privateBlocks(owner *privatePool, small bool) *blockPool {
+	var p *blockPool
+	if i, ok := popLast(&a.deadPools); ok {
+		p = a.pools[i]
+		p.gcClock = 0
+	} else {
+		if sp := a.pages.spare; sp != nil {
+			p, ok = popLast(&sp.pools)
+		}
+		if !ok {
+			p = new(blockPool)
+		}
+		p.idx, p.blocks.slab = poolIdx(len(a.pools)), &a.pages
+		a.pools = append(a.pools, p)
 	}
-	n := len(sp.privates)
-	s := sp.privates[n-1]
-	sp.privates[n-1] = sparePrivate{}
-	sp.privates = sp.privates[:n-1]
-	*s.pp = privatePool{id: id}
-	s.pp.small, s.pp.large = a.addPools([2]*blockPool{s.small, s.large}, s.pp)
-	return s.pp
+	p.small, p.owner = small, owner
+	return p
 }
 
 // newExp returns a new expandable segment holding e: a kept one, or a new
@@ -203,7 +228,9 @@ func (a *Allocator) keepReleaseLists(whole, exp []blockID) {
 // rest again when p is reused.
 func (p *blockPool) reset() {
 	p.blocks.reset()
-	p.unmapped.reset()
+	if p.unmapped != nil {
+		p.unmapped.reset()
+	}
 	p.gcClock = 0
 }
 

@@ -54,7 +54,7 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 				a.active.Put(b.addr, id)
 			}
 		case !b.mapped:
-			a.pools[b.pool].unmapped.ReplaceOrInsert(a.ukey(id))
+			a.pools[b.pool].unmappedSet().ReplaceOrInsert(a.ukey(id))
 		default:
 			a.insertFree(id)
 		}
@@ -87,10 +87,7 @@ func (a *Allocator) restorePool(s *SegmentInfo) *blockPool {
 	a.ReleasePool(s.Pool)
 	pp := a.private[s.Pool]
 	pp.mallocCount++
-	if s.Small {
-		return pp.small
-	}
-	return pp.large
+	return a.blocksOf(pp, s.Small)
 }
 
 // restoreSegment restores a cudaMalloc'd segment.

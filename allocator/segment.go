@@ -129,16 +129,19 @@ func (a *Allocator) releaseCached(id PoolID) error {
 		if !id.IsDefault() {
 			a.syncPoolEvents(pp)
 		}
-		if err := a.releaseBlocks(pp.small); err != nil {
-			return err
-		}
-		if err := a.releaseBlocks(pp.large); err != nil {
-			return err
+		for _, p := range pp.blockPools() {
+			if err := a.releaseBlocks(p); err != nil {
+				return err
+			}
 		}
 		if pp.mallocCount == 0 && !a.hasExpandable(pp) {
 			delete(a.private, pid)
 			delete(a.freeable, pid)
-			a.deadPools = append(a.deadPools, pp.small.idx)
+			for _, p := range pp.blockPools() {
+				p.owner = nil
+				a.deadPools = append(a.deadPools, p.idx)
+			}
+			a.deadPrivates = append(a.deadPrivates, pp)
 		}
 	}
 	return nil
@@ -239,7 +242,7 @@ func (a *Allocator) WouldEmpty() bool {
 		pools = append(pools, a.large, a.small)
 	}
 	for _, pid := range a.sortedFreeable(PoolID{}) {
-		pools = append(pools, a.freeable[pid].small, a.freeable[pid].large)
+		pools = append(pools, a.freeable[pid].blockPools()...)
 	}
 	found := false
 	for _, p := range pools {

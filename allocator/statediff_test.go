@@ -69,12 +69,10 @@ func spareDiff(a *Allocator) []string {
 			d.add("spare.exps[%d]: not empty", i)
 		}
 	}
-	for i, s := range sp.privates {
-		for _, p := range []*blockPool{s.small, s.large} {
-			want := blockPool{small: p.small, idx: p.idx, owner: p.owner}
-			want.blocks.slab = p.blocks.slab
-			d.at(pathPart{name: fmt.Sprintf("spare.privates[%d]", i)}, reflect.ValueOf(p).Elem(), reflect.ValueOf(&want).Elem())
-		}
+	for i, p := range sp.pools {
+		want := blockPool{small: p.small, idx: p.idx}
+		want.blocks.slab = p.blocks.slab
+		d.at(pathPart{name: fmt.Sprintf("spare.pools[%d]", i)}, reflect.ValueOf(p).Elem(), reflect.ValueOf(&want).Elem())
 	}
 	// The leaves a kTree keeps (kTree.spare) are cleared when handed out.
 	return d.diffs
@@ -225,6 +223,12 @@ func (d *differ) cmp(x, y reflect.Value) {
 				d.at(p, restOf(x.Field(i)), restOf(y.Field(i)))
 				continue
 			}
+			if t == reflect.TypeFor[blockPool]() && f.Name == "unmapped" {
+				// Made on first need and kept, emptied, by a Reset:
+				// nil is an empty set.
+				d.at(p, setOf(x.Field(i)), setOf(y.Field(i)))
+				continue
+			}
 			d.at(p, x.Field(i), y.Field(i))
 		}
 	default:
@@ -239,6 +243,15 @@ func restOf(v reflect.Value) reflect.Value {
 		return reflect.ValueOf([]sEntry(nil))
 	}
 	return reflect.ValueOf(restEntries((*restBuf)(v.UnsafePointer())))
+}
+
+// setOf is a block pool's unmapped set, an empty one when it was never
+// made.
+func setOf(v reflect.Value) reflect.Value {
+	if v.IsNil() {
+		return reflect.ValueOf(new(freeSet))
+	}
+	return v
 }
 
 // cmpAddrMap compares two addrmap.Maps by their entries: their tables may

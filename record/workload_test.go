@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,26 @@ func TestParseWorkloadErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// A generated workload of a line per request parses up to the 8 MiB limit
+// (64,000 distinct sizes are 1.4 MB, past the 1 MiB the limit was), and a
+// longer file is refused with one line that names it.
+func TestParseWorkloadLimit(t *testing.T) {
+	var b strings.Builder
+	for j := range 64000 {
+		fmt.Fprintf(&b, "alloc g%d %d\n", j, 2<<20+(j+1)*512)
+	}
+	if _, err := record.ParseWorkload("grow.workload", []byte(b.String())); err != nil {
+		t.Fatalf("%d bytes: %v", b.Len(), err)
+	}
+	for b.Len() <= 8<<20 {
+		b.WriteString("# a comment line to pass the limit\n")
+	}
+	_, err := record.ParseWorkload("big.workload", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "big.workload: workload is") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("%d bytes: err = %v, want one line naming big.workload and the limit", b.Len(), err)
 	}
 }
 

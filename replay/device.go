@@ -44,7 +44,7 @@ type deviceReplay struct {
 	restoreSegs []allocator.SegmentInfo
 	// restoreUnsorted: restoreSegs are not in address order (restoreSeg).
 	restoreUnsorted bool
-	restoreEvs      []trace.Event
+	restoreEvs      restoreLog
 	restored        bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet

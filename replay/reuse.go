@@ -70,6 +70,7 @@ func (x *runner) another() (*deviceReplay, *allocator.SimDevice) {
 func (r *deviceReplay) recycle() {
 	r.live.clear()
 	clear(r.restoreSegs) // their blocks
+	r.restoreEvs.reset()
 	clear(r.private)
 	clear(r.pools.seen)
 	clear(r.pools.last)
@@ -78,7 +79,7 @@ func (r *deviceReplay) recycle() {
 		a:           r.a,
 		live:        r.live,
 		restoreSegs: r.restoreSegs[:0],
-		restoreEvs:  r.restoreEvs[:0],
+		restoreEvs:  r.restoreEvs,
 		reclaim:     r.reclaim[:0],
 		followSegs:  r.followSegs[:0],
 		expect:      r.expect[:0],

@@ -14,8 +14,9 @@ type axis struct {
 	// base is n: the sizes timed are n, 2n, 4n and 8n. It is large enough
 	// that the replay at n takes a tenth of a second or more of CPU on the
 	// 2-core development VM: below that a doubling's exponent is noise.
-	// (streams stays smaller: at 8n its workload nears record's 1 MiB
-	// limit on workload files.)
+	// (streams stays smaller, as it was when record took workload files of
+	// at most 1 MiB; the limit is 8 MiB now, which -scale 4 of every
+	// workload axis stays under.)
 	base int
 	conf string // record's --conf (workload axes)
 	// workload or snapshot returns the input at n (one of them is set).

@@ -10,7 +10,10 @@
 // and times record or import, replay, analyze, plot (peak and segments) and
 // info on it. A time is the least of -runs runs of the command's CPU time
 // (user + system; -clock wall for the wall clock): the least is the run the
-// shared machine disturbed least. The commands run with the environment
+// shared machine disturbed least. The runs of a command go round the four
+// sizes in turn (n, 2n, 4n, 8n, then n again), so that a change in the
+// machine's load while a command is timed falls on every size alike,
+// rather than on the sizes timed last. The commands run with the environment
 // growth has, GOGC included, which the table's header names: the collector
 // is part of what a command costs its user.
 package main
@@ -79,48 +82,52 @@ func main() {
 		n := int(math.Round(float64(ax.base) * *scale))
 		rows := map[string]*[4]time.Duration{}
 		var order []string
-		add := func(cmd string, k int, d time.Duration) {
-			if rows[cmd] == nil {
-				rows[cmd] = new([4]time.Duration)
-				order = append(order, cmd)
-			}
-			rows[cmd][k] = d
+		add := func(cmd string, ts [4]time.Duration) {
+			rows[cmd] = &ts
+			order = append(order, cmd)
 		}
-		for k := range 4 {
+		var bases [4]string
+		for k := range bases {
 			size := n << k
-			base := filepath.Join(dir, fmt.Sprintf("%s-%d", ax.name, size))
-			tr := base + ".arrows"
+			bases[k] = filepath.Join(dir, fmt.Sprintf("%s-%d", ax.name, size))
 			if ax.workload != nil {
-				in := base + ".workload"
-				write(in, ax.workload(size))
-				args := []string{"record", "--workload", in, "--device", "sim", "--sim-memory", "64TiB", "-o", tr}
+				write(bases[k]+".workload", ax.workload(size))
+			} else {
+				write(bases[k]+".json", ax.snapshot(size))
+			}
+		}
+		if ax.workload != nil {
+			add("record --workload", t.sizes(func(k int) []string {
+				args := []string{"record", "--workload", bases[k] + ".workload", "--device", "sim", "--sim-memory", "64TiB", "-o", bases[k] + ".arrows"}
 				if ax.conf != "" {
 					args = append(args, "--conf", ax.conf)
 				}
-				add("record --workload", k, t.time(args...))
-			} else {
-				in := base + ".json"
-				write(in, ax.snapshot(size))
-				add("import", k, t.time("import", in, "-o", tr))
+				return args
+			}))
+		} else {
+			add("import", t.sizes(func(k int) []string { return []string{"import", bases[k] + ".json", "-o", bases[k] + ".arrows"} }))
+		}
+		cmds := []struct {
+			name string
+			args func(base, tr string) []string
+		}{
+			{"replay", func(_, tr string) []string { return []string{"replay", tr} }},
+			{"replay --round 4096", func(_, tr string) []string { return []string{"replay", tr, "--round", "4096"} }},
+			{"analyze", func(_, tr string) []string { return []string{"analyze", tr} }},
+			{"analyze --json --timeline", func(_, tr string) []string { return []string{"analyze", tr, "--json", "--timeline"} }},
+			{"plot peak", func(base, tr string) []string { return []string{"plot", base + "-peak.png", tr} }},
+			{"plot segments", func(base, tr string) []string {
+				return []string{"plot", base + "-segments.png", tr, "--kind", "segments"}
+			}},
+			{"info", func(_, tr string) []string { return []string{"info", tr} }},
+		}
+		for _, c := range cmds {
+			if onlyCmds.MatchString(c.name) {
+				add(c.name, t.sizes(func(k int) []string { return c.args(bases[k], bases[k]+".arrows") }))
 			}
-			cmds := []struct {
-				name string
-				args []string
-			}{
-				{"replay", []string{"replay", tr}},
-				{"replay --round 4096", []string{"replay", tr, "--round", "4096"}},
-				{"analyze", []string{"analyze", tr}},
-				{"analyze --json --timeline", []string{"analyze", tr, "--json", "--timeline"}},
-				{"plot peak", []string{"plot", base + "-peak.png", tr}},
-				{"plot segments", []string{"plot", base + "-segments.png", tr, "--kind", "segments"}},
-				{"info", []string{"info", tr}},
-			}
-			for _, c := range cmds {
-				if onlyCmds.MatchString(c.name) {
-					add(c.name, k, t.time(c.args...))
-				}
-			}
-			if !*keep {
+		}
+		if !*keep {
+			for _, base := range bases {
 				matches, _ := filepath.Glob(base + "*")
 				for _, m := range matches {
 					os.Remove(m)
@@ -170,29 +177,41 @@ type timer struct {
 	wall bool
 }
 
-// time runs tracer with args t.runs times and returns the least time, or
-// -1 after saying on stderr why a run failed.
-func (t timer) time(args ...string) time.Duration {
-	var best time.Duration
+// sizes runs tracer with args(k) for each size k in turn, t.runs times
+// round, and returns each size's least time, or -1 for a size where a run
+// failed, after saying on stderr why (that size is not run again).
+func (t timer) sizes(args func(k int) []string) [4]time.Duration {
+	var best [4]time.Duration
 	for range t.runs {
-		cmd := exec.Command(t.bin, args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = nil, &out
-		start := time.Now()
-		err := cmd.Run()
-		d := time.Since(start)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "growth: tracer %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
-			return -1
-		}
-		if !t.wall {
-			d = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		}
-		if best == 0 || d < best {
-			best = d
+		for k := range best {
+			if best[k] < 0 {
+				continue
+			}
+			if d := t.once(args(k)); d < 0 || best[k] == 0 || d < best[k] {
+				best[k] = d
+			}
 		}
 	}
 	return best
+}
+
+// once runs tracer with args and returns its time, or -1 after saying on
+// stderr why it failed.
+func (t timer) once(args []string) time.Duration {
+	cmd := exec.Command(t.bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = nil, &out
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "growth: tracer %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
+		return -1
+	}
+	if !t.wall {
+		d = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return d
 }
 
 func write(path, s string) {
