@@ -29,7 +29,153 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 // MallocHandle is Malloc that also returns a Handle of the block, with which
 // FreeHandle frees it without an address lookup. A 0-byte request returns
 // address 0 and the zero Handle.
+//
+// Its common case is written out here, get_free_block and
+// alloc_found_block in one straight line with mallocSlow's effects in
+// mallocSlow's order: a request of the default pools with no completed
+// events or late frees to process, on the stream found last, whose best
+// fit is the smallest entry of the request's class or of the next
+// non-empty one (under expandable_segments, where the scan from there
+// stops), below max_split_size, needing no room in the block arena.
+// Anything else goes to mallocSlow before anything has changed, which
+// starts over. The free set's updates come last, so that little is live
+// across their calls.
 func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, error) {
+	if uint64(size-1) >= 1<<60-1 || len(a.captures) != 0 || a.done != 0 || len(a.late) != 0 {
+		return a.mallocSlow(size, stream)
+	}
+	rs := a.roundSize(size)
+	p, st := a.large, statTypes(1)
+	small := rs <= a.conf.SmallSize
+	if small {
+		p, st = a.small, 0
+	}
+	sb := p.blocks.lastB
+	if sb == nil || p.blocks.lastSt != stream {
+		return a.mallocSlow(size, stream)
+	}
+	ci := sizeClass(rs)
+	h := sb.look(ci)
+	if h.id == 0 {
+		if ci = sb.next(ci + 1); ci < 0 {
+			return a.mallocSlow(size, stream)
+		}
+		h = sb.binAt(ci)
+	} else if h.size < rs {
+		return a.mallocSlow(size, stream)
+	}
+	id, bs, ii := h.id, h.size, 0
+	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
+		if !a.conf.ExpandableSegments {
+			return a.mallocSlow(size, stream)
+		}
+		ci, ii = a.expandableScan(sb, stream, ci, 0)
+		h = sb.binAt(ci)
+		e := h.at(ii)
+		id, bs = e.id, e.size
+	}
+	if bs >= a.conf.MaxSplitSize {
+		return a.mallocSlow(size, stream)
+	}
+	// should_split, below max_split_size (as bs is).
+	rem := bs - rs
+	split := rem >= a.conf.MinBlockSize
+	if !small && !a.conf.ExpandableSegments {
+		split = rem > a.conf.SmallSize
+	}
+	// The split's block slot (takeSlot), or mallocSlow if the arena must
+	// grow: nothing has changed before this.
+	rid := id
+	if split {
+		if n := len(a.freeIDs); n > 0 {
+			id = a.freeIDs[n-1]
+			a.freeIDs = a.freeIDs[:n-1]
+		} else if n := len(a.blocks); n < cap(a.blocks) {
+			a.blocks = a.blocks[:n+1]
+			id = blockID(n)
+		} else {
+			return a.mallocSlow(size, stream)
+		}
+	}
+	if a.gcEnabled() {
+		p.gcClock++
+	}
+	b := &a.blocks[rid]
+	alreadySplit := b.isSplit()
+	notExp := b.exp == 0
+	if split {
+		rb := b
+		b = &a.blocks[id]
+		b.addr, b.size, b.stream, b.requested, b.gcBase = rb.addr, rs, rb.stream, size, 0
+		b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, rb.exp, 0
+		b.allocated, b.mapped, b.live, b.used = true, true, true, false
+		if rb.prev != 0 {
+			a.blocks[rb.prev].next = id
+		}
+		rb.prev = id
+		rb.addr += uint64(rs)
+		rb.size = rem
+		rb.gcBase = p.gcClock
+		if notExp {
+			if alreadySplit {
+				a.stats.InactiveSplitBytes.dec(st, rs)
+			} else {
+				a.stats.InactiveSplit.inc(st, 1)
+				a.stats.InactiveSplitBytes.inc(st, rem)
+			}
+		}
+	} else {
+		if alreadySplit && notExp {
+			a.stats.InactiveSplit.dec(st, 1)
+			a.stats.InactiveSplitBytes.dec(st, bs)
+		}
+		b.allocated = true
+		b.requested = size
+	}
+	a.stats.Allocation.inc(st, 1)
+	a.stats.AllocatedBytes.inc(st, b.size)
+	if a.activeApart {
+		a.stats.Active.inc(st, 1)
+		a.stats.ActiveBytes.inc(st, b.size)
+	}
+	a.stats.RequestedBytes.inc(st, size)
+	addr := b.addr
+	switch {
+	case h.nrest == 0: // then ii is 0
+		p.blocks.emptyClass(sb, ci, h)
+	case ii == 0:
+		p.blocks.takeHead(h)
+	default:
+		p.blocks.deleteAt(sb, ci, h, ii)
+	}
+	if split {
+		p.blocks.ReplaceOrInsert(freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid})
+	}
+	if a.indexed || a.observed {
+		a.allocNoted(id, size, p)
+	}
+	return addr, Handle(id), nil
+}
+
+// allocNoted is the end of allocFound for MallocHandle's common case: the
+// block id enters the address index, and the event is reported.
+func (a *Allocator) allocNoted(id blockID, size int64, p *blockPool) {
+	b := &a.blocks[id]
+	if a.indexed {
+		a.active.Put(b.addr, id)
+		b = &a.blocks[id]
+	}
+	if a.observed {
+		if a.sinkFits() {
+			a.sinkPut(ActAlloc, b, size)
+		} else {
+			a.emitSlow(ActAlloc, b.addr, size, b.stream, p, b.size)
+		}
+	}
+}
+
+// mallocSlow is MallocHandle past its common case.
+func (a *Allocator) mallocSlow(size int64, stream uint64) (uint64, Handle, error) {
 	if size <= 0 {
 		return 0, 0, nil
 	}
