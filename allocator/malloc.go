@@ -379,19 +379,30 @@ func (a *Allocator) expSize(id blockID) int64 {
 // expandableScan moves from the entry at class c, position i of the
 // stream's bins sb to the following entries of the stream while their
 // expandable size strictly decreases and the current block is expandable
-// (§5), and returns the position it stops at.
+// (§5), and returns the position it stops at. It keeps the class it is in
+// and the current block's expandable size from one step to the next.
 func (a *Allocator) expandableScan(sb *streamBins, stream uint64, c, i int) (int, int) {
-	cur := sb.binAt(c).at(i).id
+	h := sb.binAt(c)
+	n := h.len()
+	cur := h.at(i).id
+	curSize := a.expSize(cur)
 	for a.blocks[cur].exp != 0 {
-		nc, ni, ok := sb.succ(c, i)
-		if !ok {
+		nh, nc, ni := h, c, i+1
+		if ni == n {
+			if nc = sb.next(c + 1); nc < 0 {
+				break
+			}
+			nh, ni = sb.binAt(nc), 0
+		}
+		next := nh.at(ni).id
+		nextSize := a.expSize(next)
+		if nextSize >= curSize {
 			break
 		}
-		next := sb.binAt(nc).at(ni).id
-		if a.expSize(next) >= a.expSize(cur) {
-			break
+		if nh != h {
+			h, n = nh, nh.len()
 		}
-		c, i, cur = nc, ni, next
+		c, i, cur, curSize = nc, ni, next, nextSize
 	}
 	return c, i
 }
