@@ -69,7 +69,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		if !a.conf.ExpandableSegments {
 			return a.mallocSlow(size, stream)
 		}
-		ci, ii = a.expandableScan(sb, stream, ci, 0)
+		ci, ii = a.expandableScan(sb, h, ci, 0, id)
 		h = sb.binAt(ci)
 		e := h.at(ii)
 		id, bs = e.id, e.size
@@ -326,7 +326,7 @@ func (a *Allocator) findFree(r *request) blockID {
 			// The scan walks the stream's entries from the position found
 			// (the keys after it are its successors in the set), and the
 			// block it stops at is removed at its own position.
-			ci, ii = a.expandableScan(sb, r.stream, ci, ii)
+			ci, ii = a.expandableScan(sb, h, ci, ii, it.id)
 			h = sb.binAt(ci)
 			it = h.key(r.stream, ii)
 		} else {
@@ -376,15 +376,14 @@ func (a *Allocator) expSize(id blockID) int64 {
 	return s
 }
 
-// expandableScan moves from the entry at class c, position i of the
-// stream's bins sb to the following entries of the stream while their
-// expandable size strictly decreases and the current block is expandable
-// (§5), and returns the position it stops at. It keeps the class it is in
-// and the current block's expandable size from one step to the next.
-func (a *Allocator) expandableScan(sb *streamBins, stream uint64, c, i int) (int, int) {
-	h := sb.binAt(c)
+// expandableScan moves from the entry at class c (h), position i (block
+// cur) of the stream's bins sb to the following entries of the stream
+// while their expandable size strictly decreases and the current block is
+// expandable (§5), and returns the position it stops at. It keeps the
+// class it is in and the current block's expandable size from one step to
+// the next.
+func (a *Allocator) expandableScan(sb *streamBins, h *bin, c, i int, cur blockID) (int, int) {
 	n := h.len()
-	cur := h.at(i).id
 	curSize := a.expSize(cur)
 	for a.blocks[cur].exp != 0 {
 		nh, nc, ni := h, c, i+1
