@@ -240,7 +240,7 @@ func (a *Allocator) mallocSlow(size int64, stream uint64) (uint64, Handle, error
 
 // getFreeBlock is get_free_block (§5): best fit on the request's stream with
 // the expandable adjustments and oversize rules. It removes and returns the
-// block, or 0. MallocHandle writes it out.
+// block, or 0. mallocSlow writes it out.
 func (a *Allocator) getFreeBlock(r *request) blockID {
 	if a.gcEnabled() {
 		r.pool.gcClock++
@@ -418,7 +418,7 @@ func (a *Allocator) shouldSplit(bs int64, r *request) bool {
 // allocFound is alloc_found_block (§6) of block id, found in r's pool:
 // split off the front if should_split says so, mark the block allocated
 // and update the stats. It returns the allocated block's address and the
-// block: MallocHandle would otherwise look the block up again after the
+// block: mallocSlow would otherwise look the block up again after the
 // call. The arena is grown first if a split could need it, so that one
 // pointer to each block serves the whole call, and the split's new block
 // is written once, allocated, every field of it (the slot needs no
