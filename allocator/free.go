@@ -28,12 +28,29 @@ func (a *Allocator) Free(addr uint64) error {
 // h. When h still names the allocated block at addr, no address lookup is
 // needed; otherwise (the block was freed since, or h is stale) it is
 // exactly Free(addr).
+//
+// Its common case, a block that no other stream used freed with no
+// observer, is free's, written out: freeBlockIn is then its only call.
 func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
-	if id := a.handleAt(addr, h); id != 0 {
+	id := a.handleAt(addr, h)
+	if id == 0 {
+		return a.Free(addr)
+	}
+	b := &a.blocks[id]
+	if b.used || a.observed {
 		a.free(id, -1)
 		return nil
 	}
-	return a.Free(addr)
+	pool := a.pools[b.pool]
+	st := a.statTypes(pool)
+	b.allocated = false
+	a.stats.Allocation.dec(st, 1)
+	a.stats.AllocatedBytes.dec(st, b.size)
+	if b.size >= a.conf.MaxSplitSize {
+		a.stats.OversizeAllocations.dec(1)
+	}
+	a.freeBlockIn(id, -1, pool, st, ActFreeCompleted)
+	return nil
 }
 
 // free is Free of the allocated block id, found at slot of the active map

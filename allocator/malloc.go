@@ -29,7 +29,153 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 // MallocHandle is Malloc that also returns a Handle of the block, with which
 // FreeHandle frees it without an address lookup. A 0-byte request returns
 // address 0 and the zero Handle.
+//
+// Its common case is written out here, get_free_block and
+// alloc_found_block in one straight line with mallocSlow's effects in
+// mallocSlow's order: a request of the default pools with no completed
+// events or late frees to process, on the stream found last, whose best
+// fit is the smallest entry of the request's class or of the next
+// non-empty one (under expandable_segments, where the scan from there
+// stops), below max_split_size, needing no room in the block arena.
+// Anything else goes to mallocSlow before anything has changed, which
+// starts over. The free set's updates come last, so that little is live
+// across their calls.
 func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, error) {
+	if uint64(size-1) >= 1<<60-1 || len(a.captures) != 0 || a.done != 0 || len(a.late) != 0 {
+		return a.mallocSlow(size, stream)
+	}
+	rs := a.roundSize(size)
+	p, st := a.large, statTypes(1)
+	small := rs <= a.conf.SmallSize
+	if small {
+		p, st = a.small, 0
+	}
+	sb := p.blocks.lastB
+	if sb == nil || p.blocks.lastSt != stream {
+		return a.mallocSlow(size, stream)
+	}
+	ci := sizeClass(rs)
+	h := sb.look(ci)
+	if h.id == 0 {
+		if ci = sb.next(ci + 1); ci < 0 {
+			return a.mallocSlow(size, stream)
+		}
+		h = sb.binAt(ci)
+	} else if h.size < rs {
+		return a.mallocSlow(size, stream)
+	}
+	id, bs, ii := h.id, h.size, 0
+	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
+		if !a.conf.ExpandableSegments {
+			return a.mallocSlow(size, stream)
+		}
+		ci, ii = a.expandableScan(sb, h, ci, 0, id)
+		h = sb.binAt(ci)
+		e := h.at(ii)
+		id, bs = e.id, e.size
+	}
+	if bs >= a.conf.MaxSplitSize {
+		return a.mallocSlow(size, stream)
+	}
+	// should_split, below max_split_size (as bs is).
+	rem := bs - rs
+	split := rem >= a.conf.MinBlockSize
+	if !small && !a.conf.ExpandableSegments {
+		split = rem > a.conf.SmallSize
+	}
+	// The split's block slot (takeSlot), or mallocSlow if the arena must
+	// grow: nothing has changed before this.
+	rid := id
+	if split {
+		if n := len(a.freeIDs); n > 0 {
+			id = a.freeIDs[n-1]
+			a.freeIDs = a.freeIDs[:n-1]
+		} else if n := len(a.blocks); n < cap(a.blocks) {
+			a.blocks = a.blocks[:n+1]
+			id = blockID(n)
+		} else {
+			return a.mallocSlow(size, stream)
+		}
+	}
+	if a.gcEnabled() {
+		p.gcClock++
+	}
+	b := &a.blocks[rid]
+	alreadySplit := b.isSplit()
+	notExp := b.exp == 0
+	if split {
+		rb := b
+		b = &a.blocks[id]
+		b.addr, b.size, b.stream, b.requested, b.gcBase = rb.addr, rs, rb.stream, size, 0
+		b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, rb.exp, 0
+		b.allocated, b.mapped, b.live, b.used = true, true, true, false
+		if rb.prev != 0 {
+			a.blocks[rb.prev].next = id
+		}
+		rb.prev = id
+		rb.addr += uint64(rs)
+		rb.size = rem
+		rb.gcBase = p.gcClock
+		if notExp {
+			if alreadySplit {
+				a.stats.InactiveSplitBytes.dec(st, rs)
+			} else {
+				a.stats.InactiveSplit.inc(st, 1)
+				a.stats.InactiveSplitBytes.inc(st, rem)
+			}
+		}
+	} else {
+		if alreadySplit && notExp {
+			a.stats.InactiveSplit.dec(st, 1)
+			a.stats.InactiveSplitBytes.dec(st, bs)
+		}
+		b.allocated = true
+		b.requested = size
+	}
+	a.stats.Allocation.inc(st, 1)
+	a.stats.AllocatedBytes.inc(st, b.size)
+	if a.activeApart {
+		a.stats.Active.inc(st, 1)
+		a.stats.ActiveBytes.inc(st, b.size)
+	}
+	a.stats.RequestedBytes.inc(st, size)
+	addr := b.addr
+	switch {
+	case h.nrest == 0: // then ii is 0
+		p.blocks.emptyClass(sb, ci, h)
+	case ii == 0:
+		p.blocks.takeHead(h)
+	default:
+		p.blocks.deleteAt(sb, ci, h, ii)
+	}
+	if split {
+		p.blocks.ReplaceOrInsert(freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid})
+	}
+	if a.indexed || a.observed {
+		a.allocNoted(id, size, p)
+	}
+	return addr, Handle(id), nil
+}
+
+// allocNoted is the end of allocFound for MallocHandle's common case: the
+// block id enters the address index, and the event is reported.
+func (a *Allocator) allocNoted(id blockID, size int64, p *blockPool) {
+	b := &a.blocks[id]
+	if a.indexed {
+		a.active.Put(b.addr, id)
+		b = &a.blocks[id]
+	}
+	if a.observed {
+		if a.sinkFits() {
+			a.sinkPut(ActAlloc, b, size)
+		} else {
+			a.emitSlow(ActAlloc, b.addr, size, b.stream, p, b.size)
+		}
+	}
+}
+
+// mallocSlow is MallocHandle past its common case.
+func (a *Allocator) mallocSlow(size int64, stream uint64) (uint64, Handle, error) {
 	if size <= 0 {
 		return 0, 0, nil
 	}
@@ -94,7 +240,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 
 // getFreeBlock is get_free_block (§5): best fit on the request's stream with
 // the expandable adjustments and oversize rules. It removes and returns the
-// block, or 0. MallocHandle writes it out.
+// block, or 0. mallocSlow writes it out.
 func (a *Allocator) getFreeBlock(r *request) blockID {
 	if a.gcEnabled() {
 		r.pool.gcClock++
@@ -180,7 +326,7 @@ func (a *Allocator) findFree(r *request) blockID {
 			// The scan walks the stream's entries from the position found
 			// (the keys after it are its successors in the set), and the
 			// block it stops at is removed at its own position.
-			ci, ii = a.expandableScan(sb, r.stream, ci, ii)
+			ci, ii = a.expandableScan(sb, h, ci, ii, it.id)
 			h = sb.binAt(ci)
 			it = h.key(r.stream, ii)
 		} else {
@@ -230,22 +376,32 @@ func (a *Allocator) expSize(id blockID) int64 {
 	return s
 }
 
-// expandableScan moves from the entry at class c, position i of the
-// stream's bins sb to the following entries of the stream while their
-// expandable size strictly decreases and the current block is expandable
-// (§5), and returns the position it stops at.
-func (a *Allocator) expandableScan(sb *streamBins, stream uint64, c, i int) (int, int) {
-	cur := sb.binAt(c).at(i).id
+// expandableScan moves from the entry at class c (h), position i (block
+// cur) of the stream's bins sb to the following entries of the stream
+// while their expandable size strictly decreases and the current block is
+// expandable (§5), and returns the position it stops at. It keeps the
+// class it is in and the current block's expandable size from one step to
+// the next.
+func (a *Allocator) expandableScan(sb *streamBins, h *bin, c, i int, cur blockID) (int, int) {
+	n := h.len()
+	curSize := a.expSize(cur)
 	for a.blocks[cur].exp != 0 {
-		nc, ni, ok := sb.succ(c, i)
-		if !ok {
+		nh, nc, ni := h, c, i+1
+		if ni == n {
+			if nc = sb.next(c + 1); nc < 0 {
+				break
+			}
+			nh, ni = sb.binAt(nc), 0
+		}
+		next := nh.at(ni).id
+		nextSize := a.expSize(next)
+		if nextSize >= curSize {
 			break
 		}
-		next := sb.binAt(nc).at(ni).id
-		if a.expSize(next) >= a.expSize(cur) {
-			break
+		if nh != h {
+			h, n = nh, nh.len()
 		}
-		c, i, cur = nc, ni, next
+		c, i, cur, curSize = nc, ni, next, nextSize
 	}
 	return c, i
 }
@@ -262,7 +418,7 @@ func (a *Allocator) shouldSplit(bs int64, r *request) bool {
 // allocFound is alloc_found_block (§6) of block id, found in r's pool:
 // split off the front if should_split says so, mark the block allocated
 // and update the stats. It returns the allocated block's address and the
-// block: MallocHandle would otherwise look the block up again after the
+// block: mallocSlow would otherwise look the block up again after the
 // call. The arena is grown first if a split could need it, so that one
 // pointer to each block serves the whole call, and the split's new block
 // is written once, allocated, every field of it (the slot needs no

@@ -152,6 +152,12 @@ func (h *bin) deleteTree(t *kTree, i int) {
 	} else {
 		t.deleteRank(i - 1)
 	}
+	h.treeShrunk()
+}
+
+// treeShrunk counts a deletion from the tree of h's rest, which goes back
+// to a slice once it is short.
+func (h *bin) treeShrunk() {
 	h.nrest--
 	if int(h.nrest) <= restMax/4 {
 		h.toFlat()

@@ -555,11 +555,11 @@ func (s *sizeSet) deleteRestKey(b *streamBins, c int, h *bin, size int64, addr u
 		return
 	}
 	if t := h.rest.t; t != nil {
-		j := t.lowerRank(freeKey{size: size, addr: addr})
-		if j < t.n {
-			if k := t.at(j); k.size == size && k.addr == addr {
-				s.deleteAt(b, c, h, j+1)
-			}
+		// One descent by key, not one to rank the key and another to
+		// delete that rank.
+		if t.delete(freeKey{size: size, addr: addr}) {
+			s.n--
+			h.treeShrunk()
 		}
 		return
 	}

@@ -56,31 +56,37 @@ func Requests(src Source, device int32) (reqs []Request, slots int, err error) {
 // Drive serves reqs on a, then frees whatever is still allocated, and
 // returns the time spent serving reqs. Called twice on one allocator, the
 // second call measures the warm cost: the cache then holds the segments, as
-// in a training loop's steady state.
+// in a training loop's steady state. It frees each block by the Handle its
+// malloc returned, as the replay does, so that the allocator keeps no
+// index of its blocks by address.
 func Drive(a *allocator.Allocator, reqs []Request, slots int) (time.Duration, error) {
-	addr := make([]uint64, slots)
+	type held struct {
+		addr uint64
+		h    allocator.Handle
+	}
+	live := make([]held, slots)
 	start := time.Now()
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Free {
-			if p := addr[r.Slot]; p != 0 {
-				if err := a.Free(p); err != nil {
+			if b := live[r.Slot]; b.addr != 0 {
+				if err := a.FreeHandle(b.addr, b.h); err != nil {
 					return 0, fmt.Errorf("replay: request %d: free: %w", i, err)
 				}
-				addr[r.Slot] = 0
+				live[r.Slot].addr = 0
 			}
 			continue
 		}
-		p, err := a.Malloc(r.Size, r.Stream)
+		p, h, err := a.MallocHandle(r.Size, r.Stream)
 		if err != nil {
 			return 0, fmt.Errorf("replay: request %d: malloc %d bytes: %w", i, r.Size, err)
 		}
-		addr[r.Slot] = p
+		live[r.Slot] = held{p, h}
 	}
 	elapsed := time.Since(start)
-	for _, p := range addr {
-		if p != 0 {
-			if err := a.Free(p); err != nil {
+	for _, b := range live {
+		if b.addr != 0 {
+			if err := a.FreeHandle(b.addr, b.h); err != nil {
 				return elapsed, err
 			}
 		}
