@@ -247,6 +247,18 @@ func (b *builder) appendItem(l value, v value) error {
 	return nil
 }
 
+// appendSettled appends vs, settled values none of which is an event or a
+// dict, to list l, a list, as appendItem for each in turn would.
+func (b *builder) appendSettled(l value, vs []value) {
+	o := b.lists.at(l.i)
+	if o.derived {
+		b.underive(o)
+	}
+	b.materialize(o)
+	o.vals = append(o.vals, vs...)
+	b.listItems += int64(len(vs)) // see unpickler.bounded
+}
+
 // reserveList makes room for items about to be appended to an empty list,
 // unless they are events (kept as a run, not as values).
 func (b *builder) reserveList(l value, items []value) {

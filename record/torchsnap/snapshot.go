@@ -380,6 +380,7 @@ func decodeAt(src *parSource) (_ *Snapshot, err error) {
 	u.par = src
 	u.openAt(0)
 	defer u.closeSrc()
+	defer u.stopAhead()
 	top, err := u.run()
 	if err != nil {
 		if errors.Is(err, errParFallback) {
