@@ -3,9 +3,13 @@ package torchsnap
 import (
 	"bytes"
 	"io"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/tracer-dev/tracer/internal/cputime"
 )
 
 // Decoding the segments' blocks ahead of the machine.
@@ -34,15 +38,25 @@ var aheadBatches atomic.Int64
 
 // Tunables (variables so that tests can cut small inputs into many pieces).
 var (
-	aheadPiece = 128 << 10 // the batches starting in one piece
+	// aheadPiece: the batches starting in one piece. Small, for memory:
+	// a worker's reading of a block takes 104 bytes (flatBlk) of the 35
+	// or so of its pickle, and the workers and the machine hold 2 pieces
+	// more than there are workers.
+	aheadPiece = 32 << 10
 	// aheadMaxBatch bounds a batch the workers read, from its MARK to its
 	// APPENDS: the bytes they read past a piece, and what the machine's
-	// buffer must hold at once (fill) to check them.
-	aheadMaxBatch = readBuf / 2
+	// buffer must hold at once (fill) to check them. CPython's batches
+	// of 1,000 block dicts take 35 KB in the seed experiment's snapshot.
+	aheadMaxBatch = 96 << 10
 	// aheadMaxMemo: with more memo slots than this when the workers would
-	// start (an odd file), they do not (each copies none, but the copy is
-	// made once and held).
+	// start (an odd file), they do not (their copy of the memo is held
+	// until they stop).
 	aheadMaxMemo uint64 = 1 << 20
+	// aheadWorkers bounds the workers: a worker reads a batch in less
+	// time than the machine takes to convert it (63 and 78 µs a batch of
+	// the seed experiment's on the development VM), so a few keep ahead,
+	// and more would only hold more memory.
+	aheadWorkers = 4
 )
 
 // dictsStart is how a batch of dicts starts: MARK EMPTY_DICT MEMOIZE MARK.
@@ -59,6 +73,34 @@ type blockAhead struct {
 	cancel   chan struct{}
 	wg       sync.WaitGroup
 	cur      *blockPiece // the machine's: the piece its offset is in
+	// For the report (AheadSpan): the bytes cut (start, and end, the
+	// cutter's), the CPU of the workers and the cutter, the batches taken.
+	start, end int64
+	cpu        atomic.Int64
+	taken      int64
+}
+
+// AheadSpan is what the workers that read the segments' blocks ahead of
+// the decoder did (blockahead.go), for the import's stage report
+// (TRACER_STAGES): the bytes they cut into pieces, their CPU time, all of
+// it within the decode's first sequential part, and the batches of blocks
+// the decoder took from them.
+type AheadSpan struct {
+	Off, End int64
+	CPU      time.Duration
+	Batches  int64
+}
+
+// busy adds the CPU time of the calling goroutine from now until the
+// returned function is called to a's; it keeps the goroutine on its thread
+// meanwhile.
+func (a *blockAhead) busy() func() {
+	runtime.LockOSThread()
+	t0 := cputime.Thread()
+	return func() {
+		a.cpu.Add(int64(cputime.Thread() - t0))
+		runtime.UnlockOSThread()
+	}
 }
 
 // blockPiece is a part of the file and the batches read in it.
@@ -102,8 +144,9 @@ func (u *unpickler) startAhead() {
 		return
 	}
 	view.k0, view.v0 = view.memoK[:min(n, memoChunk)], view.memoV[:min(n, memoChunk)]
-	pieces := workers + 4
-	a := &blockAhead{ra: u.par.ra, size: u.par.size, view: view, rewrites: b.memo.rewrites,
+	workers = min(workers, aheadWorkers)
+	pieces := workers + 2
+	a := &blockAhead{ra: u.par.ra, size: u.par.size, view: view, rewrites: b.memo.rewrites, start: off, end: off,
 		jobs: make(chan *blockPiece, pieces), order: make(chan *blockPiece, pieces),
 		free: make(chan *blockPiece, pieces), cancel: make(chan struct{})}
 	for range pieces {
@@ -126,12 +169,14 @@ func (u *unpickler) stopAhead() {
 	u.ahead = nil
 	close(a.cancel)
 	a.wg.Wait()
+	u.b.ahead = AheadSpan{Off: a.start, End: a.end, CPU: time.Duration(a.cpu.Load()), Batches: a.taken}
 }
 
 // cut reads the file from off on into pieces, as free ones come back, for
 // the workers and the machine.
 func (a *blockAhead) cut(off int64) {
 	defer a.wg.Done()
+	defer a.busy()()
 	defer close(a.order)
 	defer close(a.jobs)
 	for ; off < a.size; off += int64(aheadPiece) {
@@ -146,7 +191,7 @@ func (a *blockAhead) cut(off int64) {
 		p.buf = slices.Grow(p.buf[:0], want)[:want]
 		n, _ := a.ra.ReadAt(p.buf, off)
 		p.buf = p.buf[:n] // a short read: what was read (the machine checks the bytes)
-		p.off, p.end = off, end
+		p.off, p.end, a.end = off, end, end
 		p.batches, p.blks, p.ids, p.refs = p.batches[:0], p.blks[:0], p.ids[:0], p.refs[:0]
 		p.done = make(chan struct{})
 		a.jobs <- p // never blocks: both hold every piece
@@ -160,6 +205,7 @@ func (a *blockAhead) cut(off int64) {
 // work reads the batches of the pieces it is given.
 func (a *blockAhead) work() {
 	defer a.wg.Done()
+	defer a.busy()()
 	rd := a.view
 	for p := range a.jobs {
 		select {
@@ -278,5 +324,6 @@ func (u *unpickler) takeAhead(list value) bool {
 	u.pos += bt.n
 	u.convertBlocks(list, blks, p.ids)
 	aheadBatches.Add(1)
+	a.taken++
 	return true
 }

@@ -71,6 +71,7 @@ func (u *unpickler) flatBlocks() bool {
 	}
 	rd := &u.blockRd
 	rd.seq(b, &u.spans)
+	defer rd.seq(nil, nil)
 	i, ok, short := rd.read(u.buf[u.pos+1 : u.end : u.end])
 	if short && u.pos > 0 && u.srcErr == nil {
 		// The batch runs past the buffer: move what is left to its start,
@@ -147,9 +148,14 @@ type blockReader struct {
 	refs   []uint32 // a worker's: the memo references of lists late
 }
 
-// seq points rd at the builder as it is now, for the sequential machine.
+// seq points rd at the builder as it is now, for the sequential machine;
+// seq(nil, nil), once it has read, lets go of the builder's tables.
 func (rd *blockReader) seq(b *builder, spans *spanCache) {
 	rd.b, rd.spans = b, spans
+	if b == nil {
+		rd.k0, rd.v0, rd.strs = nil, nil, nil
+		return
+	}
 	k0, v0 := b.memo.k0, b.memo.v0
 	n0 := min(len(k0), len(v0))
 	rd.k0, rd.v0, rd.strs = k0[:n0], v0[:n0], b.strs
