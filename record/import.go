@@ -272,7 +272,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	if decoded := stage.end(); timer.on != nil {
 		if st, err := os.Stat(in); err == nil {
-			timer.decodeParts(stage, decoded, snap.Regions, st.Size())
+			timer.decodeParts(stage, decoded, snap.Regions, snap.Ahead, st.Size())
 		}
 	}
 	stage = timer.alone("start state")

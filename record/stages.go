@@ -94,8 +94,11 @@ func (c *stageClock) end() ImportStage {
 // decode) that the parallel decoder took (spans, within it: region.go) and
 // the sequential ones around them, each with the process's CPU, so that
 // the part of a large file decoded on one core shows; size is the file's.
-func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torchsnap.RegionSpan, size int64) {
-	if t.on == nil || len(spans) == 0 {
+// The CPU of the workers that read the segments' blocks ahead (ahead,
+// within the first sequential part) is reported after the parts: the
+// first part's CPU less theirs is the decoder's own.
+func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torchsnap.RegionSpan, ahead torchsnap.AheadSpan, size int64) {
+	if t.on == nil || len(spans) == 0 && ahead.Batches == 0 {
 		return
 	}
 	at, off, cpu := c.start, int64(0), c.cpu0
@@ -109,6 +112,10 @@ func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torch
 		part("parallel", r.End, r.Stop, r.StopCPU)
 	}
 	part("sequential", size, decode.End, c.cpu0+decode.CPU)
+	if ahead.Batches > 0 {
+		t.on(ImportStage{In: t.in, Name: fmt.Sprintf("decode, blocks ahead, bytes %d-%d, %d batches", ahead.Off, ahead.End, ahead.Batches),
+			Start: c.start, End: decode.End, CPU: ahead.CPU, PeakRSS: decode.PeakRSS})
+	}
 }
 
 // peakRSS is the process's peak resident set (VmHWM), in bytes; 0 where

@@ -10,7 +10,7 @@ import (
 
 // TestDecodeParts: the decode's report is cut at the regions' spans into
 // sequential and parallel parts that tile the file's bytes and the
-// decode's wall and CPU.
+// decode's wall and CPU, and the blocks' workers' CPU follows them.
 func TestDecodeParts(t *testing.T) {
 	var got []ImportStage
 	timer := stageTimer{in: "f", on: func(s ImportStage) { got = append(got, s) }}
@@ -22,13 +22,14 @@ func TestDecodeParts(t *testing.T) {
 		{Off: 30, End: 70, Start: ms(20), Stop: ms(60), StartCPU: 5020 * time.Millisecond, StopCPU: 5300 * time.Millisecond},
 		{Off: 75, End: 95, Start: ms(62), Stop: ms(90), StartCPU: 5302 * time.Millisecond, StopCPU: 5390 * time.Millisecond},
 	}
-	timer.decodeParts(c, decode, spans, 100)
+	timer.decodeParts(c, decode, spans, torchsnap.AheadSpan{Off: 10, End: 28, CPU: 12 * time.Millisecond, Batches: 3}, 100)
 	want := []string{
 		"decode, sequential, bytes 0-30 20ms 0s-20ms",
 		"decode, parallel, bytes 30-70 280ms 20ms-60ms",
 		"decode, sequential, bytes 70-75 2ms 60ms-62ms",
 		"decode, parallel, bytes 75-95 88ms 62ms-90ms",
 		"decode, sequential, bytes 95-100 10ms 90ms-100ms",
+		"decode, blocks ahead, bytes 10-28, 3 batches 12ms 0s-100ms",
 	}
 	var lines []string
 	for _, s := range got {
@@ -38,7 +39,7 @@ func TestDecodeParts(t *testing.T) {
 		t.Errorf("parts:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 	got = nil
-	timer.decodeParts(c, decode, nil, 100)
+	timer.decodeParts(c, decode, nil, torchsnap.AheadSpan{}, 100)
 	if len(got) != 0 {
 		t.Errorf("a decode without regions reported %d parts", len(got))
 	}

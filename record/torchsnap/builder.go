@@ -99,6 +99,8 @@ type builder struct {
 	segments  []segRec
 
 	memo memo
+	// ahead is what blockAhead did, once it is stopped.
+	ahead AheadSpan
 }
 
 type blockRec struct {
@@ -245,6 +247,24 @@ func (b *builder) appendItem(l value, v value) error {
 	o.vals = append(o.vals, v)
 	b.listItems++ // see unpickler.bounded
 	return nil
+}
+
+// appendSettled appends vs, settled values none of which is an event or a
+// dict, to list l, a list, as appendItem for each in turn would.
+func (b *builder) appendSettled(l value, vs []value) {
+	o := b.lists.at(l.i)
+	if o.derived {
+		b.underive(o)
+	}
+	b.materialize(o)
+	for _, v := range vs {
+		// One at a time, as appendItem grows the list: appending all at
+		// once grows it further (a segment's 2,048 blocks in 1,000s took
+		// 3,072 slots, not 2,176), and a segment's list is held until
+		// the decode ends.
+		o.vals = append(o.vals, v)
+	}
+	b.listItems += int64(len(vs)) // see unpickler.bounded
 }
 
 // reserveList makes room for items about to be appended to an empty list,

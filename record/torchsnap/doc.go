@@ -29,10 +29,12 @@
 // are read. Frames lists are shared objects in the pickle, so each becomes
 // a stack id once; a cache of recent lists' bytes (spancache.go) finds the
 // stack of a list with the same references without resolving them. The
-// segments' blocks come before the trace and are decoded on one core
-// whatever the file's size, so a batch of block dicts whose keys, states
-// and frames are all references takes a path of its own (flatblock.go): read
-// whole from the buffer, then converted as APPENDS would convert them.
+// segments' blocks come before the trace, which regions decode (below), so
+// a batch of block dicts whose keys, states and frames are all references
+// takes a path of its own (flatblock.go): read whole, then converted as
+// APPENDS would convert them. On 4 cores or more, workers read the batches
+// of a large file ahead of the machine (blockahead.go), which checks each
+// and converts it in order.
 //
 // Events live in a chunked store (store.go) in their final form,
 // trace.Event, cut from one allocation sized from the file, so that a

@@ -34,18 +34,23 @@ type flatBlk struct {
 	// stack stackOf makes without interning one (see sharedFrames).
 	shared bool
 	ref    value
+	// Of a blockAhead worker's reading, for the commit: lateRef, ref.i
+	// is the memo slot of shared frames; late, the frames list refers to
+	// slots past the worker's copy of the memo, and lo and hi index its
+	// references, not its frames.
+	lateRef, late bool
 }
 
 // flatBlocks executes, in one step, a batch of a segment's block dicts
 // appended to the list below the MARK at u.pos (MARK, then EMPTY_DICT
 // MEMOIZE MARK key value ... SETITEMS for each, then APPENDS): the shape of
-// every segment's blocks in a snapshot, which come before the trace and so
-// are decoded sequentially, even on many cores. Each key must be a memo
-// reference to one of address, size, requested_size, state and frames
-// (each once, state present), the address and sizes integers in the
-// opcodes PyTorch writes, the state a reference to a known state string,
-// and the frames a new list (EMPTY_LIST MEMOIZE) of references to frames
-// stored before the batch. It reads the whole batch first and returns false,
+// every segment's blocks in a snapshot, which come before the trace. Each
+// key must be a memo reference to one of address, size, requested_size,
+// state and frames (each once, state present), the address and sizes
+// integers in the opcodes PyTorch writes, the state a reference to a known
+// state string, and the frames a new list (EMPTY_LIST MEMOIZE) of
+// references to frames stored before the batch. It reads the whole batch
+// first (or takes it as blockAhead's workers read it) and returns false,
 // having changed nothing, if anything differs or the batch runs past the
 // buffered bytes; then it converts the blocks in order, as APPENDS settling
 // them one by one would (toBlock: the stack, then the block's number), and
@@ -61,19 +66,36 @@ func (u *unpickler) flatBlocks() bool {
 	if list.k != vList || !deriveFrames || noFlatBlocks {
 		return false
 	}
-	i, ok, short := u.readBlocks(u.buf[u.pos+1 : u.end : u.end])
+	if u.ahead != nil && u.takeAhead(list) {
+		return true
+	}
+	rd := &u.blockRd
+	rd.seq(b, &u.spans)
+	defer rd.seq(nil, nil)
+	i, ok, short := rd.read(u.buf[u.pos+1 : u.end : u.end])
 	if short && u.pos > 0 && u.srcErr == nil {
 		// The batch runs past the buffer: move what is left to its start,
 		// read on, and read the batch again. What fill reports (the end
 		// of the file, the decoder's bound) the general path meets too.
 		u.fill(u.end - u.pos + 1)
-		i, ok, _ = u.readBlocks(u.buf[u.pos+1 : u.end : u.end])
+		i, ok, _ = rd.read(u.buf[u.pos+1 : u.end : u.end])
 	}
 	if !ok {
 		return false
 	}
-	flatBlocksRead.Add(int64(len(u.blocks)))
-	blks := u.blocks
+	u.pos += 1 + i
+	u.convertBlocks(list, rd.blocks, rd.ids)
+	if u.par != nil && u.ahead == nil && !u.aheadTried {
+		u.startAhead()
+	}
+	return true
+}
+
+// convertBlocks converts the blocks flatBlocks read (their frames ids[lo:hi]
+// of each) and appends them to list.
+func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
+	b := u.b
+	flatBlocksRead.Add(int64(len(blks)))
 	convs := u.blockVals[:0]
 	for j := range blks {
 		f := &blks[j]
@@ -85,7 +107,7 @@ func (u *unpickler) flatBlocks() bool {
 		case f.known:
 			st = f.st
 		case !f.empty:
-			st = b.internStack(u.blockIDs[f.lo:f.hi])
+			st = b.internStack(ids[f.lo:f.hi])
 			if f.span != nil {
 				u.spans.put(f.span, st)
 			}
@@ -101,29 +123,72 @@ func (u *unpickler) flatBlocks() bool {
 		convs = append(convs, conv)
 	}
 	u.blockVals = convs
-	u.pos += 1 + i
 	b.reserveList(list, convs)
-	for _, v := range convs {
-		b.appendItem(list, v) // cannot fail: list is a list, no v a dict
-	}
-	return true
+	b.appendSettled(list, convs)
 }
 
-// readBlocks reads, for flatBlocks, the block dicts of the batch at buf
-// (just past its MARK) into u.blocks, and returns the offset past its
-// APPENDS; ok is false for anything flatBlocks does not take, and short
-// also true if that was the end of buf. A FRAME header may come before any
-// object (CPython's framer ends a frame between two), so one is skipped
-// wherever a key, a value, a frame reference, a dict or the end of one can
-// come.
-func (u *unpickler) readBlocks(buf []byte) (end int, ok, short bool) {
-	b := u.b
+// blockReader reads batches of block dicts for flatBlocks: the sequential
+// machine's (b set: the memo as it is, and the span cache), or a worker's
+// of blockAhead (b nil: a copy of the memo's first n slots, taken when the
+// workers started, and no cache). A worker leaves to the commit what it
+// cannot know (late): a frames list with references past its copy, and an
+// inactive block's reference to a list from before the batch, whose stack
+// sharedFrames checks on the builder.
+type blockReader struct {
+	b      *builder
+	spans  *spanCache
+	k0     []vkind // the memo's first chunk: the keys' and states' slots
+	v0     []int32
+	memoK  []vkind // a worker's copy of slots 0 to n-1
+	memoV  []int32
+	n      uint64
+	strs   []string
+	blocks []flatBlk
+	ids    []int32
+	refs   []uint32 // a worker's: the memo references of lists late
+}
+
+// seq points rd at the builder as it is now, for the sequential machine;
+// seq(nil, nil), once it has read, lets go of the builder's tables.
+func (rd *blockReader) seq(b *builder, spans *spanCache) {
+	rd.b, rd.spans = b, spans
+	if b == nil {
+		rd.k0, rd.v0, rd.strs = nil, nil, nil
+		return
+	}
 	k0, v0 := b.memo.k0, b.memo.v0
 	n0 := min(len(k0), len(v0))
-	k0, v0 = k0[:n0], v0[:n0]
-	strs := b.strs
-	blks, ids := u.blocks[:0], u.blockIDs[:0]
-	defer func() { u.blocks, u.blockIDs = blks, ids }()
+	rd.k0, rd.v0, rd.strs = k0[:n0], v0[:n0], b.strs
+}
+
+// get returns memo slot r; late is true when a worker's copy does not hold
+// it.
+func (rd *blockReader) get(r uint64) (v value, ok, late bool) {
+	if rd.b != nil {
+		v, ok = rd.b.memo.getDense(r)
+		return v, ok, false
+	}
+	if r >= rd.n {
+		return value{}, false, true
+	}
+	if k := rd.memoK[r]; k != vWide {
+		return value{k, int64(rd.memoV[r])}, true, false
+	}
+	return value{}, false, false
+}
+
+// read reads the block dicts of the batch at buf (just past its MARK) into
+// rd.blocks, and returns the offset past its APPENDS; ok is false for
+// anything flatBlocks does not take, and short also true if that was the
+// end of buf. A FRAME header may come before any object (CPython's framer
+// ends a frame between two), so one is skipped wherever a key, a value, a
+// frame reference, a dict or the end of one can come.
+func (rd *blockReader) read(buf []byte) (end int, ok, short bool) {
+	k0, v0, n0 := rd.k0, rd.v0, len(rd.k0)
+	strs := rd.strs
+	blks, ids := rd.blocks[:0], rd.ids[:0]
+	rd.refs = rd.refs[:0]
+	defer func() { rd.blocks, rd.ids = blks, ids }()
 	i := 0
 	lastState, lastStateID := BlockState(0), int64(-1)
 	for {
@@ -204,11 +269,16 @@ func (u *unpickler) readBlocks(buf []byte) (end int, ok, short bool) {
 			case kFrames:
 				if r, n := memoRef(q); n != 0 {
 					// A list from before the batch (an inactive block's).
-					v, ok := b.memo.getDense(r)
-					if !ok || !b.sharedFrames(v) {
+					f.shared, i = true, i+n
+					if rd.b == nil {
+						f.ref, f.lateRef = value{i: int64(r)}, true
+						continue
+					}
+					v, ok := rd.b.memo.getDense(r)
+					if !ok || !rd.b.sharedFrames(v) {
 						return 0, false, false
 					}
-					f.shared, f.ref, i = true, v, i+n
+					f.ref = v
 					continue
 				}
 				// EMPTY_LIST MEMOIZE, then MARK refs APPENDS (batches of
@@ -224,6 +294,7 @@ func (u *unpickler) readBlocks(buf []byte) (end int, ok, short bool) {
 				i++
 				start, framed := i, false
 				f.lo = int32(len(ids))
+				rlo := len(rd.refs)
 				for {
 					if j := skipFrame(buf, i); j != i {
 						i, framed = j, true
@@ -246,7 +317,14 @@ func (u *unpickler) readBlocks(buf []byte) (end int, ok, short bool) {
 					default:
 						return 0, false, false
 					}
-					v, ok := b.memo.getDense(r)
+					if rd.b == nil {
+						rd.refs = append(rd.refs, uint32(r))
+					}
+					v, ok, late := rd.get(r)
+					if late {
+						f.late = true
+						continue
+					}
 					if !ok || v.k != vFrame {
 						return 0, false, false
 					}
@@ -258,10 +336,19 @@ func (u *unpickler) readBlocks(buf []byte) (end int, ok, short bool) {
 					f.span = buf[start:i]
 				}
 				i++ // APPENDS
-				if f.hi == f.lo {
+				switch {
+				case f.late:
+					// The commit resolves the list's references, refs[lo:hi].
+					ids = ids[:f.lo]
+					f.lo, f.hi = int32(rlo), int32(len(rd.refs))
+				case f.hi == f.lo:
 					f.empty = true
-				} else if st, ok := u.spans.get(f.span, b.memo.rewrites); ok && f.span != nil {
-					f.st, f.known = st, true
+				case rd.spans == nil:
+					rd.refs = rd.refs[:rlo]
+				default:
+					if st, ok := rd.spans.get(f.span, rd.b.memo.rewrites); ok && f.span != nil {
+						f.st, f.known = st, true
+					}
 				}
 			default:
 				return 0, false, false

@@ -57,7 +57,11 @@ func TestFlatBlocks(t *testing.T) {
 // frames, every later one refers to them; every third block is inactive,
 // with the first segment's empty frames list. FRAME headers come before
 // some dicts, keys, values, frame references and APPENDS.
-func blocksSnapshot(segs, n int) []byte {
+func blocksSnapshot(segs, n int) []byte { return blocksSnapshotRenew(segs, n, -1) }
+
+// blocksSnapshotRenew is blocksSnapshot whose segment renew's first block
+// brings frames of its own, which every later block refers to.
+func blocksSnapshotRenew(segs, n, renew int) []byte {
 	var buf bytes.Buffer
 	p := newPickleWriter(&buf)
 	k := 0
@@ -120,7 +124,8 @@ func blocksSnapshot(segs, n int) []byte {
 							p.op(opEmptyList)
 							p.memoize()
 							p.op(opMark)
-							if frames == nil {
+							if frames == nil || s == renew && j == 0 {
+								frames = frames[:0]
 								for f := range 3 {
 									frames = append(frames, p.memo)
 									p.dict(func() {

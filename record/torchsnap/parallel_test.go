@@ -8,12 +8,13 @@ import (
 )
 
 // withRegions makes regions of inputs of any size, in chunks of about
-// chunk bytes, with workers goroutines, for the duration of a test.
+// chunk bytes, with workers goroutines, and has blockAhead cut pieces of
+// chunk bytes, for the duration of a test.
 func withRegions(t testing.TB, chunk, workers int) {
-	minFile, minLeft, cmin, cmax, w, mw, serial := parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, parSerial
-	parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers = 0, 0, chunk, chunk, workers, 1
+	minFile, minLeft, cmin, cmax, w, mw, serial, piece := parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, parSerial, aheadPiece
+	parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, aheadPiece = 0, 0, chunk, chunk, workers, 1, chunk
 	t.Cleanup(func() {
-		parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, parSerial = minFile, minLeft, cmin, cmax, w, mw, serial
+		parMinFile, parMinLeft, parChunkMin, parChunkMax, parWorkers, parMinWorkers, parSerial, aheadPiece = minFile, minLeft, cmin, cmax, w, mw, serial, piece
 	})
 }
 
@@ -42,6 +43,10 @@ func decodeBoth(t *testing.T, data []byte) (*Snapshot, bool) {
 			end = r.End
 		}
 		got.Regions = nil
+		if a := got.Ahead; a.Batches > 0 && (a.End <= a.Off || a.End > int64(len(data))) {
+			t.Fatalf("blocks read ahead %+v in %d bytes", a, len(data))
+		}
+		got.Ahead = AheadSpan{}
 	}
 	if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
 		t.Fatalf("errors differ:\nsequential: %v\nregions:    %v", werr, gerr)

@@ -41,11 +41,15 @@ type unpickler struct {
 	// stack is made.
 	spans       spanCache
 	pendingSpan []byte
-	// flatBlocks' scratch: a batch's blocks, their frames, their values.
-	blocks    []flatBlk
-	blockIDs  []int32
+	// flatBlocks' reader (and its scratch: a batch's blocks and their
+	// frames), and the blocks' values.
+	blockRd   blockReader
 	blockVals []value
-	slow      int // opcodes through loop's general path (see bounded)
+	// ahead decodes the segments' block batches ahead of the machine, on
+	// all cores (blockahead.go); aheadTried: it was started once.
+	ahead      *blockAhead
+	aheadTried bool
+	slow       int // opcodes through loop's general path (see bounded)
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource

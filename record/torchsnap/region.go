@@ -221,6 +221,7 @@ func (u *unpickler) tryRegion() (bool, error) {
 			return false, nil
 		}
 	}
+	u.stopAhead() // the segments' blocks are behind: the cores are the region's
 	r := newRegion(u, start)
 	span := RegionSpan{Off: start, Start: time.Now(), StartCPU: cputime.Process()}
 	end, err := r.run()

@@ -25,6 +25,9 @@ type Snapshot struct {
 	// Regions are the spans of the file the parallel decoder decoded
 	// (region.go), in order; the rest was decoded on one goroutine.
 	Regions []RegionSpan
+	// Ahead is what the workers that read the segments' blocks ahead of
+	// the decoder did, if any ran.
+	Ahead AheadSpan
 
 	spill  *spill // Open's events, if any
 	mapped []byte // ReadFileMapped's events, if outside the heap
@@ -380,6 +383,7 @@ func decodeAt(src *parSource) (_ *Snapshot, err error) {
 	u.par = src
 	u.openAt(0)
 	defer u.closeSrc()
+	defer u.stopAhead()
 	top, err := u.run()
 	if err != nil {
 		if errors.Is(err, errParFallback) {
@@ -388,6 +392,7 @@ func decodeAt(src *parSource) (_ *Snapshot, err error) {
 		return nil, err
 	}
 	u.closeSrc()
+	u.stopAhead()
 	b.memo = memo{}
 	return b.assembleOwned(top)
 }
@@ -417,7 +422,7 @@ func (b *builder) assembleOwned(top value) (*Snapshot, error) {
 		return nil, err
 	}
 	s.mapped = b.events.mapped
-	s.Regions = b.regions
+	s.Regions, s.Ahead = b.regions, b.ahead
 	if s.mapped != nil {
 		for _, d := range s.Devices {
 			d.disc = &discarder{mapped: s.mapped}
