@@ -57,12 +57,11 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 		}
 		switch ev.Kind {
 		case trace.KindAlloc:
-			num, ok := d.at.Get(ev.Addr)
+			num, ok := d.at.Upsert(ev.Addr)
 			if !ok {
-				num = d.take()
-				d.at.Put(ev.Addr, num)
+				*num = d.take()
 			}
-			ev.Ref = num
+			ev.Ref = *num
 		case trace.KindFreeRequested:
 			ev.Ref, _ = d.at.Get(ev.Addr)
 		case trace.KindFreeCompleted:

@@ -164,6 +164,36 @@ func (m *Map[V]) Put(k uint64, v V) {
 	}
 }
 
+// Upsert returns a pointer to k's value, valid until the next Put or
+// Delete, and whether k was present; an absent k is added with the zero
+// value. A caller that adds a key unless present (the numbering's alloc)
+// probes once instead of twice.
+func (m *Map[V]) Upsert(k uint64) (*V, bool) {
+	if k == 0 {
+		had := m.hasZ
+		if !had {
+			var zero V
+			m.zero, m.hasZ = zero, true
+		}
+		return &m.zero, had
+	}
+	if m.n >= m.limit {
+		m.grow()
+	}
+	mask := uint64(len(m.slots) - 1)
+	for i := m.home(k); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.key == k {
+			return &s.val, true
+		}
+		if s.key == 0 {
+			s.key = k
+			m.n++
+			return &s.val, false
+		}
+	}
+}
+
 // Delete removes k, if present.
 func (m *Map[V]) Delete(k uint64) {
 	if i := m.Find(k); i >= 0 {
