@@ -22,18 +22,27 @@ type BlockNumbers struct {
 	devs   []*deviceNumbers
 	last   *deviceNumbers
 	peeked uint64 // Number's peeks, kept so they are made
+	looked int    // events looked up: with parts, the part's own
+	// part of parts (PartNumbers; 0 of 0 alone): the addresses it numbers.
+	part, parts int32
 }
 
-// deviceNumbers is one device's numbering.
+// deviceNumbers is one device's numbering (of one part's addresses, see
+// PartNumbers).
 type deviceNumbers struct {
 	device int32
 	at     addrmap.Map[int32] // live address → its number
 	free   []int32            // numbers given back, reused last first
 	next   int32              // the next number never given
+	step   int32              // between the numbers given: the parts
 }
 
 // Number sets the Ref of evs, which follow the events numbered before.
+// Of a part (PartNumbers), it numbers the events whose address is the
+// part's (partOf), sets the Ref of the events of other kinds to 0 if it is
+// part 0, and leaves the others' Ref to their parts.
 func (n *BlockNumbers) Number(evs []trace.Event) {
+	part, parts := n.part, max(n.parts, 1)
 	d := n.last
 	peekAt := 0
 	for i := range evs {
@@ -42,19 +51,27 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 			// in one loop, so that their cache misses overlap.
 			peekAt = min(i+peekAhead, len(evs))
 			for j := i; j < peekAt; j++ {
-				n.peeked += d.at.Peek(evs[j].Addr)
+				if parts == 1 || partOf(evs[j].Addr, parts) == part {
+					n.peeked += d.at.Peek(evs[j].Addr)
+				}
 			}
 		}
 		ev := &evs[i]
-		ev.Ref = 0
 		switch ev.Kind {
 		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
+			if parts > 1 && partOf(ev.Addr, parts) != part {
+				continue
+			}
 		default:
+			if part == 0 {
+				ev.Ref = 0
+			}
 			continue
 		}
 		if d == nil || d.device != ev.Device {
 			d = n.device(ev.Device)
 		}
+		n.looked++
 		switch ev.Kind {
 		case trace.KindAlloc:
 			num, ok := d.at.Upsert(ev.Addr)
@@ -65,6 +82,7 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 		case trace.KindFreeRequested:
 			ev.Ref, _ = d.at.Get(ev.Addr)
 		case trace.KindFreeCompleted:
+			ev.Ref = 0
 			if num, ok := d.at.Take(ev.Addr); ok {
 				ev.Ref = num
 				d.free = append(d.free, num)
@@ -74,14 +92,23 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 	n.last = d
 }
 
-// device returns device d's numbering, made on its first event.
+// partOf is the part of parts that numbers the blocks at addr: the top
+// bits of a product other than addrmap's, so that a part's addresses
+// spread over its whole table.
+func partOf(addr uint64, parts int32) int32 {
+	h := addr * 0xD1B54A32D192ED03
+	return int32((h >> 32) * uint64(parts) >> 32)
+}
+
+// device returns device d's numbering, made on its first event: a part's
+// numbers are part+1 plus multiples of parts, which no other part gives.
 func (n *BlockNumbers) device(d int32) *deviceNumbers {
 	for _, x := range n.devs {
 		if x.device == d {
 			return x
 		}
 	}
-	x := &deviceNumbers{device: d, next: 1}
+	x := &deviceNumbers{device: d, next: n.part + 1, step: max(n.parts, 1)}
 	n.devs = append(n.devs, x)
 	return x
 }
@@ -93,6 +120,6 @@ func (d *deviceNumbers) take() int32 {
 		d.free = d.free[:k-1]
 		return num
 	}
-	d.next++
-	return d.next - 1
+	d.next += d.step
+	return d.next - d.step
 }
