@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,7 @@ type readAhead struct {
 	// (OnStages), which the caller reads after close.
 	timed          bool
 	read, numbered time.Duration
+	numberParts    []time.Duration // the numbering's parts' (numbered is its own goroutine's)
 }
 
 // tap is one reader of a readAhead's batches.
@@ -184,22 +186,68 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 // about what the model does, on seed1m.trace more).
 const numberAhead = 2
 
-// numberAll numbers the events of each batch of numq (replay.BlockNumbers)
-// and hands the batch to the taps, until numq is closed or the readAhead
-// stopped; then it closes the taps and numbered.
+// numberAll numbers the events of each batch of numq
+// (replay.PartNumbers: on many cores in parts, a few batches in flight)
+// and hands the batches to the taps in order, until numq is closed or the
+// readAhead stopped; then it closes the taps and numbered.
 func (ra *readAhead) numberAll(numq <-chan *batch, numbered chan<- struct{}) {
 	defer close(numbered)
 	defer ra.closeTaps()
 	clock := startClock(ra.timed)
-	defer func() { ra.numbered = clock.stop() }()
-	var nums replay.BlockNumbers
-	for b := range numq {
-		nums.Number(b.evs)
-		if !ra.toTaps(b) {
+	nums := replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), ra.timed)
+	defer func() {
+		ra.numbered = clock.stop()
+		nums.Close()
+		ra.numberParts = nums.PartCPU()
+	}()
+	ahead := 0
+	if nums.Parts() > 1 {
+		ahead = numberingAhead
+	}
+	// The batches handed to the numbering, handed on in order once
+	// numbered: when more than ahead are, or before this goroutine would
+	// wait for the next (the replays may be waiting for one of them).
+	var numbering []*batch
+	handOn := func() bool {
+		nums.Done()
+		b := numbering[0]
+		numbering = numbering[1:]
+		return ra.toTaps(b)
+	}
+	for {
+		var b *batch
+		ok := true
+		select {
+		case b, ok = <-numq:
+		default:
+			if len(numbering) > 0 {
+				if !handOn() {
+					return
+				}
+				continue
+			}
+			b, ok = <-numq
+		}
+		if !ok {
+			break
+		}
+		nums.Start(b.evs)
+		numbering = append(numbering, b)
+		if len(numbering) > ahead && !handOn() {
+			return
+		}
+	}
+	for len(numbering) > 0 {
+		if !handOn() {
 			return
 		}
 	}
 }
+
+// numberingAhead is how many batches numberAll keeps in the numbering's
+// parts before it hands on the oldest: enough that a part whose wake-up
+// is slow still has work queued.
+const numberingAhead = 2
 
 // toTaps hands b to every tap that still reads, and reports false if the
 // readAhead stopped meanwhile.
