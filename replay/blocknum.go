@@ -38,11 +38,7 @@ type deviceNumbers struct {
 }
 
 // Number sets the Ref of evs, which follow the events numbered before.
-// Of a part (PartNumbers), it numbers the events whose address is the
-// part's (partOf), sets the Ref of the events of other kinds to 0 if it is
-// part 0, and leaves the others' Ref to their parts.
 func (n *BlockNumbers) Number(evs []trace.Event) {
-	part, parts := n.part, max(n.parts, 1)
 	d := n.last
 	peekAt := 0
 	for i := range evs {
@@ -51,45 +47,68 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 			// in one loop, so that their cache misses overlap.
 			peekAt = min(i+peekAhead, len(evs))
 			for j := i; j < peekAt; j++ {
-				if parts == 1 || partOf(evs[j].Addr, parts) == part {
-					n.peeked += d.at.Peek(evs[j].Addr)
-				}
+				n.peeked += d.at.Peek(evs[j].Addr)
 			}
 		}
 		ev := &evs[i]
-		switch ev.Kind {
-		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
-			if parts > 1 && partOf(ev.Addr, parts) != part {
-				continue
-			}
-		default:
-			if part == 0 {
-				ev.Ref = 0
-			}
+		if !numbered(ev.Kind) {
+			ev.Ref = 0
 			continue
 		}
 		if d == nil || d.device != ev.Device {
 			d = n.device(ev.Device)
 		}
 		n.looked++
-		switch ev.Kind {
-		case trace.KindAlloc:
-			num, ok := d.at.Upsert(ev.Addr)
-			if !ok {
-				*num = d.take()
-			}
-			ev.Ref = *num
-		case trace.KindFreeRequested:
-			ev.Ref, _ = d.at.Get(ev.Addr)
-		case trace.KindFreeCompleted:
-			ev.Ref = 0
-			if num, ok := d.at.Take(ev.Addr); ok {
-				ev.Ref = num
-				d.free = append(d.free, num)
-			}
-		}
+		d.number(ev)
 	}
 	n.last = d
+}
+
+// numberOwn is Number for a part (PartNumbers): it numbers the events of
+// evs at the indices own, its alloc and free_* events, and no other.
+func (n *BlockNumbers) numberOwn(evs []trace.Event, own []int32) {
+	d := n.last
+	peekAt := 0
+	for k, i := range own {
+		if k >= peekAt && d != nil {
+			peekAt = min(k+peekAhead, len(own))
+			for _, j := range own[k:peekAt] {
+				n.peeked += d.at.Peek(evs[j].Addr)
+			}
+		}
+		ev := &evs[i]
+		if d == nil || d.device != ev.Device {
+			d = n.device(ev.Device)
+		}
+		n.looked++
+		d.number(ev)
+	}
+	n.last = d
+}
+
+// numbered says whether events of kind k carry a block's number.
+func numbered(k trace.Kind) bool {
+	return k == trace.KindAlloc || k == trace.KindFreeRequested || k == trace.KindFreeCompleted
+}
+
+// number sets the Ref of ev, an alloc or free_* event of d's device.
+func (d *deviceNumbers) number(ev *trace.Event) {
+	switch ev.Kind {
+	case trace.KindAlloc:
+		num, ok := d.at.Upsert(ev.Addr)
+		if !ok {
+			*num = d.take()
+		}
+		ev.Ref = *num
+	case trace.KindFreeRequested:
+		ev.Ref, _ = d.at.Get(ev.Addr)
+	default:
+		ev.Ref = 0
+		if num, ok := d.at.Take(ev.Addr); ok {
+			ev.Ref = num
+			d.free = append(d.free, num)
+		}
+	}
 }
 
 // partOf is the part of parts that numbers the blocks at addr: the top

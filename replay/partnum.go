@@ -16,8 +16,9 @@ import (
 // own table and numbers it from its own numbers (part+1 plus multiples of
 // the parts), so that the parts never give one number twice and the
 // numbers in use stay below the parts times the most blocks live at once
-// in any part. Each part reads every chunk whole and numbers its own
-// events. The numbers differ from BlockNumbers', but pair the events
+// in any part. Start, on the caller's goroutine, lists each part's events
+// of a chunk (one pass over it, which sets the Ref of the events of other
+// kinds to 0); each part reads and numbers its own only. The numbers differ from BlockNumbers', but pair the events
 // alike: the events of one block, from its alloc to its free_completed,
 // share a number no other live block has, and a replay (Options.Numbered)
 // gives the same results.
@@ -29,27 +30,37 @@ import (
 type PartNumbers struct {
 	parts []*numberPart
 	wg    sync.WaitGroup
-	timed bool
+	// lists are the parts' lists of their events, per chunk in flight
+	// (a ring of partsQueue): lists[c][p] is part p's of chunk c.
+	lists    [][][]int32
+	started  int // chunks handed out; the next takes lists[started%partsQueue]
+	inFlight int // chunks handed out and not yet waited for
 }
 
-// numberPart is one part and its goroutine's channels: chunks in, one
-// token out per chunk numbered.
+// numberPart is one part and its goroutine's channels: its events of a
+// chunk in, one token out per chunk numbered.
 type numberPart struct {
 	nums BlockNumbers
-	in   chan []trace.Event
+	in   chan partWork
 	done chan struct{}
 	cpu  time.Duration // its goroutine's CPU time, when timed (after Close)
 }
 
-// partsQueue is how many chunks a part may have to number: Start blocks
-// past it, and a caller keeps fewer in flight.
+// partWork is a chunk and the indices of a part's events in it.
+type partWork struct {
+	evs []trace.Event
+	own []int32
+}
+
+// partsQueue is the most chunks in flight (handed to Start and not yet
+// waited for by Done).
 const partsQueue = 16
 
 // NewPartNumbers returns a numbering in parts parts (at least 1). timed
 // has each part's goroutine keep its thread and measure its CPU time
 // (PartCPU).
 func NewPartNumbers(parts int, timed bool) *PartNumbers {
-	n := &PartNumbers{timed: timed}
+	n := &PartNumbers{}
 	parts = max(parts, 1)
 	for p := range parts {
 		x := &numberPart{nums: BlockNumbers{part: int32(p), parts: int32(parts)}}
@@ -58,8 +69,12 @@ func NewPartNumbers(parts int, timed bool) *PartNumbers {
 	if parts == 1 {
 		return n
 	}
+	n.lists = make([][][]int32, partsQueue)
+	for c := range n.lists {
+		n.lists[c] = make([][]int32, parts)
+	}
 	for _, x := range n.parts {
-		x.in, x.done = make(chan []trace.Event, partsQueue), make(chan struct{}, partsQueue)
+		x.in, x.done = make(chan partWork, partsQueue), make(chan struct{}, partsQueue)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -69,8 +84,8 @@ func NewPartNumbers(parts int, timed bool) *PartNumbers {
 				start := cputime.Thread()
 				defer func() { x.cpu = cputime.Thread() - start }()
 			}
-			for evs := range x.in {
-				x.nums.Number(evs)
+			for w := range x.in {
+				x.nums.numberOwn(w.evs, w.own)
 				x.done <- struct{}{}
 			}
 		}()
@@ -104,14 +119,34 @@ func (n *PartNumbers) Reserve(device int32, blocks int) {
 }
 
 // Start numbers evs, which follow the chunks handed to Start before, or
-// hands them to the parts to be numbered; evs are theirs until Done.
+// hands each part its events of them to be numbered; evs are theirs until
+// Done. At most partsQueue chunks may be in flight.
 func (n *PartNumbers) Start(evs []trace.Event) {
 	if len(n.parts) == 1 {
 		n.parts[0].nums.Number(evs)
 		return
 	}
-	for _, x := range n.parts {
-		x.in <- evs
+	if n.inFlight == partsQueue {
+		panic("replay: PartNumbers.Start with partsQueue chunks in flight")
+	}
+	lists := n.lists[n.started%partsQueue]
+	n.started++
+	n.inFlight++
+	for p := range lists {
+		lists[p] = lists[p][:0]
+	}
+	parts := int32(len(n.parts))
+	for i := range evs {
+		ev := &evs[i]
+		if !numbered(ev.Kind) {
+			ev.Ref = 0
+			continue
+		}
+		p := partOf(ev.Addr, parts)
+		lists[p] = append(lists[p], int32(i))
+	}
+	for p, x := range n.parts {
+		x.in <- partWork{evs: evs, own: lists[p]}
 	}
 }
 
@@ -124,6 +159,7 @@ func (n *PartNumbers) Done() {
 	for _, x := range n.parts {
 		<-x.done
 	}
+	n.inFlight--
 }
 
 // Close stops the parts' goroutines once they have numbered what Start
