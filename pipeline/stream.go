@@ -118,14 +118,25 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 }
 
 // run decodes rd's batches and hands them to the taps, or, when the
-// events are numbered, to numberAll, which hands them on.
+// events are numbered, to numberAll, which hands them on. On many cores
+// (replay.NumberParts) the numbering is in parts: run hands each batch to
+// them (replay.PartNumbers.Start: its one pass over the batch while the
+// batch is in this core's cache) before numberAll, which waits for them.
 func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
 	var numq chan *batch
+	var parts *replay.PartNumbers
 	if ra.number {
+		if k := replay.NumberParts(runtime.GOMAXPROCS(0)); k > 1 {
+			parts = replay.NewPartNumbers(k, ra.timed)
+		}
 		numq = make(chan *batch, numberAhead)
 		numbered := make(chan struct{})
-		go ra.numberAll(numq, numbered)
+		go ra.numberAll(numq, parts, numbered)
 		defer func() {
+			if parts != nil {
+				parts.Close() // after the last Start
+				ra.numberParts = parts.PartCPU()
+			}
 			close(numq)
 			<-numbered // which closes the taps
 			close(ra.done)
@@ -139,6 +150,9 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()
 		if numq != nil {
+			if parts != nil {
+				parts.Start(b.evs)
+			}
 			select {
 			case numq <- b:
 				return true
@@ -181,73 +195,33 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 }
 
 // numberAhead is how many decoded batches wait for the numbering: the
-// decoding and the numbering are two stages, each on its own goroutine,
-// so that on many cores neither adds to the other (together they cost
-// about what the model does, on seed1m.trace more).
+// decoding and the numbering are two stages, each on its own goroutine
+// (or its parts'), so that on many cores neither adds to the other
+// (together they cost about what the model does, on seed1m.trace more).
+// With parts, the parts may have this many and two more to number.
 const numberAhead = 2
 
 // numberAll numbers the events of each batch of numq
-// (replay.PartNumbers: on many cores in parts, a few batches in flight)
-// and hands the batches to the taps in order, until numq is closed or the
-// readAhead stopped; then it closes the taps and numbered.
-func (ra *readAhead) numberAll(numq <-chan *batch, numbered chan<- struct{}) {
+// (replay.BlockNumbers), or with parts waits until the parts have
+// numbered it, and hands the batch to the taps, until numq is closed or
+// the readAhead stopped; then it closes the taps and numbered.
+func (ra *readAhead) numberAll(numq <-chan *batch, parts *replay.PartNumbers, numbered chan<- struct{}) {
 	defer close(numbered)
 	defer ra.closeTaps()
 	clock := startClock(ra.timed)
-	nums := replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), ra.timed)
-	defer func() {
-		ra.numbered = clock.stop()
-		nums.Close()
-		ra.numberParts = nums.PartCPU()
-	}()
-	ahead := 0
-	if nums.Parts() > 1 {
-		ahead = numberingAhead
-	}
-	// The batches handed to the numbering, handed on in order once
-	// numbered: when more than ahead are, or before this goroutine would
-	// wait for the next (the replays may be waiting for one of them).
-	var numbering []*batch
-	handOn := func() bool {
-		nums.Done()
-		b := numbering[0]
-		numbering = numbering[1:]
-		return ra.toTaps(b)
-	}
-	for {
-		var b *batch
-		ok := true
-		select {
-		case b, ok = <-numq:
-		default:
-			if len(numbering) > 0 {
-				if !handOn() {
-					return
-				}
-				continue
-			}
-			b, ok = <-numq
+	defer func() { ra.numbered = clock.stop() }()
+	var nums replay.BlockNumbers
+	for b := range numq {
+		if parts != nil {
+			parts.Done()
+		} else {
+			nums.Number(b.evs)
 		}
-		if !ok {
-			break
-		}
-		nums.Start(b.evs)
-		numbering = append(numbering, b)
-		if len(numbering) > ahead && !handOn() {
-			return
-		}
-	}
-	for len(numbering) > 0 {
-		if !handOn() {
+		if !ra.toTaps(b) {
 			return
 		}
 	}
 }
-
-// numberingAhead is how many batches numberAll keeps in the numbering's
-// parts before it hands on the oldest: enough that a part whose wake-up
-// is slow still has work queued.
-const numberingAhead = 2
 
 // toTaps hands b to every tap that still reads, and reports false if the
 // readAhead stopped meanwhile.

@@ -3,6 +3,7 @@ package replay
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tracer-dev/tracer/internal/cputime"
@@ -25,16 +26,17 @@ import (
 //
 // Start hands a chunk to the parts and returns at once; Done waits until
 // the oldest chunk Start handed out and Done did not wait for is numbered.
-// With one part Start numbers on the caller's goroutine. A PartNumbers is
-// used by one goroutine; Close stops its parts.
+// With one part Start numbers on the caller's goroutine. One goroutine
+// calls Reserve, Start and then Close, which stops the parts; Done may be
+// called by another (the next stage of a pipeline), in step with Start.
 type PartNumbers struct {
 	parts []*numberPart
 	wg    sync.WaitGroup
 	// lists are the parts' lists of their events, per chunk in flight
 	// (a ring of partsQueue): lists[c][p] is part p's of chunk c.
 	lists    [][][]int32
-	started  int // chunks handed out; the next takes lists[started%partsQueue]
-	inFlight int // chunks handed out and not yet waited for
+	started  int          // chunks handed out; the next takes lists[started%partsQueue]
+	inFlight atomic.Int32 // chunks handed out and not yet waited for
 }
 
 // numberPart is one part and its goroutine's channels: its events of a
@@ -126,12 +128,11 @@ func (n *PartNumbers) Start(evs []trace.Event) {
 		n.parts[0].nums.Number(evs)
 		return
 	}
-	if n.inFlight == partsQueue {
+	if n.inFlight.Add(1) > partsQueue {
 		panic("replay: PartNumbers.Start with partsQueue chunks in flight")
 	}
 	lists := n.lists[n.started%partsQueue]
 	n.started++
-	n.inFlight++
 	for p := range lists {
 		lists[p] = lists[p][:0]
 	}
@@ -159,7 +160,7 @@ func (n *PartNumbers) Done() {
 	for _, x := range n.parts {
 		<-x.done
 	}
-	n.inFlight--
+	n.inFlight.Add(-1)
 }
 
 // Close stops the parts' goroutines once they have numbered what Start
