@@ -142,26 +142,8 @@ func (m *Map[V]) Get(k uint64) (V, bool) {
 
 // Put sets k to v.
 func (m *Map[V]) Put(k uint64, v V) {
-	if k == 0 {
-		m.zero, m.hasZ = v, true
-		return
-	}
-	if m.n >= m.limit {
-		m.grow()
-	}
-	mask := uint64(len(m.slots) - 1)
-	for i := m.home(k); ; i = (i + 1) & mask {
-		s := &m.slots[i]
-		if s.key == k {
-			s.val = v
-			return
-		}
-		if s.key == 0 {
-			s.key, s.val = k, v
-			m.n++
-			return
-		}
-	}
+	p, _ := m.Upsert(k)
+	*p = v
 }
 
 // Upsert returns a pointer to k's value, valid until the next Put or
