@@ -17,26 +17,7 @@ func TestReadAheadBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func(mix func(ra *readAhead, k int) []trace.Event) []trace.Event {
-		rd, err := in.Reader()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rd.Close()
-		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, false, false, 1)
-		defer ra.close()
-		var out []trace.Event
-		for k := 0; ; k++ {
-			evs := mix(ra, k)
-			if len(evs) == 0 {
-				break
-			}
-			out = append(out, evs...)
-		}
-		if err := ra.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return readAll(t, in, false, mix)
 	}
 	next := func(ra *readAhead, _ int) []trace.Event {
 		if !ra.Next() {
@@ -192,22 +173,7 @@ func TestReadAheadNumberedParts(t *testing.T) {
 	}
 	read := func(procs int) []trace.Event {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		rd, err := in.Reader()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rd.Close()
-		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, true, false, 1)
-		defer ra.close()
-		var out []trace.Event
-		for evs := ra.NextBatch(); len(evs) > 0; evs = ra.NextBatch() {
-			out = append(out, evs...)
-		}
-		if err := ra.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return readAll(t, in, true, func(ra *readAhead, _ int) []trace.Event { return ra.NextBatch() })
 	}
 	one, parts := read(1), read(16)
 	if len(one) != len(parts) {
@@ -242,4 +208,30 @@ func TestReadAheadNumberedParts(t *testing.T) {
 	if frees == 0 || differ == 0 {
 		t.Fatalf("%d frees checked, %d events numbered otherwise than in one part", frees, differ)
 	}
+}
+
+// readAll reads in's events through a readAhead (numbering them if
+// number), taking them with mix (its k-th call) until it returns none.
+func readAll(t *testing.T, in *Input, number bool, mix func(ra *readAhead, k int) []trace.Event) []trace.Event {
+	t.Helper()
+	rd, err := in.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var facts trace.Facts
+	ra := startReadAhead(context.Background(), rd, &facts, false, number, false, 1)
+	defer ra.close()
+	var out []trace.Event
+	for k := 0; ; k++ {
+		evs := mix(ra, k)
+		if len(evs) == 0 {
+			break
+		}
+		out = append(out, evs...)
+	}
+	if err := ra.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
