@@ -14,8 +14,10 @@ import (
 // so a replay's table of them is bounded by its live blocks, like an
 // address map, and is read with an index instead of a hash lookup.
 //
-// It runs in a stage before the replay (the pipeline's reader), so that on
-// two or more cores its address lookups overlap the model's work. Events
+// It runs in a stage before the replay (the pipeline's numbering stage,
+// the import's annotation reader), so that on two or more cores its
+// address lookups overlap the model's work; on many, in parts
+// (PartNumbers). Events
 // of other kinds get 0, as do frees of addresses no alloc named. The zero
 // BlockNumbers is ready to use; it is not safe for concurrent use.
 type BlockNumbers struct {

@@ -19,10 +19,10 @@ import (
 // numbers in use stay below the parts times the most blocks live at once
 // in any part. Start, on the caller's goroutine, lists each part's events
 // of a chunk (one pass over it, which sets the Ref of the events of other
-// kinds to 0); each part reads and numbers its own only. The numbers differ from BlockNumbers', but pair the events
-// alike: the events of one block, from its alloc to its free_completed,
-// share a number no other live block has, and a replay (Options.Numbered)
-// gives the same results.
+// kinds to 0); each part reads and numbers its own only. The numbers
+// differ from BlockNumbers', but pair the events alike: the events of one
+// block, from its alloc to its free_completed, share a number no other
+// live block has, and a replay (Options.Numbered) gives the same results.
 //
 // Start hands a chunk to the parts and returns at once; Done waits until
 // the oldest chunk Start handed out and Done did not wait for is numbered.
