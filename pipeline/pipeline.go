@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -392,7 +393,7 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	each(len(reps), func(i int) { runs[i] = reps[i].finish(rd, settings[i], facts, report != nil) })
 	if report != nil {
 		for i, r := range reps {
-			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered, Model: r.model,
+			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered + slices.Max(append(src.numberParts, 0)), Model: r.model,
 				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start)})
 		}
 	}

@@ -14,7 +14,7 @@ import (
 type StageTimes struct {
 	Label    string        // the replay's settings (Resolved.Label)
 	Read     time.Duration // decoding the trace, on the reader's goroutine (shared by ReplayEach's replays)
-	Number   time.Duration // numbering its blocks (replay.BlockNumbers), on a goroutine of its own
+	Number   time.Duration // numbering its blocks (replay.BlockNumbers), on a goroutine of its own; on many cores its longest part's (replay.PartNumbers) plus that goroutine's wait, the parts' lists being Read's
 	Model    time.Duration // the allocator model, with the comparison and the hand-off to the analysis
 	Analysis time.Duration // the summaries of the replayed events
 	Finalize time.Duration // the summaries' end, after the stages

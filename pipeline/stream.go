@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,7 @@ type readAhead struct {
 	// (OnStages), which the caller reads after close.
 	timed          bool
 	read, numbered time.Duration
+	numberParts    []time.Duration // the numbering's parts' (numbered is its own goroutine's)
 }
 
 // tap is one reader of a readAhead's batches.
@@ -116,14 +118,25 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 }
 
 // run decodes rd's batches and hands them to the taps, or, when the
-// events are numbered, to numberAll, which hands them on.
+// events are numbered, to numberAll, which hands them on. On many cores
+// (replay.NumberParts) the numbering is in parts: run hands each batch to
+// them (replay.PartNumbers.Start: its one pass over the batch while the
+// batch is in this core's cache) before numberAll, which waits for them.
 func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Facts) {
 	var numq chan *batch
+	var parts *replay.PartNumbers
 	if ra.number {
+		if k := replay.NumberParts(runtime.GOMAXPROCS(0)); k > 1 {
+			parts = replay.NewPartNumbers(k, ra.timed)
+		}
 		numq = make(chan *batch, numberAhead)
 		numbered := make(chan struct{})
-		go ra.numberAll(numq, numbered)
+		go ra.numberAll(numq, parts, numbered)
 		defer func() {
+			if parts != nil {
+				parts.Close() // after the last Start
+				ra.numberParts = parts.PartCPU()
+			}
 			close(numq)
 			<-numbered // which closes the taps
 			close(ra.done)
@@ -137,6 +150,9 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()
 		if numq != nil {
+			if parts != nil {
+				parts.Start(b.evs)
+			}
 			select {
 			case numq <- b:
 				return true
@@ -179,22 +195,28 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 }
 
 // numberAhead is how many decoded batches wait for the numbering: the
-// decoding and the numbering are two stages, each on its own goroutine,
-// so that on many cores neither adds to the other (together they cost
-// about what the model does, on seed1m.trace more).
+// decoding and the numbering are two stages, each on its own goroutine
+// (or its parts'), so that on many cores neither adds to the other
+// (together they cost about what the model does, on seed1m.trace more).
+// With parts, the parts may have this many and two more to number.
 const numberAhead = 2
 
-// numberAll numbers the events of each batch of numq (replay.BlockNumbers)
-// and hands the batch to the taps, until numq is closed or the readAhead
-// stopped; then it closes the taps and numbered.
-func (ra *readAhead) numberAll(numq <-chan *batch, numbered chan<- struct{}) {
+// numberAll numbers the events of each batch of numq
+// (replay.BlockNumbers), or with parts waits until the parts have
+// numbered it, and hands the batch to the taps, until numq is closed or
+// the readAhead stopped; then it closes the taps and numbered.
+func (ra *readAhead) numberAll(numq <-chan *batch, parts *replay.PartNumbers, numbered chan<- struct{}) {
 	defer close(numbered)
 	defer ra.closeTaps()
 	clock := startClock(ra.timed)
 	defer func() { ra.numbered = clock.stop() }()
 	var nums replay.BlockNumbers
 	for b := range numq {
-		nums.Number(b.evs)
+		if parts != nil {
+			parts.Done()
+		} else {
+			nums.Number(b.evs)
+		}
 		if !ra.toTaps(b) {
 			return
 		}

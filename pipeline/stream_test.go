@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -16,26 +17,7 @@ func TestReadAheadBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func(mix func(ra *readAhead, k int) []trace.Event) []trace.Event {
-		rd, err := in.Reader()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rd.Close()
-		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, false, false, 1)
-		defer ra.close()
-		var out []trace.Event
-		for k := 0; ; k++ {
-			evs := mix(ra, k)
-			if len(evs) == 0 {
-				break
-			}
-			out = append(out, evs...)
-		}
-		if err := ra.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return readAll(t, in, false, mix)
 	}
 	next := func(ra *readAhead, _ int) []trace.Event {
 		if !ra.Next() {
@@ -178,4 +160,78 @@ func TestReadAheadTaps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReadAheadNumberedParts checks the numbering stage on one core and on
+// 16, where the reader hands the batches to the numbering's parts
+// (replay.PartNumbers): the same events, each free numbered as the alloc
+// live at its address, and in parts numbers other than one part's.
+func TestReadAheadNumberedParts(t *testing.T) {
+	in, err := Open("") // the built-in sample
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(procs int) []trace.Event {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		return readAll(t, in, true, func(ra *readAhead, _ int) []trace.Event { return ra.NextBatch() })
+	}
+	one, parts := read(1), read(16)
+	if len(one) != len(parts) {
+		t.Fatalf("%d events in parts, %d in one", len(parts), len(one))
+	}
+	live := map[uint64]int32{}
+	differ, frees := 0, 0
+	for i, ev := range parts {
+		if ev.Ref != one[i].Ref {
+			differ++
+		}
+		ev.Ref = one[i].Ref
+		if ev != one[i] {
+			t.Fatalf("event %d differs: %+v, in one part %+v", i, ev, one[i])
+		}
+		ev = parts[i]
+		switch ev.Kind {
+		case trace.KindAlloc:
+			live[ev.Addr] = ev.Ref
+		case trace.KindFreeRequested, trace.KindFreeCompleted:
+			if n, ok := live[ev.Addr]; ok {
+				frees++
+				if ev.Ref != n {
+					t.Fatalf("event %d: %s at %#x numbered %d, its alloc %d", i, ev.Kind, ev.Addr, ev.Ref, n)
+				}
+			}
+			if ev.Kind == trace.KindFreeCompleted {
+				delete(live, ev.Addr)
+			}
+		}
+	}
+	if frees == 0 || differ == 0 {
+		t.Fatalf("%d frees checked, %d events numbered otherwise than in one part", frees, differ)
+	}
+}
+
+// readAll reads in's events through a readAhead (numbering them if
+// number), taking them with mix (its k-th call) until it returns none.
+func readAll(t *testing.T, in *Input, number bool, mix func(ra *readAhead, k int) []trace.Event) []trace.Event {
+	t.Helper()
+	rd, err := in.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var facts trace.Facts
+	ra := startReadAhead(context.Background(), rd, &facts, false, number, false, 1)
+	defer ra.close()
+	var out []trace.Event
+	for k := 0; ; k++ {
+		evs := mix(ra, k)
+		if len(evs) == 0 {
+			break
+		}
+		out = append(out, evs...)
+	}
+	if err := ra.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

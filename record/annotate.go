@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"runtime"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
@@ -144,9 +145,10 @@ type chunkRead struct {
 
 // readChunks reads d's events a chunk at a time, in order, into buffers
 // from free, inserts its empty_cache rows (withRows), tags them with their
-// pools, numbers their blocks (replay.BlockNumbers, for the replay's
-// Options.Numbered: the address lookups move off the replay's goroutine),
-// and delivers them on the channel it returns, which holds half as many
+// pools, numbers their blocks (replay.PartNumbers, for the replay's
+// Options.Numbered: the address lookups move off the replay's goroutine,
+// and on many cores are split among parts, a few chunks in flight), and
+// delivers them on the channel it returns, which holds half as many
 // chunks as free has buffers (at least 2). A non-empty initial, the events
 // before d's, is numbered first and delivered as a chunk of its own. It
 // stops after the last chunk, or after delivering a read error; then it
@@ -154,28 +156,63 @@ type chunkRead struct {
 // at once, for which the numbering is sized.
 func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, blocks int, lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, max(2, (cap(free)-2)/2))
+	nums := replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), false)
+	if blocks > 0 {
+		nums.Reserve(d.Index, blocks)
+	}
 	go func() {
 		if lastRead != nil {
 			defer lastRead()
 		}
-		var nums replay.BlockNumbers
-		if blocks > 0 {
-			nums.Reserve(d.Index, blocks)
+		defer nums.Close()
+		// The chunks handed to the numbering, delivered in order once
+		// numbered: when more than ahead are (numberingAhead in parts, or
+		// at once on this goroutine), or before the reader would wait for
+		// a buffer (the replay may be waiting for one of them).
+		var numbering [][]trace.Event
+		ahead := 0
+		if nums.Parts() > 1 {
+			ahead = numberingAhead
 		}
+		deliver := func() {
+			nums.Done()
+			ready <- chunkRead{evs: numbering[0]}
+			numbering = numbering[1:]
+		}
+		defer func() {
+			for len(numbering) > 0 {
+				deliver()
+			}
+		}()
 		if len(initial) > 0 {
-			nums.Number(initial)
-			ready <- chunkRead{evs: initial}
+			nums.Start(initial)
+			numbering = append(numbering, initial)
 		}
 		n := d.Len()
 		before := 0 // rows before lo
 		for lo := int64(0); lo < n; lo += torchsnap.ChunkSize {
-			buf := <-free
+			var buf []trace.Event
+			for got := false; !got; {
+				select {
+				case buf = <-free:
+					got = true
+				default:
+					if len(numbering) == 0 {
+						buf, got = <-free, true
+					} else {
+						deliver()
+					}
+				}
+			}
 			if d.Events != nil {
 				// In memory the writer hands back views of the trace, which Validate may still read: not buffers for withRows.
 				buf = nil
 			}
 			evs, err := d.Chunk(lo, min(n, lo+torchsnap.ChunkSize), buf)
 			if err != nil {
+				for len(numbering) > 0 {
+					deliver()
+				}
 				ready <- chunkRead{err: err}
 				return
 			}
@@ -190,12 +227,20 @@ func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, 
 				}
 			}
 			tagPools(evs, private)
-			nums.Number(evs)
-			ready <- chunkRead{evs: evs}
+			nums.Start(evs)
+			numbering = append(numbering, evs)
+			if len(numbering) > ahead {
+				deliver()
+			}
 		}
 	}()
 	return ready
 }
+
+// numberingAhead is how many chunks the annotation's reader keeps in the
+// numbering's parts before it delivers the oldest: enough that a part
+// whose wake-up is slow still has work queued.
+const numberingAhead = 3
 
 // annotationBuffers is how many chunk buffers an import's annotation
 // reader, replay and writer pass around (free), of which readChunks may

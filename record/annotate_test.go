@@ -2,10 +2,13 @@ package record
 
 import (
 	"path/filepath"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
+	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -156,8 +159,19 @@ func TestAnnotateReadError(t *testing.T) {
 // numbered (readChunks, for replay.Options.Numbered): on a wrapped history,
 // whose start state is replayed first, and a complete one over several
 // chunks, every alloc the replay sees has a number, and every free takes
-// the number of the alloc live at its address, the start state's included.
+// the number of the alloc live at its address, the start state's included;
+// on one core and on 16, where the numbering is in parts
+// (replay.NumberParts), with fewer buffers than its chunks in flight.
 func TestAnnotateNumbered(t *testing.T) {
+	old := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(old)
+	for _, procs := range []int{1, 16} {
+		runtime.GOMAXPROCS(procs)
+		annotateNumbered(t, procs)
+	}
+}
+
+func annotateNumbered(t *testing.T, procs int) {
 	for _, name := range []string{"mlp_train__wrap1500", "churn__split64__seed2"} {
 		snap, err := torchsnap.ReadFile(filepath.Join("../testdata/snapshots", name+".pickle"))
 		if err != nil {
@@ -178,7 +192,16 @@ func TestAnnotateNumbered(t *testing.T) {
 		}
 		live := map[uint64]int32{} // address → the number of its alloc
 		allocs, frees := 0, 0
+		var one replay.BlockNumbers // the numbers of one part
+		differ := 0                 // events numbered otherwise than by one
 		check := func(evs []trace.Event) {
+			alone := slices.Clone(evs)
+			one.Number(alone)
+			for i := range evs {
+				if evs[i].Ref != alone[i].Ref {
+					differ++
+				}
+			}
 			for i := range evs {
 				ev := &evs[i]
 				switch ev.Kind {
@@ -213,6 +236,9 @@ func TestAnnotateNumbered(t *testing.T) {
 		}
 		if allocs == 0 || frees == 0 {
 			t.Fatalf("%s: %d allocs and %d frees of them seen: nothing checked", name, allocs, frees)
+		}
+		if inParts := replay.NumberParts(procs) > 1; inParts != (differ > 0) {
+			t.Errorf("%s, GOMAXPROCS=%d: %d events numbered otherwise than by one part (in parts: %v)", name, procs, differ, inParts)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -236,6 +237,17 @@ func BenchmarkReplay(b *testing.B) {
 			}
 			reportRates(b, int64(len(evs)), cpu0)
 		})
+		// The numbering in parts (PartNumbers), as the import's reader
+		// and the pipeline run it: its wall rate is the stage's.
+		for _, parts := range []int{2, 4} {
+			b.Run(fmt.Sprintf("trace-number-parts%d/%s", parts, filepath.Base(path)), func(b *testing.B) {
+				cpu0 := cpuTime()
+				for b.Loop() {
+					numberInParts(evs, parts, 1024)
+				}
+				reportRates(b, int64(len(evs)), cpu0)
+			})
+		}
 	}
 	for _, gen := range benchGens {
 		for _, cs := range []string{"", "expandable_segments:True"} {

@@ -14,22 +14,29 @@ import (
 // so a replay's table of them is bounded by its live blocks, like an
 // address map, and is read with an index instead of a hash lookup.
 //
-// It runs in a stage before the replay (the pipeline's reader), so that on
-// two or more cores its address lookups overlap the model's work. Events
+// It runs in a stage before the replay (the pipeline's numbering stage,
+// the import's annotation reader), so that on two or more cores its
+// address lookups overlap the model's work; on many, in parts
+// (PartNumbers). Events
 // of other kinds get 0, as do frees of addresses no alloc named. The zero
 // BlockNumbers is ready to use; it is not safe for concurrent use.
 type BlockNumbers struct {
 	devs   []*deviceNumbers
 	last   *deviceNumbers
 	peeked uint64 // Number's peeks, kept so they are made
+	looked int    // events looked up: with parts, the part's own
+	// part of parts (PartNumbers; 0 of 0 alone): the addresses it numbers.
+	part, parts int32
 }
 
-// deviceNumbers is one device's numbering.
+// deviceNumbers is one device's numbering (of one part's addresses, see
+// PartNumbers).
 type deviceNumbers struct {
 	device int32
 	at     addrmap.Map[int32] // live address → its number
 	free   []int32            // numbers given back, reused last first
 	next   int32              // the next number never given
+	step   int32              // between the numbers given: the parts
 }
 
 // Number sets the Ref of evs, which follow the events numbered before.
@@ -46,43 +53,83 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 			}
 		}
 		ev := &evs[i]
-		ev.Ref = 0
-		switch ev.Kind {
-		case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
-		default:
+		if !numbered(ev.Kind) {
+			ev.Ref = 0
 			continue
 		}
 		if d == nil || d.device != ev.Device {
 			d = n.device(ev.Device)
 		}
-		switch ev.Kind {
-		case trace.KindAlloc:
-			num, ok := d.at.Get(ev.Addr)
-			if !ok {
-				num = d.take()
-				d.at.Put(ev.Addr, num)
-			}
-			ev.Ref = num
-		case trace.KindFreeRequested:
-			ev.Ref, _ = d.at.Get(ev.Addr)
-		case trace.KindFreeCompleted:
-			if num, ok := d.at.Take(ev.Addr); ok {
-				ev.Ref = num
-				d.free = append(d.free, num)
-			}
-		}
+		n.looked++
+		d.number(ev)
 	}
 	n.last = d
 }
 
-// device returns device d's numbering, made on its first event.
+// numberOwn is Number for a part (PartNumbers): it numbers the events of
+// evs at the indices own, its alloc and free_* events, and no other.
+func (n *BlockNumbers) numberOwn(evs []trace.Event, own []int32) {
+	d := n.last
+	peekAt := 0
+	for k, i := range own {
+		if k >= peekAt && d != nil {
+			peekAt = min(k+peekAhead, len(own))
+			for _, j := range own[k:peekAt] {
+				n.peeked += d.at.Peek(evs[j].Addr)
+			}
+		}
+		ev := &evs[i]
+		if d == nil || d.device != ev.Device {
+			d = n.device(ev.Device)
+		}
+		n.looked++
+		d.number(ev)
+	}
+	n.last = d
+}
+
+// numbered says whether events of kind k carry a block's number.
+func numbered(k trace.Kind) bool {
+	return k == trace.KindAlloc || k == trace.KindFreeRequested || k == trace.KindFreeCompleted
+}
+
+// number sets the Ref of ev, an alloc or free_* event of d's device.
+func (d *deviceNumbers) number(ev *trace.Event) {
+	switch ev.Kind {
+	case trace.KindAlloc:
+		num, ok := d.at.Upsert(ev.Addr)
+		if !ok {
+			*num = d.take()
+		}
+		ev.Ref = *num
+	case trace.KindFreeRequested:
+		ev.Ref, _ = d.at.Get(ev.Addr)
+	default:
+		ev.Ref = 0
+		if num, ok := d.at.Take(ev.Addr); ok {
+			ev.Ref = num
+			d.free = append(d.free, num)
+		}
+	}
+}
+
+// partOf is the part of parts that numbers the blocks at addr: the top
+// bits of a product other than addrmap's, so that a part's addresses
+// spread over its whole table.
+func partOf(addr uint64, parts int32) int32 {
+	h := addr * 0xD1B54A32D192ED03
+	return int32((h >> 32) * uint64(parts) >> 32)
+}
+
+// device returns device d's numbering, made on its first event: a part's
+// numbers are part+1 plus multiples of parts, which no other part gives.
 func (n *BlockNumbers) device(d int32) *deviceNumbers {
 	for _, x := range n.devs {
 		if x.device == d {
 			return x
 		}
 	}
-	x := &deviceNumbers{device: d, next: 1}
+	x := &deviceNumbers{device: d, next: n.part + 1, step: max(n.parts, 1)}
 	n.devs = append(n.devs, x)
 	return x
 }
@@ -94,6 +141,6 @@ func (d *deviceNumbers) take() int32 {
 		d.free = d.free[:k-1]
 		return num
 	}
-	d.next++
-	return d.next - 1
+	d.next += d.step
+	return d.next - d.step
 }

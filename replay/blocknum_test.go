@@ -12,17 +12,21 @@ import (
 )
 
 // replayBoth replays evs by address and with the blocks numbered
-// (BlockNumbers, Options.Numbered) under opts and fails t where the
-// results, the errors or the replayed events differ.
+// (BlockNumbers, Options.Numbered; PartNumbers in 3 parts too) under opts
+// and fails t where the results, the errors or the replayed events differ.
 func replayBoth(t *testing.T, name string, evs []trace.Event, opts Options) {
+	t.Helper()
+	replayNumbered(t, name, evs, opts, 1)
+	replayNumbered(t, name+"/3 parts", evs, opts, 3)
+}
+
+// replayNumbered is replayBoth with the blocks numbered in parts parts.
+func replayNumbered(t *testing.T, name string, evs []trace.Event, opts Options, parts int) {
 	t.Helper()
 	run := func(numbered bool) ([]DeviceResult, []trace.Event, string) {
 		in := slices.Clone(evs)
 		if numbered {
-			var n BlockNumbers
-			for lo := 0; lo < len(in); lo += 7 { // batches of any size
-				n.Number(in[lo:min(lo+7, len(in))])
-			}
+			numberInParts(in, parts, 7) // batches of any size
 		}
 		var out []trace.Event
 		o := opts
@@ -190,6 +194,121 @@ func TestBlockNumbersBounded(t *testing.T) {
 	for d, m := range most {
 		if int(top[d]) > m {
 			t.Errorf("device %d: numbers up to %d for at most %d blocks live", d, top[d], m)
+		}
+	}
+}
+
+// numberInParts numbers evs in chunks of size events with a PartNumbers
+// of parts parts, up to 3 chunks in flight, and returns the events each
+// part looked up.
+func numberInParts(evs []trace.Event, parts, size int) []int {
+	n := NewPartNumbers(parts, false)
+	pending := 0
+	for lo := 0; lo < len(evs); lo += size {
+		n.Start(evs[lo:min(lo+size, len(evs))])
+		if pending++; pending > 3 {
+			n.Done()
+			pending--
+		}
+	}
+	for ; pending > 0; pending-- {
+		n.Done()
+	}
+	n.Close()
+	looked := make([]int, parts)
+	for i, x := range n.parts {
+		looked[i] = x.nums.looked
+	}
+	return looked
+}
+
+// lifetimes names each event by the block its number stands for: the
+// index of the alloc that took the number, from then to the
+// free_completed that gave it back (-1 for Ref 0), so that two numberings
+// that pair the events alike give the same names.
+func lifetimes(evs []trace.Event) []int {
+	type key struct {
+		dev int32
+		ref int32
+	}
+	open := map[key]int{}
+	out := make([]int, len(evs))
+	for i, ev := range evs {
+		out[i] = -1
+		if ev.Ref == 0 {
+			continue
+		}
+		k := key{ev.Device, ev.Ref}
+		id, ok := open[k]
+		if !ok {
+			id = i
+			open[k] = id
+		}
+		out[i] = id
+		if ev.Kind == trace.KindFreeCompleted {
+			delete(open, k)
+		}
+	}
+	return out
+}
+
+// TestPartNumbers: numbered in 2 to 5 parts, the events are paired as in
+// one (the same lifetimes), every number is its address's part's
+// (partOf), each block event is looked up once, by its own part, and the
+// numbers stay below the parts times the most blocks any part holds.
+func TestPartNumbers(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		evs := oddStream(seed, 30000)
+		one := slices.Clone(evs)
+		var n BlockNumbers
+		n.Number(one)
+		want := lifetimes(one)
+		for parts := 2; parts <= 5; parts++ {
+			got := slices.Clone(evs)
+			for i := range got {
+				got[i].Ref = -7 // every event's Ref is set
+			}
+			looked := numberInParts(got, parts, 100+int(seed))
+			if !slices.Equal(lifetimes(got), want) {
+				t.Fatalf("seed %d, %d parts: the events' pairing differs from one part's", seed, parts)
+			}
+			total := 0
+			for p, k := range looked {
+				if k == 0 {
+					t.Errorf("seed %d, %d parts: part %d looked nothing up", seed, parts, p)
+				}
+				total += k
+			}
+			if total != n.looked {
+				t.Errorf("seed %d, %d parts: %d lookups, one part makes %d", seed, parts, total, n.looked)
+			}
+			live := map[int32]map[uint64]bool{}
+			most := 0
+			for i, ev := range got {
+				if ev.Ref < 0 {
+					t.Fatalf("seed %d, %d parts: event %d (%s) not numbered", seed, parts, i, ev.Kind)
+				}
+				if ev.Ref == 0 {
+					continue
+				}
+				if p := partOf(ev.Addr, int32(parts)); (ev.Ref-1)%int32(parts) != p {
+					t.Fatalf("seed %d, %d parts: event %d at %#x numbered %d, not by its part %d", seed, parts, i, ev.Addr, ev.Ref, p)
+				}
+				p := partOf(ev.Addr, int32(parts))
+				if live[p] == nil {
+					live[p] = map[uint64]bool{}
+				}
+				if ev.Kind == trace.KindAlloc {
+					live[p][ev.Addr<<1|uint64(ev.Device)] = true
+					most = max(most, len(live[p]))
+				}
+				if ev.Kind == trace.KindFreeCompleted {
+					delete(live[p], ev.Addr<<1|uint64(ev.Device))
+				}
+				if int(ev.Ref) > parts*most {
+					t.Fatalf("seed %d, %d parts: number %d past %d parts of %d live", seed, parts, ev.Ref, parts, most)
+				}
+			}
 		}
 	}
 }

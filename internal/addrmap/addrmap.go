@@ -142,9 +142,22 @@ func (m *Map[V]) Get(k uint64) (V, bool) {
 
 // Put sets k to v.
 func (m *Map[V]) Put(k uint64, v V) {
+	p, _ := m.Upsert(k)
+	*p = v
+}
+
+// Upsert returns a pointer to k's value, valid until the next Put or
+// Delete, and whether k was present; an absent k is added with the zero
+// value. A caller that adds a key unless present (the numbering's alloc)
+// probes once instead of twice.
+func (m *Map[V]) Upsert(k uint64) (*V, bool) {
 	if k == 0 {
-		m.zero, m.hasZ = v, true
-		return
+		had := m.hasZ
+		if !had {
+			var zero V
+			m.zero, m.hasZ = zero, true
+		}
+		return &m.zero, had
 	}
 	if m.n >= m.limit {
 		m.grow()
@@ -153,13 +166,12 @@ func (m *Map[V]) Put(k uint64, v V) {
 	for i := m.home(k); ; i = (i + 1) & mask {
 		s := &m.slots[i]
 		if s.key == k {
-			s.val = v
-			return
+			return &s.val, true
 		}
 		if s.key == 0 {
-			s.key, s.val = k, v
+			s.key = k
 			m.n++
-			return
+			return &s.val, false
 		}
 	}
 }
