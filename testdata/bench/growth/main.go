@@ -164,10 +164,14 @@ func main() {
 				}
 				var cells []string
 				for _, d := range ts {
-					cells = append(cells, fmt.Sprintf("%.3f", d.Seconds()))
+					if d < 0 {
+						cells = append(cells, "failed")
+					} else {
+						cells = append(cells, fmt.Sprintf("%.3f", d.Seconds()))
+					}
 				}
 				if slices.Contains(ts[:], -1) {
-					fmt.Printf("| %s | %d | %s |%s failed (see stderr) | | |\n", ax.name, n, cmd, name)
+					fmt.Printf("| %s | %d | %s |%s %s (see stderr) | | |\n", ax.name, n, cmd, name, strings.Join(cells, " / "))
 					continue
 				}
 				exp, slope := growth(&ts)
