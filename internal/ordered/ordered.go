@@ -9,17 +9,21 @@ import "cmp"
 // or five levels, where a binary tree missed the cache at each of ~20.
 const (
 	fanout   = 32
-	minItems = fanout / 2 // in every node but the root after a removal
+	minItems = fanout / 2 // in every node but the root and the last leaf
 )
 
 // Map is a map from ordered keys to values kept in key order: a B+ tree
 // whose nodes hold their keys in flat arrays and whose leaves, linked in
 // order, hold the values. Insertion, removal and the searches take
 // O(log n) steps in the worst case, and the shape follows from the
-// operations alone: a run is deterministic. The zero Map is empty.
+// operations alone: a run is deterministic. A key above every key (an
+// address above the others, a copy made in order) goes into the last leaf
+// without a search, and a full last leaf splits off only the new key, so
+// that keys inserted in order fill their leaves. The zero Map is empty.
 type Map[K cmp.Ordered, V any] struct {
 	root   *inner[K, V] // nil while the keys fit in one leaf
 	leaf   *leaf[K, V]  // the root while root is nil
+	last   *leaf[K, V]  // the leaf of the greatest keys
 	height int          // levels of inner nodes
 	n      int
 	// Visits counts the nodes the methods stepped through and the entries
@@ -202,9 +206,17 @@ func (t *Map[K, V]) walk(l *leaf[K, V], i int, fn func(K, V) bool) {
 
 // Insert sets key's value, adding the key when it is not present.
 func (t *Map[K, V]) Insert(key K, val V) {
+	if l := t.last; l != nil && l.n > 0 && l.n < fanout && key > l.keys[l.n-1] {
+		t.Visits++
+		l.keys[l.n], l.vals[l.n] = key, val
+		l.n++
+		t.n++
+		return
+	}
 	if t.root == nil {
 		if t.leaf == nil {
 			t.leaf = new(leaf[K, V])
+			t.last = t.leaf
 		}
 		t.Visits++
 		if r := t.insertLeaf(t.leaf, key, val); r != nil {
@@ -235,8 +247,7 @@ func (t *Map[K, V]) insertInner(in *inner[K, V], h int, key K, val V) (*inner[K,
 		if r == nil {
 			return nil, sep
 		}
-		sep = r.keys[0]
-		return t.addChild(in, i+1, sep, nil, r)
+		return t.addChild(in, i+1, r.keys[0], nil, r)
 	}
 	r, sep := t.insertInner(in.inners[i], h-1, key, val)
 	if r == nil {
@@ -246,8 +257,12 @@ func (t *Map[K, V]) insertInner(in *inner[K, V], h int, key K, val V) (*inner[K,
 }
 
 // addChild puts a new child at index i ≥ 1 of in (an inner node or a
-// leaf) with separator sep, splitting in when full; a split leaves the new
-// child past the first of its node, so that up is the right node's bound.
+// leaf) with separator sep, splitting in when full, and returns the node
+// split off and its bound. A split moves half the children, and leaves
+// the new child past the first of its node, so that the bound is a key
+// of in. (Inner nodes split evenly even when keys come in order: one
+// child alone in the last inner node would leave a short leaf under it
+// nothing to merge with.)
 func (t *Map[K, V]) addChild(in *inner[K, V], i int, sep K, ci *inner[K, V], cl *leaf[K, V]) (*inner[K, V], K) {
 	var right *inner[K, V]
 	var up K
@@ -290,14 +305,20 @@ func (t *Map[K, V]) insertLeaf(l *leaf[K, V], key K, val V) *leaf[K, V] {
 	t.n++
 	var r *leaf[K, V]
 	if l.n == fanout {
+		keep := minItems
+		if i == l.n && l.next == nil {
+			keep = fanout // the new key alone starts the new last leaf
+		}
 		r = &leaf[K, V]{prev: l, next: l.next}
 		if l.next != nil {
 			l.next.prev = r
+		} else {
+			t.last = r
 		}
 		l.next = r
-		t.moveEntries(r, 0, l, minItems, l.n-minItems)
-		r.n, l.n = l.n-minItems, minItems
-		if i > l.n {
+		t.moveEntries(r, 0, l, keep, l.n-keep)
+		r.n, l.n = l.n-keep, keep
+		if i > l.n || l.n == fanout {
 			l, i = r, i-l.n
 		}
 	}
@@ -391,6 +412,8 @@ func (t *Map[K, V]) refillLeaf(in *inner[K, V], i int) {
 		a.next = b.next
 		if b.next != nil {
 			b.next.prev = a
+		} else {
+			t.last = a
 		}
 		t.moveChildren(in, i+1, in, i+2, in.n-i-2)
 		in.n--
