@@ -415,9 +415,7 @@ func (t *Map[K, V]) refillLeaf(in *inner[K, V], i int) {
 		} else {
 			t.last = a
 		}
-		t.moveChildren(in, i+1, in, i+2, in.n-i-2)
-		in.n--
-		in.inners[in.n], in.leaves[in.n] = nil, nil
+		t.dropChild(in, i+1)
 		return
 	}
 	half := (a.n + b.n) / 2
@@ -436,6 +434,13 @@ func (t *Map[K, V]) refillLeaf(in *inner[K, V], i int) {
 	in.keys[i+1] = b.keys[0]
 }
 
+// dropChild removes in's i-th child, merged into the one before it.
+func (t *Map[K, V]) dropChild(in *inner[K, V], i int) {
+	t.moveChildren(in, i, in, i+1, in.n-i-1)
+	in.n--
+	in.inners[in.n], in.leaves[in.n] = nil, nil
+}
+
 // refillInner merges in's i-th child with a neighbour, or moves children
 // between them so that each holds half.
 func (t *Map[K, V]) refillInner(in *inner[K, V], i int) {
@@ -449,9 +454,7 @@ func (t *Map[K, V]) refillInner(in *inner[K, V], i int) {
 		b.keys[0] = sep
 		t.moveChildren(a, a.n, b, 0, b.n)
 		a.n += b.n
-		t.moveChildren(in, i+1, in, i+2, in.n-i-2)
-		in.n--
-		in.inners[in.n], in.leaves[in.n] = nil, nil
+		t.dropChild(in, i+1)
 		return
 	}
 	half := (a.n + b.n) / 2
