@@ -64,11 +64,12 @@ func (s *Summarizer) snapshotLayout() {
 		return
 	}
 	for _, addr := range sg.changed {
-		s.layout.Remove(addr)
 		if g, ok := sg.tree.Get(addr); ok {
-			s.layout.Insert(addr, layoutOf(g))
+			s.layout.Insert(addr, layoutOf(g)) // in place where the copy had addr
 			s.layoutCopies++
 			g.laidOut = false
+		} else {
+			s.layout.Remove(addr)
 		}
 	}
 	sg.changed = sg.changed[:0]

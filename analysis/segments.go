@@ -92,9 +92,9 @@ func (s *segments) find(addr int64) *segment {
 	}
 	// The segments do not overlap, so only the last one starting at or
 	// before addr can hold it.
-	if n := s.tree.Floor(addr); n != nil && addr < n.Val.end() {
-		s.last, s.prev = n.Val, s.last
-		return n.Val
+	if _, g, ok := s.tree.Floor(addr); ok && addr < g.end() {
+		s.last, s.prev = g, s.last
+		return g
 	}
 	return nil
 }
@@ -140,10 +140,10 @@ func (s *segments) noteChanged(addr int64) {
 }
 
 func (s *segments) insert(g *segment) {
-	if p := s.tree.Floor(g.addr); p != nil && p.Val.end() > g.addr {
+	if _, p, ok := s.tree.Floor(g.addr); ok && p.end() > g.addr {
 		s.overlap = true
 	}
-	if n := s.tree.Floor(g.end() - 1); n != nil && n.Val.addr >= g.addr {
+	if _, n, ok := s.tree.Floor(g.end() - 1); ok && n.addr >= g.addr {
 		s.overlap = true
 	}
 	if s.overlap {

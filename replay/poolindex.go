@@ -220,7 +220,7 @@ func (x *segIndex) add(s allocator.SegmentInfo) {
 	if !x.flat {
 		end := s.Addr + uint64(s.Size)
 		if s.Size > 0 && end > s.Addr {
-			if n := x.byAddr.Floor(end - 1); n == nil || n.Key+uint64(n.Val.Size) <= s.Addr {
+			if k, v, ok := x.byAddr.Floor(end - 1); !ok || k+uint64(v.Size) <= s.Addr {
 				x.byAddr.Insert(s.Addr, s)
 				return
 			}
@@ -235,8 +235,8 @@ func (x *segIndex) add(s allocator.SegmentInfo) {
 // contains returns the pool of the segment holding addr.
 func (x *segIndex) contains(addr uint64) (allocator.PoolID, bool) {
 	if !x.flat {
-		if n := x.byAddr.Floor(addr); n != nil && addr < n.Key+uint64(n.Val.Size) {
-			return n.Val.Pool, true
+		if k, v, ok := x.byAddr.Floor(addr); ok && addr < k+uint64(v.Size) {
+			return v.Pool, true
 		}
 		return allocator.PoolID{}, false
 	}

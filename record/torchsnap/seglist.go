@@ -81,25 +81,25 @@ func (l *segList) find(addr uint64) (*segRange, bool) {
 		}
 		return l.flat[j], l.flat[j].addr <= addr
 	}
-	if f := l.m.Floor(addr); f != nil && f.Val.end() > addr {
-		return f.Val, true
+	if _, f, ok := l.m.Floor(addr); ok && f.end() > addr {
+		return f, true
 	}
 	if addr == ^uint64(0) {
 		return nil, false
 	}
-	if c := l.m.Ceil(addr + 1); c != nil {
-		return c.Val, false
+	if _, c, ok := l.m.Ceil(addr + 1); ok {
+		return c, false
 	}
 	return nil, false
 }
 
 // overlaps reports whether [addr, end) overlaps a range or starts where one does.
 func (l *segList) overlaps(addr, end uint64) bool {
-	if c := l.m.Ceil(addr); c != nil && (c.Key == addr || c.Key < end) {
+	if c, _, ok := l.m.Ceil(addr); ok && (c == addr || c < end) {
 		return true
 	}
 	if addr > 0 {
-		if f := l.m.Floor(addr - 1); f != nil && f.Val.end() > addr {
+		if _, f, ok := l.m.Floor(addr - 1); ok && f.end() > addr {
 			return true
 		}
 	}
@@ -155,14 +155,14 @@ func (l *segList) mapRange(s *segRange) {
 		l.flat = slices.Insert(segs, j, s)
 		return
 	}
-	if c := l.m.Ceil(s.addr); c != nil && c.Val.expandable && c.Key == s.end() && c.Val.stream == s.stream {
-		s.size += c.Val.size
-		s.large = c.Val.large
-		l.m.Remove(c.Key)
+	if ck, c, ok := l.m.Ceil(s.addr); ok && c.expandable && ck == s.end() && c.stream == s.stream {
+		s.size += c.size
+		s.large = c.large
+		l.m.Remove(ck)
 	}
 	if s.addr > 0 {
-		if f := l.m.Floor(s.addr - 1); f != nil && f.Val.expandable && f.Val.end() == s.addr && f.Val.stream == s.stream {
-			f.Val.size += s.size
+		if _, f, ok := l.m.Floor(s.addr - 1); ok && f.expandable && f.end() == s.addr && f.stream == s.stream {
+			f.size += s.size
 			return
 		}
 	}

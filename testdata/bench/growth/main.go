@@ -3,7 +3,7 @@
 // the exponent log2(t8n/t4n) and the least-squares slope of log t on log n
 // (1 is linear). Run from the repository root:
 //
-//	go run ./testdata/bench/growth [-runs 3] [-axes REGEXP] [-cmds REGEXP] [-scale 1]
+//	go run ./testdata/bench/growth [-runs 3] [-axes REGEXP] [-cmds REGEXP] [-scale 1] [-tracer [NAME=]BIN,...]
 //
 // It builds tracer once, writes each axis's input (a workload, or a JSON
 // snapshot) into a temporary folder, records or imports it into a trace,
@@ -13,7 +13,10 @@
 // shared machine disturbed least. The runs of a command go round the four
 // sizes in turn (n, 2n, 4n, 8n, then n again), so that a change in the
 // machine's load while a command is timed falls on every size alike,
-// rather than on the sizes timed last. The commands run with the environment
+// rather than on the sizes timed last. With several binaries (-tracer
+// main=OLD,branch=NEW) each run of a size runs every binary in turn, so that
+// they share the load alike too, and the table has a row per binary. The
+// commands run with the environment
 // growth has, GOGC included, which the table's header names: the collector
 // is part of what a command costs its user.
 package main
@@ -38,7 +41,7 @@ func main() {
 	cmdsRE := flag.String("cmds", "", "only the commands whose name matches this regexp")
 	scale := flag.Float64("scale", 1, "multiply every axis's n by this")
 	clock := flag.String("clock", "cpu", "cpu (user + system time of the command) or wall")
-	bin := flag.String("tracer", "", "the tracer binary to time (default: built from ./cmd/tracer)")
+	bins := flag.String("tracer", "", "the tracer binaries to time, comma-separated, each NAME=PATH or PATH (default: built from ./cmd/tracer)")
 	keep := flag.Bool("keep", false, "keep the folder of inputs and outputs, and print its path")
 	flag.Parse()
 	if *clock != "cpu" && *clock != "wall" {
@@ -61,29 +64,45 @@ func main() {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	if *bin == "" {
-		*bin = filepath.Join(dir, "tracer")
-		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/tracer").CombinedOutput(); err != nil {
+	t := timer{runs: *runs, wall: *clock == "wall"}
+	if *bins == "" {
+		bin := filepath.Join(dir, "tracer")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/tracer").CombinedOutput(); err != nil {
 			fatal("go build ./cmd/tracer: %v\n%s", err, out)
 		}
+		t.bins, t.names = []string{bin}, []string{""}
+	} else {
+		for _, b := range strings.Split(*bins, ",") {
+			name, path, ok := strings.Cut(b, "=")
+			if !ok {
+				name, path = filepath.Base(b), b
+			}
+			if _, err := os.Stat(path); err != nil {
+				fatal("-tracer: %v", err)
+			}
+			t.bins, t.names = append(t.bins, path), append(t.names, name)
+		}
 	}
-	t := timer{bin: *bin, runs: *runs, wall: *clock == "wall"}
+	column, sep := "", ""
+	if len(t.bins) > 1 {
+		column, sep = " tracer |", "---|"
+	}
 
 	gogc := "GOGC unset"
 	if v, ok := os.LookupEnv("GOGC"); ok {
 		gogc = "GOGC=" + v
 	}
-	fmt.Printf("| axis | n | command | seconds at n, 2n, 4n, 8n (%s, least of %d, %s) | exponent | slope |\n", *clock, *runs, gogc)
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Printf("| axis | n | command |%s seconds at n, 2n, 4n, 8n (%s, least of %d, %s) | exponent | slope |\n", column, *clock, *runs, gogc)
+	fmt.Println("|---|---|---|" + sep + "---|---|---|")
 	for _, ax := range axes {
 		if !onlyAxes.MatchString(ax.name) {
 			continue
 		}
 		n := int(math.Round(float64(ax.base) * *scale))
-		rows := map[string]*[4]time.Duration{}
+		rows := map[string][][4]time.Duration{}
 		var order []string
-		add := func(cmd string, ts [4]time.Duration) {
-			rows[cmd] = &ts
+		add := func(cmd string, ts [][4]time.Duration) {
+			rows[cmd] = ts
 			order = append(order, cmd)
 		}
 		var bases [4]string
@@ -138,21 +157,30 @@ func main() {
 			if !onlyCmds.MatchString(cmd) && cmd != "record --workload" && cmd != "import" {
 				continue
 			}
-			ts := rows[cmd]
-			var cells []string
-			for _, d := range ts {
-				cells = append(cells, fmt.Sprintf("%.3f", d.Seconds()))
+			for b, ts := range rows[cmd] {
+				name := ""
+				if column != "" {
+					name = " " + t.names[b] + " |"
+				}
+				var cells []string
+				for _, d := range ts {
+					if d < 0 {
+						cells = append(cells, "failed")
+					} else {
+						cells = append(cells, fmt.Sprintf("%.3f", d.Seconds()))
+					}
+				}
+				if slices.Contains(ts[:], -1) {
+					fmt.Printf("| %s | %d | %s |%s %s (see stderr) | | |\n", ax.name, n, cmd, name, strings.Join(cells, " / "))
+					continue
+				}
+				exp, slope := growth(&ts)
+				mark := ""
+				if exp > 1.1 {
+					mark = " **>1.1**"
+				}
+				fmt.Printf("| %s | %d | %s |%s %s | %.2f%s | %.2f |\n", ax.name, n, cmd, name, strings.Join(cells, " / "), exp, mark, slope)
 			}
-			if slices.Contains(ts[:], -1) {
-				fmt.Printf("| %s | %d | %s | failed (see stderr) | | |\n", ax.name, n, cmd)
-				continue
-			}
-			exp, slope := growth(ts)
-			mark := ""
-			if exp > 1.1 {
-				mark = " **>1.1**"
-			}
-			fmt.Printf("| %s | %d | %s | %s | %.2f%s | %.2f |\n", ax.name, n, cmd, strings.Join(cells, " / "), exp, mark, slope)
 		}
 	}
 }
@@ -172,33 +200,36 @@ func growth(ts *[4]time.Duration) (exp, slope float64) {
 
 // timer runs tracer commands and keeps the least time of runs.
 type timer struct {
-	bin  string
-	runs int
-	wall bool
+	bins, names []string // the binaries timed and their names in the table
+	runs        int
+	wall        bool
 }
 
-// sizes runs tracer with args(k) for each size k in turn, t.runs times
-// round, and returns each size's least time, or -1 for a size where a run
-// failed, after saying on stderr why (that size is not run again).
-func (t timer) sizes(args func(k int) []string) [4]time.Duration {
-	var best [4]time.Duration
+// sizes runs each binary with args(k) for each size k in turn, t.runs
+// times round, and returns each binary's least time at each size, or -1
+// for a size where a run failed, after saying on stderr why (that size is
+// not run again).
+func (t timer) sizes(args func(k int) []string) [][4]time.Duration {
+	best := make([][4]time.Duration, len(t.bins))
 	for range t.runs {
-		for k := range best {
-			if best[k] < 0 {
-				continue
-			}
-			if d := t.once(args(k)); d < 0 || best[k] == 0 || d < best[k] {
-				best[k] = d
+		for k := range 4 {
+			for b, bin := range t.bins {
+				if best[b][k] < 0 {
+					continue
+				}
+				if d := t.once(bin, args(k)); d < 0 || best[b][k] == 0 || d < best[b][k] {
+					best[b][k] = d
+				}
 			}
 		}
 	}
 	return best
 }
 
-// once runs tracer with args and returns its time, or -1 after saying on
+// once runs bin with args and returns its time, or -1 after saying on
 // stderr why it failed.
-func (t timer) once(args []string) time.Duration {
-	cmd := exec.Command(t.bin, args...)
+func (t timer) once(bin string, args []string) time.Duration {
+	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = nil, &out
 	start := time.Now()
