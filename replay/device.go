@@ -290,15 +290,7 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 	addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
 	r.clearPlan()
 	if err != nil {
-		if !allocator.IsOOM(err) {
-			return err
-		}
-		if r.annotate {
-			r.leave(ev)
-		}
-		r.oom(ev, false)
-		r.live.del(ev.Addr, r.ref(ev)) // the recorded address names no block of the replay now
-		return nil
+		return r.allocFailed(ev, err)
 	}
 	r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
 	if r.annotate {
@@ -311,6 +303,11 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 // free_completed next: a synchronous free.
 func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	r.res.Events += 2
+	return r.freeCalm(ev, next)
+}
+
+// freeCalm is freePair but for the count of events, which calmRun keeps.
+func (r *deviceReplay) freeCalm(ev, next *trace.Event) error {
 	r.called.request(ev)
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)

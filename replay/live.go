@@ -90,6 +90,21 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 	*s = refSlot{rec: addr, addr: b.addr, h: b.h, used: true}
 }
 
+// putNumbered is put's common case, small enough to inline: the block at
+// addr has number n > 0 within byRef, the map is empty, and the slot is
+// free or addr's. It reports false, having changed nothing, otherwise.
+func (l *liveBlocks) putNumbered(addr uint64, n int32, baddr uint64, h allocator.Handle) bool {
+	if n <= 0 || int(n) >= len(l.byRef) || l.byAddr.Len() != 0 {
+		return false
+	}
+	s := &l.byRef[n]
+	if s.used && s.rec != addr {
+		return false
+	}
+	*s = refSlot{rec: addr, addr: baddr, h: h, used: true}
+	return true
+}
+
 // grow makes byRef reach number n, out of line: numbers come in order, so
 // it is called at most once per number past the greatest so far, and the
 // capacity a doubling or a recycled replay left is taken before a new
