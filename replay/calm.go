@@ -14,10 +14,10 @@ import (
 // written out. It returns the index of the first event it did not replay,
 // and the index peek has reached.
 func (r *deviceReplay) calmRun(evs []trace.Event, i, peekAt int) (int, int, error) {
-	allocs, dev, start := r.calmAlloc, r.device, i
+	allocs, dev, start, peeks := r.calmAlloc, r.device, i, !r.numbered
 	var err error
 	for ; i < len(evs); i++ {
-		if i >= peekAt {
+		if peeks && i >= peekAt {
 			peekAt = min(i+peekAhead, len(evs))
 			r.peek(evs[i:peekAt])
 		}

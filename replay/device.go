@@ -207,9 +207,12 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 // device will probe first, in one loop: in a map larger than the cache
 // nearly every alloc's Put and free's Take misses, and the misses of a
 // loop of independent loads overlap where those of the events' replays,
-// one after another, do not.
+// one after another, do not. Numbered events (r.numbered) are not peeked:
+// their slots are an array indexed by number, and loading them ahead cost
+// more than the misses it overlapped (small.trace, one core: 51.6 against
+// 42.3 ns an event).
 func (r *deviceReplay) peek(evs []trace.Event) {
-	r.peeked += r.live.peek(evs, r.numbered)
+	r.peeked += r.live.peek(evs)
 }
 
 // ref is ev's block number (trace.Event.Ref) when the source numbered the

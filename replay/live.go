@@ -128,17 +128,12 @@ func (l *liveBlocks) release(addr uint64, n int32) {
 	}
 }
 
-// peek loads what the next events evs will look up first, in one loop
-// (see deviceReplay.peek), and returns a sum of it; numbered says whether
-// their Refs are block numbers.
-func (l *liveBlocks) peek(evs []trace.Event, numbered bool) uint64 {
+// peek loads the address map's slots that the next events evs will look
+// up first, in one loop (see deviceReplay.peek), and returns a sum of them.
+func (l *liveBlocks) peek(evs []trace.Event) uint64 {
 	var sum uint64
 	for i := range evs {
-		if n := evs[i].Ref; numbered && n > 0 && int(n) < len(l.byRef) {
-			sum += l.byRef[n].rec
-		} else {
-			sum += l.byAddr.Peek(evs[i].Addr)
-		}
+		sum += l.byAddr.Peek(evs[i].Addr)
 	}
 	return sum
 }

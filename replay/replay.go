@@ -400,7 +400,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				return r, err
 			}
 		}
-		if i >= peekAt && r != nil {
+		if i >= peekAt && r != nil && !r.numbered {
 			peekAt = min(i+peekAhead, len(evs))
 			r.peek(evs[i:peekAt])
 		}
