@@ -11,38 +11,50 @@ import (
 // (calmPair). r is calm and holds no event. Neither request changes what
 // recalm tests, so the tests of r's state are made once for the run rather
 // than once per event, and the requests are alloc's and freePair's work
-// written out. It returns the index of the first event it did not replay,
-// and the index peek has reached.
-func (r *deviceReplay) calmRun(evs []trace.Event, i, peekAt int) (int, int, error) {
-	allocs, dev, start, peeks := r.calmAlloc, r.device, i, !r.numbered
-	var err error
-	for ; i < len(evs); i++ {
-		if peeks && i >= peekAt {
-			peekAt = min(i+peekAhead, len(evs))
-			r.peek(evs[i:peekAt])
+// written out. It returns the index of the first event it did not replay.
+//
+// Events found by address are peeked at (peek) 16 at a time; numbered
+// ones are not, and their loop carries nothing of the peeks.
+func (r *deviceReplay) calmRun(evs []trace.Event, i int) (int, error) {
+	if r.numbered {
+		return r.calmReqs(evs, i, len(evs))
+	}
+	for i < len(evs) {
+		end := min(i+peekAhead, len(evs))
+		r.peek(evs[i:end])
+		j, err := r.calmReqs(evs, i, end)
+		if err != nil || j < end {
+			return j, err
 		}
+		i = j
+	}
+	return i, nil
+}
+
+// calmReqs is calmRun's loop over the requests that begin before end.
+func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
+	for ; i < end; i++ {
 		ev := &evs[i]
-		if ev.Device != dev || ev.Flags&trace.FlagReconstructed != 0 {
+		if ev.Device != r.device || ev.Flags&trace.FlagReconstructed != 0 {
 			break
 		}
 		if ev.Kind == trace.KindAlloc {
-			if !allocs || !ev.Pool.IsDefault() {
+			if !r.calmAlloc || !ev.Pool.IsDefault() {
 				break
 			}
 			// alloc, written out.
+			r.res.Events++
 			r.called.request(ev)
 			r.curTime, r.curStack = ev.TimeUs, ev.Stack
 			r.expectEv(ev)
 			if len(r.followSegs) > 0 {
 				r.follow()
 			}
-			addr, h, aerr := r.a.MallocHandle(ev.Size, ev.Stream)
+			addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
 			r.clearPlan()
-			if aerr != nil {
-				if err = r.allocFailed(ev, aerr); err != nil {
-					err = eventError(ev, err)
-					i++
-					break
+			if err != nil {
+				if err = r.allocFailed(ev, err); err != nil {
+					return i, eventError(ev, err)
 				}
 				continue
 			}
@@ -58,21 +70,15 @@ func (r *deviceReplay) calmRun(evs []trace.Event, i, peekAt int) (int, int, erro
 			break
 		}
 		next := &evs[i+1]
-		if next.Kind != trace.KindFreeCompleted || next.Addr != ev.Addr || next.Device != dev {
+		if next.Kind != trace.KindFreeCompleted || next.Addr != ev.Addr || next.Device != ev.Device {
 			break
 		}
 		i++
-		if err = r.freeCalm(ev, next); err != nil {
-			err = eventError(next, err)
-			i++
-			break
+		if err := r.freePair(ev, next); err != nil {
+			return i, eventError(next, err)
 		}
 	}
-	r.res.Events += int64(i - start)
-	if err != nil {
-		i--
-	}
-	return i, peekAt, err
+	return i, nil
 }
 
 // allocFailed ends alloc's request ev, whose malloc failed with err: an

@@ -306,11 +306,6 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 // free_completed next: a synchronous free.
 func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	r.res.Events += 2
-	return r.freeCalm(ev, next)
-}
-
-// freeCalm is freePair but for the count of events, which calmRun keeps.
-func (r *deviceReplay) freeCalm(ev, next *trace.Event) error {
 	r.called.request(ev)
 	r.curTime, r.curStack = ev.TimeUs, ev.Stack
 	r.expectEv(ev)

@@ -396,7 +396,7 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 	for i := 0; i < len(evs); i++ {
 		if r != nil && r.calm && !r.hasHold {
 			var err error
-			if i, peekAt, err = r.calmRun(evs, i, peekAt); err != nil || i == len(evs) {
+			if i, err = r.calmRun(evs, i); err != nil || i == len(evs) {
 				return r, err
 			}
 		}
