@@ -1,17 +1,14 @@
 package replay
 
-import (
-	"github.com/tracer-dev/tracer/allocator"
-	"github.com/tracer-dev/tracer/trace"
-)
+import "github.com/tracer-dev/tracer/trace"
 
 // calmRun replays evs from i on while each event is a request of r's
 // device that batch's calm cases take: a plain alloc in the default pools
 // (while r.calmAlloc) or a free_requested followed by its free_completed
 // (calmPair). r is calm and holds no event. Neither request changes what
 // recalm tests, so the tests of r's state are made once for the run rather
-// than once per event, and the requests are alloc's and freePair's work
-// written out. It returns the index of the first event it did not replay.
+// than once per event. It returns the index of the first event it did not
+// replay.
 //
 // Events found by address are peeked at (peek) 16 at a time; numbered
 // ones are not, and their loop carries nothing of the peeks.
@@ -42,27 +39,8 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 			if !r.calmAlloc || !ev.Pool.IsDefault() {
 				break
 			}
-			// alloc, written out.
-			r.res.Events++
-			r.called.request(ev)
-			r.curTime, r.curStack = ev.TimeUs, ev.Stack
-			r.expectEv(ev)
-			if len(r.followSegs) > 0 {
-				r.follow()
-			}
-			addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
-			r.clearPlan()
-			if err != nil {
-				if err = r.allocFailed(ev, err); err != nil {
-					return i, eventError(ev, err)
-				}
-				continue
-			}
-			if !r.live.putNumbered(ev.Addr, r.ref(ev), addr, h) {
-				r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
-			}
-			if r.annotate {
-				r.placed(ev, addr, h)
+			if err := r.alloc(ev); err != nil {
+				return i, eventError(ev, err)
 			}
 			continue
 		}
@@ -79,18 +57,4 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 		}
 	}
 	return i, nil
-}
-
-// allocFailed ends alloc's request ev, whose malloc failed with err: an
-// OOM is noted, any other error returned.
-func (r *deviceReplay) allocFailed(ev *trace.Event, err error) error {
-	if !allocator.IsOOM(err) {
-		return err
-	}
-	if r.annotate {
-		r.leave(ev)
-	}
-	r.oom(ev, false)
-	r.live.del(ev.Addr, r.ref(ev)) // the recorded address names no block of the replay now
-	return nil
 }
