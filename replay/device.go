@@ -207,9 +207,11 @@ func (r *deviceReplay) push(ev *trace.Event) error {
 // device will probe first, in one loop: in a map larger than the cache
 // nearly every alloc's Put and free's Take misses, and the misses of a
 // loop of independent loads overlap where those of the events' replays,
-// one after another, do not.
+// one after another, do not. Numbered events (r.numbered) are not peeked:
+// their slots are an array indexed by number, and loading them ahead costs
+// more than the misses it overlaps.
 func (r *deviceReplay) peek(evs []trace.Event) {
-	r.peeked += r.live.peek(evs, r.numbered)
+	r.peeked += r.live.peek(evs)
 }
 
 // ref is ev's block number (trace.Event.Ref) when the source numbered the
@@ -300,7 +302,9 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 		r.live.del(ev.Addr, r.ref(ev)) // the recorded address names no block of the replay now
 		return nil
 	}
-	r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
+	if !r.live.putNumbered(ev.Addr, r.ref(ev), addr, h) {
+		r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
+	}
 	if r.annotate {
 		r.placed(ev, addr, h)
 	}

@@ -90,6 +90,21 @@ func (l *liveBlocks) put(addr uint64, n int32, b blockRef) {
 	*s = refSlot{rec: addr, addr: b.addr, h: b.h, used: true}
 }
 
+// putNumbered is put's common case, small enough to inline: the block at
+// addr has number n > 0 within byRef, the map is empty, and the slot is
+// free or addr's. It reports false, having changed nothing, otherwise.
+func (l *liveBlocks) putNumbered(addr uint64, n int32, baddr uint64, h allocator.Handle) bool {
+	if n <= 0 || int(n) >= len(l.byRef) || l.byAddr.Len() != 0 {
+		return false
+	}
+	s := &l.byRef[n]
+	if s.used && s.rec != addr {
+		return false
+	}
+	*s = refSlot{rec: addr, addr: baddr, h: h, used: true}
+	return true
+}
+
 // grow makes byRef reach number n, out of line: numbers come in order, so
 // it is called at most once per number past the greatest so far, and the
 // capacity a doubling or a recycled replay left is taken before a new
@@ -113,17 +128,12 @@ func (l *liveBlocks) release(addr uint64, n int32) {
 	}
 }
 
-// peek loads what the next events evs will look up first, in one loop
-// (see deviceReplay.peek), and returns a sum of it; numbered says whether
-// their Refs are block numbers.
-func (l *liveBlocks) peek(evs []trace.Event, numbered bool) uint64 {
+// peek loads the address map's slots that the next events evs will look
+// up first, in one loop (see deviceReplay.peek), and returns a sum of them.
+func (l *liveBlocks) peek(evs []trace.Event) uint64 {
 	var sum uint64
 	for i := range evs {
-		if n := evs[i].Ref; numbered && n > 0 && int(n) < len(l.byRef) {
-			sum += l.byRef[n].rec
-		} else {
-			sum += l.byAddr.Peek(evs[i].Addr)
-		}
+		sum += l.byAddr.Peek(evs[i].Addr)
 	}
 	return sum
 }

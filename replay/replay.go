@@ -394,7 +394,13 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error) {
 	peekAt := 0 // the index of the next event peek has not seen
 	for i := 0; i < len(evs); i++ {
-		if i >= peekAt && r != nil {
+		if r != nil && r.calm && !r.hasHold {
+			var err error
+			if i, err = r.calmRun(evs, i); err != nil || i == len(evs) {
+				return r, err
+			}
+		}
+		if i >= peekAt && r != nil && !r.numbered {
 			peekAt = min(i+peekAhead, len(evs))
 			r.peek(evs[i:peekAt])
 		}
@@ -415,22 +421,9 @@ func (x *runner) batch(r *deviceReplay, evs []trace.Event) (*deviceReplay, error
 				r.recalm()
 			}
 		case ev.Kind == trace.KindFreeRequested:
-			// A synchronous free whose free_completed follows in the batch
-			// is replayed at once, with the result holding it for the next
-			// iteration would give and without the work of holding it;
-			// otherwise it is held.
-			if i+1 < len(evs) {
-				if next := &evs[i+1]; r.calmPair(ev, next) {
-					i++
-					if err = r.freePair(ev, next); err != nil {
-						return r, eventError(next, err)
-					}
-					continue
-				}
-			}
+			// Not followed by its free_completed (calmRun takes those while
+			// r is calm, and calmPair needs it calm): held.
 			r.hold(ev)
-		case ev.Kind == trace.KindAlloc && r.calmAlloc && ev.Flags&trace.FlagReconstructed == 0 && ev.Pool.IsDefault():
-			err = r.alloc(ev)
 		default:
 			err = r.push(ev)
 			r.recalm()
