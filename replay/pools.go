@@ -329,7 +329,7 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		}
 		r.pools.met[p] = true
 	}
-	if _, ok := r.pools.ix.at[p]; !ok && isMemPool(p) {
+	if isMemPool(p) && !r.pools.ix.has(p) {
 		if len(r.pools.ix.pools) == 0 && !r.recorded && r.obs == nil {
 			r.a.SetObserver(poolWatch{r}) // else emitted marks the pools
 		}
