@@ -273,3 +273,29 @@ func TestSegIndexHeap(t *testing.T) {
 	}
 	runtime.KeepAlive(&x)
 }
+
+// TestAllocatedGraphPools: annotating allocations in 10,000 graph pools
+// (a CUDA graph a segment) and 3 MemPools, with the snapshot naming them
+// all, notes as met only the MemPools, the only pools unmetMemPool asks
+// about: no map entry a graph pool.
+func TestAllocatedGraphPools(t *testing.T) {
+	a, err := allocator.New(allocator.DefaultConf(), allocator.NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []allocator.PoolID
+	for i := range uint64(10000) {
+		named = append(named, allocator.PoolID{A: 1, B: i + 1})
+	}
+	named = append(named, allocator.PoolID{B: 1}, allocator.PoolID{B: 2}, allocator.PoolID{B: 3})
+	r := &deviceReplay{a: a, annotate: true, opts: &Options{InferPools: true, NamedPools: named}}
+	for i, p := range named {
+		r.allocated(&trace.Event{Kind: trace.KindAlloc, Addr: uint64(i) << 22, Size: 512, Stream: 7}, p)
+	}
+	if len(r.pools.met) != 3 {
+		t.Errorf("%d pools noted as met, want the 3 MemPools", len(r.pools.met))
+	}
+	if p, ok := r.unmetMemPool(); ok {
+		t.Errorf("unmetMemPool: %v, want none (MemPools 1-3 all met)", p)
+	}
+}
