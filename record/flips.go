@@ -32,7 +32,7 @@ const maxPoolFlips = 64
 func decidePools(conf allocator.Conf, infer inference, limit, total int64, initial []trace.Event, d *torchsnap.Device, lastRelease int64,
 	private *privatePools) ([]trace.Event, map[replay.AllocKey]bool, error) {
 	rows, end, err := findEmptyCaches(conf, infer, limit, total, initial, d, lastRelease, private, nil)
-	if err != nil || !infer.pools || !end.left && len(end.misplaced) == 0 || end.pools == 0 && len(private.segs) == 0 {
+	if err != nil || !infer.pools || !end.left && len(end.misplaced) == 0 || end.pools == 0 && len(private.addr) == 0 {
 		// Followed, or left for another reason than a pool: no private
 		// pool was met (garbage collection under a limit the model does
 		// not know, say).

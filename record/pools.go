@@ -13,17 +13,21 @@ import (
 // privatePools holds the segments a snapshot reports as owned by a private
 // pool (a CUDA graph capture or a MemPool), sorted by address so that an
 // event's segment is a binary search: tagging a trace costs O(log pools) an
-// event, not a scan of every pool's segments.
+// event, not a scan of every pool's segments. The segments are kept as
+// columns (addr, end, pool), not copies of torchsnap.Segment: the search
+// reads 8 bytes a step, not a 112-byte record, and the columns hold no
+// pointers for the collector to scan.
 type privatePools struct {
-	segs []torchsnap.Segment
-	// born holds, for each of segs, the time of the recording's last
+	addr, end []uint64 // each segment's range [addr, end)
+	pools     []trace.PoolID
+	// born holds, for each segment, the time of the recording's last
 	// segment_alloc at its base (0: none): the segment the dump shows was
 	// made then, and an allocation before it at its addresses was in an
 	// earlier segment there, which may have been another pool's.
 	born []int64
 	// overlap is set when two segments overlap (a malformed snapshot): the
 	// first of the snapshot's order that holds an address wins, as before
-	// sorting, so segs keeps that order and is scanned.
+	// sorting, so the columns keep that order and are scanned.
 	overlap bool
 	visits  int // segments examined, for the tests
 	// aliases are the pools the inference invents that are others
@@ -32,27 +36,68 @@ type privatePools struct {
 	aliases map[allocator.PoolID]allocator.PoolID
 }
 
-// privateSegments returns d's private-pool segments, indexed.
+// privateSegments returns d's private-pool segments, indexed. A snapshot
+// lists its segments by address, so they are sorted only when they are
+// not; the sort breaks ties by the snapshot's order.
 func privateSegments(d *torchsnap.Device) *privatePools {
-	p := &privatePools{}
-	for _, s := range d.Segments {
-		if !s.Pool.IsDefault() {
-			p.segs = append(p.segs, s)
-		}
+	p, sorted := privateColumns(d)
+	if !sorted {
+		p.sortByAddr()
 	}
-	sorted := slices.Clone(p.segs)
-	slices.SortStableFunc(sorted, func(a, b torchsnap.Segment) int { return cmp.Compare(a.Addr, b.Addr) })
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i].Addr < sorted[i-1].Addr+uint64(sorted[i-1].TotalSize) {
+	for i := 1; i < len(p.addr); i++ {
+		if p.addr[i] < p.end[i-1] {
+			if !sorted {
+				p, _ = privateColumns(d)
+			}
 			p.overlap = true
 			return p
 		}
 	}
-	p.segs = sorted
-	if len(sorted) > 0 {
+	if len(p.addr) > 0 {
 		p.births(d)
 	}
 	return p
+}
+
+// privateColumns returns d's private-pool segments in the snapshot's
+// order, and whether that order is by address.
+func privateColumns(d *torchsnap.Device) (p *privatePools, sorted bool) {
+	n := 0
+	for i := range d.Segments {
+		if !d.Segments[i].Pool.IsDefault() {
+			n++
+		}
+	}
+	p = &privatePools{addr: make([]uint64, 0, n), end: make([]uint64, 0, n), pools: make([]trace.PoolID, 0, n)}
+	sorted = true
+	for i := range d.Segments {
+		if s := &d.Segments[i]; !s.Pool.IsDefault() {
+			if k := len(p.addr); k > 0 && s.Addr < p.addr[k-1] {
+				sorted = false
+			}
+			p.addr = append(p.addr, s.Addr)
+			p.end = append(p.end, s.Addr+uint64(s.TotalSize))
+			p.pools = append(p.pools, s.Pool)
+		}
+	}
+	return p, sorted
+}
+
+// sortByAddr sorts p's columns by address, equal addresses in their
+// present order.
+func (p *privatePools) sortByAddr() {
+	perm := make([]int32, len(p.addr))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortFunc(perm, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(p.addr[a], p.addr[b]), cmp.Compare(a, b))
+	})
+	addr, end, pools := make([]uint64, len(perm)), make([]uint64, len(perm)), make([]trace.PoolID, len(perm))
+	for i, k := range perm {
+		addr[i], end[i], pools[i] = p.addr[k], p.end[k], p.pools[k]
+	}
+	p.addr, p.end, p.pools = addr, end, pools
 }
 
 // ids returns the pools of p's segments, each once, in the order of their
@@ -63,10 +108,10 @@ func (p *privatePools) ids() []allocator.PoolID {
 	if p == nil {
 		return nil
 	}
-	seen := make(map[allocator.PoolID]struct{}, len(p.segs))
-	for _, s := range p.segs {
+	seen := make(map[allocator.PoolID]struct{}, len(p.pools))
+	for _, q := range p.pools {
 		p.visits++
-		id := allocator.PoolID{A: s.Pool.A, B: s.Pool.B}
+		id := allocator.PoolID{A: q.A, B: q.B}
 		if _, ok := seen[id]; !ok {
 			seen[id] = struct{}{}
 			out = append(out, id)
@@ -79,7 +124,7 @@ func (p *privatePools) ids() []allocator.PoolID {
 // events cannot be read has none: every allocation at a segment's
 // addresses is then taken for its pool, as the events' reader will report.
 func (p *privatePools) births(d *torchsnap.Device) {
-	p.born = make([]int64, len(p.segs))
+	p.born = make([]int64, len(p.addr))
 	var buf []trace.Event
 	for lo := int64(0); lo < d.Len(); lo += torchsnap.ChunkSize {
 		hi := min(lo+torchsnap.ChunkSize, d.Len())
@@ -93,7 +138,7 @@ func (p *privatePools) births(d *torchsnap.Device) {
 		}
 		for i := range evs {
 			if ev := &evs[i]; ev.Kind == trace.KindSegmentAlloc {
-				if k, ok := p.index(ev.Addr); ok && p.segs[k].Addr == ev.Addr {
+				if k, ok := p.index(ev.Addr); ok && p.addr[k] == ev.Addr {
 					p.born[k] = ev.TimeUs
 				}
 			}
@@ -108,25 +153,25 @@ func (p *privatePools) pool(ev *trace.Event) (trace.PoolID, bool) {
 	if !ok || len(p.born) > 0 && ev.TimeUs < p.born[k] {
 		return trace.PoolID{}, false
 	}
-	return p.segs[k].Pool, true
+	return p.pools[k], true
 }
 
-// index returns the index in segs of the private segment holding addr.
+// index returns the index in the columns of the private segment holding addr.
 func (p *privatePools) index(addr uint64) (int, bool) {
 	if p.overlap {
-		for i := range p.segs {
+		for i := range p.addr {
 			p.visits++
-			if s := &p.segs[i]; addr >= s.Addr && addr < s.Addr+uint64(s.TotalSize) {
+			if addr >= p.addr[i] && addr < p.end[i] {
 				return i, true
 			}
 		}
 		return 0, false
 	}
-	lo, hi := 0, len(p.segs) // the first segment starting after addr
+	lo, hi := 0, len(p.addr) // the first segment starting after addr
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		p.visits++
-		if p.segs[m].Addr <= addr {
+		if p.addr[m] <= addr {
 			lo = m + 1
 		} else {
 			hi = m
@@ -135,7 +180,7 @@ func (p *privatePools) index(addr uint64) (int, bool) {
 	if lo == 0 {
 		return 0, false
 	}
-	if s := &p.segs[lo-1]; addr < s.Addr+uint64(s.TotalSize) {
+	if addr < p.end[lo-1] {
 		return lo - 1, true
 	}
 	return 0, false
@@ -178,7 +223,7 @@ func (p *privatePools) alias(res *replay.Result) bool {
 // by an empty_cache(), may have been another pool's: the default pools'
 // of a stream that warmed a graph up before torch.cuda.graph released it).
 func tagPools(evs []trace.Event, p *privatePools) {
-	if len(p.segs) == 0 {
+	if len(p.addr) == 0 {
 		return
 	}
 	for i := range evs {

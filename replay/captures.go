@@ -34,16 +34,25 @@ import (
 // warmups as captures: a trace cannot tell them apart.
 type captures struct {
 	open   allocator.PoolID // the graph pool of the episode under way; (0, 0): none
-	cur    episode          // its allocations so far
+	cur    episode          // it: its allocations so far are sizes[cur.off:]
 	stream uint64           // their stream
-	byPool map[allocator.PoolID][]episode
+	// eps are the episodes ended, in order, and last each pool's latest
+	// of them, whose prev links its pool's earlier ones. Their sizes lie
+	// in one slice, and neither it nor eps holds a pointer: no object an
+	// episode for the collector to scan.
+	sizes  []int64
+	eps    []episode
+	last   map[allocator.PoolID]int32
 	graphs map[allocator.PoolID]bool // of the pools numbered (0, n): graph pools
 }
 
-// episode is one run of allocations into a graph pool: their sizes, and
-// whether it was its pool's first (beginPool performed its call).
+// episode is one run of allocations into a graph pool: their sizes
+// (sizes[off:off+n]), whether it was its pool's first (beginPool performed
+// its call), and its pool's episode before it (-1: none).
 type episode struct {
-	sizes []int64
+	off   int
+	n     int32
+	prev  int32
 	first bool
 }
 
@@ -76,9 +85,9 @@ func (c *captures) allocIn(p allocator.PoolID, ev *trace.Event, first bool) (all
 		if first && prevFirst && prev.A&inventedPool != 0 && p.A&inventedPool == 0 && prevStream == ev.Stream {
 			alias = prev
 		}
-		c.open, c.cur.first, c.stream = p, first, ev.Stream
+		c.open, c.cur, c.stream = p, episode{off: len(c.sizes), first: first}, ev.Stream
 	}
-	c.cur.sizes = append(c.cur.sizes, ev.Size)
+	c.sizes = append(c.sizes, ev.Size)
 	return alias, alias != (allocator.PoolID{})
 }
 
@@ -105,10 +114,16 @@ func (c *captures) close() {
 	if c.open == (allocator.PoolID{}) {
 		return
 	}
-	if c.byPool == nil {
-		c.byPool = map[allocator.PoolID][]episode{}
+	if c.last == nil {
+		c.last = map[allocator.PoolID]int32{}
 	}
-	c.byPool[c.open] = append(c.byPool[c.open], c.cur)
+	e := c.cur
+	e.n, e.prev = int32(len(c.sizes)-e.off), -1
+	if k, ok := c.last[c.open]; ok {
+		e.prev = k
+	}
+	c.last[c.open] = int32(len(c.eps))
+	c.eps = append(c.eps, e)
 	c.open, c.cur = allocator.PoolID{}, episode{}
 }
 
@@ -120,12 +135,13 @@ func (c *captures) later() int {
 	c.open, c.cur = allocator.PoolID{}, episode{}
 	n := 0
 	var later suffixes
-	for _, eps := range c.byPool {
+	for _, k := range c.last {
 		// From the last episode back, each looked up among the later ones.
 		later.reset()
-		for i := len(eps) - 1; i >= 0; i-- {
-			w := eps[i].sizes
-			if !eps[i].first && !later.repeat(w) {
+		for ; k >= 0; k = c.eps[k].prev {
+			e := &c.eps[k]
+			w := c.sizes[e.off : e.off+int(e.n)]
+			if !e.first && !later.repeat(w) {
 				n++
 			}
 			later.add(w)

@@ -234,3 +234,31 @@ func TestOOMInWarmup(t *testing.T) {
 		t.Errorf("the OOM's pool is %v, want %v", evs[2].Pool, pool)
 	}
 }
+
+// TestCapturesHeap: 100,000 graph pools of one episode of one allocation
+// each (a CUDA graph a segment) make no heap object an episode: their
+// sizes lie in one slice and the episodes in another, so the collector
+// has no 100,000 small slices to scan and the heap objects made grow
+// with the maps' tables, not with the episodes.
+func TestCapturesHeap(t *testing.T) {
+	const n = 100000
+	var c captures
+	evs := make([]trace.Event, n)
+	for i := range evs {
+		evs[i] = trace.Event{Kind: trace.KindAlloc, Size: 512, Stream: 7}
+	}
+	defaultEv := &trace.Event{Kind: trace.KindAlloc, Size: 4, Stream: 0}
+	allocs := testing.AllocsPerRun(1, func() {
+		c = captures{}
+		for i := range evs {
+			c.allocIn(allocator.PoolID{A: 1, B: uint64(i + 1)}, &evs[i], true)
+			c.allocIn(allocator.PoolID{}, defaultEv, false)
+		}
+	})
+	if allocs > n/10 {
+		t.Errorf("%d one-allocation episodes made %.0f heap objects, want at most %d", n, allocs, n/10)
+	}
+	if got := c.later(); got != 0 {
+		t.Errorf("%d later captures, want 0 (every episode a first)", got)
+	}
+}

@@ -74,6 +74,12 @@ func (x *memIndex) add(p allocator.PoolID) {
 	x.mark(i)
 }
 
+// has reports whether MemPool p is in the index.
+func (x *memIndex) has(p allocator.PoolID) bool {
+	_, ok := x.at[p]
+	return ok
+}
+
 // touched marks the leaf of pool p, if it is one, stale.
 func (x *memIndex) touched(p allocator.PoolID) {
 	if !isMemPool(p) {
@@ -200,11 +206,21 @@ func (w poolWatch) AllocatorEvent(e *allocator.Event) { w.r.pools.ix.touched(e.P
 // once two overlap (a malformed recording), or a size does not make a
 // range, the segments go into a list in the order added and are scanned,
 // where the first added that holds an address wins. Until then at most one
-// holds an address, so the list's order is the same answer.
+// holds an address, so the list's order is the same answer. A segment is
+// kept as its range and pool alone (poolSeg), which hold no pointer: the
+// tree's leaves of a recording with a private pool a segment are then
+// a third the size, with nothing in them for the collector to follow.
 type segIndex struct {
-	byAddr ordered.Map[uint64, allocator.SegmentInfo]
-	list   []allocator.SegmentInfo
+	byAddr ordered.Map[uint64, poolSeg]
+	list   []poolSeg
 	flat   bool
+}
+
+// poolSeg is a segment of a segIndex.
+type poolSeg struct {
+	addr uint64
+	size int64
+	pool allocator.PoolID
 }
 
 // Len returns the number of segments.
@@ -216,18 +232,19 @@ func (x *segIndex) Len() int {
 }
 
 // add notes segment s, made now.
-func (x *segIndex) add(s allocator.SegmentInfo) {
+func (x *segIndex) add(seg allocator.SegmentInfo) {
+	s := poolSeg{addr: seg.Addr, size: seg.Size, pool: seg.Pool}
 	if !x.flat {
-		end := s.Addr + uint64(s.Size)
-		if s.Size > 0 && end > s.Addr {
-			if k, v, ok := x.byAddr.Floor(end - 1); !ok || k+uint64(v.Size) <= s.Addr {
-				x.byAddr.Insert(s.Addr, s)
+		end := s.addr + uint64(s.size)
+		if s.size > 0 && end > s.addr {
+			if k, v, ok := x.byAddr.Floor(end - 1); !ok || k+uint64(v.size) <= s.addr {
+				x.byAddr.Insert(s.addr, s)
 				return
 			}
 		}
 		x.flat = true
-		x.byAddr.Each(func(_ uint64, v allocator.SegmentInfo) { x.list = append(x.list, v) })
-		x.byAddr = ordered.Map[uint64, allocator.SegmentInfo]{}
+		x.byAddr.Each(func(_ uint64, v poolSeg) { x.list = append(x.list, v) })
+		x.byAddr = ordered.Map[uint64, poolSeg]{}
 	}
 	x.list = append(x.list, s)
 }
@@ -235,14 +252,14 @@ func (x *segIndex) add(s allocator.SegmentInfo) {
 // contains returns the pool of the segment holding addr.
 func (x *segIndex) contains(addr uint64) (allocator.PoolID, bool) {
 	if !x.flat {
-		if k, v, ok := x.byAddr.Floor(addr); ok && addr < k+uint64(v.Size) {
-			return v.Pool, true
+		if k, v, ok := x.byAddr.Floor(addr); ok && addr < k+uint64(v.size) {
+			return v.pool, true
 		}
 		return allocator.PoolID{}, false
 	}
 	for i := range x.list {
-		if s := &x.list[i]; addr >= s.Addr && addr < s.Addr+uint64(s.Size) {
-			return s.Pool, true
+		if s := &x.list[i]; addr >= s.addr && addr < s.addr+uint64(s.size) {
+			return s.pool, true
 		}
 	}
 	return allocator.PoolID{}, false
@@ -252,12 +269,12 @@ func (x *segIndex) contains(addr uint64) (allocator.PoolID, bool) {
 func (x *segIndex) take(addr uint64) (allocator.PoolID, bool) {
 	if !x.flat {
 		s, ok := x.byAddr.Remove(addr)
-		return s.Pool, ok
+		return s.pool, ok
 	}
 	for i := range x.list {
-		if s := x.list[i]; s.Addr == addr {
+		if s := x.list[i]; s.addr == addr {
 			x.list = append(x.list[:i], x.list[i+1:]...)
-			return s.Pool, true
+			return s.pool, true
 		}
 	}
 	return allocator.PoolID{}, false

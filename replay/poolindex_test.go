@@ -3,6 +3,7 @@ package replay
 import (
 	"math/bits"
 	"math/rand"
+	"runtime"
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -245,5 +246,56 @@ func TestSegIndexWork(t *testing.T) {
 		if d := x.byAddr.Visits - v; x.flat || d > bound {
 			t.Fatalf("segment %d of %d: %d nodes visited (flat %v), more than %d", i, n, d, x.flat, bound)
 		}
+	}
+}
+
+// TestSegIndexHeap: 100,000 private segments, added in a shuffled order
+// (the growth axis's), take at most 72 bytes each (67 with the tree's
+// leaves part full): a segment is its range and pool, not a whole
+// SegmentInfo with its slice header (126 bytes each).
+func TestSegIndexHeap(t *testing.T) {
+	const n = 100000
+	var x segIndex
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for k := range n {
+		i := uint64(k*7919) % n
+		x.add(allocator.SegmentInfo{Addr: i << 22, Size: 2 << 20, Pool: allocator.PoolID{A: 1, B: i + 1}})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if got := int64(after.HeapAlloc) - int64(before.HeapAlloc); got > 72*n {
+		t.Errorf("%d segments hold %d bytes, want at most %d", n, got, 72*n)
+	}
+	if p, ok := x.contains(uint64(n-1)<<22 + 5); !ok || p != (allocator.PoolID{A: 1, B: n}) {
+		t.Errorf("contains: %v %v, want pool (1, %d)", p, ok, n)
+	}
+	runtime.KeepAlive(&x)
+}
+
+// TestAllocatedGraphPools: annotating allocations in 10,000 graph pools
+// (a CUDA graph a segment) and 3 MemPools, with the snapshot naming them
+// all, notes as met only the MemPools, the only pools unmetMemPool asks
+// about: no map entry a graph pool.
+func TestAllocatedGraphPools(t *testing.T) {
+	a, err := allocator.New(allocator.DefaultConf(), allocator.NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []allocator.PoolID
+	for i := range uint64(10000) {
+		named = append(named, allocator.PoolID{A: 1, B: i + 1})
+	}
+	named = append(named, allocator.PoolID{B: 1}, allocator.PoolID{B: 2}, allocator.PoolID{B: 3})
+	r := &deviceReplay{a: a, annotate: true, opts: &Options{InferPools: true, NamedPools: named}}
+	for i, p := range named {
+		r.allocated(&trace.Event{Kind: trace.KindAlloc, Addr: uint64(i) << 22, Size: 512, Stream: 7}, p)
+	}
+	if len(r.pools.met) != 3 {
+		t.Errorf("%d pools noted as met, want the 3 MemPools", len(r.pools.met))
+	}
+	if p, ok := r.unmetMemPool(); ok {
+		t.Errorf("unmetMemPool: %v, want none (MemPools 1-3 all met)", p)
 	}
 }

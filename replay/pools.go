@@ -48,8 +48,9 @@ import (
 // poolRoute is a deviceReplay's private-pool state.
 type poolRoute struct {
 	seen map[allocator.PoolID]bool
-	// met are the private pools given to a recorded alloc, annotating
-	// (unmetMemPool); named are the MemPools the snapshot names, by id,
+	// met are the MemPools given to a recorded alloc, annotating
+	// (unmetMemPool, which asks of MemPools only: a recording of a graph
+	// a segment would make it a map of every pool); named are the MemPools the snapshot names, by id,
 	// made on unmetMemPool's first call, and unmet the first of them that
 	// may not have been met.
 	met    map[allocator.PoolID]bool
@@ -323,13 +324,13 @@ func (r *deviceReplay) allocated(ev *trace.Event, p allocator.PoolID) {
 		r.pools.last = map[uint64]allocator.PoolID{}
 	}
 	r.pools.last[ev.Stream] = p
-	if !p.IsDefault() && (len(r.private) > 0 || len(r.opts.NamedPools) > 0) {
+	if isMemPool(p) && (len(r.private) > 0 || len(r.opts.NamedPools) > 0) {
 		if r.pools.met == nil {
 			r.pools.met = map[allocator.PoolID]bool{}
 		}
 		r.pools.met[p] = true
 	}
-	if _, ok := r.pools.ix.at[p]; !ok && isMemPool(p) {
+	if isMemPool(p) && !r.pools.ix.has(p) {
 		if len(r.pools.ix.pools) == 0 && !r.recorded && r.obs == nil {
 			r.a.SetObserver(poolWatch{r}) // else emitted marks the pools
 		}
