@@ -415,12 +415,13 @@ func (e passEnd) further(f passEnd) bool {
 // has none.
 func segmentMakers(d *torchsnap.Device, seq int64, addrs ...uint64) ([]replay.AllocKey, error) {
 	type seg struct {
-		addr, end uint64
-		maker     replay.AllocKey
+		end   uint64
+		maker replay.AllocKey
 	}
-	var segs []seg
+	segs := make(map[uint64]seg) // the live segments by address: a free finds its own at once
 	var buf []trace.Event
-	fresh := -1 // the segment the last event allocated
+	var fresh uint64 // the segment the last event allocated, if any
+	hasFresh := false
 	for lo := int64(0); lo < seq && lo < d.Len(); lo += torchsnap.ChunkSize {
 		hi := min(d.Len(), lo+torchsnap.ChunkSize, seq)
 		if buf == nil {
@@ -434,28 +435,25 @@ func segmentMakers(d *torchsnap.Device, seq int64, addrs ...uint64) ([]replay.Al
 			ev := &evs[i]
 			switch ev.Kind {
 			case trace.KindSegmentAlloc:
-				segs = append(segs, seg{addr: ev.Addr, end: ev.Addr + uint64(ev.Size)})
-				fresh = len(segs) - 1
+				segs[ev.Addr] = seg{end: ev.Addr + uint64(ev.Size)}
+				fresh, hasFresh = ev.Addr, true
 				continue
 			case trace.KindSegmentFree:
-				for j := range segs {
-					if segs[j].addr == ev.Addr {
-						segs = append(segs[:j], segs[j+1:]...)
-						break
-					}
-				}
+				delete(segs, ev.Addr)
 			case trace.KindAlloc:
-				if fresh >= 0 && segs[fresh].addr == ev.Addr {
-					segs[fresh].maker = replay.AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
+				if s, ok := segs[fresh]; hasFresh && ok && fresh == ev.Addr {
+					s.maker = replay.AllocKey{TimeUs: ev.TimeUs, Addr: ev.Addr}
+					segs[fresh] = s
 				}
 			}
-			fresh = -1
+			hasFresh = false
 		}
 	}
+	// Live segments do not overlap: each address lies in at most one.
 	var out []replay.AllocKey
 	for _, a := range addrs {
-		for _, s := range segs {
-			if a >= s.addr && a < s.end && s.maker != (replay.AllocKey{}) && !slices.Contains(out, s.maker) {
+		for addr, s := range segs {
+			if a >= addr && a < s.end && s.maker != (replay.AllocKey{}) && !slices.Contains(out, s.maker) {
 				out = append(out, s.maker)
 			}
 		}
