@@ -227,6 +227,32 @@ func BenchmarkReplay(b *testing.B) {
 				reportRates(b, int64(len(evs)), cpu0)
 			})
 		}
+		// The same replay on a fresh model each time (Run, not a
+		// Replayer), as tracer import's annotation makes one, plain and
+		// with the annotation's options: trace-fresh against trace-reuse
+		// is what the model's first use of its memory costs, and
+		// trace-annotate against trace-fresh what the annotation adds.
+		for _, m := range []struct {
+			name     string
+			annotate bool
+		}{{"trace-fresh/", false}, {"trace-annotate/", true}} {
+			b.Run(m.name+filepath.Base(path), func(b *testing.B) {
+				opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit, Numbered: true,
+					EmptyCacheRows: meta.EmptyCacheRows}
+				if m.annotate {
+					opts.Recorded, opts.SkipCompare, opts.Annotate, opts.InferPools = true, true, true, true
+					opts.Left = func(ev *trace.Event) { b.Fatalf("the model left the recording at event %d", ev.Seq) }
+				}
+				b.ReportAllocs()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if _, err := Run(context.Background(), NewSliceSource(evs), opts, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRates(b, int64(len(evs)), cpu0)
+			})
+		}
 		b.Run("trace-number/"+filepath.Base(path), func(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
