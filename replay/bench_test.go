@@ -227,6 +227,38 @@ func BenchmarkReplay(b *testing.B) {
 				reportRates(b, int64(len(evs)), cpu0)
 			})
 		}
+		// The same replay on a fresh model each time (Run, not a
+		// Replayer), as tracer import's annotation makes one, plain and
+		// with the annotation's options and its
+		// model sized for the trace's peak of live blocks (Blocks):
+		// trace-fresh against trace-reuse is what the model's first use
+		// of its memory costs, and trace-annotate against trace-fresh
+		// what the annotation adds.
+		for _, m := range []struct {
+			name     string
+			annotate bool
+		}{{"trace-fresh/", false}, {"trace-annotate/", true}} {
+			b.Run(m.name+filepath.Base(path), func(b *testing.B) {
+				opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit, Numbered: true,
+					EmptyCacheRows: meta.EmptyCacheRows}
+				if m.annotate {
+					if os.Getenv("TRACER_REPLAY_CONF") != "" {
+						b.Skip("the annotation replays under the recorded settings only")
+					}
+					opts.Recorded, opts.SkipCompare, opts.Annotate, opts.InferPools = true, true, true, true
+					opts.Blocks = livePeak(evs)
+					opts.Left = func(ev *trace.Event) { b.Fatalf("the model left the recording at event %d", ev.Seq) }
+				}
+				b.ReportAllocs()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if _, err := Run(context.Background(), NewSliceSource(evs), opts, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRates(b, int64(len(evs)), cpu0)
+			})
+		}
 		b.Run("trace-number/"+filepath.Base(path), func(b *testing.B) {
 			cpu0 := cpuTime()
 			for b.Loop() {
@@ -271,6 +303,22 @@ func BenchmarkReplay(b *testing.B) {
 			})
 		}
 	}
+}
+
+// livePeak is the most blocks live at once in evs, which tracer import
+// gives its annotation (Options.Blocks).
+func livePeak(evs []trace.Event) int {
+	live, peak := 0, 0
+	for i := range evs {
+		switch evs[i].Kind {
+		case trace.KindAlloc:
+			live++
+			peak = max(peak, live)
+		case trace.KindFreeCompleted:
+			live--
+		}
+	}
+	return peak
 }
 
 // replayGenerated replays the n events of each src() under conf b.N times,
