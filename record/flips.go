@@ -449,12 +449,21 @@ func segmentMakers(d *torchsnap.Device, seq int64, addrs ...uint64) ([]replay.Al
 			hasFresh = false
 		}
 	}
-	// Live segments do not overlap: each address lies in at most one.
+	// Live segments do not overlap, so an address lies in at most one; a
+	// trace where they do gets its makers in address order, not the map's.
 	var out []replay.AllocKey
+	var holders []uint64
 	for _, a := range addrs {
+		holders = holders[:0]
 		for addr, s := range segs {
-			if a >= addr && a < s.end && s.maker != (replay.AllocKey{}) && !slices.Contains(out, s.maker) {
-				out = append(out, s.maker)
+			if a >= addr && a < s.end && s.maker != (replay.AllocKey{}) {
+				holders = append(holders, addr)
+			}
+		}
+		slices.Sort(holders)
+		for _, addr := range holders {
+			if m := segs[addr].maker; !slices.Contains(out, m) {
+				out = append(out, m)
 			}
 		}
 	}
