@@ -55,8 +55,8 @@ const (
 
 // home is k's home slot. The top bits of k·fib alone put the keys of an
 // arithmetic progression in clusters for some strides, whose probes grow
-// with the table (segments 1 MiB apart: 2.8 slots a key at 64,000 keys,
-// against 0.5 for random keys; TestStridedKeys); folding the product's
+// with the table (segments 1 MiB apart, for one; TestStridedKeys); folding
+// the product's
 // high half into its low half and multiplying again spreads every stride
 // as random keys are, for three instructions more. The shift is at most 58
 // (the table has at least minSlots slots); masking it to 6 bits tells the

@@ -52,10 +52,9 @@ var (
 	// start (an odd file), they do not (their copy of the memo is held
 	// until they stop).
 	aheadMaxMemo uint64 = 1 << 20
-	// aheadWorkers bounds the workers: a worker reads a batch in less
-	// time than the machine takes to convert it (63 and 78 µs a batch of
-	// the seed experiment's on the development VM), so a few keep ahead,
-	// and more would only hold more memory.
+	// aheadWorkers bounds the workers: a worker reads a batch in about the
+	// time the decoder takes to convert it, so a few keep ahead, and more
+	// would only hold more memory.
 	aheadWorkers = 4
 )
 
