@@ -55,14 +55,13 @@ const (
 
 // home is k's home slot. The top bits of k·fib alone put the keys of an
 // arithmetic progression in clusters for some strides, whose probes grow
-// with the table (segments 1 MiB apart, for one; TestStridedKeys); folding
-// the product's
-// high half into its low half and multiplying again spreads every stride
-// as random keys are, for three instructions more. The shift is at most 58
-// (the table has at least minSlots slots); masking it to 6 bits tells the
-// compiler so, which spares the three instructions a shift of 64 or more
-// would otherwise need, on every probe and every entry a deletion shifts
-// back.
+// with the table (segments 1 MiB apart, for one; TestStridedKeys);
+// folding the product's high half into its low half and multiplying again
+// spreads every stride as random keys are, for three instructions more.
+// The shift is at most 58 (the table has at least minSlots slots); masking
+// it to 6 bits tells the compiler so, which spares the three instructions
+// a shift of 64 or more would otherwise need, on every probe and every
+// entry a deletion shifts back.
 func (m *Map[V]) home(k uint64) uint64 {
 	h := k * fib
 	h ^= h >> 32
