@@ -265,7 +265,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		follow = &importFollow{}
 	}
 	timer := newStageTimer(in)
-	stage := timer.alone("decode")
+	stage := timer.aloneOnThread("decode")
 	snap, err := openSnapshot(in, out, follow)
 	if err != nil {
 		return nil, err

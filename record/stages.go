@@ -52,6 +52,10 @@ type stageClock struct {
 	start  time.Time
 	cpu0   time.Duration
 	locked bool
+	// thread: an alone stage that keeps its thread too (aloneOnThread),
+	// whose CPU was thread0 at its start.
+	thread  bool
+	thread0 time.Duration
 }
 
 // alone starts a stage that runs with nothing beside it: its CPU is the
@@ -61,6 +65,19 @@ func (t *stageTimer) alone(name string) stageClock {
 		return stageClock{}
 	}
 	return stageClock{t: t, name: name, alone: true, start: time.Now(), cpu0: cputime.Process()}
+}
+
+// aloneOnThread is alone for a stage whose goroutine keeps its thread
+// until end, so that its own CPU can be told from its helpers' (the
+// decoder's, up to its first region: decodeParts).
+func (t *stageTimer) aloneOnThread(name string) stageClock {
+	if t.on == nil {
+		return stageClock{}
+	}
+	runtime.LockOSThread()
+	c := t.alone(name)
+	c.thread, c.thread0 = true, cputime.Thread()
+	return c
 }
 
 // beside starts a stage that runs on the calling goroutine beside others:
@@ -81,6 +98,9 @@ func (c *stageClock) end() ImportStage {
 	s := ImportStage{In: c.t.in, Name: c.name, Alone: c.alone, Start: c.start, End: time.Now(), PeakRSS: peakRSS()}
 	if c.alone {
 		s.CPU = cputime.Process() - c.cpu0
+		if c.thread {
+			runtime.UnlockOSThread()
+		}
 	} else {
 		s.CPU = cputime.Thread() - c.cpu0
 		runtime.UnlockOSThread()
@@ -95,8 +115,9 @@ func (c *stageClock) end() ImportStage {
 // the sequential ones around them, each with the process's CPU, so that
 // the part of a large file decoded on one core shows; size is the file's.
 // The CPU of the workers that read the segments' blocks ahead (ahead,
-// within the first sequential part) is reported after the parts: the
-// first part's CPU less theirs is the decoder's own.
+// within the first sequential part) is reported after the parts, and,
+// where c kept its thread (aloneOnThread), the decoder's own CPU before
+// the first region: the head that runs on one core.
 func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torchsnap.RegionSpan, ahead torchsnap.AheadSpan, size int64) {
 	if t.on == nil || len(spans) == 0 && ahead.Batches == 0 {
 		return
@@ -115,6 +136,10 @@ func (t *stageTimer) decodeParts(c stageClock, decode ImportStage, spans []torch
 	if ahead.Batches > 0 {
 		t.on(ImportStage{In: t.in, Name: fmt.Sprintf("decode, blocks ahead, bytes %d-%d, %d batches", ahead.Off, ahead.End, ahead.Batches),
 			Start: c.start, End: decode.End, CPU: ahead.CPU, PeakRSS: decode.PeakRSS})
+	}
+	if c.thread && len(spans) > 0 {
+		t.on(ImportStage{In: t.in, Name: fmt.Sprintf("decode, the decoder's thread, bytes 0-%d", spans[0].Off),
+			Start: c.start, End: spans[0].Start, CPU: spans[0].StartThread - c.thread0, PeakRSS: decode.PeakRSS})
 	}
 }
 

@@ -10,16 +10,17 @@ import (
 
 // TestDecodeParts: the decode's report is cut at the regions' spans into
 // sequential and parallel parts that tile the file's bytes and the
-// decode's wall and CPU, and the blocks' workers' CPU follows them.
+// decode's wall and CPU, and the blocks' workers' CPU and the decoder's
+// own before the first region follow them.
 func TestDecodeParts(t *testing.T) {
 	var got []ImportStage
 	timer := stageTimer{in: "f", on: func(s ImportStage) { got = append(got, s) }}
 	t0 := time.Unix(100, 0)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	c := stageClock{start: ms(0), cpu0: 5 * time.Second}
+	c := stageClock{start: ms(0), cpu0: 5 * time.Second, thread: true, thread0: time.Second}
 	decode := ImportStage{Start: ms(0), End: ms(100), CPU: 400 * time.Millisecond}
 	spans := []torchsnap.RegionSpan{
-		{Off: 30, End: 70, Start: ms(20), Stop: ms(60), StartCPU: 5020 * time.Millisecond, StopCPU: 5300 * time.Millisecond},
+		{Off: 30, End: 70, Start: ms(20), Stop: ms(60), StartCPU: 5020 * time.Millisecond, StopCPU: 5300 * time.Millisecond, StartThread: 1015 * time.Millisecond},
 		{Off: 75, End: 95, Start: ms(62), Stop: ms(90), StartCPU: 5302 * time.Millisecond, StopCPU: 5390 * time.Millisecond},
 	}
 	timer.decodeParts(c, decode, spans, torchsnap.AheadSpan{Off: 10, End: 28, CPU: 12 * time.Millisecond, Batches: 3}, 100)
@@ -30,6 +31,7 @@ func TestDecodeParts(t *testing.T) {
 		"decode, parallel, bytes 75-95 88ms 62ms-90ms",
 		"decode, sequential, bytes 95-100 10ms 90ms-100ms",
 		"decode, blocks ahead, bytes 10-28, 3 batches 12ms 0s-100ms",
+		"decode, the decoder's thread, bytes 0-30 15ms 0s-20ms",
 	}
 	var lines []string
 	for _, s := range got {

@@ -223,7 +223,7 @@ func (u *unpickler) tryRegion() (bool, error) {
 	}
 	u.stopAhead() // the segments' blocks are behind: the cores are the region's
 	r := newRegion(u, start)
-	span := RegionSpan{Off: start, Start: time.Now(), StartCPU: cputime.Process()}
+	span := RegionSpan{Off: start, Start: time.Now(), StartCPU: cputime.Process(), StartThread: cputime.Thread()}
 	end, err := r.run()
 	if err != nil {
 		return false, err

@@ -36,11 +36,14 @@ type Snapshot struct {
 // RegionSpan is a span of the file that a region decoded in parallel: its
 // offsets, when it started and ended, and the process's CPU time then,
 // for the import's stage report (TRACER_STAGES), which tells the
-// decode's parallel part from its sequential one.
+// decode's parallel part from its sequential one. StartThread is the
+// decoding thread's CPU time at the start, which measures the decoder's
+// own work before it where the caller keeps its goroutine on its thread.
 type RegionSpan struct {
 	Off, End          int64
 	Start, Stop       time.Time
 	StartCPU, StopCPU time.Duration
+	StartThread       time.Duration
 }
 
 // Spilled reports whether the devices' events are in a spill (Open), not
