@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -90,13 +91,19 @@ type builder struct {
 	events eventStore
 	// blocks are the block dicts converted since every one before them
 	// went into a segment (toSegment), the first being block number
-	// blockBase, in chunks of blockChunk (a million blocks are not copied
-	// as one slice grows). A segment copies its blocks.
-	blocks    [][]blockRec
-	nBlocks   int64 // in blocks
-	blockBase int64
-	segBlocks int64 // blocks in the segments converted so far
-	segments  []segRec
+	// blockBase; those without an address are the runs noAddr ([from, to)
+	// of their numbers, ascending).
+	// They lie in slabs (blockSlab): a segment whose blocks are a run of
+	// them, in order, after every run taken before (viewed), keeps that
+	// run of the slab as its Blocks, so a block is copied once, from the
+	// dict, where a segment's own copy was a second.
+	blocks     []Block
+	noAddr     [][2]int64
+	blockBase  int64
+	viewed     int64 // blocks below are in a segment's view, or skipped
+	slabViewed bool  // a segment views the slab blocks is cut from
+	segBlocks  int64 // blocks in the segments converted so far
+	segments   []segRec
 
 	memo memo
 	// ahead is what blockAhead did, once it is stopped.
@@ -108,33 +115,105 @@ type blockRec struct {
 	hasAddr bool
 }
 
-const blockChunk = 1 << 10
+// blockSlab bounds the blocks a slab is sized for beyond those it must take
+// (the current segment's, copied from the full slab); the first slabs are
+// smaller, a snapshot of a few blocks taking a few KB.
+const blockSlab = 1 << 16
 
 // addBlock appends bl to b.blocks and returns its number.
 func (b *builder) addBlock(bl blockRec) int64 {
-	c := int(b.nBlocks / blockChunk)
-	if c == len(b.blocks) {
-		b.blocks = append(b.blocks, make([]blockRec, 0, blockChunk))
+	if len(b.blocks) == cap(b.blocks) {
+		b.growBlocks()
 	}
-	b.blocks[c] = append(b.blocks[c], bl)
-	b.nBlocks++
-	return b.blockBase + b.nBlocks - 1
+	n := b.blockBase + int64(len(b.blocks))
+	if !bl.hasAddr {
+		if k := len(b.noAddr); k > 0 && b.noAddr[k-1][1] == n {
+			b.noAddr[k-1][1]++
+		} else {
+			b.noAddr = append(b.noAddr, [2]int64{n, n + 1})
+		}
+	}
+	b.blocks = append(b.blocks, bl.Block)
+	return n
 }
 
-// dropBlocks empties b.blocks, all of whose blocks segments have taken,
-// keeping its first chunk: a snapshot whose segments are converted one at
-// a time (JSON) would otherwise make a chunk for each.
+// growBlocks moves b.blocks, full, to a new slab with room for more: twice
+// as many, and at least as many as were converted so far up to blockSlab.
+func (b *builder) growBlocks() {
+	n := int64(len(b.blocks))
+	c := max(256, 2*n, min(blockSlab, b.blockBase+n))
+	nb := make([]Block, n, c)
+	copy(nb, b.blocks)
+	b.blocks, b.slabViewed = nb, false
+}
+
+// dropBlocks empties b.blocks, all of whose blocks segments have taken.
+// The next blocks go to the rest of the slab; to its start if no segment
+// views it (a snapshot whose segments copied their blocks, or JSON's,
+// converted one at a time, reuses the slab's memory).
 func (b *builder) dropBlocks() {
-	b.blockBase += b.nBlocks
-	clear(b.blocks[1:]) // the chunks past the first: the collector's
-	b.blocks, b.nBlocks = b.blocks[:1], 0
-	b.blocks[0] = b.blocks[0][:0]
+	n := int64(len(b.blocks))
+	b.blockBase += n
+	b.viewed = max(b.viewed, b.blockBase)
+	b.noAddr = b.noAddr[:0]
+	if b.slabViewed {
+		b.blocks = b.blocks[n:n:cap(b.blocks)]
+		b.slabViewed = false // the segments view only what lies before
+	} else {
+		b.blocks = b.blocks[:0]
+	}
 }
 
 // block returns block number i, which is in b.blocks.
 func (b *builder) block(i int64) blockRec {
-	i -= b.blockBase
-	return b.blocks[i/blockChunk][i%blockChunk]
+	j := b.noAddrFrom(i)
+	none := j < len(b.noAddr) && b.noAddr[j][0] <= i
+	return blockRec{Block: b.blocks[i-b.blockBase], hasAddr: !none}
+}
+
+// noAddrFrom returns the first run of noAddr that ends past block i.
+func (b *builder) noAddrFrom(i int64) int {
+	j, _ := slices.BinarySearchFunc(b.noAddr, i, func(r [2]int64, i int64) int { return cmp.Compare(r[1]-1, i) })
+	return j
+}
+
+// viewBlocks returns the blocks that vals, a segment's blocks list, names
+// as a view of b.blocks, where they are a run of it after viewed; ok is
+// false otherwise (the segment copies them: copyBlocks). A block of the run
+// without an address gets one there, where the one before it ends (from
+// addr, the segment's), as copyBlocks would place it: no other segment
+// reads it (block reads its address as missing still).
+func (b *builder) viewBlocks(vals []value, addr uint64) (_ []Block, ok bool) {
+	if len(vals) == 0 || vals[0].k != vBlock {
+		return nil, false
+	}
+	lo, n := vals[0].i, int64(len(vals))
+	if lo < b.viewed || lo < b.blockBase || lo-b.blockBase+n > int64(len(b.blocks)) {
+		return nil, false
+	}
+	for k, v := range vals {
+		if v != (value{vBlock, lo + int64(k)}) {
+			return nil, false
+		}
+	}
+	b.viewed, b.slabViewed = lo+n, true
+	i := lo - b.blockBase
+	run := b.blocks[i : i+n : i+n]
+	j := b.noAddrFrom(lo)
+	if j == len(b.noAddr) || b.noAddr[j][0] >= lo+n {
+		return run, true
+	}
+	for k := range run {
+		num := lo + int64(k)
+		if j < len(b.noAddr) && b.noAddr[j][1] <= num {
+			j++
+		}
+		if j < len(b.noAddr) && b.noAddr[j][0] <= num {
+			run[k].Addr = addr
+		}
+		addr = run[k].Addr + uint64(run[k].Size)
+	}
+	return run, true
 }
 
 func newBuilder() *builder {

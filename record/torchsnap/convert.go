@@ -413,31 +413,44 @@ func (b *builder) toSegment(p []value) (value, error) {
 		// than block dicts decoded means a list or dict is shared, which
 		// could expand a small file without bound.
 		shared := errors.New("segment: blocks holds a block dict or list that another segment holds too (PyTorch never shares them)")
-		if b.segBlocks += int64(len(vals)); b.segBlocks > b.blockBase+b.nBlocks {
+		nBlocks := int64(len(b.blocks))
+		if b.segBlocks += int64(len(vals)); b.segBlocks > b.blockBase+nBlocks {
 			return value{}, shared
 		}
-		s.Blocks = make([]Block, len(vals))
-		addr := s.Addr
-		for i, bv := range vals {
-			if bv.k != vBlock {
-				return value{}, fmt.Errorf("segment: blocks[%d] is a %v, want a block dict", i, bv.k)
+		var ok bool
+		if s.Blocks, ok = b.viewBlocks(vals, s.Addr); !ok {
+			if err := b.copyBlocks(&s, vals, shared); err != nil {
+				return value{}, err
 			}
-			if bv.i < b.blockBase {
-				return value{}, shared // a segment before this one took it
-			}
-			br := b.block(bv.i)
-			if !br.hasAddr {
-				br.Addr = addr // older files: addresses are implied by the sizes
-			}
-			s.Blocks[i] = br.Block
-			addr = br.Addr + uint64(br.Size)
 		}
-		if b.segBlocks == b.blockBase+b.nBlocks && b.nBlocks > 0 {
+		if b.segBlocks == b.blockBase+nBlocks && nBlocks > 0 {
 			b.dropBlocks() // every block converted so far is in a segment
 		}
 	}
 	b.segments = append(b.segments, s)
 	return value{vSegment, int64(len(b.segments) - 1)}, nil
+}
+
+// copyBlocks sets s.Blocks to a copy of the blocks vals names, each block
+// without an address placed where the one before it ends.
+func (b *builder) copyBlocks(s *segRec, vals []value, shared error) error {
+	s.Blocks = make([]Block, len(vals))
+	addr := s.Addr
+	for i, bv := range vals {
+		if bv.k != vBlock {
+			return fmt.Errorf("segment: blocks[%d] is a %v, want a block dict", i, bv.k)
+		}
+		if bv.i < b.blockBase {
+			return shared // a segment before this one took it
+		}
+		br := b.block(bv.i)
+		if !br.hasAddr {
+			br.Addr = addr // older files: addresses are implied by the sizes
+		}
+		s.Blocks[i] = br.Block
+		addr = br.Addr + uint64(br.Size)
+	}
+	return nil
 }
 
 func parseBlockState(s string) (BlockState, error) {

@@ -102,23 +102,3 @@ func TestMemoWide(t *testing.T) {
 		t.Errorf("appended slot: %+v", b)
 	}
 }
-
-// TestDropBlocks: once every block converted so far is in a segment,
-// dropBlocks lets the collector have their chunks, all but the first,
-// which the builder keeps for the next blocks: nothing in the chunk
-// list's backing array points at them any more.
-func TestDropBlocks(t *testing.T) {
-	b := newBuilder()
-	for i := range 3*blockChunk + 5 {
-		b.addBlock(blockRec{Block: Block{Addr: uint64(i)}})
-	}
-	b.dropBlocks()
-	if len(b.blocks) != 1 || b.nBlocks != 0 || b.blockBase != 3*blockChunk+5 {
-		t.Fatalf("after dropBlocks: %d chunks, %d blocks from %d", len(b.blocks), b.nBlocks, b.blockBase)
-	}
-	for i, c := range b.blocks[1:cap(b.blocks)] {
-		if c != nil {
-			t.Errorf("the chunk list still holds dropped chunk %d (%d blocks)", i+1, len(c))
-		}
-	}
-}
