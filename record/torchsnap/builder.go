@@ -1,7 +1,6 @@
 package torchsnap
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -88,132 +87,13 @@ type builder struct {
 	pairBuf      []value // scratch: a dict's items interleaved, for convert
 	kinds        []int8  // by string id: the trace.Kind it names; 0 unknown yet, -1 none
 
-	events eventStore
-	// blocks are the block dicts converted since every one before them
-	// went into a segment (toSegment), the first being block number
-	// blockBase; those without an address are the runs noAddr ([from, to)
-	// of their numbers, ascending).
-	// They lie in slabs (blockSlab): a segment whose blocks are a run of
-	// them, in order, after every run taken before (viewed), keeps that
-	// run of the slab as its Blocks, so a block is copied once, from the
-	// dict, where a segment's own copy was a second.
-	blocks     []Block
-	noAddr     [][2]int64
-	blockBase  int64
-	viewed     int64 // blocks below are in a segment's view, or skipped
-	slabViewed bool  // a segment views the slab blocks is cut from
-	segBlocks  int64 // blocks in the segments converted so far
+	events     eventStore
+	blockStore // the segments' blocks (blockslab.go)
 	segments   []segRec
 
 	memo memo
 	// ahead is what blockAhead did, once it is stopped.
 	ahead AheadSpan
-}
-
-type blockRec struct {
-	Block
-	hasAddr bool
-}
-
-// blockSlab bounds the blocks a slab is sized for beyond those it must take
-// (the current segment's, copied from the full slab); the first slabs are
-// smaller, a snapshot of a few blocks taking a few KB.
-const blockSlab = 1 << 16
-
-// addBlock appends bl to b.blocks and returns its number.
-func (b *builder) addBlock(bl blockRec) int64 {
-	if len(b.blocks) == cap(b.blocks) {
-		b.growBlocks()
-	}
-	n := b.blockBase + int64(len(b.blocks))
-	if !bl.hasAddr {
-		if k := len(b.noAddr); k > 0 && b.noAddr[k-1][1] == n {
-			b.noAddr[k-1][1]++
-		} else {
-			b.noAddr = append(b.noAddr, [2]int64{n, n + 1})
-		}
-	}
-	b.blocks = append(b.blocks, bl.Block)
-	return n
-}
-
-// growBlocks moves b.blocks, full, to a new slab with room for more: twice
-// as many, and at least as many as were converted so far up to blockSlab.
-func (b *builder) growBlocks() {
-	n := int64(len(b.blocks))
-	c := max(256, 2*n, min(blockSlab, b.blockBase+n))
-	nb := make([]Block, n, c)
-	copy(nb, b.blocks)
-	b.blocks, b.slabViewed = nb, false
-}
-
-// dropBlocks empties b.blocks, all of whose blocks segments have taken.
-// The next blocks go to the rest of the slab; to its start if no segment
-// views it (a snapshot whose segments copied their blocks, or JSON's,
-// converted one at a time, reuses the slab's memory).
-func (b *builder) dropBlocks() {
-	n := int64(len(b.blocks))
-	b.blockBase += n
-	b.viewed = max(b.viewed, b.blockBase)
-	b.noAddr = b.noAddr[:0]
-	if b.slabViewed {
-		b.blocks = b.blocks[n:n:cap(b.blocks)]
-		b.slabViewed = false // the segments view only what lies before
-	} else {
-		b.blocks = b.blocks[:0]
-	}
-}
-
-// block returns block number i, which is in b.blocks.
-func (b *builder) block(i int64) blockRec {
-	j := b.noAddrFrom(i)
-	none := j < len(b.noAddr) && b.noAddr[j][0] <= i
-	return blockRec{Block: b.blocks[i-b.blockBase], hasAddr: !none}
-}
-
-// noAddrFrom returns the first run of noAddr that ends past block i.
-func (b *builder) noAddrFrom(i int64) int {
-	j, _ := slices.BinarySearchFunc(b.noAddr, i, func(r [2]int64, i int64) int { return cmp.Compare(r[1]-1, i) })
-	return j
-}
-
-// viewBlocks returns the blocks that vals, a segment's blocks list, names
-// as a view of b.blocks, where they are a run of it after viewed; ok is
-// false otherwise (the segment copies them: copyBlocks). A block of the run
-// without an address gets one there, where the one before it ends (from
-// addr, the segment's), as copyBlocks would place it: no other segment
-// reads it (block reads its address as missing still).
-func (b *builder) viewBlocks(vals []value, addr uint64) (_ []Block, ok bool) {
-	if len(vals) == 0 || vals[0].k != vBlock {
-		return nil, false
-	}
-	lo, n := vals[0].i, int64(len(vals))
-	if lo < b.viewed || lo < b.blockBase || lo-b.blockBase+n > int64(len(b.blocks)) {
-		return nil, false
-	}
-	for k, v := range vals {
-		if v != (value{vBlock, lo + int64(k)}) {
-			return nil, false
-		}
-	}
-	b.viewed, b.slabViewed = lo+n, true
-	i := lo - b.blockBase
-	run := b.blocks[i : i+n : i+n]
-	j := b.noAddrFrom(lo)
-	if j == len(b.noAddr) || b.noAddr[j][0] >= lo+n {
-		return run, true
-	}
-	for k := range run {
-		num := lo + int64(k)
-		if j < len(b.noAddr) && b.noAddr[j][1] <= num {
-			j++
-		}
-		if j < len(b.noAddr) && b.noAddr[j][0] <= num {
-			run[k].Addr = addr
-		}
-		addr = run[k].Addr + uint64(run[k].Size)
-	}
-	return run, true
 }
 
 func newBuilder() *builder {
@@ -315,7 +195,7 @@ func (b *builder) appendItem(l value, v value) error {
 	if o.derived {
 		b.underive(o)
 	}
-	if v.k == vEvent && len(o.vals) == 0 && (o.evN == 0 || v.i == o.evLo+o.evN) {
+	if v.k == vEvent && len(o.vals) == 0 && o.blkN == 0 && (o.evN == 0 || v.i == o.evLo+o.evN) {
 		if o.evN == 0 {
 			o.evLo = v.i
 		}
@@ -328,22 +208,26 @@ func (b *builder) appendItem(l value, v value) error {
 	return nil
 }
 
-// appendSettled appends vs, settled values none of which is an event or a
-// dict, to list l, a list, as appendItem for each in turn would.
-func (b *builder) appendSettled(l value, vs []value) {
+// appendBlocks appends blocks lo to lo+n-1 to list l, a list, as
+// appendItem for each in turn would: as a run of blocks (blkLo, blkN) where
+// l is empty or such a run ending at lo, else as values.
+func (b *builder) appendBlocks(l value, lo, n int64) {
 	o := b.lists.at(l.i)
 	if o.derived {
 		b.underive(o)
 	}
-	b.materialize(o)
-	for _, v := range vs {
-		// One at a time, as appendItem grows the list: appending all at
-		// once grows it further (a segment's 2,048 blocks in 1,000s took
-		// 3,072 slots, not 2,176), and a segment's list is held until
-		// the decode ends.
-		o.vals = append(o.vals, v)
+	b.listItems += n // see unpickler.bounded
+	if len(o.vals) == 0 && o.evN == 0 && (o.blkN == 0 || o.blkLo+o.blkN == lo) {
+		if o.blkN == 0 {
+			o.blkLo = lo
+		}
+		o.blkN += n
+		return
 	}
-	b.listItems += int64(len(vs)) // see unpickler.bounded
+	b.materialize(o)
+	for i := range n {
+		o.vals = append(o.vals, value{vBlock, lo + i})
+	}
 }
 
 // reserveList makes room for items about to be appended to an empty list,
@@ -352,7 +236,7 @@ func (b *builder) reserveList(l value, items []value) {
 	if l.k != vList || len(items) == 0 || items[0].k == vEvent {
 		return
 	}
-	if o := b.lists.at(l.i); len(o.vals) == 0 && o.evN == 0 && !o.derived {
+	if o := b.lists.at(l.i); len(o.vals) == 0 && o.evN == 0 && o.blkN == 0 && !o.derived {
 		o.vals = make([]value, 0, len(items))
 	}
 }
@@ -368,9 +252,23 @@ func (b *builder) reserveDict(d value, n int) {
 	}
 }
 
-// materialize turns a run of events back into one value per event, for a
-// list that turned out not to be a plain trace list.
+// blockRun returns the items of list l as a run of blocks if flatBlocks
+// left them as one (appendBlocks), else their number.
+func (b *builder) blockRun(l value) (lo, n int64, ok bool) {
+	o := b.lists.at(l.i)
+	if o.blkN > 0 && len(o.vals) == 0 && o.evN == 0 && !o.derived {
+		return o.blkLo, o.blkN, true
+	}
+	return 0, int64(len(b.items(l))), false
+}
+
+// materialize turns a run of events or blocks back into one value each,
+// for a list that turned out not to be a plain trace or blocks list.
 func (b *builder) materialize(o *listObj) {
+	for i := int64(0); i < o.blkN; i++ {
+		o.vals = append(o.vals, value{vBlock, o.blkLo + i})
+	}
+	o.blkN = 0
 	for i := int64(0); i < o.evN; i++ {
 		o.vals = append(o.vals, value{vEvent, o.evLo + i})
 	}
@@ -380,7 +278,7 @@ func (b *builder) materialize(o *listObj) {
 // items returns the elements of a list or tuple value as values.
 func (b *builder) items(v value) []value {
 	o := b.lists.at(v.i)
-	if o.evN > 0 {
+	if o.evN > 0 || o.blkN > 0 {
 		b.materialize(o)
 	}
 	if o.derived {

@@ -408,19 +408,25 @@ func (b *builder) toSegment(p []value) (value, error) {
 		}
 	}
 	if blocks.k == vList || blocks.k == vTuple {
-		vals := b.items(blocks)
 		// Each block dict belongs to one segment: more blocks in segments
 		// than block dicts decoded means a list or dict is shared, which
 		// could expand a small file without bound.
 		shared := errors.New("segment: blocks holds a block dict or list that another segment holds too (PyTorch never shares them)")
-		nBlocks := int64(len(b.blocks))
-		if b.segBlocks += int64(len(vals)); b.segBlocks > b.blockBase+nBlocks {
+		nBlocks := b.nBlocks
+		lo, n, run := b.blockRun(blocks)
+		if b.segBlocks += n; b.segBlocks > b.blockBase+nBlocks {
 			return value{}, shared
 		}
 		var ok bool
-		if s.Blocks, ok = b.viewBlocks(vals, s.Addr); !ok {
-			if err := b.copyBlocks(&s, vals, shared); err != nil {
-				return value{}, err
+		if run {
+			s.Blocks, ok = b.viewRun(lo, n, s.Addr)
+		}
+		if !ok {
+			vals := b.items(blocks)
+			if s.Blocks, ok = b.viewBlocks(vals, s.Addr); !ok {
+				if err := b.copyBlocks(&s, vals, shared); err != nil {
+					return value{}, err
+				}
 			}
 		}
 		if b.segBlocks == b.blockBase+nBlocks && nBlocks > 0 {

@@ -96,7 +96,12 @@ func (u *unpickler) flatBlocks() bool {
 func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 	b := u.b
 	flatBlocksRead.Add(int64(len(blks)))
-	convs := u.blockVals[:0]
+	keep := int64(0)
+	if o := b.lists.at(list.i); o.blkN > 0 && o.blkLo+o.blkN == b.blockBase+b.nBlocks {
+		keep = o.blkN // the list's blocks so far: its run moves on with it
+	}
+	b.room(keep, int64(len(blks)))
+	first := b.blockBase + b.nBlocks
 	for j := range blks {
 		f := &blks[j]
 		st := trace.NoStack
@@ -120,11 +125,8 @@ func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 		} else {
 			b.memo.putNext(conv, nil)
 		}
-		convs = append(convs, conv)
 	}
-	u.blockVals = convs
-	b.reserveList(list, convs)
-	b.appendSettled(list, convs)
+	b.appendBlocks(list, first, int64(len(blks)))
 }
 
 // blockReader reads batches of block dicts for flatBlocks: the sequential
@@ -386,5 +388,5 @@ func (b *builder) sharedFrames(v value) bool {
 		return ok
 	}
 	l := b.lists.at(v.i)
-	return l.stack != -2 || len(l.vals) == 0 && l.evN == 0 && !l.derived
+	return l.stack != -2 || len(l.vals) == 0 && l.evN == 0 && l.blkN == 0 && !l.derived
 }

@@ -42,9 +42,8 @@ type unpickler struct {
 	spans       spanCache
 	pendingSpan []byte
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
-	// frames), and the blocks' values.
-	blockRd   blockReader
-	blockVals []value
+	// frames).
+	blockRd blockReader
 	// ahead decodes the segments' block batches ahead of the machine, on
 	// all cores (blockahead.go); aheadTried: it was started once.
 	ahead      *blockAhead

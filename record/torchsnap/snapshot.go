@@ -505,7 +505,7 @@ func (b *builder) assemble(top value) (*Snapshot, error) {
 				return nil, fmt.Errorf(notSnapshot+"device_traces[%d] is a %v, want a list", i, tv.k)
 			}
 			o := b.lists.at(tv.i)
-			if len(o.vals) == 0 && o.evN == 0 && !o.derived {
+			if len(o.vals) == 0 && o.evN == 0 && o.blkN == 0 && !o.derived {
 				continue
 			}
 			d := dev(int32(i))
@@ -564,6 +564,9 @@ func (b *builder) checkShared(lists []value) error {
 func (b *builder) gather(o *listObj, d *Device) ([]trace.Event, error) {
 	if o.derived {
 		b.underive(o)
+	}
+	if o.blkN > 0 {
+		b.materialize(o) // reported below
 	}
 	if len(o.vals) == 0 {
 		return b.gatherRun(o, d)

@@ -69,7 +69,9 @@ func boolValue(b bool) value {
 // listObj is a decoded list or tuple. stack caches its conversion to a stack
 // id: frames lists are shared by many trace entries, so each is converted
 // once. A trace list holds only consecutive events; it is kept as the run
-// [evLo, evLo+evN) instead of one value per event (vals stays empty).
+// [evLo, evLo+evN) instead of one value per event (vals stays empty). A
+// segment's blocks list that flatBlocks filled is kept likewise as the run
+// of block numbers [blkLo, blkLo+blkN).
 type listObj struct {
 	vals  []value
 	stack int32 // -2: not converted yet
@@ -79,6 +81,8 @@ type listObj struct {
 	derived bool
 	evLo    int64
 	evN     int64
+	blkLo   int64
+	blkN    int64
 }
 
 // listStore holds the builder's lists in chunks, so that growing it never
