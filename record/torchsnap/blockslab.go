@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 )
 
 // blockStore holds the block dicts converted since every one before them
@@ -31,10 +32,12 @@ type blockStore struct {
 	// made, while blockAhead's workers run, has slabs of blockSlab blocks
 	// made and faulted in on another core (blockAhead.prepare).
 	made <-chan []Block
-	// Tests: slabsMade counts the slabs made, blocksMoved the blocks
-	// moved to a new slab.
-	slabsMade, blocksMoved int64
 }
+
+// Tests: blockCopies counts the blocks copied after their conversion (to
+// a segment of its own, or moved to a new slab), blockValues the values
+// made for blocks in lists.
+var blockCopies, blockValues atomic.Int64
 
 type blockRec struct {
 	Block
@@ -99,12 +102,11 @@ func (b *blockStore) newSlab(keep, need int64) {
 		s = append(s, old[len(old)-int(keep):]...)
 		b.slabs[k] = old[: len(old)-int(keep) : len(old)-int(keep)]
 		first -= keep
-		b.blocksMoved += keep
+		blockCopies.Add(keep)
 	}
 	b.slabs = append(b.slabs, s)
 	b.first = append(b.first, first)
 	b.lastViewed = false
-	b.slabsMade++
 }
 
 // dropBlocks empties the store, all of whose blocks segments have taken.

@@ -228,6 +228,7 @@ func (b *builder) appendBlocks(l value, lo, n int64) {
 	for i := range n {
 		o.vals = append(o.vals, value{vBlock, lo + i})
 	}
+	blockValues.Add(n)
 }
 
 // reserveList makes room for items about to be appended to an empty list,
@@ -268,7 +269,10 @@ func (b *builder) materialize(o *listObj) {
 	for i := int64(0); i < o.blkN; i++ {
 		o.vals = append(o.vals, value{vBlock, o.blkLo + i})
 	}
-	o.blkN = 0
+	if o.blkN > 0 {
+		blockValues.Add(o.blkN)
+		o.blkN = 0
+	}
 	for i := int64(0); i < o.evN; i++ {
 		o.vals = append(o.vals, value{vEvent, o.evLo + i})
 	}

@@ -441,6 +441,7 @@ func (b *builder) toSegment(p []value) (value, error) {
 // without an address placed where the one before it ends.
 func (b *builder) copyBlocks(s *segRec, vals []value, shared error) error {
 	s.Blocks = make([]Block, len(vals))
+	blockCopies.Add(int64(len(vals)))
 	addr := s.Addr
 	for i, bv := range vals {
 		if bv.k != vBlock {
