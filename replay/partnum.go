@@ -111,13 +111,25 @@ func (n *PartNumbers) Parts() int { return len(n.parts) }
 // Reserve makes room in each part for its share of blocks live at once on
 // device (BlockNumbers.Reserve), before the first Start.
 func (n *PartNumbers) Reserve(device int32, blocks int) {
-	share := blocks
-	if k := len(n.parts); k > 1 {
-		share = blocks/k + blocks/(8*k) + 64 // a part's share, and its spread
-	}
+	share := n.share(blocks)
 	for _, x := range n.parts {
 		x.nums.Reserve(device, share)
 	}
+}
+
+// share is a part's share of blocks live at once, and its spread.
+func (n *PartNumbers) share(blocks int) int {
+	if k := len(n.parts); k > 1 {
+		return blocks/k + blocks/(8*k) + 64
+	}
+	return blocks
+}
+
+// Refs is about the greatest number the parts give where blocks are live
+// at once (Options.Refs): a part's numbers are its own plus multiples of
+// the parts, so the greatest is the parts times the most live in one part.
+func (n *PartNumbers) Refs(blocks int) int {
+	return len(n.parts) * (n.share(blocks) + 1)
 }
 
 // Start numbers evs, which follow the chunks handed to Start before, or
