@@ -307,13 +307,29 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// One pass over the recorded events (eventScan), beside
 	// reconstruction, unless they were followed as they were decoded
 	// (importFollow).
+	// As soon as the scan says how many blocks the first device holds at
+	// once, its annotation's memory is made and faulted in on other cores
+	// (prepareAnnotation), beside reconstruction. (The devices'
+	// annotations run one after another: the others' are made as they
+	// start, so that no two are resident at once.)
 	scanned := make(chan scan, 1)
+	var prep *annotationPrep
+	defer func() { prep.discard() }() // one the import did not reach
+	prepare := func(sc scan) {
+		if len(snap.Devices) > 0 {
+			if blocks := blocksLiveAtOnce(snap.Devices[0], sc.recorded[0]); blocks > 0 {
+				prep = prepareAnnotation(conf, snap.Devices[0].Index, blocks)
+			}
+		}
+	}
 	var fw *torchsnap.Forward // the start state, derived as the trace was decoded
 	if follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0]) {
 		fw = &follow.fw
-		scanned <- scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
+		sc := scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
+		prepare(sc)
+		scanned <- sc
 	} else {
-		go scanEvents(snap, scanned)
+		go scanEvents(snap, scanned, prepare)
 	}
 	if followHook != nil {
 		followHook(fw != nil && fw.Covers(snap.Devices[0]))
@@ -450,6 +466,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		}
 		var diverged *Divergence
 		var annErr error
+		p := prep // the first device's, which its annotation takes
+		prep = nil
 		go func() {
 			stage := timer.beside("annotate")
 			var lastRead func()
@@ -462,7 +480,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 					}()
 				}
 			}
-			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], recorded[i].blocksPeak, privs[i], full, free, lastRead)
+			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], recorded[i].blocksPeak, p, privs[i], full, free, lastRead)
 			stage.end()
 			close(full)
 		}()
@@ -519,10 +537,10 @@ type scan struct {
 }
 
 // scanEvents makes snap's scan, reading each device's events (back from
-// the spill, if spilled), and sends it on scanned. The no-stack bits are
-// for the stream writer of a spilled trace only: an in-memory one is
-// scanned for its reserved bytes alone.
-func scanEvents(snap *torchsnap.Snapshot, scanned chan<- scan) {
+// the spill, if spilled), passes it to then, unless it failed, and sends
+// it on scanned. The no-stack bits are for the stream writer of a spilled
+// trace only: an in-memory one is scanned for its reserved bytes alone.
+func scanEvents(snap *torchsnap.Snapshot, scanned chan<- scan, then func(scan)) {
 	sc := scan{recorded: make([]reservedScan, len(snap.Devices)), noStack: make([][]uint64, len(snap.Devices))}
 	spilled := snap.Spilled()
 	buf := make([]trace.Event, torchsnap.ChunkSize)
@@ -540,6 +558,9 @@ func scanEvents(snap *torchsnap.Snapshot, scanned chan<- scan) {
 			}
 		}
 		sc.recorded[i], sc.noStack[i] = es.reserved, es.noStack
+	}
+	if sc.err == nil {
+		then(sc)
 	}
 	scanned <- sc
 }
