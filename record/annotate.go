@@ -52,10 +52,7 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
 	// Before readChunks' goroutine reads private (its visits count too).
 	aliases, named := private.poolAliases(), private.ids()
-	blocks := 0
-	if peak > 0 {
-		blocks = int(peak) + allocsIn(initial)
-	}
+	blocks := annotationBlocks(peak, initial)
 	var nums *replay.PartNumbers
 	run, numbered := replay.Run, func([]trace.Event) {}
 	if prep != nil {
@@ -153,7 +150,8 @@ func (s *annSource) load() bool {
 }
 
 // annotationPrep is the memory of a device's annotation, made on a
-// goroutine of its own once its size is known (prepareAnnotation): the
+// goroutine of its own once its size is known, before the annotation
+// starts (prepareAnnotation): the
 // model (replay.Replayer.Prepare) and the numbering of its blocks. Made
 // and first touched on the annotation's thread, they cost it about as
 // much as the model's work. done is closed once they are made; their
@@ -181,9 +179,7 @@ const prefaultAhead = 16 << 10
 // prepareAnnotation makes device's annotation's memory for conf and
 // blocks live at once, on a goroutine of its own: the numbering of its
 // blocks (annotationNumbers), then the model (replay.Replayer.Prepare)
-// and the first prefaultAhead of its blocks' pages. The annotation's own
-// Options may ask for more blocks (the estimate was low): the model then
-// grows, with the same results.
+// and the first prefaultAhead of its blocks' pages.
 func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotationPrep {
 	p := &annotationPrep{done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	go func() {
@@ -255,22 +251,15 @@ func annotationNumbers(device int32, blocks int) *replay.PartNumbers {
 	return nums
 }
 
-// blocksLiveAtOnce estimates, from d's final state and sc, its scan, the
-// most of d's blocks live at once, its reconstructed ones included: those
-// live at the end less those the trace left live (its allocs less its
-// free_completed) were live at its start, and sc.blocksPeak more at most
-// at once after. It is exact for a consistent snapshot, whose start state
-// Reconstruct derives later on.
-func blocksLiveAtOnce(d *torchsnap.Device, sc reservedScan) int {
-	live := int64(0)
-	for i := range d.Segments {
-		for _, b := range d.Segments[i].Blocks {
-			if b.State != torchsnap.Inactive {
-				live++
-			}
-		}
+// annotationBlocks is the most blocks live at once in a device's
+// annotation, for which its memory is made, from peak, the most of its
+// recorded blocks live at once beyond initial's (reservedScan.blocksPeak),
+// and initial, its reconstructed events; 0 if peak is not known.
+func annotationBlocks(peak int64, initial []trace.Event) int {
+	if peak <= 0 {
+		return 0
 	}
-	return int(max(0, live-sc.blocks) + sc.blocksPeak)
+	return int(peak) + allocsIn(initial)
 }
 
 // chunkRead is a chunk of events readChunks read, or why it could not.
