@@ -43,3 +43,17 @@ func (g Pages) Populate(lo, hi int) bool {
 	end := (uintptr(g.p) + uintptr(hi)*g.elem + page - 1) &^ (page - 1)
 	return populate(beg, end-beg)
 }
+
+// Resident counts the resident pages among those of elements [lo, hi)
+// (clipped to the array), for tests of what Populate and the arrays' users
+// fault in; false where the system does not say (Linux's mincore).
+func (g Pages) Resident(lo, hi int) (int, bool) {
+	hi = min(hi, g.Len())
+	if lo >= hi || lo < 0 {
+		return 0, true
+	}
+	page := uintptr(os.Getpagesize())
+	beg := (uintptr(g.p) + uintptr(lo)*g.elem) &^ (page - 1)
+	end := (uintptr(g.p) + uintptr(hi)*g.elem + page - 1) &^ (page - 1)
+	return resident(beg, end-beg, page)
+}

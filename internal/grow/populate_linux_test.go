@@ -1,10 +1,6 @@
 package grow
 
-import (
-	"syscall"
-	"testing"
-	"unsafe"
-)
+import "testing"
 
 // Populate makes the pages of the elements asked for resident, and no
 // others, and changes no byte.
@@ -14,12 +10,13 @@ func TestPopulate(t *testing.T) {
 	for i := 0; i < len(s); i += 4099 {
 		s[i] = uint64(i) // some pages written before, with values to keep
 	}
-	before := residentPages(t, s)
-	if !PagesOf(s).Populate(0, len(s)/2) {
+	g := PagesOf(s)
+	before := residentPages(t, g)
+	if !g.Populate(0, len(s)/2) {
 		t.Skip("MADV_POPULATE_WRITE: not on this kernel")
 	}
 	want := before/2 + pages/2 // the first half's, and the second's written before
-	if got := residentPages(t, s); got < want-2 || got > want+2 {
+	if got := residentPages(t, g); got < want-2 || got > want+2 {
 		t.Errorf("after Populate of half of %d pages: %d resident (%d before), want %d", pages, got, before, want)
 	}
 	for i := range s {
@@ -31,24 +28,17 @@ func TestPopulate(t *testing.T) {
 			t.Fatalf("s[%d] = %d after Populate, want %d", i, s[i], want)
 		}
 	}
-	if !PagesOf(s).Populate(len(s), len(s)+10) || !PagesOf([]byte{}).Populate(0, 1) {
+	if !g.Populate(len(s), len(s)+10) || !PagesOf([]byte{}).Populate(0, 1) {
 		t.Error("Populate of nothing failed")
 	}
 }
 
-// residentPages counts the pages of s that are resident (mincore).
-func residentPages(t *testing.T, s []uint64) int {
+// residentPages counts the resident pages of g.
+func residentPages(t *testing.T, g Pages) int {
 	t.Helper()
-	const page = 4096
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-	lo, hi := p&^(page-1), (p+uintptr(len(s))*8+page-1)&^(page-1)
-	vec := make([]byte, (hi-lo)/page)
-	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, lo, hi-lo, uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
-		t.Skipf("mincore: %v", e)
-	}
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
+	n, ok := g.Resident(0, g.Len())
+	if !ok {
+		t.Skip("mincore failed")
 	}
 	return n
 }
