@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
@@ -179,20 +180,26 @@ type annotationPrep struct {
 const prefaultAhead = 128 << 10
 
 // prepareAnnotation makes device's annotation's memory for conf and
-// blocks live at once, on a goroutine of its own: the numbering of its
-// blocks (annotationNumbers), then the model (replay.Replayer.Prepare)
-// and the first prefaultAhead of its blocks' pages.
+// blocks live at once, on goroutines of its own: the numbering of its
+// blocks (annotationNumbers' tables), and the model
+// (replay.Replayer.Prepare) with the first prefaultAhead of its blocks'
+// pages.
 func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotationPrep {
 	p := &annotationPrep{done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	p.nums = replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), false)
+	p.refs = p.nums.Refs(blocks)
 	go func() {
 		defer close(p.done)
-		p.nums = annotationNumbers(device, blocks)
-		p.refs = p.nums.Refs(blocks)
+		// The numbering's tables beside the model's: the runtime clears
+		// reused memory on the goroutine that allocates it.
+		var wg sync.WaitGroup
+		wg.Go(func() { p.nums.Reserve(device, blocks) })
 		// An error (conf the model refuses) is the annotation's to meet
 		// in its Run, which makes the allocator again.
 		if p.rp.Prepare(replay.Options{Conf: conf, Blocks: blocks, Refs: p.refs}) == nil {
 			p.rp.Prefault(p.part(0))
 		}
+		wg.Wait()
 	}()
 	return p
 }

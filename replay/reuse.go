@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"sync"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/grow"
@@ -78,8 +79,12 @@ func (rp *Replayer) Prepare(opts Options) error {
 		return err
 	}
 	r.a = a
+	// The arena and the table at once: the runtime clears reused memory
+	// on the goroutine that allocates it.
+	var wg sync.WaitGroup
+	wg.Go(func() { r.live.reserve(max(n, opts.Refs)) })
 	rp.arena = a.Reserve(arenaFor(n))
-	r.live.reserve(max(n, opts.Refs))
+	wg.Wait()
 	rp.table = grow.PagesOf(r.live.byRef[len(r.live.byRef):])
 	rp.blocks, rp.faulted = n, 0
 	return nil
