@@ -3,6 +3,8 @@ package record
 import (
 	"context"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/record/torchsnap"
@@ -37,29 +39,40 @@ import (
 // and the replay performs them (replay.Options.EmptyCacheRows).
 func annotateBlockSizes(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
 	private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
-	return annotateFlipped(conf, inferPools, limit, total, initial, d, rows, nil, 0, private, full, free, lastRead)
+	return annotateFlipped(conf, inferPools, limit, total, initial, d, rows, nil, 0, nil, private, full, free, lastRead)
 }
 
 // annotateFlipped is annotateBlockSizes taking the pools decidePools
 // flipped (replay.Options.PoolFlips), and peak, the most of d's blocks
 // live at once beyond initial's (reservedScan.blocksPeak; 0 if not
-// known), for which the model and the numbering are sized once.
+// known), for which the model and the numbering are sized once: made by
+// prep, if not nil (prepareAnnotation), which the annotation waits for,
+// else here.
 func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, initial []trace.Event, d *torchsnap.Device, rows []trace.Event,
-	flips map[replay.AllocKey]bool, peak int64, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
+	flips map[replay.AllocKey]bool, peak int64, prep *annotationPrep, private *privatePools, full chan<- []trace.Event, free <-chan []trace.Event, lastRead func()) (*Divergence, error) {
 	s := &annSource{initial: initial, n: d.Len() + int64(len(rows)), full: full}
 	// Before readChunks' goroutine reads private (its visits count too).
 	aliases, named := private.poolAliases(), private.ids()
-	blocks := 0
-	if peak > 0 {
-		blocks = int(peak) + allocsIn(initial)
+	blocks := annotationBlocks(peak, initial)
+	var nums *replay.PartNumbers
+	run, numbered := replay.Run, func([]trace.Event) {}
+	if prep != nil {
+		<-prep.done
+		nums, run, numbered = prep.nums, prep.rp.Run, prep.numbered
+		stop := make(chan struct{})
+		defer close(stop)
+		go prep.prefault(stop)
+	} else {
+		nums = annotationNumbers(d.Index, blocks)
 	}
-	s.ready = readChunks(initial, d, rows, private, free, blocks, lastRead)
+	s.ready = readChunks(initial, d, rows, private, free, nums, numbered, lastRead)
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, which this
 	// replay does not need.
-	_, err := replay.Run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true, Blocks: blocks}, nil)
+	_, err := run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
+		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true,
+		Blocks: blocks, Refs: nums.Refs(blocks)}, nil)
 	s.finish()
 	if err != nil {
 		return nil, err
@@ -137,6 +150,127 @@ func (s *annSource) load() bool {
 	return true
 }
 
+// annotationPrep is the memory of a device's annotation, made on a
+// goroutine of its own once its size is known, before the annotation
+// starts (prepareAnnotation): the
+// model (replay.Replayer.Prepare) and the numbering of its blocks. Made
+// and first touched on the annotation's thread, they cost it about as
+// much as the model's work. done is closed once they are made; their
+// pages are then faulted in on another goroutine (prefault) a little
+// ahead of the model, which the reader paces by the greatest block
+// number it has handed on (numbered): faulted in all at once, the
+// model's memory would be resident beside all of the events, which go
+// back to the system as they are written (torchsnap.Device.DiscardBefore),
+// and the import's peak would grow.
+type annotationPrep struct {
+	done chan struct{}
+	rp   replay.Replayer
+	nums *replay.PartNumbers
+	refs int // the table's numbers (PartNumbers.Refs)
+
+	ref  atomic.Int32  // the greatest number handed on so far
+	wake chan struct{} // ref has grown
+}
+
+// prefaultAhead is how many block numbers past the greatest handed on the
+// model's memory is faulted in (~12 MB of the arena and the table), so
+// that the goroutine that faults it in keeps ahead of the model when it
+// wakes late (16k numbers left it behind on a busy 2-core VM). It costs
+// no peak: what is faulted in stops at the most blocks live at once.
+const prefaultAhead = 128 << 10
+
+// prepareAnnotation makes device's annotation's memory for conf and
+// blocks live at once, on goroutines of its own: the numbering of its
+// blocks (annotationNumbers' tables), and the model
+// (replay.Replayer.Prepare) with the first prefaultAhead of its blocks'
+// pages.
+func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotationPrep {
+	p := &annotationPrep{done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	p.nums = replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), false)
+	p.refs = p.nums.Refs(blocks)
+	go func() {
+		defer close(p.done)
+		// The numbering's tables beside the model's: the runtime clears
+		// reused memory on the goroutine that allocates it.
+		var wg sync.WaitGroup
+		wg.Go(func() { p.nums.Reserve(device, blocks) })
+		// An error (conf the model refuses) is the annotation's to meet
+		// in its Run, which makes the allocator again.
+		if p.rp.Prepare(replay.Options{Conf: conf, Blocks: blocks, Refs: p.refs}) == nil {
+			p.rp.Prefault(p.part(0))
+		}
+		wg.Wait()
+	}()
+	return p
+}
+
+// part is the part of the model's memory to fault in once numbers up to
+// ref have been handed on.
+func (p *annotationPrep) part(ref int32) float64 {
+	return float64(int(ref)+prefaultAhead) / float64(max(1, p.refs))
+}
+
+// numbered is told of each chunk the reader hands on, on its goroutine.
+func (p *annotationPrep) numbered(evs []trace.Event) {
+	top := p.ref.Load()
+	for i := range evs {
+		top = max(top, evs[i].Ref)
+	}
+	if top > p.ref.Load() {
+		p.ref.Store(top)
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// prefault faults in the model's memory as the reader's numbers grow,
+// until stop is closed.
+func (p *annotationPrep) prefault(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-p.wake:
+			if !p.rp.Prefault(p.part(p.ref.Load())) {
+				return // not on this system
+			}
+		}
+	}
+}
+
+// discard stops p's numbering, for an import that failed before its
+// annotation took p (nil: nothing to do).
+func (p *annotationPrep) discard() {
+	if p != nil {
+		<-p.done
+		p.nums.Close()
+	}
+}
+
+// annotationNumbers is the numbering of an annotation's blocks (see
+// readChunks), in parts on many cores, sized for blocks live at once (if
+// not 0).
+func annotationNumbers(device int32, blocks int) *replay.PartNumbers {
+	nums := replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), false)
+	if blocks > 0 {
+		nums.Reserve(device, blocks)
+	}
+	return nums
+}
+
+// annotationBlocks is the most blocks live at once in a device's
+// annotation, for which its memory is made, from peak, the most of its
+// recorded blocks live at once beyond initial's (reservedScan.blocksPeak),
+// and initial, its reconstructed events; 0 if peak is not known.
+func annotationBlocks(peak int64, initial []trace.Event) int {
+	if peak <= 0 {
+		return 0
+	}
+	return int(peak) + allocsIn(initial)
+}
+
 // chunkRead is a chunk of events readChunks read, or why it could not.
 type chunkRead struct {
 	evs []trace.Event
@@ -152,14 +286,11 @@ type chunkRead struct {
 // chunks as free has buffers (at least 2). A non-empty initial, the events
 // before d's, is numbered first and delivered as a chunk of its own. It
 // stops after the last chunk, or after delivering a read error; then it
-// calls lastRead, if set. blocks, if not 0, is about the most blocks live
-// at once, for which the numbering is sized.
-func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, blocks int, lastRead func()) <-chan chunkRead {
+// calls lastRead, if set. nums numbers the blocks (annotationNumbers); it
+// closes it. numbered is told of each chunk it delivers, as it does.
+func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, private *privatePools, free <-chan []trace.Event, nums *replay.PartNumbers,
+	numbered func([]trace.Event), lastRead func()) <-chan chunkRead {
 	ready := make(chan chunkRead, max(2, (cap(free)-2)/2))
-	nums := replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), false)
-	if blocks > 0 {
-		nums.Reserve(d.Index, blocks)
-	}
 	go func() {
 		if lastRead != nil {
 			defer lastRead()
@@ -176,6 +307,7 @@ func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, 
 		}
 		deliver := func() {
 			nums.Done()
+			numbered(numbering[0])
 			ready <- chunkRead{evs: numbering[0]}
 			numbering = numbering[1:]
 		}

@@ -227,7 +227,7 @@ func annotateNumbered(t *testing.T, procs int) {
 			}
 		}
 		s := &annSource{initial: initial, n: d.Len(), full: free}
-		s.ready = readChunks(initial, d, nil, privateSegments(d), free, 0, nil)
+		s.ready = readChunks(initial, d, nil, privateSegments(d), free, annotationNumbers(d.Index, 0), func([]trace.Event) {}, nil)
 		for evs := s.NextBatch(); evs != nil; evs = s.NextBatch() {
 			check(evs)
 		}

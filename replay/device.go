@@ -146,7 +146,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	a.BriefOOMs(true) // a replay counts its OOMs and prints no message
 	if n := opts.Blocks; n > 0 {
 		a.Reserve(arenaFor(n))
-		r.live.reserve(n)
+		r.live.reserve(max(n, opts.Refs))
 	}
 	// Converting every event costs; skip it when nobody looks (the
 	// comparison with the recording, or obs).

@@ -193,6 +193,10 @@ type Options struct {
 	// block arena and the replay's table of numbered blocks are made for
 	// them once instead of doubled to that size. It changes no result.
 	Blocks int
+	// Refs, if set with Numbered, is about the greatest number the events
+	// carry (PartNumbers.Refs of Blocks), for which the table of numbered
+	// blocks is made once; 0: Blocks. It changes no result.
+	Refs int
 }
 
 // OOM is one failed allocation of the replay.

@@ -38,12 +38,12 @@ func startProfile(stderr io.Writer) (stop func()) {
 		record.OnImportStage = func(s record.ImportStage) {
 			mu.Lock()
 			defer mu.Unlock()
-			whose := "its goroutine's"
+			whose, faults := "its goroutine's", fmt.Sprintf("; minor faults %d", s.Faults)
 			if s.Alone {
-				whose = "the process's"
+				whose, faults = "the process's", ""
 			}
-			fmt.Fprintf(stderr, "tracer: import stage (%s) %s: CPU ms %.1f (%s); wall ms from %.1f to %.1f; peak RSS %.1f MiB\n",
-				s.In, s.Name, ms(s.CPU), whose, ms(s.Start.Sub(began)), ms(s.End.Sub(began)), float64(s.PeakRSS)/(1<<20))
+			fmt.Fprintf(stderr, "tracer: import stage (%s) %s: CPU ms %.1f (%s); wall ms from %.1f to %.1f; peak RSS %.1f MiB%s\n",
+				s.In, s.Name, ms(s.CPU), whose, ms(s.Start.Sub(began)), ms(s.End.Sub(began)), float64(s.PeakRSS)/(1<<20), faults)
 		}
 	}
 	var f *os.File

@@ -61,8 +61,9 @@ func TestStagesHook(t *testing.T) {
 }
 
 // TestImportStagesHook: TRACER_STAGES has an import say each of its stages
-// (CPU, span in the command's wall time, peak RSS so far), each once, the
-// serial ones in order.
+// (CPU, span in the command's wall time, peak RSS so far, and for those
+// beside others their thread's minor faults), each once, the serial ones
+// in order.
 func TestImportStagesHook(t *testing.T) {
 	t.Setenv("TRACER_STAGES", "1")
 	in := filepath.Join("..", "..", "testdata", "snapshots", "churn__split64__seed2.pickle")
@@ -92,6 +93,10 @@ func TestImportStagesHook(t *testing.T) {
 		rest = rest[:strings.IndexByte(rest, '\n')]
 		if !strings.Contains(rest, "; wall ms from ") || !strings.Contains(rest, "; peak RSS ") {
 			t.Errorf("stage %q: %q, want its span and peak RSS", name, rest)
+		}
+		// A stage beside others says its thread's page faults.
+		if beside := strings.Contains(rest, "(its goroutine's)"); beside != strings.Contains(rest, " MiB; minor faults ") {
+			t.Errorf("stage %q: %q: its thread's minor faults said %v, want %v", name, rest, !beside, beside)
 		}
 	}
 }

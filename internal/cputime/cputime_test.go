@@ -23,3 +23,22 @@ func TestClocks(t *testing.T) {
 		t.Fatalf("after a busy loop (%d): thread %v, process %v", x, th, p)
 	}
 }
+
+// Writing fresh pages on a locked thread counts a minor fault each (at
+// least most of them: some may come from huge pages).
+func TestThreadFaults(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("thread faults are read on Linux only")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const pages = 1024
+	b := make([]byte, pages<<12)
+	f0 := ThreadFaults()
+	for i := 0; i < len(b); i += 1 << 12 {
+		b[i] = 1
+	}
+	if got := ThreadFaults() - f0; got < pages/8 {
+		t.Fatalf("writing %d fresh pages: %d minor faults on the thread", pages, got)
+	}
+}

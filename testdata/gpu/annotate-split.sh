@@ -8,7 +8,7 @@
 # then: testdata/gpu/annotate-split.sh SNAPSHOT.pickle...
 # For each snapshot it imports it ROUNDS times (default 3) with
 # TRACER_STAGES=1 and takes the least CPU of the annotate stage (its
-# goroutine's thread), then replays the trace it made in memory on one
+# goroutine's thread; with that run's minor faults on the thread), then replays the trace it made in memory on one
 # core (BenchmarkReplay, 3 runs each, least): trace-reuse (the model
 # alone, its memory reused), trace-fresh (a fresh model each time, as the
 # import makes one) and trace-annotate (fresh, with the annotation's
@@ -29,15 +29,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 one=""
 command -v taskset >/dev/null && one="taskset -c $(($(nproc) - 1))"
-echo "| snapshot | events | import's annotate CPU ms | ns/event | trace-annotate ns/event | trace-fresh ns/event | trace-reuse ns/event |"
-echo "|---|---|---|---|---|---|---|"
+echo "| snapshot | events | import's annotate CPU ms | its thread's minor faults | ns/event | trace-annotate ns/event | trace-fresh ns/event | trace-reuse ns/event |"
+echo "|---|---|---|---|---|---|---|---|"
 for in in "$@"; do
 	tr=$work/$(basename "${in%.*}").trace
-	best=
+	best= faults=
 	for ((r = 0; r < ROUNDS; r++)); do
-		ms=$(TRACER_STAGES=1 "$TRACER" import "$in" -o "$tr" 2>&1 >/dev/null | sed -n 's/.* annotate: CPU ms \([0-9.]*\) .*/\1/p' | head -1)
+		line=$(TRACER_STAGES=1 "$TRACER" import "$in" -o "$tr" 2>&1 >/dev/null | grep ' annotate: CPU ms ' | head -1)
+		ms=$(sed -n 's/.* annotate: CPU ms \([0-9.]*\) .*/\1/p' <<<"$line")
 		[ -n "$ms" ] || { echo "annotate-split: $in: no annotate stage reported" >&2; continue 2; }
-		if [ -z "$best" ] || awk "BEGIN{exit !($ms < $best)}"; then best=$ms; fi
+		if [ -z "$best" ] || awk "BEGIN{exit !($ms < $best)}"; then
+			best=$ms
+			faults=$(sed -n 's/.*; minor faults \([0-9]*\)$/\1/p' <<<"$line")
+		fi
 	done
 	events=$("$TRACER" info "$tr" --json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["events"])' 2>/dev/null || echo -)
 	bench=$(cd replay && TRACER_REPLAY_TRACE=$tr $one "$REPLAY_TEST" -test.run XXX \
@@ -47,5 +51,5 @@ for in in "$@"; do
 		END { if (best > 0) printf "%.1f", 1e9 / best; else printf "-" }' <<<"$bench"; }
 	ns=-
 	[ "$events" != - ] && ns=$(awk "BEGIN{printf \"%.1f\", $best * 1e6 / $events}")
-	echo "| $(basename "$in") | $events | $best | $ns | $(per trace-annotate/) | $(per trace-fresh/) | $(per trace-reuse/) |"
+	echo "| $(basename "$in") | $events | $best | ${faults:--} | $ns | $(per trace-annotate/) | $(per trace-fresh/) | $(per trace-reuse/) |"
 done

@@ -156,14 +156,14 @@ stages=("$work"/*.stages)
 if [ -e "${stages[0]}" ]; then
 	{
 		echo
-		echo "The import's stages (one more run of each file over 50 MB, TRACER_STAGES=1): CPU is the process's for a stage that runs alone (decode, and within it its sequential and parallel parts, by the bytes each decoded), the stage's own goroutine's for validate (and each of its parts), annotate and write (side by side: the longest of them is the critical path, validate's being its own CPU and its longest part's); from/to in the process's wall time; the peak RSS so far as the stage ends."
+		echo "The import's stages (one more run of each file over 50 MB, TRACER_STAGES=1): CPU is the process's for a stage that runs alone (decode, and within it its sequential and parallel parts, by the bytes each decoded), the stage's own goroutine's for validate (and each of its parts), annotate and write (side by side: the longest of them is the critical path, validate's being its own CPU and its longest part's); from/to in the process's wall time; the peak RSS so far as the stage ends; a stage beside others, its thread's minor page faults (its first touches of fresh memory)."
 		echo
-		echo "| snapshot | stage | CPU ms | whose | from ms | to ms | peak RSS MiB |"
-		echo "|---|---|---|---|---|---|---|"
+		echo "| snapshot | stage | CPU ms | whose | from ms | to ms | peak RSS MiB | its thread's minor faults |"
+		echo "|---|---|---|---|---|---|---|---|"
 		for st in "${stages[@]}"; do
 			n=$(basename "$st" .stages)
-			sed -n 's/^tracer: import stage ([^)]*) \([^:]*\): CPU ms \([0-9.]*\) (\([^)]*\)); wall ms from \([0-9.]*\) to \([0-9.]*\); peak RSS \([0-9.]*\) MiB$/| '"$n"' | \1 | \2 | \3 | \4 | \5 | \6 |/p' "$st"
-			sed -n 's/^tracer: stages: \([0-9.]*\) ms from main to the end$/| '"$n"' | (the command) | | | 0 | \1 | |/p' "$st"
+			sed -n 's/^tracer: import stage ([^)]*) \([^:]*\): CPU ms \([0-9.]*\) (\([^)]*\)); wall ms from \([0-9.]*\) to \([0-9.]*\); peak RSS \([0-9.]*\) MiB\(; minor faults \([0-9]*\)\)\{0,1\}$/| '"$n"' | \1 | \2 | \3 | \4 | \5 | \6 | \8 |/p' "$st"
+			sed -n 's/^tracer: stages: \([0-9.]*\) ms from main to the end$/| '"$n"' | (the command) | | | 0 | \1 | | |/p' "$st"
 		done
 	} >>"$md"
 fi

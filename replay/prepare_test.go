@@ -1,0 +1,85 @@
+package replay
+
+import (
+	"context"
+	"reflect"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// TestPrepare: a Replayer prepared for a trace's blocks (Prepare, on
+// another goroutine, then Prefault) replays it with the results and the
+// events of a plain Run, and its Run allocates nearly nothing, where a
+// plain one allocates the arena and the table of numbered blocks.
+func TestPrepare(t *testing.T) {
+	const n = 100_000
+	evs := make([]trace.Event, 0, n+n/4096+1)
+	for i := range n {
+		addr := uint64(1)<<40 + uint64(i)*512
+		if i%4096 == 0 {
+			evs = append(evs, trace.Event{Kind: trace.KindSegmentAlloc, Addr: addr, Size: 2 << 20, Stack: trace.NoStack})
+		}
+		evs = append(evs, trace.Event{Kind: trace.KindAlloc, Addr: addr, Size: 512, Stack: trace.NoStack})
+	}
+	for i := range evs {
+		evs[i].Seq = int64(i)
+	}
+	var nums BlockNumbers
+	nums.Number(evs)
+	opts := Options{Conf: allocator.DefaultConf(), Recorded: true, Numbered: true, Blocks: n}
+	run := func(rp *Replayer, observe bool) ([]DeviceResult, []trace.Event, uint64) {
+		var out []trace.Event
+		var obs Observer
+		if observe {
+			obs = ObserverFunc(func(ev *trace.Event) { out = append(out, *ev) })
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var res *Result
+		var err error
+		if rp != nil {
+			res, err = rp.Run(context.Background(), NewSliceSource(evs), opts, obs)
+		} else {
+			res, err = Run(context.Background(), NewSliceSource(evs), opts, obs)
+		}
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs := slices.Clone(res.Devices)
+		for i := range devs {
+			devs[i].Allocator = nil
+		}
+		return devs, out, after.TotalAlloc - before.TotalAlloc
+	}
+	want, wantEvs, _ := run(nil, true)
+	_, _, plain := run(nil, false)
+	rp := new(Replayer)
+	done := make(chan error)
+	go func() {
+		err := rp.Prepare(opts)
+		if !rp.Prefault(1) {
+			t.Log("Prefault: not on this system")
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_, _, prepared := run(rp, false) // the allocations of the Run alone
+	if err := rp.Prepare(opts); err != nil {
+		t.Fatal(err)
+	}
+	got, gotEvs, _ := run(rp, true)
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotEvs, wantEvs) {
+		t.Error("the prepared Replayer's results or events differ from a plain Run's")
+	}
+	t.Logf("%d blocks: the plain Run allocated %d bytes, the prepared one %d", n, plain, prepared)
+	if prepared*50 > plain {
+		t.Errorf("the prepared Run allocated %d bytes, the plain one %d: want a fiftieth at most", prepared, plain)
+	}
+}
