@@ -432,6 +432,17 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 	a.stats.RequestedBytes.dec(st, req)
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
+	if pe := &pool.blocks.pend; pe.id != 0 && (pe.id == delPrev.id || pe.id == delNext.id) {
+		// The block merged the pending member: the merge is pending.
+		if delPrev.id != 0 && delPrev.id != pe.id {
+			pool.blocks.Delete(delPrev)
+		}
+		if delNext.id != 0 && delNext.id != pe.id {
+			pool.blocks.Delete(delNext)
+		}
+		*pe = ins
+		return
+	}
 	if delPrev.id != 0 {
 		pool.blocks.Delete(delPrev)
 	}

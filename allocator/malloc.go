@@ -58,16 +58,27 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	h := sb.look(ci)
 	if h.id == 0 {
 		if ci = sb.next(ci + 1); ci < 0 {
-			return a.mallocSlow(size, stream)
+			h = &noBin // none in the classes; pend may fit
+		} else {
+			h = sb.binAt(ci)
 		}
-		h = sb.binAt(ci)
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
+	// The pending member, if it is on the stream, fits and comes before
+	// the classes' lower bound, is the best fit.
+	pe := &p.blocks.pend
+	fromPend := pe.id != 0 && pe.stream == stream && pe.size >= rs &&
+		(h.id == 0 || pe.size < h.size || pe.size == h.size && pe.addr < h.addr)
 	id, bs, ii := h.id, h.size, 0
+	if fromPend {
+		id, bs = pe.id, pe.size
+	} else if id == 0 {
+		return a.mallocSlow(size, stream)
+	}
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments {
-			return a.mallocSlow(size, stream)
+		if !a.conf.ExpandableSegments || pe.id != 0 {
+			return a.mallocSlow(size, stream) // the scan may meet pend
 		}
 		ci, ii = a.expandableScan(sb, h, ci, 0, id)
 		h = sb.binAt(ci)
@@ -141,6 +152,13 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	a.stats.RequestedBytes.inc(st, size)
 	addr := b.addr
 	switch {
+	case fromPend:
+		if split {
+			pe.size, pe.addr = rem, addr+uint64(rs) // the remainder stays pending
+		} else {
+			*pe = freeKey{}
+		}
+		split = false
 	case h.nrest == 0: // then ii is 0
 		p.blocks.emptyClass(sb, ci, h)
 	case ii == 0:
@@ -149,7 +167,12 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	if split {
-		p.blocks.ReplaceOrInsert(freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid})
+		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
+		if notExp {
+			p.blocks.setPend(k)
+		} else {
+			p.blocks.ReplaceOrInsert(k)
+		}
 	}
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
@@ -260,6 +283,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 // follows, every request goes to findFree at once.
 func (a *Allocator) bestFit(r *request) blockID {
 	p := r.pool
+	p.blocks.flush()
 	sb := p.blocks.lastB
 	if sb == nil || p.blocks.lastSt != r.stream {
 		return a.findFree(r)
@@ -295,6 +319,7 @@ func (a *Allocator) bestFit(r *request) blockID {
 // findFree is getFreeBlock past its clock and bestFit's common case.
 func (a *Allocator) findFree(r *request) blockID {
 	p := r.pool
+	p.blocks.flush()
 	sb := p.blocks.stream(r.stream)
 	if sb == nil {
 		return 0

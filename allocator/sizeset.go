@@ -31,7 +31,12 @@ type sizeSet struct {
 	// one). Streams are never removed, so the pointer stays valid.
 	lastSt uint64
 	lastB  *streamBins
-	n      int
+	n      int // the entries of the classes (pend not counted)
+	// pend is a member of the set kept out of its classes (id 0: none):
+	// the remainder of the last split on the malloc path, which the next
+	// split of it or a free merging into it updates in place, with no
+	// class update (see pend.go).
+	pend freeKey
 	slab   *pageSlab // shared by the allocator's sets (see take); never nil
 	// own is the first stream's bins and ownRefs room for two streams,
 	// made with the set: most pools see one or two streams, and a fresh
@@ -427,7 +432,12 @@ func (b *streamBins) clearBit(c int) {
 }
 
 // Len returns the number of keys.
-func (s *sizeSet) Len() int { return s.n }
+func (s *sizeSet) Len() int {
+	if s.pend.id != 0 {
+		return s.n + 1
+	}
+	return s.n
+}
 
 // ReplaceOrInsert adds k (replacing an equal key).
 //
@@ -510,6 +520,10 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 // smallest entry of its class) takes no call, and the other cases are
 // tail calls.
 func (s *sizeSet) Delete(k freeKey) {
+	if s.pend.id != 0 && s.pend.addr == k.addr && s.pend.size == k.size && s.pend.stream == k.stream {
+		s.pend = freeKey{}
+		return
+	}
 	b := s.lastB
 	if b == nil || s.lastSt != k.stream || k.size < 0 {
 		s.deleteSlow(k)
@@ -639,6 +653,7 @@ func (s *sizeSet) ascendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool 
 // AscendGreaterOrEqual calls fn on each key not less than pivot, in order,
 // until fn returns false. fn must not modify the set.
 func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
+	s.flush()
 	si := s.streamIndex(pivot.stream)
 	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
 		size, addr := pivot.size, pivot.addr
@@ -664,6 +679,7 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // Ascend calls fn on every key in order until it returns false. fn must not
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
+	s.flush()
 	for si := range s.streams {
 		x := s.ordered(si)
 		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
@@ -694,6 +710,7 @@ func (s *sizeSet) descendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool
 // DescendLessOrEqual calls fn on each key not greater than pivot, in
 // descending order, until fn returns false. fn must not modify the set.
 func (s *sizeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
+	s.flush()
 	si := s.streamIndex(pivot.stream)
 	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
 		x := s.ordered(si)
