@@ -58,18 +58,18 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	h := sb.look(ci)
 	if h.id == 0 {
 		if ci = sb.next(ci + 1); ci < 0 {
-			h = &noBin // none in the classes; pend may fit
+			h = &topBin // none in the classes; pend may fit
 		} else {
 			h = sb.binAt(ci)
 		}
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
-	// The pending member, if it is on the stream, fits and comes before
-	// the classes' lower bound, is the best fit.
+	// The pending member (on this stream, the last found; size 0 if none)
+	// is the best fit if it fits and comes before the classes' lower
+	// bound.
 	pe := &p.blocks.pend
-	fromPend := pe.id != 0 && pe.stream == stream && pe.size >= rs &&
-		(h.id == 0 || pe.size < h.size || pe.size == h.size && pe.addr < h.addr)
+	fromPend := pe.size >= rs && (pe.size < h.size || pe.size == h.size && pe.addr < h.addr)
 	id, bs, ii := h.id, h.size, 0
 	if fromPend {
 		id, bs = pe.id, pe.size

@@ -1,5 +1,7 @@
 package allocator
 
+import "math"
+
 // A pool's free set keeps one member out of its classes, pend: the
 // remainder of the last split that MallocHandle's common case made. Most
 // mallocs of a run of small tensors find their exact class empty and split
@@ -14,6 +16,14 @@ package allocator
 // findFree, FitsUpTo) first puts it into its class (flush). Only blocks
 // outside expandable segments are pending, so the expandable scan, which
 // walks the classes from a block it found, never meets it.
+
+// The pending member is on the set's stream found last (lastSt): the set
+// puts it into its class before it finds another. A set without one has
+// pend's zero value, whose size 0 fits no request.
+
+// topBin is the class MallocHandle compares pend with where no class
+// fits: empty, and above every size.
+var topBin = bin{size: math.MaxInt64}
 
 // flush puts pend into its class.
 func (s *sizeSet) flush() {

@@ -37,7 +37,7 @@ type sizeSet struct {
 	// split of it or a free merging into it updates in place, with no
 	// class update (see pend.go).
 	pend freeKey
-	slab   *pageSlab // shared by the allocator's sets (see take); never nil
+	slab *pageSlab // shared by the allocator's sets (see take); never nil
 	// own is the first stream's bins and ownRefs room for two streams,
 	// made with the set: most pools see one or two streams, and a fresh
 	// allocator then makes no objects of its own for its free sets.
