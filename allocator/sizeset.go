@@ -680,6 +680,11 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
 	s.flush()
+	s.ascendClasses(fn)
+}
+
+// ascendClasses is Ascend of the classes alone, leaving pend where it is.
+func (s *sizeSet) ascendClasses(fn func(freeKey) bool) {
 	for si := range s.streams {
 		x := s.ordered(si)
 		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
