@@ -34,10 +34,10 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 // alloc_found_block in one straight line with mallocSlow's effects in
 // mallocSlow's order: a request of the default pools with no completed
 // events or late frees to process, on the stream found last, whose best
-// fit is the smallest entry of the request's class or of the next
-// non-empty one (under expandable_segments, where the scan from there
-// stops), below max_split_size, needing no room in the block arena.
-// Anything else goes to mallocSlow before anything has changed, which
+// fit is the pool's pending member (pend.go) or the smallest entry of the
+// request's class or of the next non-empty one (under
+// expandable_segments, where the scan from there stops), below
+// max_split_size. Anything else goes to mallocSlow before anything has changed, which
 // starts over. The free set's updates come last, so that little is live
 // across their calls.
 func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, error) {
@@ -94,18 +94,21 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if !small && !a.conf.ExpandableSegments {
 		split = rem > a.conf.SmallSize
 	}
-	// The split's block slot (takeSlot), or mallocSlow if the arena must
-	// grow: nothing has changed before this.
+	// The split's block slot (takeSlot), the arena grown here if need be:
+	// mallocSlow would put pend into its class, so whether the arena has
+	// room (a reused allocator's has more) must not decide the path.
 	rid := id
 	if split {
 		if n := len(a.freeIDs); n > 0 {
 			id = a.freeIDs[n-1]
 			a.freeIDs = a.freeIDs[:n-1]
-		} else if n := len(a.blocks); n < cap(a.blocks) {
+		} else {
+			n := len(a.blocks)
+			if n == cap(a.blocks) {
+				a.growBlocks()
+			}
 			a.blocks = a.blocks[:n+1]
 			id = blockID(n)
-		} else {
-			return a.mallocSlow(size, stream)
 		}
 	}
 	if a.gcEnabled() {
@@ -179,6 +182,12 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	}
 	return addr, Handle(id), nil
 }
+
+// growBlocks doubles the block arena's capacity, out of MallocHandle's
+// line.
+//
+//go:noinline
+func (a *Allocator) growBlocks() { a.blocks = grow.Double(a.blocks, 0) }
 
 // allocNoted is the end of allocFound for MallocHandle's common case: the
 // block id enters the address index, and the event is reported.
