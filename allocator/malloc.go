@@ -68,16 +68,14 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	// The pending member (on this stream, the last found; size 0 if none)
 	// is the best fit if it fits and comes before the classes' lower
 	// bound.
-	pe := &p.blocks.pend
-	fromPend := pe.size >= rs && (pe.size < h.size || pe.size == h.size && pe.addr < h.addr)
 	id, bs, ii := h.id, h.size, 0
-	if fromPend {
+	if pe := &p.blocks.pend; pe.size >= rs && (pe.size < h.size || pe.size == h.size && pe.addr < h.addr) {
 		id, bs = pe.id, pe.size
 	} else if id == 0 {
 		return a.mallocSlow(size, stream)
 	}
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments || pe.id != 0 {
+		if !a.conf.ExpandableSegments || p.blocks.pend.id != 0 {
 			return a.mallocSlow(size, stream) // the scan may meet pend
 		}
 		ci, ii = a.expandableScan(sb, h, ci, 0, id)
@@ -155,8 +153,8 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	a.stats.RequestedBytes.inc(st, size)
 	addr := b.addr
 	switch {
-	case fromPend:
-		if split {
+	case rid == p.blocks.pend.id: // the best fit was pend (never id 0)
+		if pe := &p.blocks.pend; split {
 			pe.size, pe.addr = rem, addr+uint64(rs) // the remainder stays pending
 		} else {
 			*pe = freeKey{}
