@@ -65,23 +65,24 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
-	// The pending member (on this stream, the last found; size 0 if none)
-	// is the best fit if it fits and comes before the classes' lower
-	// bound.
+	// An expandable block found in the classes starts the scan (pend,
+	// never expandable, must then be in its class: mallocSlow puts it
+	// there); otherwise the pending member (on this stream, the last
+	// found; size 0 if none) is the best fit if it fits and comes before
+	// the classes' lower bound. Block 0, no block, is not expandable.
 	id, bs, ii := h.id, h.size, 0
-	if pe := &p.blocks.pend; pe.size >= rs && (pe.size < h.size || pe.size == h.size && pe.addr < h.addr) {
-		id, bs = pe.id, pe.size
-	} else if id == 0 {
-		return a.mallocSlow(size, stream)
-	}
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
 		if !a.conf.ExpandableSegments || p.blocks.pend.id != 0 {
-			return a.mallocSlow(size, stream) // the scan may meet pend
+			return a.mallocSlow(size, stream)
 		}
 		ci, ii = a.expandableScan(sb, h, ci, 0, id)
 		h = sb.binAt(ci)
 		e := h.at(ii)
 		id, bs = e.id, e.size
+	} else if pe := &p.blocks.pend; pe.size >= rs && (pe.size < h.size || pe.size == h.size && pe.addr < h.addr) {
+		id, bs = pe.id, pe.size
+	} else if id == 0 {
+		return a.mallocSlow(size, stream)
 	}
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
