@@ -432,8 +432,9 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 	a.stats.RequestedBytes.dec(st, req)
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
-	if pe := &pool.blocks.pend; pe.id != 0 && (pe.id == delPrev.id || pe.id == delNext.id) {
-		// The block merged the pending member: the merge is pending.
+	if pe := pool.blocks.pendOf(delPrev.id, delNext.id); pe != nil {
+		// The block merged a pending member: the merge is pending. The
+		// other neighbour may be in a class or the other pending member.
 		if delPrev.id != 0 && delPrev.id != pe.id {
 			pool.blocks.Delete(delPrev)
 		}

@@ -36,7 +36,10 @@ func (a *Allocator) CheckInvariants() error {
 		}
 		// The pending member is checked where it is: a check that put it
 		// into its class would change what the next step does.
-		if k := p.blocks.pend; k.id != 0 {
+		for _, k := range p.blocks.pend {
+			if k.id == 0 {
+				continue
+			}
 			if k.stream != p.blocks.lastSt || a.blocks[k.id].exp != 0 {
 				bad("pending free block %d (%#x) is on stream %d, not the last found, or expandable", k.id, k.addr, k.stream)
 			}

@@ -72,17 +72,26 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	// the classes' lower bound. Block 0, no block, is not expandable.
 	id, bs, ii := h.id, h.size, 0
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments || p.blocks.pend.id != 0 {
+		if !a.conf.ExpandableSegments || p.blocks.pend[0].id|p.blocks.pend[1].id != 0 {
 			return a.mallocSlow(size, stream)
 		}
 		ci, ii = a.expandableScan(sb, h, ci, 0, id)
 		h = sb.binAt(ci)
 		e := h.at(ii)
 		id, bs = e.id, e.size
-	} else if pe := &p.blocks.pend; pe.size >= rs && (pe.size < h.size || pe.size == h.size && pe.addr < h.addr) {
-		id, bs = pe.id, pe.size
-	} else if id == 0 {
-		return a.mallocSlow(size, stream)
+	} else {
+		ps := &p.blocks.pend
+		fs, fa := h.size, h.addr
+		if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs, fa = pe.id, pe.size, pe.addr
+		}
+		if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs = pe.id, pe.size
+		}
+		if id == 0 {
+			return a.mallocSlow(size, stream)
+		}
+		bs = fs
 	}
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
@@ -154,12 +163,11 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	a.stats.RequestedBytes.inc(st, size)
 	addr := b.addr
 	switch {
-	case rid == p.blocks.pend.id: // the best fit was pend (never id 0)
-		if pe := &p.blocks.pend; split {
-			pe.size, pe.addr = rem, addr+uint64(rs) // the remainder stays pending
-		} else {
-			*pe = freeKey{}
-		}
+	case rid == p.blocks.pend[0].id: // the best fit was pending (never id 0)
+		p.blocks.pend[0].taken(split, rem, addr+uint64(rs))
+		split = false
+	case rid == p.blocks.pend[1].id:
+		p.blocks.pend[1].taken(split, rem, addr+uint64(rs))
 		split = false
 	case h.nrest == 0: // then ii is 0
 		p.blocks.emptyClass(sb, ci, h)

@@ -32,11 +32,11 @@ type sizeSet struct {
 	lastSt uint64
 	lastB  *streamBins
 	n      int // the entries of the classes (pend not counted)
-	// pend is a member of the set kept out of its classes (id 0: none):
-	// the remainder of the last split on the malloc path, which the next
-	// split of it or a free merging into it updates in place, with no
-	// class update (see pend.go).
-	pend freeKey
+	// pend are members of the set kept out of its classes (id 0: none):
+	// the remainders of the last two splits on the malloc path, which the
+	// next split of one or a free merging into one updates in place, with
+	// no class update (see pend.go). pend[0] is the newer.
+	pend [2]freeKey
 	slab *pageSlab // shared by the allocator's sets (see take); never nil
 	// own is the first stream's bins and ownRefs room for two streams,
 	// made with the set: most pools see one or two streams, and a fresh
@@ -433,10 +433,13 @@ func (b *streamBins) clearBit(c int) {
 
 // Len returns the number of keys.
 func (s *sizeSet) Len() int {
-	if s.pend.id != 0 {
-		return s.n + 1
+	n := s.n
+	for _, k := range s.pend {
+		if k.id != 0 {
+			n++
+		}
 	}
-	return s.n
+	return n
 }
 
 // ReplaceOrInsert adds k (replacing an equal key).
@@ -520,8 +523,7 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 // smallest entry of its class) takes no call, and the other cases are
 // tail calls.
 func (s *sizeSet) Delete(k freeKey) {
-	if s.pend.id != 0 && s.pend.addr == k.addr && s.pend.size == k.size && s.pend.stream == k.stream {
-		s.pend = freeKey{}
+	if s.pend[0].id|s.pend[1].id != 0 && s.deletePend(k) {
 		return
 	}
 	b := s.lastB
