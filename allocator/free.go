@@ -432,6 +432,18 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 	a.stats.RequestedBytes.dec(st, req)
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
+	if pe := pool.blocks.pendOf(delPrev.id, delNext.id); pe != nil {
+		// The block merged a pending member: the merge is pending. The
+		// other neighbour may be in a class or the other pending member.
+		if delPrev.id != 0 && delPrev.id != pe.id {
+			pool.blocks.Delete(delPrev)
+		}
+		if delNext.id != 0 && delNext.id != pe.id {
+			pool.blocks.Delete(delNext)
+		}
+		*pe = ins
+		return
+	}
 	if delPrev.id != 0 {
 		pool.blocks.Delete(delPrev)
 	}

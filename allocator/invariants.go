@@ -21,16 +21,31 @@ func (a *Allocator) CheckInvariants() error {
 		pools = append(pools, a.private[id].blockPools()...)
 	}
 	for _, p := range pools {
-		p.blocks.Ascend(func(k freeKey) bool {
+		member := func(k freeKey) bool {
 			b := &a.blocks[k.id]
 			if !b.live || a.pools[b.pool] != p || b.allocated || b.events != 0 || !b.mapped {
 				bad("free set holds block %d (%#x) that is not a free mapped block of the pool", k.id, k.addr)
 			} else if k != a.key(k.id) {
 				bad("free set key %+v is stale for block %#x size %d", k, b.addr, b.size)
 			}
+			if inFree[k.id] {
+				bad("free set holds block %d (%#x) twice", k.id, k.addr)
+			}
 			inFree[k.id] = true
 			return true
-		})
+		}
+		// The pending member is checked where it is: a check that put it
+		// into its class would change what the next step does.
+		for _, k := range p.blocks.pend {
+			if k.id == 0 {
+				continue
+			}
+			if k.stream != p.blocks.lastSt || a.blocks[k.id].exp != 0 {
+				bad("pending free block %d (%#x) is on stream %d, not the last found, or expandable", k.id, k.addr, k.stream)
+			}
+			member(k)
+		}
+		p.blocks.ascendClasses(member)
 		p.unmapped.Ascend(func(k freeKey) bool {
 			b := &a.blocks[k.id]
 			if !b.live || b.mapped || k != a.ukey(k.id) {

@@ -34,10 +34,10 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 // alloc_found_block in one straight line with mallocSlow's effects in
 // mallocSlow's order: a request of the default pools with no completed
 // events or late frees to process, on the stream found last, whose best
-// fit is the smallest entry of the request's class or of the next
-// non-empty one (under expandable_segments, where the scan from there
-// stops), below max_split_size, needing no room in the block arena.
-// Anything else goes to mallocSlow before anything has changed, which
+// fit is the pool's pending member (pend.go) or the smallest entry of the
+// request's class or of the next non-empty one (under
+// expandable_segments, where the scan from there stops), below
+// max_split_size. Anything else goes to mallocSlow before anything has changed, which
 // starts over. The free set's updates come last, so that little is live
 // across their calls.
 func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, error) {
@@ -58,21 +58,40 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	h := sb.look(ci)
 	if h.id == 0 {
 		if ci = sb.next(ci + 1); ci < 0 {
-			return a.mallocSlow(size, stream)
+			h = &topBin // none in the classes; pend may fit
+		} else {
+			h = sb.binAt(ci)
 		}
-		h = sb.binAt(ci)
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
+	// An expandable block found in the classes starts the scan (pend,
+	// never expandable, must then be in its class: mallocSlow puts it
+	// there); otherwise the pending member (on this stream, the last
+	// found; size 0 if none) is the best fit if it fits and comes before
+	// the classes' lower bound. Block 0, no block, is not expandable.
 	id, bs, ii := h.id, h.size, 0
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments {
+		if !a.conf.ExpandableSegments || p.blocks.pend[0].id|p.blocks.pend[1].id != 0 {
 			return a.mallocSlow(size, stream)
 		}
 		ci, ii = a.expandableScan(sb, h, ci, 0, id)
 		h = sb.binAt(ci)
 		e := h.at(ii)
 		id, bs = e.id, e.size
+	} else {
+		ps := &p.blocks.pend
+		fs, fa := h.size, h.addr
+		if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs, fa = pe.id, pe.size, pe.addr
+		}
+		if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs = pe.id, pe.size
+		}
+		if id == 0 {
+			return a.mallocSlow(size, stream)
+		}
+		bs = fs
 	}
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
@@ -83,18 +102,21 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if !small && !a.conf.ExpandableSegments {
 		split = rem > a.conf.SmallSize
 	}
-	// The split's block slot (takeSlot), or mallocSlow if the arena must
-	// grow: nothing has changed before this.
+	// The split's block slot (takeSlot), the arena grown here if need be:
+	// mallocSlow would put pend into its class, so whether the arena has
+	// room (a reused allocator's has more) must not decide the path.
 	rid := id
 	if split {
 		if n := len(a.freeIDs); n > 0 {
 			id = a.freeIDs[n-1]
 			a.freeIDs = a.freeIDs[:n-1]
-		} else if n := len(a.blocks); n < cap(a.blocks) {
+		} else {
+			n := len(a.blocks)
+			if n == cap(a.blocks) {
+				a.growBlocks()
+			}
 			a.blocks = a.blocks[:n+1]
 			id = blockID(n)
-		} else {
-			return a.mallocSlow(size, stream)
 		}
 	}
 	if a.gcEnabled() {
@@ -141,6 +163,12 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	a.stats.RequestedBytes.inc(st, size)
 	addr := b.addr
 	switch {
+	case rid == p.blocks.pend[0].id: // the best fit was pending (never id 0)
+		p.blocks.pend[0].taken(split, rem, addr+uint64(rs))
+		split = false
+	case rid == p.blocks.pend[1].id:
+		p.blocks.pend[1].taken(split, rem, addr+uint64(rs))
+		split = false
 	case h.nrest == 0: // then ii is 0
 		p.blocks.emptyClass(sb, ci, h)
 	case ii == 0:
@@ -149,13 +177,24 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	if split {
-		p.blocks.ReplaceOrInsert(freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid})
+		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
+		if notExp {
+			p.blocks.setPend(k)
+		} else {
+			p.blocks.ReplaceOrInsert(k)
+		}
 	}
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
 	}
 	return addr, Handle(id), nil
 }
+
+// growBlocks doubles the block arena's capacity, out of MallocHandle's
+// line.
+//
+//go:noinline
+func (a *Allocator) growBlocks() { a.blocks = grow.Double(a.blocks, 0) }
 
 // allocNoted is the end of allocFound for MallocHandle's common case: the
 // block id enters the address index, and the event is reported.
@@ -260,6 +299,7 @@ func (a *Allocator) getFreeBlock(r *request) blockID {
 // follows, every request goes to findFree at once.
 func (a *Allocator) bestFit(r *request) blockID {
 	p := r.pool
+	p.blocks.flush()
 	sb := p.blocks.lastB
 	if sb == nil || p.blocks.lastSt != r.stream {
 		return a.findFree(r)
@@ -295,6 +335,7 @@ func (a *Allocator) bestFit(r *request) blockID {
 // findFree is getFreeBlock past its clock and bestFit's common case.
 func (a *Allocator) findFree(r *request) blockID {
 	p := r.pool
+	p.blocks.flush()
 	sb := p.blocks.stream(r.stream)
 	if sb == nil {
 		return 0

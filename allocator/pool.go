@@ -237,6 +237,7 @@ func (a *Allocator) FitsUpTo(id PoolID, small bool, stream uint64) (max int64, o
 	if p == nil {
 		return -1, true // a private pool's, not made: no blocks
 	}
+	p.blocks.flush()
 	sb := p.blocks.stream(stream)
 	if sb == nil {
 		return -1, true

@@ -31,8 +31,13 @@ type sizeSet struct {
 	// one). Streams are never removed, so the pointer stays valid.
 	lastSt uint64
 	lastB  *streamBins
-	n      int
-	slab   *pageSlab // shared by the allocator's sets (see take); never nil
+	n      int // the entries of the classes (pend not counted)
+	// pend are members of the set kept out of its classes (id 0: none):
+	// the remainders of the last two splits on the malloc path, which the
+	// next split of one or a free merging into one updates in place, with
+	// no class update (see pend.go). pend[0] is the newer.
+	pend [2]freeKey
+	slab *pageSlab // shared by the allocator's sets (see take); never nil
 	// own is the first stream's bins and ownRefs room for two streams,
 	// made with the set: most pools see one or two streams, and a fresh
 	// allocator then makes no objects of its own for its free sets.
@@ -427,7 +432,15 @@ func (b *streamBins) clearBit(c int) {
 }
 
 // Len returns the number of keys.
-func (s *sizeSet) Len() int { return s.n }
+func (s *sizeSet) Len() int {
+	n := s.n
+	for _, k := range s.pend {
+		if k.id != 0 {
+			n++
+		}
+	}
+	return n
+}
 
 // ReplaceOrInsert adds k (replacing an equal key).
 //
@@ -510,6 +523,9 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 // smallest entry of its class) takes no call, and the other cases are
 // tail calls.
 func (s *sizeSet) Delete(k freeKey) {
+	if s.pend[0].id|s.pend[1].id != 0 && s.deletePend(k) {
+		return
+	}
 	b := s.lastB
 	if b == nil || s.lastSt != k.stream || k.size < 0 {
 		s.deleteSlow(k)
@@ -639,6 +655,7 @@ func (s *sizeSet) ascendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool 
 // AscendGreaterOrEqual calls fn on each key not less than pivot, in order,
 // until fn returns false. fn must not modify the set.
 func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
+	s.flush()
 	si := s.streamIndex(pivot.stream)
 	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
 		size, addr := pivot.size, pivot.addr
@@ -664,6 +681,12 @@ func (s *sizeSet) AscendGreaterOrEqual(pivot freeKey, fn func(freeKey) bool) {
 // Ascend calls fn on every key in order until it returns false. fn must not
 // modify the set.
 func (s *sizeSet) Ascend(fn func(freeKey) bool) {
+	s.flush()
+	s.ascendClasses(fn)
+}
+
+// ascendClasses is Ascend of the classes alone, leaving pend where it is.
+func (s *sizeSet) ascendClasses(fn func(freeKey) bool) {
 	for si := range s.streams {
 		x := s.ordered(si)
 		if c, i := x.b.first(); !s.ascendFrom(x, c, i, fn) {
@@ -694,6 +717,7 @@ func (s *sizeSet) descendFrom(x streamRef, c, i int, fn func(freeKey) bool) bool
 // DescendLessOrEqual calls fn on each key not greater than pivot, in
 // descending order, until fn returns false. fn must not modify the set.
 func (s *sizeSet) DescendLessOrEqual(pivot freeKey, fn func(freeKey) bool) {
+	s.flush()
 	si := s.streamIndex(pivot.stream)
 	if si < len(s.streams) && s.ordered(si).st == pivot.stream {
 		x := s.ordered(si)

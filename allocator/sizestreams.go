@@ -28,6 +28,7 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	if s.idx != nil {
 		b := s.idx.m[st]
 		if b != nil {
+			s.flush() // pend is on the stream found last
 			s.lastSt, s.lastB = st, b
 		}
 		return b
@@ -35,6 +36,7 @@ func (s *sizeSet) stream(st uint64) *streamBins {
 	for i, x := range s.streams {
 		if x.st == st {
 			addFlatWork(i)
+			s.flush()
 			s.lastSt, s.lastB = st, x.b
 			return x.b
 		}
@@ -72,6 +74,7 @@ func (s *sizeSet) newStream(st uint64) *streamBins {
 	} else {
 		b = s.slab.streamBins()
 	}
+	s.flush()
 	s.lastSt, s.lastB = st, b
 	if s.idx == nil && len(s.streams) < streamsFlat {
 		i := s.streamIndex(st)
