@@ -135,20 +135,7 @@ func TestHeapPerPrivatePool(t *testing.T) {
 	const n = 20_000
 	// The allocator's arrays and maps, grown to n pools' worth and emptied
 	// again, are not the pools' headers.
-	pools := func(from int) {
-		for i := range n {
-			id := PoolID{A: 1, B: uint64(from + i)}
-			a.BeginAllocateToPool(id, nil)
-			addr, err := a.Malloc(512, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.EndAllocateToPool(id)
-			if err := a.Free(addr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	pools := func(from int) { onePerPool(t, a, from, n) }
 	pools(1)
 	for i := range n {
 		a.ReleasePool(PoolID{A: 1, B: uint64(1 + i)})
@@ -188,18 +175,7 @@ func TestPrivatePoolObjects(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		for i := range n {
-			id := PoolID{A: 1, B: uint64(1 + i)}
-			a.BeginAllocateToPool(id, nil)
-			addr, err := a.Malloc(512, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.EndAllocateToPool(id)
-			if err := a.Free(addr); err != nil {
-				t.Fatal(err)
-			}
-		}
+		onePerPool(t, a, 1, n)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		runtime.KeepAlive(a)
@@ -213,5 +189,23 @@ func TestPrivatePoolObjects(t *testing.T) {
 	}
 	if b2 > 1.1*b1 {
 		t.Errorf("%.0f bytes of live heap per private pool at 32,000 pools, %.0f at 4,000: want no more than 10%% more", b2, b1)
+	}
+}
+
+// onePerPool makes private pools (1, from) to (1, from+n-1) in a, each with
+// a 512-byte block allocated and freed.
+func onePerPool(t *testing.T, a *Allocator, from, n int) {
+	t.Helper()
+	for i := range n {
+		id := PoolID{A: 1, B: uint64(from + i)}
+		a.BeginAllocateToPool(id, nil)
+		addr, err := a.Malloc(512, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.EndAllocateToPool(id)
+		if err := a.Free(addr); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
