@@ -53,6 +53,23 @@ func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
 	return nil
 }
 
+// FreeHandlePending is FreeHandle, then Pending(addr): it also reports
+// whether the block freed waits for the events of other streams that used
+// it. Where FreeHandle needs no address lookup, neither does it.
+func (a *Allocator) FreeHandlePending(addr uint64, h Handle) (bool, error) {
+	id := a.handleAt(addr, h)
+	if err := a.FreeHandle(addr, h); err != nil {
+		return false, err
+	}
+	if id == 0 {
+		return a.Pending(addr), nil // FreeHandle looked addr up
+	}
+	// The block h named is at addr still if it waits; freed to the cache,
+	// it leaves no active block there.
+	b := &a.blocks[id]
+	return b.live && b.addr == addr && b.events > 0, nil
+}
+
 // free is Free of the allocated block id, found at slot of the active map
 // (-1: unknown or not indexed).
 func (a *Allocator) free(id blockID, slot int) {
@@ -186,6 +203,16 @@ func (a *Allocator) MarkEventsDone(addr uint64) {
 	if id := a.activeID(addr); id != 0 {
 		a.markDone(id)
 	}
+}
+
+// MarkEventsDoneHandle is MarkEventsDone of the block at addr, which
+// MallocHandle returned with h (see FreeHandle).
+func (a *Allocator) MarkEventsDoneHandle(addr uint64, h Handle) {
+	if id := a.activeAt(addr, h); id != 0 {
+		a.markDone(id)
+		return
+	}
+	a.MarkEventsDone(addr)
 }
 
 func (a *Allocator) markDone(id blockID) {

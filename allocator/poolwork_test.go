@@ -135,20 +135,7 @@ func TestHeapPerPrivatePool(t *testing.T) {
 	const n = 20_000
 	// The allocator's arrays and maps, grown to n pools' worth and emptied
 	// again, are not the pools' headers.
-	pools := func(from int) {
-		for i := range n {
-			id := PoolID{A: 1, B: uint64(from + i)}
-			a.BeginAllocateToPool(id, nil)
-			addr, err := a.Malloc(512, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.EndAllocateToPool(id)
-			if err := a.Free(addr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	pools := func(from int) { onePerPool(t, a, from, n) }
 	pools(1)
 	for i := range n {
 		a.ReleasePool(PoolID{A: 1, B: uint64(1 + i)})
@@ -171,4 +158,54 @@ func TestHeapPerPrivatePool(t *testing.T) {
 		t.Errorf("%.0f bytes of live heap per private pool, want at most 1536", per)
 	}
 	t.Logf("%.0f bytes of live heap per private pool", per)
+}
+
+// TestPrivatePoolObjects: private pools, their block pools and their
+// size-class pages are made in bulk, so that the heap objects the runtime
+// allocates and the collector finds per private pool fall as pools grow in
+// number, and the bytes per pool stay the same: at 4,000 and 32,000 pools
+// of one small block each, at most 0.25 objects a pool (2.3 when each pool
+// and block pool was an object of its own and pages came seven a slab).
+func TestPrivatePoolObjects(t *testing.T) {
+	per := func(n int) (objects, bytes float64) {
+		a, err := New(DefaultConf(), NewSimDevice(1<<50))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		onePerPool(t, a, 1, n)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(a)
+		return float64(after.Mallocs-before.Mallocs) / float64(n), float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	}
+	o1, b1 := per(4_000)
+	o2, b2 := per(32_000)
+	t.Logf("objects per pool %.2f and %.2f, bytes %.0f and %.0f", o1, o2, b1, b2)
+	if o1 > 0.25 || o2 > 0.25 {
+		t.Errorf("%.2f and %.2f heap objects made per private pool at 4,000 and 32,000 pools, want at most 0.25", o1, o2)
+	}
+	if b2 > 1.1*b1 {
+		t.Errorf("%.0f bytes of live heap per private pool at 32,000 pools, %.0f at 4,000: want no more than 10%% more", b2, b1)
+	}
+}
+
+// onePerPool makes private pools (1, from) to (1, from+n-1) in a, each with
+// a 512-byte block allocated and freed.
+func onePerPool(t *testing.T, a *Allocator, from, n int) {
+	t.Helper()
+	for i := range n {
+		id := PoolID{A: 1, B: uint64(from + i)}
+		a.BeginAllocateToPool(id, nil)
+		addr, err := a.Malloc(512, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.EndAllocateToPool(id)
+		if err := a.Free(addr); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -149,10 +149,24 @@ func (a *Allocator) newPrivate(id PoolID) *privatePool {
 		pp, ok = popLast(&sp.privates)
 	}
 	if !ok {
-		pp = new(privatePool)
+		pp = bulk(&a.pages.privates, len(a.pools))
 	}
 	*pp = privatePool{id: id}
 	return pp
+}
+
+// bulk returns a new zero T from *free, refilled with a chunk when empty:
+// private pools and their block pools are made in chunks, a quarter of the
+// pools made so far (have) up to 64, so that thousands of pools are a few
+// large objects for the runtime to allocate and the collector to find,
+// rather than one each, and a run of a few pools makes them one by one.
+func bulk[T any](free *[]T, have int) *T {
+	if len(*free) == 0 {
+		*free = make([]T, min(max(1, have/4), 64))
+	}
+	p := &(*free)[0]
+	*free = (*free)[1:]
+	return p
 }
 
 // popLast removes the last element of *s and returns it, clearing its slot;
@@ -184,7 +198,7 @@ func (a *Allocator) privateBlocks(owner *privatePool, small bool) *blockPool {
 			p, ok = popLast(&sp.pools)
 		}
 		if !ok {
-			p = new(blockPool)
+			p = bulk(&a.pages.blockPools, len(a.pools))
 		}
 		p.idx, p.blocks.slab = poolIdx(len(a.pools)), &a.pages
 		a.pools = append(a.pools, p)

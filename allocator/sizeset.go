@@ -365,9 +365,17 @@ func (s *sizeSet) binFor(b *streamBins, c int) *bin {
 // dozen pages over all its pools and streams).
 type pageSlab struct {
 	free []binPage // made and not yet used
+	// more is how many pages the next slab has beyond slabSize: one more
+	// with each slab (take).
+	more int
 	// spare is the allocator's memory for reuse, which its first Reset
 	// makes (reset.go); nil until then.
 	spare *spareMem
+	// blockPools and privates are private pools' block pools and records
+	// made in bulk and not yet handed out (reset.go's newBlockPool and
+	// newPrivate).
+	blockPools []blockPool
+	privates   []privatePool
 }
 
 // slabSize is 7 pages: with the 8-byte header that the runtime puts on an
@@ -376,10 +384,16 @@ type pageSlab struct {
 const slabSize = 7
 
 // take returns a new empty page. It stays small enough that binFor
-// inlines it.
+// inlines it. Each slab is a page larger than the last: a replay of a
+// small snapshot touches a few dozen pages, and one of thousands of
+// private pools (a page each) makes them in a few large objects for the
+// runtime to allocate and the collector to find, rather than one per seven
+// pools. k slabs hold about k²/2 pages: of P pages made, at most about
+// √(2P) lie unused.
 func (ps *pageSlab) take() *binPage {
 	if len(ps.free) == 0 {
-		ps.free = make([]binPage, slabSize)
+		ps.free = make([]binPage, slabSize+ps.more)
+		ps.more++
 	}
 	p := &ps.free[0]
 	ps.free = ps.free[1:]

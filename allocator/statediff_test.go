@@ -82,10 +82,13 @@ func spareDiff(a *Allocator) []string {
 // keeps for later (nothing reads them but to hand it out again): a reset
 // allocator has more there than a new one.
 var reuseOnly = map[string]bool{
-	"pageSlab.free":     true,
-	"pageSlab.spare":    true,
-	"kTree.spare":       true,
-	"Allocator.pendPos": true,
+	"pageSlab.free":       true,
+	"pageSlab.spare":      true,
+	"pageSlab.more":       true,
+	"pageSlab.blockPools": true,
+	"pageSlab.privates":   true,
+	"kTree.spare":         true,
+	"Allocator.pendPos":   true,
 }
 
 // differ collects the differences of two values. The path to the value

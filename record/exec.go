@@ -33,9 +33,9 @@ type executor struct {
 	ctx     context.Context
 	w       *Workload
 	a       *allocator.Allocator
-	live    []liveList // per group: addresses of live buffers, oldest first
-	pending []uint64   // freed blocks awaiting their record_stream events
-	sel     []int      // the selected buffers' indexes in their liveList
+	live    []liveList    // per group: addresses of live buffers, oldest first
+	pending []pendingFree // freed blocks awaiting their record_stream events
+	sel     []int         // the selected buffers' indexes in their liveList
 
 	// setStmt tells the recorder which statement the next events belong to;
 	// nil when nothing records (benchmarks).
@@ -44,6 +44,12 @@ type executor struct {
 	snapshot func() error
 	tick     func(s *stmt) error
 	ops      int
+}
+
+// pendingFree is a freed block awaiting its record_stream events.
+type pendingFree struct {
+	addr uint64
+	h    allocator.Handle
 }
 
 func newExecutor(ctx context.Context, w *Workload, a *allocator.Allocator) *executor {
@@ -90,11 +96,11 @@ func (x *executor) exec(s *stmt) error {
 	case opAlloc:
 		g := &x.live[s.group]
 		for i := int64(0); i < s.count; i++ {
-			addr, err := x.a.Malloc(s.size, s.stream)
+			addr, h, err := x.a.MallocHandle(s.size, s.stream)
 			if err != nil {
 				return x.fail(s, err)
 			}
-			g.push(addr)
+			g.push(addr, h)
 			if err := x.step(s); err != nil {
 				return err
 			}
@@ -107,8 +113,8 @@ func (x *executor) exec(s *stmt) error {
 			return x.fail(s, fmt.Errorf("no live %s buffers", x.w.groups[s.group]))
 		}
 		var err error
-		g.each(func(addr uint64) bool {
-			err = x.a.RecordStream(addr, s.stream)
+		g.each(func(addr uint64, h allocator.Handle) bool {
+			err = x.a.RecordStreamHandle(addr, h, s.stream)
 			return err == nil
 		})
 		if err != nil {
@@ -118,8 +124,8 @@ func (x *executor) exec(s *stmt) error {
 		// The streams' work is done: every pending free's events complete,
 		// and the next malloc returns those blocks (process_events), as
 		// after torch.cuda.synchronize().
-		for _, addr := range x.pending {
-			x.a.MarkEventsDone(addr)
+		for _, p := range x.pending {
+			x.a.MarkEventsDoneHandle(p.addr, p.h)
 		}
 		x.pending = x.pending[:0]
 	case opEmptyCache:
@@ -182,14 +188,15 @@ func (x *executor) free(s *stmt) error {
 	// (or an interruption) leaves the list describing exactly the live ones.
 	var err error
 	for _, i := range x.sel {
-		addr := g.at(i)
-		if e := x.a.Free(addr); e != nil {
+		addr, h := g.at(i)
+		pending, e := x.a.FreeHandlePending(addr, h)
+		if e != nil {
 			err = x.fail(s, e)
 			break
 		}
 		g.drop(i)
-		if x.a.Pending(addr) {
-			x.pending = append(x.pending, addr)
+		if pending {
+			x.pending = append(x.pending, pendingFree{addr, h})
 		}
 		if err = x.step(s); err != nil {
 			break
@@ -203,9 +210,9 @@ func (x *executor) free(s *stmt) error {
 // synchronizes and frees every pending block first (§7.3).
 func (x *executor) prunePending() {
 	out := x.pending[:0]
-	for _, addr := range x.pending {
-		if x.a.Pending(addr) {
-			out = append(out, addr)
+	for _, p := range x.pending {
+		if x.a.PendingHandle(p.addr, p.h) {
+			out = append(out, p)
 		}
 	}
 	x.pending = out

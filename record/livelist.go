@@ -1,5 +1,7 @@
 package record
 
+import "github.com/tracer-dev/tracer/allocator"
+
 // liveList is one workload group's live buffers, oldest first, addressed by
 // position as `free` selects them. Freed entries stay in place, marked dead,
 // under a Fenwick tree of the live counts, so the k-th live buffer is found
@@ -8,6 +10,7 @@ package record
 // the live, which costs O(1) amortised per free.
 type liveList struct {
 	addrs []uint64
+	hs    []allocator.Handle // the allocator's handle of each buffer, for its calls by handle
 	dead  []bool
 	tree  []int32 // Fenwick tree over the live flags, 1-based (tree[0] unused)
 	n     int     // live entries
@@ -18,9 +21,10 @@ type liveList struct {
 // Len returns the number of live buffers.
 func (l *liveList) Len() int { return l.n }
 
-// push appends a live buffer.
-func (l *liveList) push(addr uint64) {
+// push appends a live buffer, at addr, with handle h.
+func (l *liveList) push(addr uint64, h allocator.Handle) {
 	l.addrs = append(l.addrs, addr)
+	l.hs = append(l.hs, h)
 	l.dead = append(l.dead, false)
 	i := len(l.addrs) // its 1-based index
 	// tree[i] covers (i-lowbit(i), i]: the new entry plus the sums of the
@@ -50,8 +54,8 @@ func (l *liveList) index(k int) int {
 	return pos // 1-based pos+1 is the entry; its slice index is pos
 }
 
-// at returns the address at slice index i (from index).
-func (l *liveList) at(i int) uint64 { return l.addrs[i] }
+// at returns the address and handle at slice index i (from index).
+func (l *liveList) at(i int) (uint64, allocator.Handle) { return l.addrs[i], l.hs[i] }
 
 // drop marks slice index i dead.
 func (l *liveList) drop(i int) {
@@ -69,13 +73,13 @@ func (l *liveList) compact() {
 	if len(l.addrs)-l.n <= l.n+64 {
 		return
 	}
-	out := l.addrs[:0]
+	out, hs := l.addrs[:0], l.hs[:0]
 	for i, a := range l.addrs {
 		if !l.dead[i] {
-			out = append(out, a)
+			out, hs = append(out, a), append(hs, l.hs[i])
 		}
 	}
-	l.addrs = out
+	l.addrs, l.hs = out, hs
 	l.dead = l.dead[:len(out)]
 	clear(l.dead)
 	l.tree = l.tree[:0]
@@ -93,9 +97,9 @@ func (l *liveList) compact() {
 }
 
 // each calls fn for every live buffer, oldest first, until fn returns false.
-func (l *liveList) each(fn func(addr uint64) bool) {
+func (l *liveList) each(fn func(addr uint64, h allocator.Handle) bool) {
 	for i, a := range l.addrs {
-		if !l.dead[i] && !fn(a) {
+		if !l.dead[i] && !fn(a, l.hs[i]) {
 			return
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tracer-dev/tracer/allocator"
 )
 
 // TestLiveListMatchesSlice runs random pushes, drops by position and
@@ -20,14 +22,14 @@ func TestLiveListMatchesSlice(t *testing.T) {
 	next := uint64(1)
 	for step := range 20000 {
 		if len(want) == 0 || rng.IntN(5) < 3 {
-			l.push(next)
+			l.push(next, allocator.Handle(next+7))
 			want = append(want, next)
 			next++
 		} else {
 			k := rng.IntN(len(want))
 			i := l.index(k)
-			if got := l.at(i); got != want[k] {
-				t.Fatalf("step %d: position %d holds %d, want %d", step, k, got, want[k])
+			if got, h := l.at(i); got != want[k] || h != allocator.Handle(want[k]+7) {
+				t.Fatalf("step %d: position %d holds %d (handle %d), want %d (handle %d)", step, k, got, h, want[k], want[k]+7)
 			}
 			l.drop(i)
 			want = slices.Delete(want, k, k+1)
@@ -40,7 +42,13 @@ func TestLiveListMatchesSlice(t *testing.T) {
 		}
 	}
 	var got []uint64
-	l.each(func(a uint64) bool { got = append(got, a); return true })
+	l.each(func(a uint64, h allocator.Handle) bool {
+		if h != allocator.Handle(a+7) {
+			t.Fatalf("buffer %d has handle %d, want %d", a, h, a+7)
+		}
+		got = append(got, a)
+		return true
+	})
 	if !slices.Equal(got, want) {
 		t.Fatalf("live buffers differ: %d against %d", len(got), len(want))
 	}
@@ -53,12 +61,12 @@ func TestLiveListLogarithmic(t *testing.T) {
 	const n = 1 << 17
 	var l liveList
 	for i := range n {
-		l.push(uint64(i))
+		l.push(uint64(i), 0)
 	}
 	l.visits = 0
 	const ops = 4096
 	for k := range ops {
-		l.push(uint64(n + k))
+		l.push(uint64(n+k), 0)
 		var p int
 		switch k % 3 {
 		case 0:

@@ -1,24 +1,13 @@
 // Command growth times every tracer command on each axis of issue 22 at n,
-// 2n, 4n and 8n and prints a Markdown table of the seconds and the growth:
-// the exponent log2(t8n/t4n) and the least-squares slope of log t on log n
+// 2n, 4n and 8n and prints a Markdown table of the seconds and the growth
 // (1 is linear). Run from the repository root:
 //
-//	go run ./testdata/bench/growth [-runs 3] [-axes REGEXP] [-cmds REGEXP] [-scale 1] [-tracer [NAME=]BIN,...]
+//	go run ./testdata/bench/growth [-runs 3] [-reruns 2] [-axes REGEXP] [-cmds REGEXP] [-scale 1] [-tracer [NAME=]BIN,...]
 //
 // It builds tracer once, writes each axis's input (a workload, or a JSON
 // snapshot) into a temporary folder, records or imports it into a trace,
 // and times record or import, replay, analyze, plot (peak and segments) and
-// info on it. A time is the least of -runs runs of the command's CPU time
-// (user + system; -clock wall for the wall clock): the least is the run the
-// shared machine disturbed least. The runs of a command go round the four
-// sizes in turn (n, 2n, 4n, 8n, then n again), so that a change in the
-// machine's load while a command is timed falls on every size alike,
-// rather than on the sizes timed last. With several binaries (-tracer
-// main=OLD,branch=NEW) each run of a size runs every binary in turn, so that
-// they share the load alike too, and the table has a row per binary. The
-// commands run with the environment
-// growth has, GOGC included, which the table's header names: the collector
-// is part of what a command costs its user.
+// info on it. See usage for what the table reports.
 package main
 
 import (
@@ -35,8 +24,46 @@ import (
 	"time"
 )
 
+// usage is the text of -h: what the table reports and how its verdict is
+// made robust to a shared machine's noise.
+const usage = `usage: go run ./testdata/bench/growth [flags]
+
+Times every tracer command on each axis of issue 22 at n, 2n, 4n and 8n and
+prints a Markdown table, a row per axis, command and binary:
+
+  seconds   the least of the runs at each size of the command's CPU time
+            (user + system; -clock wall for the wall clock): the least is
+            the run the shared machine disturbed least. The runs go round
+            the four sizes in turn (n, 2n, 4n, 8n, then n again), and with
+            several binaries each size runs every binary in turn, so that a
+            change of load falls on every size and binary alike.
+  slope     the verdict: the least-squares slope of log t on log n over
+            the four sizes (1 is linear, 2 quadratic); above 1.1 it is
+            marked **>1.1**. All four sizes weigh in, so one disturbed size
+            moves it less than it moves a single doubling.
+  last doubling
+            log2(t8n/t4n), the last doubling's exponent, beside it: growth
+            that starts late (a cache outgrown, a structure rehashed at 8n)
+            shows there first.
+  runs      the runs each size had. A row whose slope is above 1.1, or one
+            of whose three doublings is, is run again, -runs more at every
+            size in turn, up to -reruns times while it stays so, and keeps
+            the least of all: noise makes a run slower, not faster, so more
+            runs take it out, and real growth stays, at every size alike.
+
+The commands run with growth's environment, GOGC included (the table's
+header names it): the collector is part of what a command costs its user.
+
+Flags:
+`
+
 func main() {
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
 	runs := flag.Int("runs", 3, "runs of each command at each size; the least time is kept")
+	reruns := flag.Int("reruns", 2, "at most this many more rounds of -runs for a row with its slope or a doubling above 1.1")
 	axesRE := flag.String("axes", "", "only the axes whose name matches this regexp")
 	cmdsRE := flag.String("cmds", "", "only the commands whose name matches this regexp")
 	scale := flag.Float64("scale", 1, "multiply every axis's n by this")
@@ -64,7 +91,10 @@ func main() {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	t := timer{runs: *runs, wall: *clock == "wall"}
+	if *runs < 1 || *reruns < 0 {
+		fatal("-runs must be at least 1 and -reruns at least 0")
+	}
+	t := timer{runs: *runs, reruns: *reruns, wall: *clock == "wall"}
 	if *bins == "" {
 		bin := filepath.Join(dir, "tracer")
 		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/tracer").CombinedOutput(); err != nil {
@@ -92,16 +122,16 @@ func main() {
 	if v, ok := os.LookupEnv("GOGC"); ok {
 		gogc = "GOGC=" + v
 	}
-	fmt.Printf("| axis | n | command |%s seconds at n, 2n, 4n, 8n (%s, least of %d, %s) | exponent | slope |\n", column, *clock, *runs, gogc)
-	fmt.Println("|---|---|---|" + sep + "---|---|---|")
+	fmt.Printf("| axis | n | command |%s seconds at n, 2n, 4n, 8n (%s, least of the runs, %s) | slope | last doubling | runs |\n", column, *clock, gogc)
+	fmt.Println("|---|---|---|" + sep + "---|---|---|---|")
 	for _, ax := range axes {
 		if !onlyAxes.MatchString(ax.name) {
 			continue
 		}
 		n := int(math.Round(float64(ax.base) * *scale))
-		rows := map[string][][4]time.Duration{}
+		rows := map[string][]timed{}
 		var order []string
-		add := func(cmd string, ts [][4]time.Duration) {
+		add := func(cmd string, ts []timed) {
 			rows[cmd] = ts
 			order = append(order, cmd)
 		}
@@ -157,11 +187,12 @@ func main() {
 			if !onlyCmds.MatchString(cmd) && cmd != "record --workload" && cmd != "import" {
 				continue
 			}
-			for b, ts := range rows[cmd] {
+			for b, r := range rows[cmd] {
 				name := ""
 				if column != "" {
 					name = " " + t.names[b] + " |"
 				}
+				ts := r.best
 				var cells []string
 				for _, d := range ts {
 					if d < 0 {
@@ -171,59 +202,99 @@ func main() {
 					}
 				}
 				if slices.Contains(ts[:], -1) {
-					fmt.Printf("| %s | %d | %s |%s %s (see stderr) | | |\n", ax.name, n, cmd, name, strings.Join(cells, " / "))
+					fmt.Printf("| %s | %d | %s |%s %s (see stderr) | | | |\n", ax.name, n, cmd, name, strings.Join(cells, " / "))
 					continue
 				}
-				exp, slope := growth(&ts)
+				slope, dbl := growth(&ts)
 				mark := ""
-				if exp > 1.1 {
+				if slope > 1.1 {
 					mark = " **>1.1**"
 				}
-				fmt.Printf("| %s | %d | %s |%s %s | %.2f%s | %.2f |\n", ax.name, n, cmd, name, strings.Join(cells, " / "), exp, mark, slope)
+				fmt.Printf("| %s | %d | %s |%s %s | %.2f%s | %.2f | %d |\n", ax.name, n, cmd, name, strings.Join(cells, " / "), slope, mark, dbl[2], r.runs)
 			}
 		}
 	}
 }
 
-// growth returns log2(t8n/t4n) and the least-squares slope of log2 t on
-// log2 n over the four sizes.
-func growth(ts *[4]time.Duration) (exp, slope float64) {
+// growth returns the least-squares slope of log2 t on log2 n over the four
+// sizes and the exponent of each doubling, log2(t2n/tn), log2(t4n/t2n) and
+// log2(t8n/t4n).
+func growth(ts *[4]time.Duration) (slope float64, dbl [3]float64) {
 	var sy, sxy float64
+	var y [4]float64
 	for k, d := range ts {
-		y := math.Log2(float64(d) + 1)
-		sy += y
-		sxy += float64(k) * y
+		y[k] = math.Log2(float64(d) + 1)
+		sy += y[k]
+		sxy += float64(k) * y[k]
+	}
+	for k := range dbl {
+		dbl[k] = y[k+1] - y[k]
 	}
 	// x = 0..3: mean 1.5, sum of squared deviations 5.
-	return math.Log2((float64(ts[3]) + 1) / (float64(ts[2]) + 1)), (sxy - 1.5*sy) / 5
+	return (sxy - 1.5*sy) / 5, dbl
+}
+
+// suspect reports whether times ts call for more runs: a slope or a
+// doubling above 1.1.
+func suspect(ts *[4]time.Duration) bool {
+	slope, dbl := growth(ts)
+	return slope > 1.1 || slices.Max(dbl[:]) > 1.1
 }
 
 // timer runs tracer commands and keeps the least time of runs.
 type timer struct {
 	bins, names []string // the binaries timed and their names in the table
 	runs        int
+	reruns      int // rounds of runs more for a suspect row
 	wall        bool
 }
 
+// timed is one binary's row: its least time at each size (-1 where a run
+// failed) and the runs each size had.
+type timed struct {
+	best [4]time.Duration
+	runs int
+}
+
 // sizes runs each binary with args(k) for each size k in turn, t.runs
-// times round, and returns each binary's least time at each size, or -1
-// for a size where a run failed, after saying on stderr why (that size is
-// not run again).
-func (t timer) sizes(args func(k int) []string) [][4]time.Duration {
-	best := make([][4]time.Duration, len(t.bins))
+// times round, then t.runs more, up to t.reruns times, while a binary's
+// times are suspect (every binary again, so that they share the load
+// alike); it returns each binary's least time at each size, or -1 for a
+// size where a run failed, after saying on stderr why (that size is not
+// run again).
+func (t timer) sizes(args func(k int) []string) []timed {
+	rows := make([]timed, len(t.bins))
+	t.round(rows, args)
+	for range t.reruns {
+		if !slices.ContainsFunc(rows, func(r timed) bool {
+			return !slices.Contains(r.best[:], -1) && suspect(&r.best)
+		}) {
+			break
+		}
+		t.round(rows, args)
+	}
+	return rows
+}
+
+// round runs every binary t.runs times round the sizes, keeping in rows
+// the least time of each.
+func (t timer) round(rows []timed, args func(k int) []string) {
 	for range t.runs {
 		for k := range 4 {
 			for b, bin := range t.bins {
-				if best[b][k] < 0 {
+				best := &rows[b].best[k]
+				if *best < 0 {
 					continue
 				}
-				if d := t.once(bin, args(k)); d < 0 || best[b][k] == 0 || d < best[b][k] {
-					best[b][k] = d
+				if d := t.once(bin, args(k)); d < 0 || *best == 0 || d < *best {
+					*best = d
 				}
 			}
 		}
 	}
-	return best
+	for b := range rows {
+		rows[b].runs += t.runs
+	}
 }
 
 // once runs bin with args and returns its time, or -1 after saying on
