@@ -394,7 +394,7 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	if report != nil {
 		for i, r := range reps {
 			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered + slices.Max(append(src.numberParts, 0)), Model: r.model,
-				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start)})
+				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start), ModelFaults: r.faults, AnalysisFaults: r.behind.faults})
 		}
 	}
 	return runs, nil
@@ -423,6 +423,7 @@ type tapReplay struct {
 	behind       *analyzeBehind
 	err          error
 	model, final time.Duration // CPU, when timed
+	faults       int64         // the model's thread's minor faults, when timed
 }
 
 func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Options, src *tap, timed bool) {
@@ -450,7 +451,7 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
 		Numbered:           true, // by src
 	}, r.behind)
-	r.model = clock.lap()
+	r.model, r.faults = clock.lap(), clock.faulted()
 	src.leave() // the reader need not wait for a replay that stopped early
 	r.behind.close()
 }

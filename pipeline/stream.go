@@ -322,13 +322,14 @@ func (ra *readAhead) close() {
 // analyzeBehind runs a fanout on its own goroutine, fed in batches with the
 // events a replay emits.
 type analyzeBehind struct {
-	f    *fanout
-	src  *tap // whose stack table covers the emitted events
-	full chan *batch
-	pool batchPool
-	cur  *batch
-	done chan struct{}
-	cpu  time.Duration // the goroutine's CPU time, when timed (after close)
+	f      *fanout
+	src    *tap // whose stack table covers the emitted events
+	full   chan *batch
+	pool   batchPool
+	cur    *batch
+	done   chan struct{}
+	cpu    time.Duration // the goroutine's CPU time, when timed (after close)
+	faults int64         // and its thread's minor faults
 }
 
 func startAnalyzeBehind(f *fanout, src *tap, timed bool) *analyzeBehind {
@@ -337,7 +338,7 @@ func startAnalyzeBehind(f *fanout, src *tap, timed bool) *analyzeBehind {
 	go func() {
 		defer close(a.done)
 		clock := startClock(timed)
-		defer func() { a.cpu = clock.stop() }()
+		defer func() { a.faults, a.cpu = clock.faulted(), clock.stop() }()
 		for b := range a.full {
 			f.stacks = b.stacks
 			f.events(b.evs)
