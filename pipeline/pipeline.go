@@ -375,9 +375,12 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	report := OnStages
 	start := time.Now()
 	var facts trace.Facts
+	reps := make([]tapReplay, len(settings))
+	for i := range reps {
+		reps[i].prep = prepareModel(in, settings[i], opts[i])
+	}
 	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings))
 	defer src.close()
-	reps := make([]tapReplay, len(settings))
 	each(len(settings), func(i int) { reps[i].replay(ctx, in, settings[i], opts[i], src.taps[i], report != nil) })
 	src.close()
 	for i := range reps {
@@ -418,6 +421,7 @@ func each(n int, f func(i int)) {
 // tapReplay is one of ReplayEach's replays: the model on the caller's
 // goroutine, fed by its tap of the reader, and the analysis behind it.
 type tapReplay struct {
+	prep         *modelPrep // the model's memory, made before it (nil: none)
 	res          *replay.Result
 	obs          *fanout
 	behind       *analyzeBehind
@@ -433,6 +437,10 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	r.obs = newFanout(opt)
 	r.behind = startAnalyzeBehind(r.obs, src, timed)
+	if r.prep != nil {
+		opt.Replayer = r.prep.replayer(&src.ra.top, src.wake)
+		defer r.prep.finish()
+	}
 	run1 := replay.Run
 	if opt.Replayer != nil {
 		run1 = opt.Replayer.Run

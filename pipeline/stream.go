@@ -80,6 +80,9 @@ type readAhead struct {
 	timed          bool
 	read, numbered time.Duration
 	numberParts    []time.Duration // the numbering's parts' (numbered is its own goroutine's)
+	// top is the greatest block number handed on so far, when number is
+	// set; each tap's wake is told when it grows (modelPrep).
+	top atomic.Int32
 }
 
 // tap is one reader of a readAhead's batches.
@@ -91,6 +94,7 @@ type tap struct {
 	cur      *batch
 	i        int
 	stacks   []trace.Stack // of the latest batch served
+	wake     chan struct{} // readAhead.top has grown
 }
 
 // startReadAhead starts reading rd for taps readers (at least 1). The
@@ -110,7 +114,7 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 		number: number,
 	}
 	for range max(taps, 1) {
-		ra.taps = append(ra.taps, &tap{ra: ra, full: make(chan *batch, inFlight), gone: make(chan struct{})})
+		ra.taps = append(ra.taps, &tap{ra: ra, full: make(chan *batch, inFlight), gone: make(chan struct{}), wake: make(chan struct{}, 1)})
 	}
 	ra.tap = ra.taps[0]
 	go ra.run(ctx, rd, facts)
@@ -217,8 +221,29 @@ func (ra *readAhead) numberAll(numq <-chan *batch, parts *replay.PartNumbers, nu
 		} else {
 			nums.Number(b.evs)
 		}
+		ra.noteTop(b.evs)
 		if !ra.toTaps(b) {
 			return
+		}
+	}
+}
+
+// noteTop raises top to the greatest number of evs, and wakes the taps'
+// prefaulting if it grew.
+func (ra *readAhead) noteTop(evs []trace.Event) {
+	top := ra.top.Load()
+	hi := top
+	for i := range evs {
+		hi = max(hi, evs[i].Ref)
+	}
+	if hi == top {
+		return
+	}
+	ra.top.Store(hi)
+	for _, t := range ra.taps {
+		select {
+		case t.wake <- struct{}{}:
+		default:
 		}
 	}
 }
