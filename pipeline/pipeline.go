@@ -435,6 +435,9 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	defer clock.stop()
 	opt.Analysis.MemoryLimit = s.Limit             // the OOM verdicts compare with it
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
+	if r.prep != nil {
+		opt.Analysis.Blocks = r.prep.blocks
+	}
 	r.obs = newFanout(opt)
 	r.behind = startAnalyzeBehind(r.obs, src, timed)
 	if r.prep != nil {
