@@ -436,7 +436,12 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	opt.Analysis.MemoryLimit = s.Limit             // the OOM verdicts compare with it
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	if r.prep != nil {
-		opt.Analysis.Blocks = r.prep.blocks
+		// Half the model's guess: the summarizer's table, a power of two
+		// at least twice its blocks, is then never larger than its
+		// doublings would make it where the guess is up to twice the
+		// peak (seed1m's 1.34x made it twice as large, 32 MB of each
+		// replay's peak), and one doubling may remain.
+		opt.Analysis.Blocks = r.prep.blocks / 2
 	}
 	r.obs = newFanout(opt)
 	r.behind = startAnalyzeBehind(r.obs, src, timed)
