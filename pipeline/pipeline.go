@@ -444,7 +444,7 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		opt.Analysis.Blocks = r.prep.blocks / 2
 	}
 	r.obs = newFanout(opt)
-	r.behind = startAnalyzeBehind(r.obs, src, timed)
+	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)
 	if r.prep != nil {
 		opt.Replayer = r.prep.replayer(&src.ra.top, src.wake)
 		defer r.prep.finish()

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
@@ -90,5 +92,28 @@ func TestPreparedModel(t *testing.T) {
 	}
 	if prepStages.ModelFaults*4 > plainStages.ModelFaults {
 		t.Errorf("the model's thread took %d minor faults prepared, %d plain: want a quarter at most", prepStages.ModelFaults, plainStages.ModelFaults)
+	}
+}
+
+// TestBatchPoolFill: fill puts the batches asked for, each with every page
+// of its events resident before anything writes them, so that the model's
+// thread, which fills the analysis's batches, takes no fault for them.
+func TestBatchPoolFill(t *testing.T) {
+	if probe := make([]byte, 1<<16); !grow.PagesOf(probe).Populate(0, len(probe)) {
+		t.Skip("no MADV_POPULATE_WRITE on this system")
+	}
+	p := newBatchPool()
+	p.fill(3)
+	if len(p) != 3 {
+		t.Fatalf("%d batches in the pool, want 3", len(p))
+	}
+	for range 3 {
+		b := p.get()
+		pages := grow.PagesOf(b.evs)
+		n, ok := pages.Resident(0, batchRows)
+		want := (pages.Len()*int(unsafe.Sizeof(trace.Event{})) + os.Getpagesize() - 1) / os.Getpagesize()
+		if ok && n < want-1 { // the array's first and last pages may be shared
+			t.Errorf("%d of a batch's %d pages resident, want all", n, want)
+		}
 	}
 }
