@@ -467,7 +467,7 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
 		Numbered:           true, // by src
 	}, r.behind)
-	r.model, r.faults = clock.lap(), clock.faulted()
+	r.model, r.faults = clock.lapFaults()
 	src.leave() // the reader need not wait for a replay that stopped early
 	r.behind.close()
 }

@@ -48,36 +48,36 @@ func startClock(on bool) stageClock {
 	return stageClock{on: true, start: cputime.Thread(), faults: cputime.ThreadFaults()}
 }
 
-// faulted returns the thread's minor faults since start (or the previous
-// call).
-func (c *stageClock) faulted() int64 {
-	if !c.on {
-		return 0
-	}
-	now := cputime.ThreadFaults()
-	d := now - c.faults
-	c.faults = now
+// lap returns the CPU time since start (or the previous lap) and restarts.
+func (c *stageClock) lap() time.Duration {
+	d, _ := c.lapFaults()
 	return d
 }
 
-// lap returns the CPU time since start (or the previous lap) and restarts.
-func (c *stageClock) lap() time.Duration {
+// lapFaults is lap with the thread's minor faults over the same time.
+func (c *stageClock) lapFaults() (time.Duration, int64) {
 	if !c.on {
-		return 0
+		return 0, 0
 	}
-	now := cputime.Thread()
-	d := now - c.start
-	c.start = now
-	return d
+	now, faults := cputime.Thread(), cputime.ThreadFaults()
+	d, n := now-c.start, faults-c.faults
+	c.start, c.faults = now, faults
+	return d, n
 }
 
 // stop returns the CPU time since start and gives the thread back.
 func (c *stageClock) stop() time.Duration {
+	d, _ := c.stopFaults()
+	return d
+}
+
+// stopFaults is stop with the thread's minor faults since the last lap.
+func (c *stageClock) stopFaults() (time.Duration, int64) {
 	if !c.on {
-		return 0
+		return 0, 0
 	}
-	d := c.lap()
+	d, n := c.lapFaults()
 	runtime.UnlockOSThread()
 	c.on = false
-	return d
+	return d, n
 }

@@ -386,7 +386,7 @@ func startAnalyzeBehind(f *fanout, src *tap, timed, prefault bool) *analyzeBehin
 	go func() {
 		defer close(a.done)
 		clock := startClock(timed)
-		defer func() { a.faults, a.cpu = clock.faulted(), clock.stop() }()
+		defer func() { a.cpu, a.faults = clock.stopFaults() }()
 		for b := range a.full {
 			f.stacks = b.stacks
 			f.events(b.evs)
