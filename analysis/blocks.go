@@ -160,6 +160,19 @@ func (t *blocks) rehash(n int) {
 	}
 }
 
+// reserve makes the empty table the size that n blocks grow it to (none
+// for n <= 0), so that they are put without a rehash.
+func (t *blocks) reserve(n int) {
+	if n <= 0 || t.n > 0 {
+		return
+	}
+	size := 64
+	for 2*n > size {
+		size *= 2
+	}
+	t.rehash(size)
+}
+
 // del removes the block at addr, shifting later entries of its probe run
 // back so lookups never need tombstones.
 func (t *blocks) del(addr int64) {

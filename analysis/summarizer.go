@@ -34,6 +34,11 @@ type Options struct {
 	// (tracer replay): no timeline (the maxima are kept as the events
 	// come), sites, phases, lifetimes, grow, OOM details or segment layout.
 	FragmentationOnly bool
+	// Blocks, if set, is about the most blocks live at once (tracer replay
+	// guesses it from the trace's size): the table of live blocks is made
+	// for them at once instead of doubled to that size, each doubling a
+	// rehash of every block on the analysis's thread. It changes no result.
+	Blocks int
 }
 
 // Summarizer computes a Summary from events fed one at a time. Its memory is
@@ -115,11 +120,15 @@ func NewSummarizer(opt Options) *Summarizer {
 	if opt.MaxOOMs <= 0 {
 		opt.MaxOOMs = 16
 	}
+	var s *Summarizer
 	if opt.FragmentationOnly {
-		return &Summarizer{opt: opt, segs: newSegments(), fragOnly: true}
+		s = &Summarizer{opt: opt, segs: newSegments(), fragOnly: true}
+	} else {
+		s = &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
+			ph: newPhases(opt.Annotations, opt.Device)}
 	}
-	return &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
-		ph: newPhases(opt.Annotations, opt.Device)}
+	s.live.reserve(opt.Blocks)
+	return s
 }
 
 // Event folds one event into the summary. Events must come in trace order.

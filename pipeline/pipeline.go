@@ -375,9 +375,12 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	report := OnStages
 	start := time.Now()
 	var facts trace.Facts
+	reps := make([]tapReplay, len(settings))
+	for i := range reps {
+		reps[i].prep = prepareModel(in, settings[i], opts[i])
+	}
 	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings))
 	defer src.close()
-	reps := make([]tapReplay, len(settings))
 	each(len(settings), func(i int) { reps[i].replay(ctx, in, settings[i], opts[i], src.taps[i], report != nil) })
 	src.close()
 	for i := range reps {
@@ -394,7 +397,7 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	if report != nil {
 		for i, r := range reps {
 			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered + slices.Max(append(src.numberParts, 0)), Model: r.model,
-				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start)})
+				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start), ModelFaults: r.faults, AnalysisFaults: r.behind.faults})
 		}
 	}
 	return runs, nil
@@ -418,11 +421,13 @@ func each(n int, f func(i int)) {
 // tapReplay is one of ReplayEach's replays: the model on the caller's
 // goroutine, fed by its tap of the reader, and the analysis behind it.
 type tapReplay struct {
+	prep         *modelPrep // the model's memory, made before it (nil: none)
 	res          *replay.Result
 	obs          *fanout
 	behind       *analyzeBehind
 	err          error
 	model, final time.Duration // CPU, when timed
+	faults       int64         // the model's thread's minor faults, when timed
 }
 
 func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Options, src *tap, timed bool) {
@@ -430,8 +435,20 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	defer clock.stop()
 	opt.Analysis.MemoryLimit = s.Limit             // the OOM verdicts compare with it
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
+	if r.prep != nil {
+		// Half the model's guess: the summarizer's table, a power of two
+		// at least twice its blocks, is then never larger than its
+		// doublings would make it where the guess is up to twice the
+		// peak (seed1m's 1.34x made it twice as large, 32 MB of each
+		// replay's peak), and one doubling may remain.
+		opt.Analysis.Blocks = r.prep.blocks / 2
+	}
 	r.obs = newFanout(opt)
-	r.behind = startAnalyzeBehind(r.obs, src, timed)
+	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)
+	if r.prep != nil {
+		opt.Replayer = r.prep.replayer(&src.ra.top, src.wake)
+		defer r.prep.finish()
+	}
 	run1 := replay.Run
 	if opt.Replayer != nil {
 		run1 = opt.Replayer.Run
@@ -450,7 +467,7 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		EmptyCacheAfterOOM: in.Meta.Extra[trace.ExtraEmptyCacheAfterOOM] != "",
 		Numbered:           true, // by src
 	}, r.behind)
-	r.model = clock.lap()
+	r.model, r.faults = clock.lapFaults()
 	src.leave() // the reader need not wait for a replay that stopped early
 	r.behind.close()
 }

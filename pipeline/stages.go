@@ -18,7 +18,11 @@ type StageTimes struct {
 	Model    time.Duration // the allocator model, with the comparison and the hand-off to the analysis
 	Analysis time.Duration // the summaries of the replayed events
 	Finalize time.Duration // the summaries' end, after the stages
-	Wall     time.Duration // Replay, from its start to its return
+	// ModelFaults and AnalysisFaults are the minor page faults of the
+	// model's and the analysis's threads: their first touches of fresh
+	// memory, which their CPU times count without saying so.
+	ModelFaults, AnalysisFaults int64
+	Wall                        time.Duration // Replay, from its start to its return
 }
 
 // OnStages, when set, receives each Replay's StageTimes as it returns; the
@@ -31,8 +35,9 @@ var OnStages func(StageTimes)
 // stageClock measures one goroutine's CPU time from start to stop, with
 // its thread kept for it meanwhile; the zero stageClock measures nothing.
 type stageClock struct {
-	on    bool
-	start time.Duration
+	on     bool
+	start  time.Duration
+	faults int64 // the thread's minor faults at start
 }
 
 func startClock(on bool) stageClock {
@@ -40,27 +45,39 @@ func startClock(on bool) stageClock {
 		return stageClock{}
 	}
 	runtime.LockOSThread()
-	return stageClock{on: true, start: cputime.Thread()}
+	return stageClock{on: true, start: cputime.Thread(), faults: cputime.ThreadFaults()}
 }
 
 // lap returns the CPU time since start (or the previous lap) and restarts.
 func (c *stageClock) lap() time.Duration {
-	if !c.on {
-		return 0
-	}
-	now := cputime.Thread()
-	d := now - c.start
-	c.start = now
+	d, _ := c.lapFaults()
 	return d
+}
+
+// lapFaults is lap with the thread's minor faults over the same time.
+func (c *stageClock) lapFaults() (time.Duration, int64) {
+	if !c.on {
+		return 0, 0
+	}
+	now, faults := cputime.Thread(), cputime.ThreadFaults()
+	d, n := now-c.start, faults-c.faults
+	c.start, c.faults = now, faults
+	return d, n
 }
 
 // stop returns the CPU time since start and gives the thread back.
 func (c *stageClock) stop() time.Duration {
+	d, _ := c.stopFaults()
+	return d
+}
+
+// stopFaults is stop with the thread's minor faults since the last lap.
+func (c *stageClock) stopFaults() (time.Duration, int64) {
 	if !c.on {
-		return 0
+		return 0, 0
 	}
-	d := c.lap()
+	d, n := c.lapFaults()
 	runtime.UnlockOSThread()
 	c.on = false
-	return d
+	return d, n
 }

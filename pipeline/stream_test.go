@@ -68,7 +68,7 @@ func TestAnalyzeBehindSlots(t *testing.T) {
 	var facts trace.Facts
 	src := startReadAhead(context.Background(), rd, &facts, false, false, false, 1)
 	defer src.close()
-	a := startAnalyzeBehind(f, src.tap, false)
+	a := startAnalyzeBehind(f, src.tap, false, false)
 	const n = 3*batchRows + 5
 	var other trace.Event
 	for i := range int64(n) {

@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"os"
+	"sync/atomic"
+
+	"github.com/tracer-dev/tracer/replay"
+)
+
+// modelPrep is the memory of a replay's model (replay.Replayer.Prepare:
+// its block arena and its table of numbered blocks), made on a goroutine
+// of its own before the model starts, and then faulted in by another a
+// little ahead of the model (Replayer.Prefault), paced by the greatest
+// block number the numbering has handed on (readAhead.top). Grown by
+// doubling on the model's thread, as a replay otherwise makes them, they
+// were copied at each doubling into fresh memory, a page fault a page:
+// about a third of the model stage's CPU on small.trace.
+type modelPrep struct {
+	rp     replay.Replayer
+	done   chan struct{} // closed once Prepare has returned
+	blocks int
+	stop   chan struct{}
+	ok     bool // Prepare made the memory
+}
+
+// bytesPerBlock is how many bytes of a trace file modelPrep reserves one
+// block for: a block live at once needs its alloc event, and a trace
+// takes 85 bytes an event on the scale snapshots (stacks included), whose
+// peaks of live blocks are a half and a third of their events. A
+// reservation too small leaves the rest to the model's doubling, as
+// before; one too large is address space never touched, since only what
+// the numbers reach is faulted in.
+const bytesPerBlock = 128
+
+// prepareMin is the least trace file, in bytes, whose model is prepared:
+// below it the arrays are small, and a replay of a small trace (tracer
+// tune's, the tests') would spend more on the goroutines.
+var prepareMin int64 = 16 << 20
+
+// prefaultAhead is how many block numbers past the greatest handed on are
+// faulted in (about 3 MB of the arena and the table), on top of the
+// numbering's own lead over the model (the batches between them, up to
+// 40k events). What lies past the last number is resident for nothing:
+// 128k numbers cost seed1m's what-if 10 MB of its peak.
+const prefaultAhead = 32 << 10
+
+// prepareModel starts making the model's memory of a replay of in under s
+// with opt, where that pays: a simulated device, no Replayer of the
+// caller's, a trace file of prepareMin bytes or more. It returns nil
+// otherwise.
+func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
+	if opt.Replayer != nil || opt.NewDevice != nil || in.Path == "" {
+		return nil
+	}
+	st, err := os.Stat(in.Path)
+	if err != nil || st.Size() < prepareMin {
+		return nil
+	}
+	p := &modelPrep{done: make(chan struct{}), stop: make(chan struct{}),
+		blocks: int(min(st.Size()/bytesPerBlock, 1<<30))}
+	go func() {
+		defer close(p.done)
+		// An error (settings the model refuses) is Run's to meet.
+		p.ok = p.rp.Prepare(replay.Options{Conf: s.Conf, TotalMemory: s.Total, MemoryLimit: s.Limit, Blocks: p.blocks}) == nil
+		if p.ok {
+			p.rp.Prefault(p.part(0))
+		}
+	}()
+	return p
+}
+
+// part is the part of the model's memory to fault in once numbers up to
+// ref have been handed on.
+func (p *modelPrep) part(ref int32) float64 {
+	return float64(int(ref)+prefaultAhead) / float64(p.blocks)
+}
+
+// replayer waits for the memory and returns the Replayer that holds it,
+// with its prefaulting started, woken by wake as top grows; finish stops it.
+func (p *modelPrep) replayer(top *atomic.Int32, wake <-chan struct{}) *replay.Replayer {
+	<-p.done
+	if p.ok {
+		go p.prefault(top, wake)
+	}
+	return &p.rp
+}
+
+func (p *modelPrep) prefault(top *atomic.Int32, wake <-chan struct{}) {
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-wake:
+			if !p.rp.Prefault(p.part(top.Load())) {
+				return // not on this system
+			}
+		}
+	}
+}
+
+// finish stops the prefaulting, once the Run has returned.
+func (p *modelPrep) finish() { close(p.stop) }

@@ -1,0 +1,119 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/tracer-dev/tracer/internal/grow"
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// TestPreparedModel: a replay of a trace file past prepareMin makes its
+// model's memory before the model starts and faults it in off the model's
+// thread (modelPrep): the results and summaries are a plain replay's, and
+// the model's thread takes a quarter of the page faults at most (300,000
+// blocks live at once, then every other one freed: the arena and the
+// table a plain replay doubles and first touches on that thread).
+func TestPreparedModel(t *testing.T) {
+	const n = 300_000
+	path := filepath.Join(t.TempDir(), "live.arrows")
+	w, err := trace.Create(path, trace.Meta{}, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq int64
+	write := func(ev trace.Event) {
+		ev.Seq, ev.Stack = seq, trace.NoStack
+		seq++
+		if err := w.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		addr := uint64(1)<<40 + uint64(i)*512
+		if i%4096 == 0 {
+			write(trace.Event{Kind: trace.KindSegmentAlloc, Addr: addr, Size: 2 << 20})
+		}
+		write(trace.Event{Kind: trace.KindAlloc, Addr: addr, Size: 512, BlockSize: 512})
+	}
+	for i := 0; i < n; i += 2 { // the seed experiment's shape: every other block freed
+		addr := uint64(1)<<40 + uint64(i)*512
+		write(trace.Event{Kind: trace.KindFreeRequested, Addr: addr, Size: 512, BlockSize: 512})
+		write(trace.Event{Kind: trace.KindFreeCompleted, Addr: addr, Size: 512, BlockSize: 512})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := in.RecordedSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []StageTimes
+	OnStages = func(s StageTimes) { stages = append(stages, s) }
+	defer func() { OnStages = nil }()
+	defer func(m int64) { prepareMin = m }(prepareMin)
+	replayWith := func(min int64) (*Run, StageTimes) {
+		prepareMin = min
+		runtime.GC() // the plain replay's arrays must not be reused, zeroed, by the next
+		run, err := Replay(context.Background(), in, set, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run, stages[len(stages)-1]
+	}
+	plain, plainStages := replayWith(1 << 62)
+	prepared, prepStages := replayWith(0)
+	strip := func(r *Run) any {
+		devs := slices.Clone(r.Result.Devices)
+		for i := range devs {
+			devs[i].Allocator = nil
+		}
+		return []any{devs, r.Summaries}
+	}
+	if !reflect.DeepEqual(strip(plain), strip(prepared)) {
+		t.Error("the prepared replay's results or summaries differ from the plain one's")
+	}
+	t.Logf("the model's thread's minor faults: plain %d, prepared %d", plainStages.ModelFaults, prepStages.ModelFaults)
+	if runtime.GOOS != "linux" || raceBuild {
+		return
+	}
+	if probe := make([]byte, 1<<16); !grow.PagesOf(probe).Populate(0, len(probe)) {
+		t.Skip("no MADV_POPULATE_WRITE on this system")
+	}
+	if prepStages.ModelFaults*4 > plainStages.ModelFaults {
+		t.Errorf("the model's thread took %d minor faults prepared, %d plain: want a quarter at most", prepStages.ModelFaults, plainStages.ModelFaults)
+	}
+}
+
+// TestBatchPoolFill: fill puts the batches asked for, each with every page
+// of its events resident before anything writes them, so that the model's
+// thread, which fills the analysis's batches, takes no fault for them.
+func TestBatchPoolFill(t *testing.T) {
+	if probe := make([]byte, 1<<16); !grow.PagesOf(probe).Populate(0, len(probe)) {
+		t.Skip("no MADV_POPULATE_WRITE on this system")
+	}
+	p := newBatchPool()
+	p.fill(3)
+	if len(p) != 3 {
+		t.Fatalf("%d batches in the pool, want 3", len(p))
+	}
+	for range 3 {
+		b := p.get()
+		pages := grow.PagesOf(b.evs)
+		n, ok := pages.Resident(0, batchRows)
+		want := (pages.Len()*int(unsafe.Sizeof(trace.Event{})) + os.Getpagesize() - 1) / os.Getpagesize()
+		if ok && n < want-1 { // the array's first and last pages may be shared
+			t.Errorf("%d of a batch's %d pages resident, want all", n, want)
+		}
+	}
+}
