@@ -28,6 +28,9 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	if d.sp != nil || parts < 1 {
 		parts = 1
 	}
+	// The final state's live blocks, read beside the parts.
+	wantc := make(chan []addrPending, 1)
+	go func() { wantc <- finalLive(d) }()
 	blocks := st.blocks.Len() + int(max(0, min(more, d.Len())))
 	vs := make([]*validator, parts)
 	for p := range vs {
@@ -100,7 +103,7 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		}
 	}
 	v := mergeParts(vs)
-	return v.final(d, mergeAfter(vs))
+	return v.final(<-wantc, mergeAfter(vs))
 }
 
 // mergeAfter joins the parts' blocks live after the trace, each sorted by
