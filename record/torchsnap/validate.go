@@ -170,60 +170,96 @@ func (v *validator) events(evs []trace.Event, i0 int) {
 	}
 }
 
-// final checks that the state after the trace is the dumped one, want
-// (finalLive), and returns the problems found.
-// after holds the blocks live after the trace, sorted by address.
-func (v *validator) final(want, after []addrPending) []Problem {
+// final checks that the state after the trace is the dumped one, and
+// returns the problems found. after holds the blocks live after the
+// trace, sorted by address; inOrder says the final state's live blocks
+// are in address order as d.Segments lists them (liveInOrder), as dumped.
+func (v *validator) final(d *Device, after []addrPending, inOrder bool) []Problem {
+	// One walk of the final state's live blocks and after side by side:
+	// the problems of after's blocks in its order, then those of the
+	// final state's blocks missing from after, in theirs.
+	var missing []uint64
 	j := 0
-	for _, l := range after {
-		for j < len(want) && want[j].addr < l.addr {
+	finalLive(d, inOrder, func(w addrPending) {
+		for ; j < len(after) && after[j].addr < w.addr; j++ {
+			v.add("block live after the trace but not in the final state", -1, after[j].addr)
+		}
+		switch {
+		case j == len(after) || after[j].addr != w.addr:
+			missing = append(missing, w.addr)
+		default:
+			if after[j].pending != w.pending {
+				v.add("block pending state differs from the final state", -1, w.addr)
+			}
 			j++
 		}
-		if j == len(want) || want[j].addr != l.addr {
-			v.add("block live after the trace but not in the final state", -1, l.addr)
-		} else if want[j].pending != l.pending {
-			v.add("block pending state differs from the final state", -1, l.addr)
-		}
+	})
+	for ; j < len(after); j++ {
+		v.add("block live after the trace but not in the final state", -1, after[j].addr)
 	}
-	j = 0
-	for _, w := range want {
-		for j < len(after) && after[j].addr < w.addr {
-			j++
-		}
-		if j == len(after) || after[j].addr != w.addr {
-			v.add("block in the final state but not live after the trace", -1, w.addr)
-		}
+	for _, a := range missing {
+		v.add("block in the final state but not live after the trace", -1, a)
 	}
 	return v.skipped()
 }
 
-// finalLive returns the final state's live blocks, sorted by address; of
-// two at one address, the later. The segments and their blocks are in
-// address order as dumped, where the sort is skipped: for millions of
-// blocks it was the longest step of the validation after its parts.
-func finalLive(d *Device) []addrPending {
-	n := 0
+// liveInOrder reports whether the final state's live blocks are in address
+// order (equal addresses next to each other) as d.Segments lists them.
+func liveInOrder(d *Device) bool {
+	last := uint64(0)
 	for _, s := range d.Segments {
-		n += len(s.Blocks)
-	}
-	want := make([]addrPending, 0, n)
-	for _, s := range d.Segments {
-		for _, b := range s.Blocks {
-			if b.State.Live() {
-				want = append(want, addrPending{b.Addr, b.State == ActivePendingFree})
+		for i := range s.Blocks {
+			if b := &s.Blocks[i]; b.State.Live() {
+				if b.Addr < last {
+					return false
+				}
+				last = b.Addr
 			}
 		}
 	}
-	if !slices.IsSortedFunc(want, byAddr) {
+	return true
+}
+
+// finalLive calls fn on each of the final state's live blocks in address
+// order; of two at one address, on the later only. Where they are in
+// order (inOrder, as dumped) it walks the segments, with nothing made or
+// sorted: for millions of blocks the sorted copy was the longest step of
+// the validation after its parts.
+func finalLive(d *Device, inOrder bool, fn func(addrPending)) {
+	if !inOrder {
+		var want []addrPending
+		for _, s := range d.Segments {
+			for _, b := range s.Blocks {
+				if b.State.Live() {
+					want = append(want, addrPending{b.Addr, b.State == ActivePendingFree})
+				}
+			}
+		}
 		slices.SortStableFunc(want, byAddr)
+		for i, w := range want {
+			if i+1 == len(want) || want[i+1].addr != w.addr {
+				fn(w)
+			}
+		}
+		return
 	}
-	uniq := want[:0]
-	for i, w := range want {
-		if i+1 == len(want) || want[i+1].addr != w.addr {
-			uniq = append(uniq, w)
+	var prev addrPending
+	have := false
+	for _, s := range d.Segments {
+		for i := range s.Blocks {
+			b := &s.Blocks[i]
+			if !b.State.Live() {
+				continue
+			}
+			if have && prev.addr != b.Addr {
+				fn(prev)
+			}
+			prev, have = addrPending{b.Addr, b.State == ActivePendingFree}, true
 		}
 	}
-	return uniq
+	if have {
+		fn(prev)
+	}
 }
 
 // skippedActions are the actions a trace may lack because it was recorded

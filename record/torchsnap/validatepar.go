@@ -28,9 +28,9 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	if d.sp != nil || parts < 1 {
 		parts = 1
 	}
-	// The final state's live blocks, read beside the parts.
-	wantc := make(chan []addrPending, 1)
-	go func() { wantc <- finalLive(d) }()
+	// Whether the final state's blocks are in order, read beside the parts.
+	inOrder := make(chan bool, 1)
+	go func() { inOrder <- liveInOrder(d) }()
 	blocks := st.blocks.Len() + int(max(0, min(more, d.Len())))
 	vs := make([]*validator, parts)
 	for p := range vs {
@@ -103,7 +103,7 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		}
 	}
 	v := mergeParts(vs)
-	return v.final(<-wantc, mergeAfter(vs))
+	return v.final(d, mergeAfter(vs), <-inOrder)
 }
 
 // mergeAfter joins the parts' blocks live after the trace, each sorted by
