@@ -26,7 +26,7 @@ type nodeSlab struct {
 }
 
 const (
-	slabLeaves = 256 // ~0.5 MiB
+	slabLeaves = 64 // 134 KiB
 	slabInners = slabLeaves / (fanCap / 2)
 )
 
@@ -70,7 +70,7 @@ func (ns *nodeSupply) next() bool {
 // NodesAhead makes the next slab of a's free sets' tree nodes and faults
 // it in, unless one is waiting: a goroutine beside a's replay calls it now
 // and then, often enough that the replay finds one ready when it needs
-// nodes (a slab holds 256 leaves, 12,288 free blocks or more). It is safe
+// nodes (a slab holds 64 leaves, 3,072 free blocks or more). It is safe
 // to call while a is in use (the only method of a that is); what a
 // replays and reports is the same with and without it.
 func (a *Allocator) NodesAhead() {
