@@ -171,31 +171,30 @@ func (v *validator) events(evs []trace.Event, i0 int) {
 }
 
 // final checks that the state after the trace is the dumped one, and
-// returns the problems found. after holds the blocks live after the
-// trace, sorted by address; inOrder says the final state's live blocks
-// are in address order as d.Segments lists them (liveInOrder), as dumped.
-func (v *validator) final(d *Device, after []addrPending, inOrder bool) []Problem {
+// returns the problems found. after walks the blocks live after the trace
+// by address; inOrder says the final state's live blocks are in address
+// order as d.Segments lists them (liveInOrder), as dumped.
+func (v *validator) final(d *Device, after *afterMerge, inOrder bool) []Problem {
 	// One walk of the final state's live blocks and after side by side:
 	// the problems of after's blocks in its order, then those of the
 	// final state's blocks missing from after, in theirs.
 	var missing []uint64
-	j := 0
 	finalLive(d, inOrder, func(w addrPending) {
-		for ; j < len(after) && after[j].addr < w.addr; j++ {
-			v.add("block live after the trace but not in the final state", -1, after[j].addr)
+		for ; after.more() && after.peek().addr < w.addr; after.next() {
+			v.add("block live after the trace but not in the final state", -1, after.peek().addr)
 		}
 		switch {
-		case j == len(after) || after[j].addr != w.addr:
+		case !after.more() || after.peek().addr != w.addr:
 			missing = append(missing, w.addr)
 		default:
-			if after[j].pending != w.pending {
+			if after.peek().pending != w.pending {
 				v.add("block pending state differs from the final state", -1, w.addr)
 			}
-			j++
+			after.next()
 		}
 	})
-	for ; j < len(after); j++ {
-		v.add("block live after the trace but not in the final state", -1, after[j].addr)
+	for ; after.more(); after.next() {
+		v.add("block live after the trace but not in the final state", -1, after.peek().addr)
 	}
 	for _, a := range missing {
 		v.add("block in the final state but not live after the trace", -1, a)
