@@ -31,23 +31,20 @@ const (
 )
 
 // leaf returns a zero leaf from the slabs, or nil if none is left.
-func (ns *nodeSupply) leaf() *kLeaf {
-	if len(ns.cur.leaves) == 0 && !ns.next() {
-		return nil
-	}
-	l := &ns.cur.leaves[0]
-	ns.cur.leaves = ns.cur.leaves[1:]
-	return l
-}
+func (ns *nodeSupply) leaf() *kLeaf { return takeNode(ns, &ns.cur.leaves) }
 
 // inner returns a zero inner node from the slabs, or nil if none is left.
-func (ns *nodeSupply) inner() *kInner {
-	if len(ns.cur.inners) == 0 && !ns.next() {
+func (ns *nodeSupply) inner() *kInner { return takeNode(ns, &ns.cur.inners) }
+
+// takeNode hands out the first of *free, a list of ns.cur, taking the next
+// slab first if it is empty; nil if there is none.
+func takeNode[N any](ns *nodeSupply, free *[]N) *N {
+	if len(*free) == 0 && !ns.next() {
 		return nil
 	}
-	nd := &ns.cur.inners[0]
-	ns.cur.inners = ns.cur.inners[1:]
-	return nd
+	n := &(*free)[0]
+	*free = (*free)[1:]
+	return n
 }
 
 // next takes the slab made ahead, if there is one, keeping what is left

@@ -22,9 +22,7 @@ func TestNodesAhead(t *testing.T) {
 		}
 		addrs := make([]uint64, n)
 		for i := range addrs {
-			if addrs[i], err = a.Malloc(512, 0); err != nil {
-				t.Fatal(err)
-			}
+			addrs[i] = mustMalloc(t, a, 512, 0)
 		}
 		var ms runtime.MemStats
 		mallocs := uint64(0)
@@ -35,9 +33,7 @@ func TestNodesAhead(t *testing.T) {
 			runtime.ReadMemStats(&ms)
 			before := ms.Mallocs
 			for i := lo; i < min(n, lo+2*batch); i += 2 {
-				if err := a.Free(addrs[i]); err != nil {
-					t.Fatal(err)
-				}
+				mustFree(t, a, addrs[i])
 			}
 			runtime.ReadMemStats(&ms)
 			mallocs += ms.Mallocs - before
