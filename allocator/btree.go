@@ -15,6 +15,9 @@ type kTree struct {
 	height int
 	n      int
 	spare  []*kLeaf // emptied leaves for reuse (reset keeps them)
+	// nodes, if set, hands out the new nodes (a class's rest: the
+	// allocator's, see nodeSupply); nil: they are allocated one by one.
+	nodes *nodeSupply
 	// finger is the leaf of the last insertion, and fpath the way to it,
 	// while no split or deletion has changed the tree's shape since (nil
 	// otherwise): a run of keys freed in ascending address order goes
@@ -106,9 +109,24 @@ func (t *kTree) newLeaf() *kLeaf {
 		l.keys = l.buf[:]
 		return l
 	}
-	l := new(kLeaf)
+	var l *kLeaf
+	if t.nodes != nil {
+		l = t.nodes.leaf()
+	}
+	if l == nil {
+		l = new(kLeaf)
+	}
 	l.keys = l.buf[:]
 	return l
+}
+
+func (t *kTree) newInner() *kInner {
+	if t.nodes != nil {
+		if nd := t.nodes.inner(); nd != nil {
+			return nd
+		}
+	}
+	return new(kInner)
 }
 
 // seek returns the leaf and index of the first key not less than k,
@@ -356,7 +374,7 @@ func (t *kTree) splitUp(p *kPath, ll *kLeaf, li *kInner, rl *kLeaf, ri *kInner) 
 			return
 		}
 		// Split nd: its upper half moves to a new inner node after it.
-		nr := new(kInner)
+		nr := t.newInner()
 		h := fanCap / 2
 		addTreeWork(fanCap - h)
 		copy(nr.max[:], nd.max[h:])
@@ -378,7 +396,7 @@ func (t *kTree) splitUp(p *kPath, ll *kLeaf, li *kInner, rl *kLeaf, ri *kInner) 
 		ll, li, rl, ri = nil, nd, nil, nr
 	}
 	// The root split: a new root above the two halves.
-	root := new(kInner)
+	root := t.newInner()
 	lm, lc := t.sumOf(0, ll, li)
 	rm, rc := t.sumOf(0, rl, ri)
 	root.max[0], root.cnt[0], root.leaf[0], root.kid[0] = lm, lc, ll, li
@@ -656,5 +674,5 @@ func (t *kTree) clearKeep() {
 		sp = append(sp, l)
 		l = nx
 	}
-	*t = kTree{spare: sp}
+	*t = kTree{spare: sp, nodes: t.nodes}
 }

@@ -52,7 +52,7 @@ func growthAlloc(b *testing.B, conf string) *Allocator {
 	return a
 }
 
-func mustMalloc(b *testing.B, a *Allocator, size int64, stream uint64) uint64 {
+func mustMalloc(b testing.TB, a *Allocator, size int64, stream uint64) uint64 {
 	addr, err := a.Malloc(size, stream)
 	if err != nil {
 		b.Fatal(err)
@@ -60,7 +60,7 @@ func mustMalloc(b *testing.B, a *Allocator, size int64, stream uint64) uint64 {
 	return addr
 }
 
-func mustFree(b *testing.B, a *Allocator, addr uint64) {
+func mustFree(b testing.TB, a *Allocator, addr uint64) {
 	if err := a.Free(addr); err != nil {
 		b.Fatal(err)
 	}

@@ -60,10 +60,10 @@ func (h *bin) pushDown(e sEntry) {
 }
 
 // pushTree is pushDown where the rest is a tree or a full slice.
-func (h *bin) pushTree(e sEntry) {
+func (h *bin) pushTree(e sEntry, slab *pageSlab) {
 	t := h.rest.t
 	if t == nil {
-		t = h.toTree()
+		t = h.toTree(&slab.nodes)
 	}
 	t.insert(entryKey(h.head()))
 	h.nrest++
@@ -91,7 +91,7 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	}
 	s.n++
 	if len(r) >= restMax {
-		h.toTree().insert(entryKey(e))
+		h.toTree(&s.slab.nodes).insert(entryKey(e))
 		h.nrest++
 		return
 	}
@@ -104,9 +104,10 @@ func (s *sizeSet) insertRest(h *bin, e sEntry) {
 	h.setRest(r)
 }
 
-// toTree moves h's flat rest into a kTree and returns it.
-func (h *bin) toTree() *kTree {
-	t := new(kTree)
+// toTree moves h's flat rest into a kTree, whose nodes come from nodes,
+// and returns it.
+func (h *bin) toTree(nodes *nodeSupply) *kTree {
+	t := &kTree{nodes: nodes}
 	r := h.rest.s
 	addFlatWork(len(r))
 	for i := len(r) - 1; i >= 0; i-- {

@@ -376,6 +376,8 @@ type pageSlab struct {
 	// newPrivate).
 	blockPools []blockPool
 	privates   []privatePool
+	// nodes are the trees' nodes of the sets' crowded classes.
+	nodes nodeSupply
 }
 
 // slabSize is 7 pages: with the 8-byte header that the runtime puts on an
@@ -484,7 +486,7 @@ func (s *sizeSet) ReplaceOrInsert(k freeKey) {
 	case e.below(h.size, h.addr):
 		s.n++
 		if h.rest != nil && (h.rest.t != nil || int(h.nrest) >= restMax) {
-			h.pushTree(e)
+			h.pushTree(e, s.slab)
 			return
 		}
 		h.pushDown(e)
@@ -520,7 +522,7 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 	case e.below(h.size, h.addr):
 		s.n++
 		if h.rest != nil && (h.rest.t != nil || int(h.nrest) >= restMax) {
-			h.pushTree(e)
+			h.pushTree(e, s.slab)
 			return
 		}
 		h.pushDown(e)

@@ -87,6 +87,8 @@ var reuseOnly = map[string]bool{
 	"pageSlab.more":       true,
 	"pageSlab.blockPools": true,
 	"pageSlab.privates":   true,
+	"pageSlab.nodes":      true,
+	"kTree.nodes":         true,
 	"kTree.spare":         true,
 	"Allocator.pendPos":   true,
 }

@@ -198,6 +198,7 @@ func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotatio
 		// in its Run, which makes the allocator again.
 		if p.rp.Prepare(replay.Options{Conf: conf, Blocks: blocks, Refs: p.refs}) == nil {
 			p.rp.Prefault(p.part(0))
+			p.rp.NodesAhead()
 		}
 		wg.Wait()
 	}()
@@ -218,24 +219,29 @@ func (p *annotationPrep) numbered(evs []trace.Event) {
 	}
 	if top > p.ref.Load() {
 		p.ref.Store(top)
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+	}
+	// Every chunk, numbers or not: its frees may take the free sets' tree
+	// nodes.
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
-// prefault faults in the model's memory as the reader's numbers grow,
+// prefault faults in the model's memory as the reader's numbers grow, and
+// makes its free sets' tree nodes ahead (replay.Replayer.NodesAhead),
 // until stop is closed.
 func (p *annotationPrep) prefault(stop <-chan struct{}) {
+	populate := true
 	for {
 		select {
 		case <-stop:
 			return
 		case <-p.wake:
-			if !p.rp.Prefault(p.part(p.ref.Load())) {
-				return // not on this system
+			if populate && !p.rp.Prefault(p.part(p.ref.Load())) {
+				populate = false // not on this system
 			}
+			p.rp.NodesAhead()
 		}
 	}
 }

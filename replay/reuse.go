@@ -32,6 +32,8 @@ type Replayer struct {
 	arena, table grow.Pages
 	blocks       int // Options.Blocks
 	faulted      float64
+	// nodes is the model Prepare made, for NodesAhead.
+	nodes *allocator.Allocator
 }
 
 // Run replays src as Run(ctx, src, opts, obs) does, with the same results,
@@ -86,8 +88,18 @@ func (rp *Replayer) Prepare(opts Options) error {
 	rp.arena = a.Reserve(arenaFor(n))
 	wg.Wait()
 	rp.table = grow.PagesOf(r.live.byRef[len(r.live.byRef):])
-	rp.blocks, rp.faulted = n, 0
+	rp.blocks, rp.faulted, rp.nodes = n, 0, a
 	return nil
+}
+
+// NodesAhead makes the next nodes of the free sets' trees of the model
+// Prepare made (allocator.Allocator.NodesAhead), unless some are waiting;
+// another goroutine calls it now and then while the Run goes on. Without
+// a Prepare it does nothing.
+func (rp *Replayer) NodesAhead() {
+	if rp.nodes != nil {
+		rp.nodes.NodesAhead()
+	}
 }
 
 // Prefault faults in the first part (0 to 1) of the arena and the table

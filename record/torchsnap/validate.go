@@ -171,53 +171,94 @@ func (v *validator) events(evs []trace.Event, i0 int) {
 }
 
 // final checks that the state after the trace is the dumped one, and
-// returns the problems found.
-// after holds the blocks live after the trace, sorted by address.
-func (v *validator) final(d *Device, after []addrPending) []Problem {
-	// The final state's live blocks and those live after the trace, each
-	// sorted by address and walked side by side; of two final blocks at
-	// one address, the later counts.
-	n := 0
-	for _, s := range d.Segments {
-		n += len(s.Blocks)
+// returns the problems found. after walks the blocks live after the trace
+// by address; inOrder says the final state's live blocks are in address
+// order as d.Segments lists them (liveInOrder), as dumped.
+func (v *validator) final(d *Device, after *afterMerge, inOrder bool) []Problem {
+	// One walk of the final state's live blocks and after side by side:
+	// the problems of after's blocks in its order, then those of the
+	// final state's blocks missing from after, in theirs.
+	var missing []uint64
+	finalLive(d, inOrder, func(w addrPending) {
+		for ; after.more() && after.peek().addr < w.addr; after.next() {
+			v.add("block live after the trace but not in the final state", -1, after.peek().addr)
+		}
+		switch {
+		case !after.more() || after.peek().addr != w.addr:
+			missing = append(missing, w.addr)
+		default:
+			if after.peek().pending != w.pending {
+				v.add("block pending state differs from the final state", -1, w.addr)
+			}
+			after.next()
+		}
+	})
+	for ; after.more(); after.next() {
+		v.add("block live after the trace but not in the final state", -1, after.peek().addr)
 	}
-	want := make([]addrPending, 0, n)
+	for _, a := range missing {
+		v.add("block in the final state but not live after the trace", -1, a)
+	}
+	return v.skipped()
+}
+
+// liveInOrder reports whether the final state's live blocks are in address
+// order (equal addresses next to each other) as d.Segments lists them.
+func liveInOrder(d *Device) bool {
+	last := uint64(0)
 	for _, s := range d.Segments {
-		for _, b := range s.Blocks {
-			if b.State.Live() {
-				want = append(want, addrPending{b.Addr, b.State == ActivePendingFree})
+		for i := range s.Blocks {
+			if b := &s.Blocks[i]; b.State.Live() {
+				if b.Addr < last {
+					return false
+				}
+				last = b.Addr
 			}
 		}
 	}
-	slices.SortStableFunc(want, byAddr)
-	uniq := want[:0]
-	for i, w := range want {
-		if i+1 == len(want) || want[i+1].addr != w.addr {
-			uniq = append(uniq, w)
+	return true
+}
+
+// finalLive calls fn on each of the final state's live blocks in address
+// order; of two at one address, on the later only. Where they are in
+// order (inOrder, as dumped) it walks the segments, with nothing made or
+// sorted: for millions of blocks the sorted copy was the longest step of
+// the validation after its parts.
+func finalLive(d *Device, inOrder bool, fn func(addrPending)) {
+	if !inOrder {
+		var want []addrPending
+		for _, s := range d.Segments {
+			for _, b := range s.Blocks {
+				if b.State.Live() {
+					want = append(want, addrPending{b.Addr, b.State == ActivePendingFree})
+				}
+			}
+		}
+		slices.SortStableFunc(want, byAddr)
+		for i, w := range want {
+			if i+1 == len(want) || want[i+1].addr != w.addr {
+				fn(w)
+			}
+		}
+		return
+	}
+	var prev addrPending
+	have := false
+	for _, s := range d.Segments {
+		for i := range s.Blocks {
+			b := &s.Blocks[i]
+			if !b.State.Live() {
+				continue
+			}
+			if have && prev.addr != b.Addr {
+				fn(prev)
+			}
+			prev, have = addrPending{b.Addr, b.State == ActivePendingFree}, true
 		}
 	}
-	want = uniq
-	j := 0
-	for _, l := range after {
-		for j < len(want) && want[j].addr < l.addr {
-			j++
-		}
-		if j == len(want) || want[j].addr != l.addr {
-			v.add("block live after the trace but not in the final state", -1, l.addr)
-		} else if want[j].pending != l.pending {
-			v.add("block pending state differs from the final state", -1, l.addr)
-		}
+	if have {
+		fn(prev)
 	}
-	j = 0
-	for _, w := range want {
-		for j < len(after) && after[j].addr < w.addr {
-			j++
-		}
-		if j == len(after) || after[j].addr != w.addr {
-			v.add("block in the final state but not live after the trace", -1, w.addr)
-		}
-	}
-	return v.skipped()
 }
 
 // skippedActions are the actions a trace may lack because it was recorded

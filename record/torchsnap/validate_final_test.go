@@ -2,8 +2,10 @@ package torchsnap
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -43,21 +45,34 @@ func TestValidate_finalState(t *testing.T) {
 	for i := range d.Events {
 		d.Events[i].Seq = int64(i)
 	}
-	got := ""
-	for _, p := range d.Validate() {
-		got += fmt.Sprintf("%s: %d;", p.Kind, p.Count)
-		for _, e := range p.Examples {
-			if e.Event == -1 {
-				got += fmt.Sprintf(" %d", (e.Addr-base)/512)
+	problems := func() string {
+		got := ""
+		for _, p := range d.Validate() {
+			got += fmt.Sprintf("%s: %d;", p.Kind, p.Count)
+			for _, e := range p.Examples {
+				if e.Event == -1 {
+					got += fmt.Sprintf(" %d", (e.Addr-base)/512)
+				}
 			}
+			got += "\n"
 		}
-		got += "\n"
+		return got
 	}
 	want := "block pending state differs from the final state: 2; 1 3\n" +
 		"block live after the trace but not in the final state: 2; 2 7\n" +
 		"block in the final state but not live after the trace: 2; 5 6\n"
-	if got != want {
+	if got := problems(); got != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
+	}
+	// The same blocks in address order, as dumped (the walk of the
+	// segments without a sorted copy): the same problems.
+	blocks := d.Segments[0].Blocks
+	slices.SortStableFunc(blocks, func(a, b Block) int { return cmp.Compare(a.Addr, b.Addr) })
+	if !liveInOrder(d) {
+		t.Fatal("blocks sorted by address are not in order")
+	}
+	if got := problems(); got != want {
+		t.Errorf("problems, the blocks in address order:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -28,6 +28,9 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	if d.sp != nil || parts < 1 {
 		parts = 1
 	}
+	// Whether the final state's blocks are in order, read beside the parts.
+	inOrder := make(chan bool, 1)
+	go func() { inOrder <- liveInOrder(d) }()
 	blocks := st.blocks.Len() + int(max(0, min(more, d.Len())))
 	vs := make([]*validator, parts)
 	for p := range vs {
@@ -100,35 +103,43 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		}
 	}
 	v := mergeParts(vs)
-	return v.final(d, mergeAfter(vs))
+	return v.final(d, mergeAfter(vs), <-inOrder)
 }
 
-// mergeAfter joins the parts' blocks live after the trace, each sorted by
-// address, into one list sorted by address.
-func mergeAfter(vs []*validator) []addrPending {
-	if len(vs) == 1 {
-		return vs[0].after
-	}
-	n := 0
-	for _, v := range vs {
-		n += len(v.after)
-	}
-	out := make([]addrPending, 0, n)
-	heads := make([][]addrPending, len(vs))
+// afterMerge walks the parts' blocks live after the trace, each sorted by
+// address, as one list sorted by address, without making it (for
+// millions of blocks, a list faulted in page by page on the validation's
+// last step).
+type afterMerge struct {
+	heads [][]addrPending
+	k     int // the head with the least address; -1 at the end
+}
+
+func mergeAfter(vs []*validator) *afterMerge {
+	m := &afterMerge{heads: make([][]addrPending, len(vs))}
 	for i, v := range vs {
-		heads[i], v.after = v.after, nil
+		m.heads[i], v.after = v.after, nil
 	}
-	for len(out) < n {
-		k := -1
-		for i, h := range heads {
-			if len(h) > 0 && (k < 0 || h[0].addr < heads[k][0].addr) {
-				k = i
-			}
+	m.pick()
+	return m
+}
+
+func (m *afterMerge) pick() {
+	m.k = -1
+	for i, h := range m.heads {
+		if len(h) > 0 && (m.k < 0 || h[0].addr < m.heads[m.k][0].addr) {
+			m.k = i
 		}
-		out = append(out, heads[k][0])
-		heads[k] = heads[k][1:]
 	}
-	return out
+}
+
+// more reports whether a block is left; peek is the least left, next
+// moves past it.
+func (m *afterMerge) more() bool        { return m.k >= 0 }
+func (m *afterMerge) peek() addrPending { return m.heads[m.k][0] }
+func (m *afterMerge) next() {
+	m.heads[m.k] = m.heads[m.k][1:]
+	m.pick()
 }
 
 func byAddr(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }

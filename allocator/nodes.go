@@ -1,0 +1,87 @@
+package allocator
+
+import "sync/atomic"
+
+// nodeSupply hands out the B-tree nodes of an allocator's crowded size
+// classes (kTree.nodes) from slabs that another goroutine made and faulted
+// in ahead (Allocator.NodesAhead), so that the allocator's thread neither
+// allocates them nor takes a page fault on each: tracer import's
+// annotation of the seed experiment (millions of blocks of one size freed
+// one after another into one class) made a leaf every few dozen frees
+// there. Without a slab made ahead (the default: nothing calls
+// NodesAhead) the nodes are allocated one by one, as before.
+type nodeSupply struct {
+	// cur is the slab being handed out, on the allocator's goroutine only.
+	cur nodeSlab
+	// ready is the next slab, made by NodesAhead; nil once taken.
+	ready atomic.Pointer[nodeSlab]
+}
+
+// nodeSlab is nodes not yet handed out: leaves, and inner nodes in the
+// proportion an ascending run of keys makes them (a split inner node
+// keeps half of its children; a split leaf three quarters of its keys).
+type nodeSlab struct {
+	leaves []kLeaf
+	inners []kInner
+}
+
+const (
+	slabLeaves = 64 // 134 KiB
+	slabInners = slabLeaves / (fanCap / 2)
+)
+
+// leaf returns a zero leaf from the slabs, or nil if none is left.
+func (ns *nodeSupply) leaf() *kLeaf { return takeNode(ns, &ns.cur.leaves) }
+
+// inner returns a zero inner node from the slabs, or nil if none is left.
+func (ns *nodeSupply) inner() *kInner { return takeNode(ns, &ns.cur.inners) }
+
+// takeNode hands out the first of *free, a list of ns.cur, taking the next
+// slab first if it is empty; nil if there is none.
+func takeNode[N any](ns *nodeSupply, free *[]N) *N {
+	if len(*free) == 0 && !ns.next() {
+		return nil
+	}
+	n := &(*free)[0]
+	*free = (*free)[1:]
+	return n
+}
+
+// next takes the slab made ahead, if there is one, keeping what is left
+// of the current slab's other kind of node.
+func (ns *nodeSupply) next() bool {
+	s := ns.ready.Swap(nil)
+	if s == nil {
+		return false
+	}
+	if len(ns.cur.leaves) > 0 {
+		s.leaves = ns.cur.leaves
+	}
+	if len(ns.cur.inners) > 0 {
+		s.inners = ns.cur.inners
+	}
+	ns.cur = *s
+	return true
+}
+
+// NodesAhead makes the next slab of a's free sets' tree nodes and faults
+// it in, unless one is waiting: a goroutine beside a's replay calls it now
+// and then, often enough that the replay finds one ready when it needs
+// nodes (a slab holds 64 leaves, 3,072 free blocks or more). It is safe
+// to call while a is in use (the only method of a that is); what a
+// replays and reports is the same with and without it.
+func (a *Allocator) NodesAhead() {
+	ns := &a.pages.nodes
+	if ns.ready.Load() != nil {
+		return
+	}
+	s := &nodeSlab{leaves: make([]kLeaf, slabLeaves), inners: make([]kInner, slabInners)}
+	// Fault the pages in: one write to each leaf (2 KiB apart) and inner node.
+	for i := range s.leaves {
+		s.leaves[i].n = 0
+	}
+	for i := range s.inners {
+		s.inners[i].n = 0
+	}
+	ns.ready.Store(s)
+}
