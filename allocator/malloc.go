@@ -75,10 +75,14 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		if !a.conf.ExpandableSegments || p.blocks.pend[0].id|p.blocks.pend[1].id != 0 {
 			return a.mallocSlow(size, stream)
 		}
-		ci, ii = a.expandableScan(sb, h, ci, 0, id)
-		h = sb.binAt(ci)
-		e := h.at(ii)
-		id, bs = e.id, e.size
+		// The scan moves only from a block with unmapped memory after it
+		// (expandableScan).
+		if b := &a.blocks[id]; b.next != 0 && !a.blocks[b.next].mapped {
+			ci, ii = a.expandableScan(sb, h, ci, 0, id)
+			h = sb.binAt(ci)
+			e := h.at(ii)
+			id, bs = e.id, e.size
+		}
 	} else {
 		ps := &p.blocks.pend
 		fs, fa := h.size, h.addr
@@ -422,11 +426,14 @@ func (a *Allocator) expSize(id blockID) int64 {
 // while their expandable size strictly decreases and the current block is
 // expandable (§5), and returns the position it stops at. It keeps the
 // class it is in and the current block's expandable size from one step to
-// the next.
+// the next. A block with no unmapped memory after it ends the scan
+// without a look at the next entry: that entry's size, and so its
+// expandable size, is at least the block's, which is then the block's
+// expandable size.
 func (a *Allocator) expandableScan(sb *streamBins, h *bin, c, i int, cur blockID) (int, int) {
 	n := h.len()
 	curSize := a.expSize(cur)
-	for a.blocks[cur].exp != 0 {
+	for b := &a.blocks[cur]; b.exp != 0 && curSize != b.size; b = &a.blocks[cur] {
 		nh, nc, ni := h, c, i+1
 		if ni == n {
 			if nc = sb.next(c + 1); nc < 0 {
