@@ -227,3 +227,116 @@ func ceilDiv(n, d int64) int64 {
 	}
 	return q
 }
+
+// mallocExp is MallocHandle's common case under expandable_segments:
+// get_free_block's best fit, the smallest entry of the request's class or
+// of the next non-empty one, then the expandable scan from it, and
+// alloc_found_block, in one line, below max_split_size, in an expandable
+// segment. Nothing is pending under expandable_segments (only MallocHandle
+// makes a member pending), so nothing here compares one. Anything else
+// goes to mallocSlow before anything has changed.
+func (a *Allocator) mallocExp(size int64, stream uint64) (uint64, Handle, error) {
+	if uint64(size-1) >= 1<<60-1 || len(a.captures) != 0 || a.done != 0 || len(a.late) != 0 {
+		return a.mallocSlow(size, stream)
+	}
+	rs := a.roundSize(size)
+	p, st := a.large, statTypes(1)
+	if rs <= a.conf.SmallSize {
+		p, st = a.small, 0
+	}
+	sb := p.blocks.lastB
+	if sb == nil || p.blocks.lastSt != stream {
+		return a.mallocSlow(size, stream)
+	}
+	ci := sizeClass(rs)
+	h := sb.look(ci)
+	if h.id == 0 {
+		if ci = sb.next(ci + 1); ci < 0 {
+			return a.mallocSlow(size, stream)
+		}
+		h = sb.binAt(ci)
+	} else if h.size < rs {
+		return a.mallocSlow(size, stream)
+	}
+	id, bs, ii := h.id, h.size, 0
+	b := &a.blocks[id]
+	if b.exp == 0 {
+		return a.mallocSlow(size, stream)
+	}
+	// The scan moves only from a block with unmapped memory after it
+	// (expandableScan); a block outside expandable segments it may stop
+	// at (a restored one) takes mallocSlow.
+	if b.next != 0 && !a.blocks[b.next].mapped {
+		ci, ii = a.expandableScan(sb, h, ci, 0, id)
+		h = sb.binAt(ci)
+		e := h.at(ii)
+		id, bs = e.id, e.size
+		if a.blocks[id].exp == 0 {
+			return a.mallocSlow(size, stream)
+		}
+	}
+	if bs >= a.conf.MaxSplitSize {
+		return a.mallocSlow(size, stream)
+	}
+	// should_split under expandable_segments, and alloc_found_block.
+	rem := bs - rs
+	split := rem >= a.conf.MinBlockSize
+	rid := id
+	if split {
+		if n := len(a.freeIDs); n > 0 {
+			id = a.freeIDs[n-1]
+			a.freeIDs = a.freeIDs[:n-1]
+		} else {
+			n := len(a.blocks)
+			if n == cap(a.blocks) {
+				a.growBlocks()
+			}
+			a.blocks = a.blocks[:n+1]
+			id = blockID(n)
+		}
+	}
+	if a.gcEnabled() {
+		p.gcClock++
+	}
+	b = &a.blocks[rid]
+	if split {
+		rb := b
+		b = &a.blocks[id]
+		b.addr, b.size, b.stream, b.requested, b.gcBase = rb.addr, rs, rb.stream, size, 0
+		b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, rb.exp, 0
+		b.allocated, b.mapped, b.live, b.used = true, true, true, false
+		if rb.prev != 0 {
+			a.blocks[rb.prev].next = id
+		}
+		rb.prev = id
+		rb.addr += uint64(rs)
+		rb.size = rem
+		rb.gcBase = p.gcClock
+	} else {
+		b.allocated = true
+		b.requested = size
+	}
+	a.stats.Allocation.inc(st, 1)
+	a.stats.AllocatedBytes.inc(st, b.size)
+	if a.activeApart {
+		a.stats.Active.inc(st, 1)
+		a.stats.ActiveBytes.inc(st, b.size)
+	}
+	a.stats.RequestedBytes.inc(st, size)
+	addr := b.addr
+	switch {
+	case h.nrest == 0: // then ii is 0
+		p.blocks.emptyClass(sb, ci, h)
+	case ii == 0:
+		p.blocks.takeHead(h)
+	default:
+		p.blocks.deleteAt(sb, ci, h, ii)
+	}
+	if split {
+		p.blocks.ReplaceOrInsert(freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid})
+	}
+	if a.indexed || a.observed {
+		a.allocNoted(id, size, p)
+	}
+	return addr, Handle(id), nil
+}

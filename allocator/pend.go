@@ -18,7 +18,8 @@ import "math"
 // bestFit and findFree, FitsUpTo) first puts them into their classes
 // (flush). Only blocks outside expandable segments are pending, so the
 // expandable scan, which walks the classes from a block it found, never
-// meets one.
+// meets one; and nothing is pending under expandable_segments, whose
+// common case (mallocExp) makes and compares no member.
 //
 // The pending members are on the set's stream found last (lastSt): the
 // set puts them into their classes before it finds another. An unused
