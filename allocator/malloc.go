@@ -35,16 +35,12 @@ func (a *Allocator) Malloc(size int64, stream uint64) (uint64, error) {
 // mallocSlow's order: a request of the default pools with no completed
 // events or late frees to process, on the stream found last, whose best
 // fit is the pool's pending member (pend.go) or the smallest entry of the
-// request's class or of the next non-empty one, below max_split_size and
-// outside expandable segments. Anything else goes to mallocSlow before
-// anything has changed, which starts over. The free set's updates come
-// last, so that little is live across their calls. Under
-// expandable_segments the common case is mallocExp's, which makes no
-// member pending: neither tests for what only the other meets.
+// request's class or of the next non-empty one (under
+// expandable_segments, where the scan from there stops), below
+// max_split_size. Anything else goes to mallocSlow before anything has changed, which
+// starts over. The free set's updates come last, so that little is live
+// across their calls.
 func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, error) {
-	if a.conf.ExpandableSegments {
-		return a.mallocExp(size, stream)
-	}
 	if uint64(size-1) >= 1<<60-1 || len(a.captures) != 0 || a.done != 0 || len(a.late) != 0 {
 		return a.mallocSlow(size, stream)
 	}
@@ -69,34 +65,46 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
-	// The pending member (on this stream, the last found; size 0 if
-	// none) is the best fit if it fits and comes before the classes'
-	// lower bound. A block of an expandable segment found in the classes
-	// (a restored one: expandable_segments is off) takes mallocSlow.
-	// Block 0, no block, is not expandable.
-	id, bs := h.id, h.size
+	// An expandable block found in the classes starts the scan under
+	// expandable_segments, where nothing is pending (pend.go), and takes
+	// mallocSlow without (a restored one); otherwise the pending member
+	// (on this stream, the last found; size 0 if none) is the best fit if
+	// it fits and comes before the classes' lower bound. Block 0, no
+	// block, is not expandable.
+	id, bs, ii := h.id, h.size, 0
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		return a.mallocSlow(size, stream)
+		if !a.conf.ExpandableSegments {
+			return a.mallocSlow(size, stream)
+		}
+		// The scan moves only from a block with unmapped memory after it
+		// (expandableScan).
+		if b := &a.blocks[id]; b.next != 0 && !a.blocks[b.next].mapped {
+			ci, ii = a.expandableScan(sb, h, ci, 0, id)
+			h = sb.binAt(ci)
+			e := h.at(ii)
+			id, bs = e.id, e.size
+		}
+	} else {
+		ps := &p.blocks.pend
+		fs, fa := h.size, h.addr
+		if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs, fa = pe.id, pe.size, pe.addr
+		}
+		if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs = pe.id, pe.size
+		}
+		if id == 0 {
+			return a.mallocSlow(size, stream)
+		}
+		bs = fs
 	}
-	ps := &p.blocks.pend
-	fs, fa := h.size, h.addr
-	if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
-		id, fs, fa = pe.id, pe.size, pe.addr
-	}
-	if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
-		id, fs = pe.id, pe.size
-	}
-	if id == 0 {
-		return a.mallocSlow(size, stream)
-	}
-	bs = fs
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
 	}
 	// should_split, below max_split_size (as bs is).
 	rem := bs - rs
 	split := rem >= a.conf.MinBlockSize
-	if !small {
+	if !small && !a.conf.ExpandableSegments {
 		split = rem > a.conf.SmallSize
 	}
 	// The split's block slot (takeSlot), the arena grown here if need be:
@@ -121,6 +129,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	}
 	b := &a.blocks[rid]
 	alreadySplit := b.isSplit()
+	notExp := b.exp == 0
 	if split {
 		rb := b
 		b = &a.blocks[id]
@@ -134,14 +143,16 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		rb.addr += uint64(rs)
 		rb.size = rem
 		rb.gcBase = p.gcClock
-		if alreadySplit {
-			a.stats.InactiveSplitBytes.dec(st, rs)
-		} else {
-			a.stats.InactiveSplit.inc(st, 1)
-			a.stats.InactiveSplitBytes.inc(st, rem)
+		if notExp {
+			if alreadySplit {
+				a.stats.InactiveSplitBytes.dec(st, rs)
+			} else {
+				a.stats.InactiveSplit.inc(st, 1)
+				a.stats.InactiveSplitBytes.inc(st, rem)
+			}
 		}
 	} else {
-		if alreadySplit {
+		if alreadySplit && notExp {
 			a.stats.InactiveSplit.dec(st, 1)
 			a.stats.InactiveSplitBytes.dec(st, bs)
 		}
@@ -163,13 +174,20 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	case rid == p.blocks.pend[1].id:
 		p.blocks.pend[1].taken(split, rem, addr+uint64(rs))
 		split = false
-	case h.nrest == 0:
+	case h.nrest == 0: // then ii is 0
 		p.blocks.emptyClass(sb, ci, h)
-	default:
+	case ii == 0:
 		p.blocks.takeHead(h)
+	default:
+		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	if split {
-		p.blocks.setPend(freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid})
+		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
+		if !a.conf.ExpandableSegments { // none pending under it
+			p.blocks.setPend(k)
+		} else {
+			p.blocks.ReplaceOrInsert(k)
+		}
 	}
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
