@@ -119,7 +119,7 @@ type Allocator struct {
 	expIx    expIndex
 	pools    []*blockPool  // every pool, by poolIdx
 	expTab   []*expSegment // every expandable segment ever made, by expIdx; [0] is nil (empty before the first)
-	uses     map[blockID][]uint64
+	uses     streamUses
 	pages    pageSlab // the size-class pages of every pool's free set
 
 	// deadPools are the block pools of the private pools that EmptyCache
@@ -133,10 +133,10 @@ type Allocator struct {
 	// pending holds blocks with outstanding events, in free order (the per-stream
 	// event queues of §8, flattened).
 	// A processed block leaves a 0 there until a compaction (pendDead
-	// counts them), and pendAt finds a block's place (an entry is valid
-	// where pending agrees with it).
+	// counts them), and pendAt, by block id, finds a block's place (an
+	// entry is valid where pending agrees with it).
 	pending  []blockID
-	pendAt   map[blockID]int32
+	pendAt   []int32
 	pendDead int
 	done     int       // pending blocks whose events completed (events < 0)
 	doneIDs  []blockID // those blocks, in the order they completed

@@ -102,13 +102,9 @@ func (a *Allocator) free(id blockID, slot int) {
 	if b.used {
 		// insert_events: one event per recorded stream. Captures defer the
 		// events; the model treats both alike.
-		b.events += int32(len(a.uses[id]))
+		b.events += a.uses.take(id)
 		b.used = false
-		delete(a.uses, id)
-		if a.pendAt == nil {
-			a.pendAt = make(map[blockID]int32)
-		}
-		a.pendAt[id] = int32(len(a.pending))
+		a.setPendAt(id, len(a.pending))
 		a.pending = append(a.pending, id)
 		return
 	}
@@ -139,14 +135,9 @@ func (a *Allocator) RecordStreamHandle(addr uint64, h Handle, stream uint64) err
 
 func (a *Allocator) recordStream(id blockID, stream uint64) {
 	b := &a.blocks[id]
-	if stream == b.stream || slices.Contains(a.uses[id], stream) {
-		return
+	if stream != b.stream && a.uses.add(id, stream) {
+		b.used = true
 	}
-	if a.uses == nil {
-		a.uses = make(map[blockID][]uint64)
-	}
-	a.uses[id] = append(a.uses[id], stream)
-	b.used = true
 }
 
 // Pending reports whether the block at addr awaits its cross-stream events
@@ -247,7 +238,6 @@ func (a *Allocator) ProcessEvents() {
 	a.pendPos = pos[:0]
 	a.compactPending()
 	for _, id := range ids {
-		delete(a.pendAt, id)
 		a.blocks[id].events = 0
 		a.freeBlock(id)
 	}
@@ -267,20 +257,23 @@ func addPendWork(n int) {
 // pendIndex is the place of the pending block id in pending. An entry of
 // pendAt that pending does not agree with (a block that Restore made
 // pending, or one of a run before a Reset) makes it index them all again.
+// The result is a place where pending holds id, or not (id not pending).
 func (a *Allocator) pendIndex(id blockID) int32 {
-	if i, ok := a.pendAt[id]; ok && int(i) < len(a.pending) && a.pending[i] == id {
-		return i
-	}
-	if a.pendAt == nil {
-		a.pendAt = make(map[blockID]int32)
+	if int(id) < len(a.pendAt) {
+		if i := a.pendAt[id]; int(i) < len(a.pending) && a.pending[i] == id {
+			return i
+		}
 	}
 	for i, x := range a.pending {
 		if x != 0 {
-			a.pendAt[x] = int32(i)
+			a.setPendAt(x, i)
 		}
 	}
 	addPendWork(len(a.pending))
-	return a.pendAt[id]
+	if int(id) < len(a.pendAt) {
+		return a.pendAt[id]
+	}
+	return 0
 }
 
 // compactPending drops the 0s of processed blocks from pending once they
@@ -297,7 +290,7 @@ func (a *Allocator) compactPending() {
 	addPendWork(len(a.pending))
 	for _, id := range a.pending {
 		if id != 0 {
-			a.pendAt[id] = int32(len(out))
+			a.setPendAt(id, len(out))
 			out = append(out, id)
 		}
 	}
@@ -343,7 +336,6 @@ func (a *Allocator) freeLate() {
 			a.pending[i] = 0
 			a.pendDead++
 		}
-		delete(a.pendAt, id)
 		b.events = 0
 		a.freeBlock(id)
 	}
@@ -367,7 +359,6 @@ func (a *Allocator) syncAndFreeEvents() {
 		if id == 0 {
 			continue
 		}
-		delete(a.pendAt, id)
 		a.blocks[id].events = 0
 		a.freeBlock(id)
 	}

@@ -65,20 +65,25 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
-	// An expandable block found in the classes starts the scan (pend,
-	// never expandable, must then be in its class: mallocSlow puts it
-	// there); otherwise the pending member (on this stream, the last
-	// found; size 0 if none) is the best fit if it fits and comes before
-	// the classes' lower bound. Block 0, no block, is not expandable.
+	// An expandable block found in the classes starts the scan under
+	// expandable_segments, where nothing is pending (pend.go), and takes
+	// mallocSlow without (a restored one); otherwise the pending member
+	// (on this stream, the last found; size 0 if none) is the best fit if
+	// it fits and comes before the classes' lower bound. Block 0, no
+	// block, is not expandable.
 	id, bs, ii := h.id, h.size, 0
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments || p.blocks.pend[0].id|p.blocks.pend[1].id != 0 {
+		if !a.conf.ExpandableSegments {
 			return a.mallocSlow(size, stream)
 		}
-		ci, ii = a.expandableScan(sb, h, ci, 0, id)
-		h = sb.binAt(ci)
-		e := h.at(ii)
-		id, bs = e.id, e.size
+		// The scan moves only from a block with unmapped memory after it
+		// (expandableScan).
+		if b := &a.blocks[id]; b.next != 0 && !a.blocks[b.next].mapped {
+			ci, ii = a.expandableScan(sb, h, ci, 0, id)
+			h = sb.binAt(ci)
+			e := h.at(ii)
+			id, bs = e.id, e.size
+		}
 	} else {
 		ps := &p.blocks.pend
 		fs, fa := h.size, h.addr
@@ -178,7 +183,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	}
 	if split {
 		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
-		if notExp {
+		if !a.conf.ExpandableSegments { // none pending under it
 			p.blocks.setPend(k)
 		} else {
 			p.blocks.ReplaceOrInsert(k)
@@ -422,11 +427,14 @@ func (a *Allocator) expSize(id blockID) int64 {
 // while their expandable size strictly decreases and the current block is
 // expandable (§5), and returns the position it stops at. It keeps the
 // class it is in and the current block's expandable size from one step to
-// the next.
+// the next. A block with no unmapped memory after it ends the scan
+// without a look at the next entry: that entry's size, and so its
+// expandable size, is at least the block's, which is then the block's
+// expandable size.
 func (a *Allocator) expandableScan(sb *streamBins, h *bin, c, i int, cur blockID) (int, int) {
 	n := h.len()
 	curSize := a.expSize(cur)
-	for a.blocks[cur].exp != 0 {
+	for b := &a.blocks[cur]; b.exp != 0 && curSize != b.size; b = &a.blocks[cur] {
 		nh, nc, ni := h, c, i+1
 		if ni == n {
 			if nc = sb.next(c + 1); nc < 0 {

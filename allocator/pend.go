@@ -18,7 +18,9 @@ import "math"
 // bestFit and findFree, FitsUpTo) first puts them into their classes
 // (flush). Only blocks outside expandable segments are pending, so the
 // expandable scan, which walks the classes from a block it found, never
-// meets one.
+// meets one; and nothing is pending under expandable_segments (MallocHandle
+// makes a member pending only without), so that MallocHandle's expandable
+// path tests for none.
 //
 // The pending members are on the set's stream found last (lastSt): the
 // set puts them into their classes before it finds another. An unused

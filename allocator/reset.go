@@ -93,11 +93,11 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	}
 	clear(a.expTab)
 	a.expTab = a.expTab[:0]
-	clear(a.uses)
+	a.uses.reset()
 	a.pages.reset() // after the pools' sets, which count the pages
 
 	a.pending, a.doneIDs, a.late = a.pending[:0], a.doneIDs[:0], a.late[:0]
-	clear(a.pendAt)
+	a.pendAt = a.pendAt[:0]
 	a.pendDead, a.done = 0, 0
 	a.activeApart = false
 	a.briefOOMs = false

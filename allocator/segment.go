@@ -162,7 +162,6 @@ func (a *Allocator) syncPoolEvents(pp *privatePool) {
 		freed = append(freed, id)
 		a.pending[i] = 0
 		a.pendDead++
-		delete(a.pendAt, id)
 	}
 	if len(freed) == 0 {
 		return
@@ -174,9 +173,6 @@ func (a *Allocator) syncPoolEvents(pp *privatePool) {
 		}
 	}
 	a.doneIDs, a.done = done, len(done)
-	if a.pendAt == nil {
-		a.pendAt = make(map[blockID]int32)
-	}
 	a.compactPending()
 	for _, id := range freed {
 		a.blocks[id].events = 0
