@@ -10,7 +10,7 @@ import (
 // modelPrep is the memory of a replay's model (replay.Replayer.Prepare:
 // its block arena and its table of numbered blocks), made on a goroutine
 // of its own before the model starts, and then faulted in by another a
-// little ahead of the model (Replayer.Prefault), paced by the greatest
+// little ahead of the model (Replayer.Follow), paced by the greatest
 // block number the numbering has handed on (readAhead.top). Grown by
 // doubling on the model's thread, as a replay otherwise makes them, they
 // were copied at each doubling into fresh memory, a page fault a page:
@@ -63,16 +63,10 @@ func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
 		// An error (settings the model refuses) is Run's to meet.
 		p.ok = p.rp.Prepare(replay.Options{Conf: s.Conf, TotalMemory: s.Total, MemoryLimit: s.Limit, Blocks: p.blocks}) == nil
 		if p.ok {
-			p.rp.Prefault(p.part(0))
+			p.rp.PrefaultBelow(prefaultAhead)
 		}
 	}()
 	return p
-}
-
-// part is the part of the model's memory to fault in once numbers up to
-// ref have been handed on.
-func (p *modelPrep) part(ref int32) float64 {
-	return float64(int(ref)+prefaultAhead) / float64(p.blocks)
 }
 
 // replayer waits for the memory and returns the Replayer that holds it,
@@ -80,22 +74,9 @@ func (p *modelPrep) part(ref int32) float64 {
 func (p *modelPrep) replayer(top *atomic.Int32, wake <-chan struct{}) *replay.Replayer {
 	<-p.done
 	if p.ok {
-		go p.prefault(top, wake)
+		go p.rp.Follow(top, prefaultAhead, false, wake, p.stop)
 	}
 	return &p.rp
-}
-
-func (p *modelPrep) prefault(top *atomic.Int32, wake <-chan struct{}) {
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-wake:
-			if !p.rp.Prefault(p.part(top.Load())) {
-				return // not on this system
-			}
-		}
-	}
 }
 
 // finish stops the prefaulting, once the Run has returned.

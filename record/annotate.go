@@ -61,7 +61,7 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 		nums, run, numbered = prep.nums, prep.rp.Run, prep.numbered
 		stop := make(chan struct{})
 		defer close(stop)
-		go prep.prefault(stop)
+		go prep.rp.Follow(&prep.ref, prefaultAhead, true, prep.wake, stop)
 	} else {
 		nums = annotationNumbers(d.Index, blocks)
 	}
@@ -156,7 +156,7 @@ func (s *annSource) load() bool {
 // model (replay.Replayer.Prepare) and the numbering of its blocks. Made
 // and first touched on the annotation's thread, they cost it about as
 // much as the model's work. done is closed once they are made; their
-// pages are then faulted in on another goroutine (prefault) a little
+// pages are then faulted in on another goroutine (replay.Replayer.Follow) a little
 // ahead of the model, which the reader paces by the greatest block
 // number it has handed on (numbered): faulted in all at once, the
 // model's memory would be resident beside all of the events, which go
@@ -166,7 +166,6 @@ type annotationPrep struct {
 	done chan struct{}
 	rp   replay.Replayer
 	nums *replay.PartNumbers
-	refs int // the table's numbers (PartNumbers.Refs)
 
 	ref  atomic.Int32  // the greatest number handed on so far
 	wake chan struct{} // ref has grown
@@ -187,7 +186,7 @@ const prefaultAhead = 128 << 10
 func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotationPrep {
 	p := &annotationPrep{done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	p.nums = replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), false)
-	p.refs = p.nums.Refs(blocks)
+	refs := p.nums.Refs(blocks)
 	go func() {
 		defer close(p.done)
 		// The numbering's tables beside the model's: the runtime clears
@@ -196,19 +195,13 @@ func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotatio
 		wg.Go(func() { p.nums.Reserve(device, blocks) })
 		// An error (conf the model refuses) is the annotation's to meet
 		// in its Run, which makes the allocator again.
-		if p.rp.Prepare(replay.Options{Conf: conf, Blocks: blocks, Refs: p.refs}) == nil {
-			p.rp.Prefault(p.part(0))
+		if p.rp.Prepare(replay.Options{Conf: conf, Blocks: blocks, Refs: refs}) == nil {
+			p.rp.PrefaultBelow(prefaultAhead)
 			p.rp.NodesAhead()
 		}
 		wg.Wait()
 	}()
 	return p
-}
-
-// part is the part of the model's memory to fault in once numbers up to
-// ref have been handed on.
-func (p *annotationPrep) part(ref int32) float64 {
-	return float64(int(ref)+prefaultAhead) / float64(max(1, p.refs))
 }
 
 // numbered is told of each chunk the reader hands on, on its goroutine.
@@ -225,24 +218,6 @@ func (p *annotationPrep) numbered(evs []trace.Event) {
 	select {
 	case p.wake <- struct{}{}:
 	default:
-	}
-}
-
-// prefault faults in the model's memory as the reader's numbers grow, and
-// makes its free sets' tree nodes ahead (replay.Replayer.NodesAhead),
-// until stop is closed.
-func (p *annotationPrep) prefault(stop <-chan struct{}) {
-	populate := true
-	for {
-		select {
-		case <-stop:
-			return
-		case <-p.wake:
-			if populate && !p.rp.Prefault(p.part(p.ref.Load())) {
-				populate = false // not on this system
-			}
-			p.rp.NodesAhead()
-		}
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // beforehand, on another goroutine, allocates at least the model's arena
 // and numbered table less than one that makes them itself, its thread
 // takes a small part of the minor page faults (on Linux: the model's first
-// touches of that memory, which prefault makes resident ahead of it), and
-// the block sizes are the same.
+// touches of that memory, which Replayer.Follow makes resident ahead of
+// it), and the block sizes are the same.
 func TestAnnotatePrepared(t *testing.T) {
 	const blocks = 1 << 18 // ~26 MB of arena and table: ~6,500 pages
 	d := blocksDevice(blocks)

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/grow"
@@ -120,6 +121,34 @@ func (rp *Replayer) Prefault(part float64) bool {
 	ok = rp.table.Populate(int(rp.faulted*float64(rp.table.Len())), int(part*float64(rp.table.Len()))) && ok
 	rp.faulted = part
 	return ok
+}
+
+// PrefaultBelow is Prefault of the part of the prepared memory that holds
+// block numbers below n.
+func (rp *Replayer) PrefaultBelow(n int) bool {
+	return rp.Prefault(float64(n) / float64(max(1, rp.table.Len())))
+}
+
+// Follow faults in the memory Prepare made as a Run reaches it, on a
+// goroutine beside the Run: each time wake says that top, the greatest
+// block number handed to the Run, has grown, up to ahead numbers past it
+// (PrefaultBelow), and with nodes the free sets' next tree nodes
+// (NodesAhead). It returns once stop is closed.
+func (rp *Replayer) Follow(top *atomic.Int32, ahead int, nodes bool, wake, stop <-chan struct{}) {
+	populate := true
+	for {
+		select {
+		case <-stop:
+			return
+		case <-wake:
+			if populate && !rp.PrefaultBelow(int(top.Load())+ahead) {
+				populate = false // not on this system
+			}
+			if nodes {
+				rp.NodesAhead()
+			}
+		}
+	}
 }
 
 // extraDevice is the replay of a device besides the first, and its
