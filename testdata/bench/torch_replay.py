@@ -4,11 +4,17 @@ it per event, warm: the yardstick for `tracer replay --device cuda`.
 
 usage: python3 torch_replay.py TRACE.arrows [REPEATS]
 
+With TORCH_REPLAY_BETWEEN set, that shell command runs after each timed
+pass, so that another measurement (the model's benchmark) interleaves with
+PyTorch's passes and both see the same phases of a shared host.
+
 Only allocs and frees are replayed (free_requested frees the block), on the
 current stream: the same request stream as replay.Requests/replay.Drive
 (BenchmarkDriveCUDA). Prints one JSON line.
 """
 import json
+import os
+import subprocess
 import sys
 import time
 
@@ -62,7 +68,13 @@ ext = load_inline("tracer_torch_replay", cpp_sources=CPP, functions=["run"], ver
                   extra_include_paths=[], with_cuda=True)
 torch.cuda.init()
 ext.run(ops, sizes, nslots)  # warm: the cache now holds the segments
-best = min(ext.run(ops, sizes, nslots) for _ in range(repeats))
-print(json.dumps({"trace": path, "events": len(ops), "seconds": best,
+between = os.environ.get("TORCH_REPLAY_BETWEEN")
+passes = []
+for _ in range(repeats):
+    passes.append(ext.run(ops, sizes, nslots))
+    if between:
+        subprocess.run(between, shell=True, check=False)
+best = min(passes)
+print(json.dumps({"trace": path, "events": len(ops), "seconds": best, "passes": passes,
                   "ns_per_event": best / max(len(ops), 1) * 1e9,
                   "device": torch.cuda.get_device_name(0), "torch": torch.__version__}))

@@ -176,10 +176,10 @@ fi
 	echo
 	echo "## replay per request against PyTorch's allocator"
 	echo
-	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of 3), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request); base model: the same benchmark of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of ROUNDS passes, 3 by default, each pass followed by a round of the model's benchmarks), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request; each round: the same in each of the interleaved rounds, least-most); base model: the same benchmark of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
 	echo
-	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | PyTorch / model | base model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis | stages wall s | peak MiB |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | PyTorch / model | PyTorch / model, each round | base model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis | stages wall s | peak MiB |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 for f in "${snaps[@]}"; do
 	name=$(basename "$f" .pickle)
@@ -187,27 +187,42 @@ for f in "${snaps[@]}"; do
 	[ -f "$tr" ] || continue
 	for conf in "" "expandable_segments:True"; do
 		label=${conf:-recorded}
-		req=- tns=-
-		if line=$(PYTORCH_CUDA_ALLOC_CONF=$conf within 240 python3 testdata/bench/torch_replay.py "$tr" 3 2>/dev/null | tail -1); then
+		# PyTorch's passes and the model's benchmarks interleave: after each
+		# of PyTorch's ROUNDS passes (default 3), torch_replay.py runs one
+		# round of this build's and the base's benchmarks
+		# (TORCH_REPLAY_BETWEEN), so that both see the same phases of the
+		# shared host; each figure is the least time of its rounds, and the
+		# rounds' own ratios are reported beside.
+		bout=$work/bench.$name.$label bbase=$work/based.$name.$label
+		: >"$bout"
+		: >"$bbase"
+		between=$work/between.sh
+		{
+			echo "cd '$root/replay' || exit 0"
+			echo "echo round >>'$bout'; echo round >>'$bbase'"
+			[ -x "$REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-(reuse|byaddr|number)/' -test.benchtime 3x -test.cpu 1 >>'$bout' 2>/dev/null"
+			[ -n "$BASE_REPLAY_TEST" ] && [ -x "$BASE_REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$BASE_REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-reuse/' -test.benchtime 3x -test.cpu 1 >>'$bbase' 2>/dev/null"
+		} >"$between"
+		req=- tns=- passes=
+		if line=$(PYTORCH_CUDA_ALLOC_CONF=$conf TORCH_REPLAY_BETWEEN="bash $between" within 420 python3 testdata/bench/torch_replay.py "$tr" "${ROUNDS:-3}" 2>/dev/null | tail -1); then
 			req=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["events"])' "$line" 2>/dev/null || echo -)
 			tns=$(python3 -c 'import json, sys; print("%.0f" % json.loads(sys.argv[1])["ns_per_event"])' "$line" 2>/dev/null || echo -)
+			passes=$(python3 -c 'import json, sys; print(" ".join("%.6f" % p for p in json.loads(sys.argv[1])["passes"]))' "$line" 2>/dev/null)
+		fi
+		if [ ! -s "$bout" ] && [ -x "$REPLAY_TEST" ]; then # no PyTorch here: the model's rounds alone
+			for ((r = 0; r < ${ROUNDS:-3}; r++)); do bash "$between"; done
 		fi
 		args=(replay "$tr" --json)
 		[ -n "$conf" ] && args+=(--conf "$conf")
 		read -r rs rm <<<"$(measure 3 "$TRACER" "${args[@]}")"
-		# The model's benchmarks, this build's and the base's interleaved,
-		# ROUNDS rounds (default 3): each figure is the least time of its rounds.
-		bench= based=
-		for ((r = 0; r < ${ROUNDS:-3}; r++)); do
-			if [ -x "$REPLAY_TEST" ]; then
-				bench+=$(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf within 180 $one "$REPLAY_TEST" \
-					-test.run XXX -test.bench 'Replay/trace-(reuse|byaddr|number)/' -test.benchtime 3x -test.cpu 1 2>/dev/null)$'\n'
-			fi
-			if [ -n "$BASE_REPLAY_TEST" ] && [ -x "$BASE_REPLAY_TEST" ]; then
-				based+=$(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf within 180 $one "$BASE_REPLAY_TEST" \
-					-test.run XXX -test.bench 'Replay/trace-reuse/' -test.benchtime 3x -test.cpu 1 2>/dev/null)$'\n'
-			fi
-		done
+		bench=$(cat "$bout") based=$(cat "$bbase")
+		# rounds: PyTorch / model in each round, "least-most".
+		rounds=$(awk -v p="$passes" -v q="$req" -v e="${events[$name]:-0}" '
+			$1 == "round" { r++ } $0 ~ /trace-reuse\// { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s") m[r] = 1e9 / $i }
+			END { n = split(p, ps, " "); lo = hi = ""
+				for (i = 1; i <= n; i++) if (m[i] > 0 && q > 0 && e > 0) { x = ps[i] * 1e9 / q / (m[i] * e / q)
+					if (lo == "" || x < lo) lo = x; if (hi == "" || x > hi) hi = x }
+				if (lo != "") printf "%.1f-%.1f×", lo, hi; else print "-" }' "$bout")
 		# per NAME TEXT: ns an event of benchmark NAME, the best of its runs in TEXT.
 		per() { awk -v b="$1" '$0 ~ b { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s" && $i > best) best = $i }
 			END { if (best > 0) printf "%.1f", 1e9 / best }' <<<"$2"; }
@@ -228,11 +243,11 @@ for f in "${snaps[@]}"; do
 				else print "- -" }' <<<"$line")"
 			sns=${sns:--} sw=${sw:--}
 		fi
-		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v om="$ons" -v e="${events[$name]:-0}" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" 'BEGIN {
+		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v om="$ons" -v e="${events[$name]:-0}" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" -v rd="$rounds" 'BEGIN {
 			per = (rs != "-" && q != "-" && q > 0) ? sprintf("%.0f", rs * 1e9 / q) : "-"
 			x = (per != "-" && t != "-" && per > 0) ? sprintf("%.1f×", t / per) : "-"
 			mx = (m != "-" && t != "-" && q != "-" && q > 0 && e > 0) ? sprintf("%.1f×", t / (m * e / q)) : "-"
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, mx, om, bm, nm, sn, sw, rm }' >>"$md"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, mx, rd, om, bm, nm, sn, sw, rm }' >>"$md"
 	done
 done
 echo >>"$md"
