@@ -29,7 +29,8 @@
 # minutes). BASE_REPLAY_TEST names an older build's replay.test, whose
 # model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts; LARGE_RUNS (default 1) is how many
 # runs the import and pickle.load get on files over 50 MB; EXTRA names more
-# snapshots to measure as the scale ones; without torch or CUDA it measures
+# snapshots to measure as the scale ones; ONLY_SCALE=1 leaves out the
+# repository's snapshots (for a run at other sizes); without torch or CUDA it measures
 # tracer alone (so it can be tried anywhere).
 set -u
 cd "$(dirname "$0")/../.."
@@ -128,7 +129,9 @@ fi
 	echo "|---|---|---|---|---|---|---|---|"
 } >>"$md"
 declare -A events
-for f in "${snaps[@]}" testdata/snapshots/*.pickle; do
+others=(testdata/snapshots/*.pickle)
+[ -n "${ONLY_SCALE:-}" ] && others=()
+for f in "${snaps[@]}" "${others[@]}"; do
 	name=$(basename "$f" .pickle)
 	bytes=$(stat -c %s "$f")
 	runs=3
