@@ -2,7 +2,7 @@
 // 2n, 4n and 8n and prints a Markdown table of the seconds and the growth
 // (1 is linear). Run from the repository root:
 //
-//	go run ./testdata/bench/growth [-runs 3] [-reruns 2] [-axes REGEXP] [-cmds REGEXP] [-scale 1] [-tracer [NAME=]BIN,...]
+//	go run ./testdata/bench/growth [-runs 3] [-reruns 2] [-axes REGEXP] [-cmds REGEXP] [-scale 1] [-rss] [-tracer [NAME=]BIN,...]
 //
 // It builds tracer once, writes each axis's input (a workload, or a JSON
 // snapshot) into a temporary folder, records or imports it into a trace,
@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,6 +52,19 @@ prints a Markdown table, a row per axis, command and binary:
             the least of all: noise makes a run slower, not faster, so more
             runs take it out, and real growth stays, at every size alike.
 
+With -rss, two columns more:
+
+  peak MiB  the least of the runs at each size of the command's peak
+            resident memory (GNU time's %M, which a command run through
+            it reports for itself alone: a child of growth's own would
+            inherit growth's peak as the floor of its ru_maxrss).
+  bytes per n
+            (peak at 8n - peak at n) / 7n: what each unit of the axis adds
+            to the peak. Against the axis's live blocks and events at n
+            (axes.go) it tells memory bounded by live blocks from memory
+            bounded by events: few-live-churn keeps 1,000 blocks live at
+            every size, so its bytes per n should be near 0.
+
 The commands run with growth's environment, GOGC included (the table's
 header names it): the collector is part of what a command costs its user.
 
@@ -70,6 +84,7 @@ func main() {
 	clock := flag.String("clock", "cpu", "cpu (user + system time of the command) or wall")
 	bins := flag.String("tracer", "", "the tracer binaries to time, comma-separated, each NAME=PATH or PATH (default: built from ./cmd/tracer)")
 	keep := flag.Bool("keep", false, "keep the folder of inputs and outputs, and print its path")
+	rss := flag.Bool("rss", false, "also report each command's peak resident memory (runs it through "+timeBin+")")
 	flag.Parse()
 	if *clock != "cpu" && *clock != "wall" {
 		fatal("-clock must be cpu or wall")
@@ -95,6 +110,12 @@ func main() {
 		fatal("-runs must be at least 1 and -reruns at least 0")
 	}
 	t := timer{runs: *runs, reruns: *reruns, wall: *clock == "wall"}
+	if *rss {
+		if _, err := os.Stat(timeBin); err != nil {
+			fatal("-rss needs GNU time: %v", err)
+		}
+		t.rssFile = filepath.Join(dir, "maxrss")
+	}
 	if *bins == "" {
 		bin := filepath.Join(dir, "tracer")
 		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/tracer").CombinedOutput(); err != nil {
@@ -117,13 +138,17 @@ func main() {
 	if len(t.bins) > 1 {
 		column, sep = " tracer |", "---|"
 	}
+	rssColumns, rssSep := "", ""
+	if *rss {
+		rssColumns, rssSep = " peak MiB at n, 2n, 4n, 8n (least) | bytes per n |", "---|---|"
+	}
 
 	gogc := "GOGC unset"
 	if v, ok := os.LookupEnv("GOGC"); ok {
 		gogc = "GOGC=" + v
 	}
-	fmt.Printf("| axis | n | command |%s seconds at n, 2n, 4n, 8n (%s, least of the runs, %s) | slope | last doubling | runs |\n", column, *clock, gogc)
-	fmt.Println("|---|---|---|" + sep + "---|---|---|---|")
+	fmt.Printf("| axis | n | command |%s seconds at n, 2n, 4n, 8n (%s, least of the runs, %s) | slope | last doubling | runs |%s\n", column, *clock, gogc, rssColumns)
+	fmt.Println("|---|---|---|" + sep + "---|---|---|---|" + rssSep)
 	for _, ax := range axes {
 		if !onlyAxes.MatchString(ax.name) {
 			continue
@@ -202,7 +227,7 @@ func main() {
 					}
 				}
 				if slices.Contains(ts[:], -1) {
-					fmt.Printf("| %s | %d | %s |%s %s (see stderr) | | | |\n", ax.name, n, cmd, name, strings.Join(cells, " / "))
+					fmt.Printf("| %s | %d | %s |%s %s (see stderr) | | | |%s\n", ax.name, n, cmd, name, strings.Join(cells, " / "), strings.Repeat(" |", len(rssSep)/4))
 					continue
 				}
 				slope, dbl := growth(&ts)
@@ -210,10 +235,27 @@ func main() {
 				if slope > 1.1 {
 					mark = " **>1.1**"
 				}
-				fmt.Printf("| %s | %d | %s |%s %s | %.2f%s | %.2f | %d |\n", ax.name, n, cmd, name, strings.Join(cells, " / "), slope, mark, dbl[2], r.runs)
+				mem := ""
+				if *rss {
+					mem = " " + memCells(r.rss, n) + " |"
+				}
+				fmt.Printf("| %s | %d | %s |%s %s | %.2f%s | %.2f | %d |%s\n", ax.name, n, cmd, name, strings.Join(cells, " / "), slope, mark, dbl[2], r.runs, mem)
 			}
 		}
 	}
+}
+
+// memCells returns the peak MiB cells of rss (KiB at n..8n) and the bytes
+// per n from n to 8n, or "?" where GNU time said nothing.
+func memCells(rss [4]int64, n int) string {
+	var cells []string
+	for _, kb := range rss {
+		if kb <= 0 {
+			return "? | ?"
+		}
+		cells = append(cells, fmt.Sprintf("%.1f", float64(kb)/1024))
+	}
+	return fmt.Sprintf("%s | %.0f", strings.Join(cells, " / "), float64(rss[3]-rss[0])*1024/float64(7*n))
 }
 
 // growth returns the least-squares slope of log2 t on log2 n over the four
@@ -241,18 +283,24 @@ func suspect(ts *[4]time.Duration) bool {
 	return slope > 1.1 || slices.Max(dbl[:]) > 1.1
 }
 
+// timeBin is GNU time, which -rss runs the commands through.
+const timeBin = "/usr/bin/time"
+
 // timer runs tracer commands and keeps the least time of runs.
 type timer struct {
 	bins, names []string // the binaries timed and their names in the table
 	runs        int
 	reruns      int // rounds of runs more for a suspect row
 	wall        bool
+	rssFile     string // where GNU time writes a run's peak RSS; "" without -rss
 }
 
 // timed is one binary's row: its least time at each size (-1 where a run
-// failed) and the runs each size had.
+// failed), its least peak RSS in KiB at each size (with -rss) and the runs
+// each size had.
 type timed struct {
 	best [4]time.Duration
+	rss  [4]int64
 	runs int
 }
 
@@ -286,8 +334,12 @@ func (t timer) round(rows []timed, args func(k int) []string) {
 				if *best < 0 {
 					continue
 				}
-				if d := t.once(bin, args(k)); d < 0 || *best == 0 || d < *best {
+				d, kb := t.once(bin, args(k))
+				if d < 0 || *best == 0 || d < *best {
 					*best = d
+				}
+				if rss := &rows[b].rss[k]; kb > 0 && (*rss == 0 || kb < *rss) {
+					*rss = kb
 				}
 			}
 		}
@@ -298,9 +350,15 @@ func (t timer) round(rows []timed, args func(k int) []string) {
 }
 
 // once runs bin with args and returns its time, or -1 after saying on
-// stderr why it failed.
-func (t timer) once(bin string, args []string) time.Duration {
+// stderr why it failed, and with -rss its peak RSS in KiB (0 if unknown).
+// Through GNU time its CPU time is the command's and time's own, a
+// millisecond or less.
+func (t timer) once(bin string, args []string) (time.Duration, int64) {
 	cmd := exec.Command(bin, args...)
+	if t.rssFile != "" {
+		os.Remove(t.rssFile)
+		cmd = exec.Command(timeBin, append([]string{"-f", "%M", "-o", t.rssFile, bin}, args...)...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = nil, &out
 	start := time.Now()
@@ -308,12 +366,17 @@ func (t timer) once(bin string, args []string) time.Duration {
 	d := time.Since(start)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "growth: tracer %s: %v\n%s", strings.Join(args, " "), err, out.Bytes())
-		return -1
+		return -1, 0
 	}
 	if !t.wall {
 		d = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	return d
+	var kb int64
+	if t.rssFile != "" {
+		b, _ := os.ReadFile(t.rssFile)
+		kb, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	}
+	return d, kb
 }
 
 func write(path, s string) {
