@@ -24,6 +24,9 @@ type block struct {
 	// indexed: the block is in the address tree; blocks enter it when a
 	// query needs it (blocks.sync), so most short-lived ones never do.
 	indexed bool
+	// at is the block's slab index, so that it is removed without a
+	// lookup. It makes a block 64 bytes, a cache line of its slab chunk.
+	at int32
 }
 
 // site is the stack b counts under among the allocation sites: its own,
@@ -45,14 +48,22 @@ func (b *block) site() trace.StackID {
 // A slot holds a tag of its block's address beside the slab index, so that
 // a probe passes the other blocks of its run without reading their slab
 // entries: in a table larger than the cache each such read is a miss.
+//
+// Where the events number their blocks (Options.Numbered), the table is
+// not used: block number n lives at slab index n-1, found by its number
+// (byNumber), and a free's block is one array access.
 type blocks struct {
-	slots []slot // 0 empty, else tagOf(addr)<<32 | slab index + 1
-	slab  slab
-	free  []int32 // unused slab indexes
-	n     int
-	shift uint
-	tree  blockTree
-	fresh []int32 // slab indexes of blocks put since the last sync
+	numbered bool
+	slots    []slot // 0 empty, else tagOf(addr)<<32 | slab index + 1
+	slab     slab
+	free     []int32 // unused slab indexes
+	n        int
+	shift    uint
+	tree     blockTree
+	fresh    []int32 // slab indexes of blocks put since the last sync
+	// lookups counts the hash table's gets, peeks, inserts and deletes,
+	// for the tests.
+	lookups int
 }
 
 // slot is a table entry: the address tag in the high half, the slab index
@@ -81,6 +92,7 @@ func (t *blocks) hash(tag slot) int {
 
 // get returns the block at addr, or nil. The pointer is valid until the next put.
 func (t *blocks) get(addr int64) *block {
+	t.lookups++
 	if t.n == 0 {
 		return nil
 	}
@@ -104,27 +116,52 @@ func (t *blocks) get(addr int64) *block {
 // loop has their cache misses overlap, where the events' own lookups, one
 // after another, would take them in turn.
 func (t *blocks) peek(addr int64) slot {
+	t.lookups++
 	if t.n == 0 {
 		return 0
 	}
 	return t.slots[t.hash(tagOf(addr))&(len(t.slots)-1)]
 }
 
-// put stores a new block (its addr must not be present) and returns it.
-func (t *blocks) put(b block) *block {
-	if 2*(t.n+1) > len(t.slots) {
-		t.rehash(max(64, 2*len(t.slots)))
+// byNumber returns the live block numbered num at addr, or nil (numbered
+// tables only). The pointer is valid until the next put.
+func (t *blocks) byNumber(addr int64, num int32) *block {
+	if num <= 0 || int(num) > t.slab.len() {
+		return nil
 	}
+	if b := t.slab.at(num - 1); b.live && b.addr == addr {
+		return b
+	}
+	return nil
+}
+
+// put stores a new block (its addr must not be present) and returns it.
+// A numbered table keeps it at number num (> 0, not live), a hashed one
+// ignores num.
+func (t *blocks) put(b block, num int32) *block {
 	b.live, b.indexed = true, false
 	var i int32
-	if k := len(t.free); k > 0 {
-		i = t.free[k-1]
-		t.free = t.free[:k-1]
-		*t.slab.at(i) = b
-	} else {
-		i = t.slab.push(b)
+	switch {
+	case t.numbered:
+		i = num - 1
+		t.slab.reach(i)
+	case len(t.free) > 0:
+		if 2*(t.n+1) > len(t.slots) {
+			t.rehash(max(64, 2*len(t.slots)))
+		}
+		i = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+	default:
+		if 2*(t.n+1) > len(t.slots) {
+			t.rehash(max(64, 2*len(t.slots)))
+		}
+		i = t.slab.push()
 	}
-	t.insert(tagOf(b.addr) | slot(i+1))
+	b.at = i
+	*t.slab.at(i) = b
+	if !t.numbered {
+		t.insert(tagOf(b.addr) | slot(i+1))
+	}
 	if len(t.fresh) > 2*t.n+64 {
 		t.compactFresh()
 	}
@@ -138,6 +175,7 @@ func (t *blocks) put(b block) *block {
 
 // insert puts s, a slot of a block not in the table, into it.
 func (t *blocks) insert(s slot) {
+	t.lookups++
 	mask := len(t.slots) - 1
 	h := t.hash(s)
 	for t.slots[h] != 0 {
@@ -161,9 +199,9 @@ func (t *blocks) rehash(n int) {
 }
 
 // reserve makes the empty table the size that n blocks grow it to (none
-// for n <= 0), so that they are put without a rehash.
+// for n <= 0, or a numbered table), so that they are put without a rehash.
 func (t *blocks) reserve(n int) {
-	if n <= 0 || t.n > 0 {
+	if n <= 0 || t.n > 0 || t.numbered {
 		return
 	}
 	size := 64
@@ -173,9 +211,23 @@ func (t *blocks) reserve(n int) {
 	t.rehash(size)
 }
 
-// del removes the block at addr, shifting later entries of its probe run
-// back so lookups never need tombstones.
+// remove removes the live block b.
+func (t *blocks) remove(b *block) {
+	if !t.numbered {
+		t.del(b.addr)
+		return
+	}
+	if b.indexed {
+		t.treeRemove(b.addr)
+	}
+	b.live, b.indexed = false, false
+	t.n--
+}
+
+// del removes the block at addr from a hashed table, shifting later
+// entries of its probe run back so lookups never need tombstones.
 func (t *blocks) del(addr int64) {
+	t.lookups++
 	mask := len(t.slots) - 1
 	tag := tagOf(addr)
 	h := t.hash(tag)
@@ -212,6 +264,15 @@ func (t *blocks) del(addr int64) {
 
 // each calls fn for every live block.
 func (t *blocks) each(fn func(b *block)) {
+	if t.numbered {
+		t.tree.visits += t.slab.len()
+		for i := range int32(t.slab.len()) {
+			if b := t.slab.at(i); b.live {
+				fn(b)
+			}
+		}
+		return
+	}
 	t.tree.visits += len(t.slots)
 	for _, s := range t.slots {
 		if s != 0 {
@@ -270,15 +331,19 @@ const (
 // at returns block i, which push made.
 func (s *slab) at(i int32) *block { return &s.chunks[i>>slabShift][i&(slabChunk-1)] }
 
-// push adds b and returns its index.
-func (s *slab) push(b block) int32 {
+// push adds a block and returns its index.
+func (s *slab) push() int32 {
 	i := s.n
-	if int(i>>slabShift) == len(s.chunks) {
+	s.reach(i)
+	return i
+}
+
+// reach makes index i a block of the slab, and every index below it.
+func (s *slab) reach(i int32) {
+	for int(i>>slabShift) >= len(s.chunks) {
 		s.chunks = append(s.chunks, make([]block, slabChunk))
 	}
-	*s.at(i) = b
-	s.n++
-	return i
+	s.n = max(s.n, i+1)
 }
 
 // len is the number of blocks pushed.

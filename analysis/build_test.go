@@ -18,7 +18,7 @@ func TestSyncBuild(t *testing.T) {
 			x ^= x >> 7
 			x ^= x << 17
 			// Distinct addresses in no order, some blocks freed again.
-			bs.put(block{addr: int64(i)<<20 | int64(x%1024)<<9, size: 512, inSeg: i%3 != 0, pending: i%5 == 0})
+			bs.put(block{addr: int64(i)<<20 | int64(x%1024)<<9, size: 512, inSeg: i%3 != 0, pending: i%5 == 0}, 0)
 			if i%7 == 0 {
 				bs.del(int64(i)<<20 | int64(x%1024)<<9)
 			}

@@ -94,8 +94,10 @@ func (s *Summarizer) State() *State {
 // answers "what was live at event n" by resuming from the nearest one and
 // feeding the events between. Its State and Levels are exact from then on;
 // its Summary (peaks, counters, timeline) covers only the events fed after
-// the resume, and is not meant to be used.
+// the resume, and is not meant to be used. The events fed after need not
+// be numbered (Options.Numbered is ignored): the state's blocks are not.
 func Resume(opt Options, st *State) *Summarizer {
+	opt.Numbered = false
 	s := NewSummarizer(opt)
 	ev := trace.Event{Device: opt.Device}
 	for i := range st.Segments {

@@ -39,6 +39,14 @@ type Options struct {
 	// for them at once instead of doubled to that size, each doubling a
 	// rehash of every block on the analysis's thread. It changes no result.
 	Blocks int
+	// Numbered says that the events' Ref numbers their blocks as
+	// replay.BlockNumbers gives them: every alloc a number, the number
+	// its address holds while a block there is live, a free the number
+	// of its address (0 for an address no alloc named). The live blocks
+	// are then kept in an array by number, each found with an index
+	// where an address is hashed and probed for (a cache miss or two per
+	// event in a large trace). It changes no result.
+	Numbered bool
 }
 
 // Summarizer computes a Summary from events fed one at a time. Its memory is
@@ -127,6 +135,7 @@ func NewSummarizer(opt Options) *Summarizer {
 		s = &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
 			ph: newPhases(opt.Annotations, opt.Device)}
 	}
+	s.live.numbered = opt.Numbered
 	s.live.reserve(opt.Blocks)
 	return s
 }
@@ -199,6 +208,12 @@ func (s *Summarizer) Event(ev *trace.Event) {
 // them in (blocks.peek), which a caller of Event cannot: on a table larger
 // than the cache this saves most of a miss per event.
 func (s *Summarizer) Events(evs []trace.Event) {
+	if s.live.numbered {
+		for i := range evs {
+			s.Event(&evs[i])
+		}
+		return
+	}
 	for i := range evs {
 		if i%peekAhead == 0 {
 			var sum slot
@@ -246,9 +261,21 @@ func (s *Summarizer) blockSize(ev *trace.Event) int64 {
 	return max((ev.Size+511)&^511, 512)
 }
 
+// lookup returns the live block ev (an alloc or free_*) names, or nil.
+func (s *Summarizer) lookup(ev *trace.Event) *block {
+	if s.live.numbered {
+		return s.live.byNumber(int64(ev.Addr), ev.Ref)
+	}
+	return s.live.get(int64(ev.Addr))
+}
+
 func (s *Summarizer) alloc(ev *trace.Event) {
 	addr := int64(ev.Addr)
-	if old := s.live.get(addr); old != nil {
+	if s.live.numbered && ev.Ref <= 0 {
+		s.unmatch++ // a numbered alloc without a number: nowhere to keep it
+		return
+	}
+	if old := s.lookup(ev); old != nil {
 		// A second alloc at a live address: the frees were lost. Drop the old block.
 		s.unmatch++
 		s.release(old, true)
@@ -265,7 +292,7 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, allocN: s.n, allocT: ev.TimeUs,
 		stack: ev.Stack, phase: s.phase, inSeg: g != nil, misfit: misfit,
 		recon:   ev.Flags&trace.FlagReconstructed != 0,
-		pending: ev.Flags&trace.FlagPending != 0})
+		pending: ev.Flags&trace.FlagPending != 0}, ev.Ref)
 	s.v[Active] += bs
 	s.v[Requested] += ev.Size
 	var allocd int64
@@ -288,8 +315,7 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 }
 
 func (s *Summarizer) freeRequested(ev *trace.Event) {
-	addr := int64(ev.Addr)
-	b := s.live.get(addr)
+	b := s.lookup(ev)
 	if b == nil || b.pending {
 		s.unmatch++
 		return
@@ -330,8 +356,7 @@ func (s *Summarizer) unallocate(b *block) {
 }
 
 func (s *Summarizer) freeCompleted(ev *trace.Event) {
-	addr := int64(ev.Addr)
-	b := s.live.get(addr)
+	b := s.lookup(ev)
 	if b == nil {
 		s.unmatch++
 		return
@@ -358,7 +383,7 @@ func (s *Summarizer) release(b *block, lost bool) {
 	if b.misfit {
 		s.misfits--
 	}
-	s.live.del(b.addr)
+	s.live.remove(b)
 }
 
 // willDecrease is called before allocated (or reserved) bytes decrease: the
