@@ -5,14 +5,12 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// block is a live (allocated or pending-free) block.
+// block is a live (allocated or pending-free) block: what every summary
+// keeps of it, 40 bytes; blockInfo holds the rest.
 type block struct {
 	addr      int64
 	size, req int64 // block bytes and requested bytes
-	allocN    int64 // event index of the alloc
-	allocT    int64 // its TimeUs
-	stack     trace.StackID
-	phase     int32 // the phase of its alloc (phases), 0 without annotations
+	at        int32 // its slab index, which is its blockInfo's
 	pending   bool  // free_requested seen, free_completed not yet
 	recon     bool  // existed before the trace began
 	// inSeg: the block is counted in the segment that holds its address
@@ -24,19 +22,39 @@ type block struct {
 	// indexed: the block is in the address tree; blocks enter it when a
 	// query needs it (blocks.sync), so most short-lived ones never do.
 	indexed bool
-	// at is the block's slab index, so that it is removed without a
-	// lookup. It makes a block 64 bytes, a cache line of its slab chunk.
-	at int32
+}
+
+// blockInfo is what only a full summary keeps of a live block (not
+// Options.FragmentationOnly), in a slab of its own beside the blocks':
+// a summary of the fragmentation alone makes and touches 40 bytes a block
+// where it made 56.
+type blockInfo struct {
+	allocN int64 // event index of the alloc
+	allocT int64 // its TimeUs
+	stack  trace.StackID
+	phase  int32 // the phase of its alloc (phases), 0 without annotations
+}
+
+// info returns b's blockInfo, or nil where the table keeps none.
+func (t *blocks) info(b *block) *blockInfo {
+	if !t.full {
+		return nil
+	}
+	return t.infos.at(b.at)
 }
 
 // site is the stack b counts under among the allocation sites: its own,
 // or, for a block live before the recording began, which has none,
-// BeforeRecording.
-func (b *block) site() trace.StackID {
-	if b.recon && b.stack == trace.NoStack {
+// BeforeRecording. A table that keeps no blockInfo knows no stack.
+func (t *blocks) site(b *block) trace.StackID {
+	stack := trace.NoStack
+	if t.full {
+		stack = t.infos.at(b.at).stack
+	}
+	if b.recon && stack == trace.NoStack {
 		return BeforeRecording
 	}
-	return b.stack
+	return stack
 }
 
 // blocks maps addresses to live blocks. It is an open-addressing hash table
@@ -54,13 +72,16 @@ func (b *block) site() trace.StackID {
 // (byNumber), and a free's block is one array access.
 type blocks struct {
 	numbered bool
+	full     bool   // infos holds each block's blockInfo
 	slots    []slot // 0 empty, else tagOf(addr)<<32 | slab index + 1
-	slab     slab
+	slab     slab[block]
+	infos    slab[blockInfo]
 	free     []int32 // unused slab indexes
 	n        int
 	shift    uint
 	tree     blockTree
 	fresh    []int32 // slab indexes of blocks put since the last sync
+	ordered  bool    // a sync has been: put lists new blocks in fresh
 	// lookups counts the hash table's gets, peeks, inserts and deletes,
 	// for the tests.
 	lookups int
@@ -135,10 +156,10 @@ func (t *blocks) byNumber(addr int64, num int32) *block {
 	return nil
 }
 
-// put stores a new block (its addr must not be present) and returns it.
-// A numbered table keeps it at number num (> 0, not live), a hashed one
-// ignores num.
-func (t *blocks) put(b block, num int32) *block {
+// put stores a new block (its addr must not be present) with its info, if
+// the table keeps it, and returns it. A numbered table keeps it at number
+// num (> 0, not live), a hashed one ignores num.
+func (t *blocks) put(b block, info blockInfo, num int32) *block {
 	b.live, b.indexed = true, false
 	var i int32
 	switch {
@@ -159,8 +180,16 @@ func (t *blocks) put(b block, num int32) *block {
 	}
 	b.at = i
 	*t.slab.at(i) = b
+	if t.full {
+		t.infos.reach(i)
+		*t.infos.at(i) = info
+	}
 	if !t.numbered {
 		t.insert(tagOf(b.addr) | slot(i+1))
+	}
+	t.n++
+	if !t.ordered {
+		return t.slab.at(i)
 	}
 	if len(t.fresh) > 2*t.n+64 {
 		t.compactFresh()
@@ -169,7 +198,6 @@ func (t *blocks) put(b block, num int32) *block {
 		t.fresh = grow.Double(t.fresh, 0)
 	}
 	t.fresh = append(t.fresh, i)
-	t.n++
 	return t.slab.at(i)
 }
 
@@ -199,9 +227,14 @@ func (t *blocks) rehash(n int) {
 }
 
 // reserve makes the empty table the size that n blocks grow it to (none
-// for n <= 0, or a numbered table), so that they are put without a rehash.
+// for n <= 0), so that they are put without a rehash; a numbered table,
+// which has none, makes its slab's chunks for them (slab.reserve).
 func (t *blocks) reserve(n int) {
-	if n <= 0 || t.n > 0 || t.numbered {
+	if n <= 0 || t.n > 0 {
+		return
+	}
+	if t.numbered {
+		t.slab.reserve(n)
 		return
 	}
 	size := 64
@@ -284,7 +317,17 @@ func (t *blocks) each(fn func(b *block)) {
 // sync puts the blocks that are live and not yet in the address tree into
 // it: each block at most once, O(log n), and only when a query needs the
 // order (the largest free block, an unmap, a segment freed under blocks).
+//
+// Until the first sync no block is in the tree and none is listed in
+// fresh: that sync lists every live block, by a sweep of the table (or
+// of the slab, numbered), and from then on put lists each new one. A
+// replay that never asks for the order (a recorded one, mostly) keeps no
+// list, up to 8 bytes a live block where the list grows to twice them.
 func (t *blocks) sync() {
+	if !t.ordered {
+		t.ordered = true
+		t.listLive()
+	}
 	if t.tree.root == 0 && len(t.fresh) >= bulkSync {
 		t.build()
 		return
@@ -296,6 +339,24 @@ func (t *blocks) sync() {
 		}
 	}
 	t.fresh = t.fresh[:0]
+}
+
+// listLive sets fresh to the slab indexes of the live blocks.
+func (t *blocks) listLive() {
+	t.fresh = grow.Make[int32](0, max(t.n, 64))
+	if t.numbered {
+		for i := range int32(t.slab.len()) {
+			if t.slab.at(i).live {
+				t.fresh = append(t.fresh, i)
+			}
+		}
+		return
+	}
+	for _, s := range t.slots {
+		if s != 0 {
+			t.fresh = append(t.fresh, s.index())
+		}
+	}
 }
 
 // compactFresh drops from fresh the blocks freed since (and the repeats of
@@ -314,12 +375,12 @@ func (t *blocks) compactFresh() {
 	t.fresh = out
 }
 
-// slab holds the blocks, by index, in chunks of slabChunk that never move:
-// it grows a chunk at a time, copying nothing and leaving no old array
-// behind (an array doubled to n blocks copies n and makes the kernel
-// supply 2n blocks of fresh pages, a page fault each).
-type slab struct {
-	chunks [][]block
+// slab holds the blocks (or their infos), by index, in chunks of
+// slabChunk that never move: it grows a chunk at a time, copying nothing
+// and leaving no old array behind (an array doubled to n blocks copies n
+// and makes the kernel supply 2n blocks of fresh pages, a page fault each).
+type slab[E any] struct {
+	chunks [][]E
 	n      int32
 }
 
@@ -328,26 +389,42 @@ const (
 	slabChunk = 1 << slabShift
 )
 
-// at returns block i, which push made.
-func (s *slab) at(i int32) *block { return &s.chunks[i>>slabShift][i&(slabChunk-1)] }
+// at returns element i, which push or reach made.
+func (s *slab[E]) at(i int32) *E { return &s.chunks[i>>slabShift][i&(slabChunk-1)] }
 
-// push adds a block and returns its index.
-func (s *slab) push() int32 {
+// push adds an element and returns its index.
+func (s *slab[E]) push() int32 {
 	i := s.n
 	s.reach(i)
 	return i
 }
 
-// reach makes index i a block of the slab, and every index below it.
-func (s *slab) reach(i int32) {
+// reserve makes the empty slab's chunks for n elements at once, slices of
+// one array (grow.Make: in huge pages where the command asked for them),
+// so that they are first touched 2 MiB at a time rather than 4 KiB, each
+// 4 KiB a page fault on the analysis's thread. The array is address space
+// until the elements reach it.
+func (s *slab[E]) reserve(n int) {
+	k := (n + slabChunk - 1) / slabChunk
+	if len(s.chunks) > 0 || k == 0 {
+		return
+	}
+	all := grow.Make[E](k*slabChunk, k*slabChunk)
+	for i := range k {
+		s.chunks = append(s.chunks, all[i*slabChunk:(i+1)*slabChunk:(i+1)*slabChunk])
+	}
+}
+
+// reach makes index i an element of the slab, and every index below it.
+func (s *slab[E]) reach(i int32) {
 	for int(i>>slabShift) >= len(s.chunks) {
-		s.chunks = append(s.chunks, make([]block, slabChunk))
+		s.chunks = append(s.chunks, make([]E, slabChunk))
 	}
 	s.n = max(s.n, i+1)
 }
 
 // len is the number of blocks pushed.
-func (s *slab) len() int { return int(s.n) }
+func (s *slab[E]) len() int { return int(s.n) }
 
 // capacity is the number of blocks the chunks hold.
-func (s *slab) capacity() int { return len(s.chunks) * slabChunk }
+func (s *slab[E]) capacity() int { return len(s.chunks) * slabChunk }

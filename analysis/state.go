@@ -67,8 +67,12 @@ func (s *Summarizer) State() *State {
 	// (blocks.sync), so States taken again and again cost no sort.
 	blocks := make([]BlockState, 0, s.live.n)
 	s.live.inRange(math.MinInt64, math.MaxInt64, func(b *block) {
+		var info blockInfo
+		if p := s.live.info(b); p != nil {
+			info = *p
+		}
 		blocks = append(blocks, BlockState{Addr: uint64(b.addr), Size: Bytes(b.size), Requested: Bytes(b.req),
-			Stack: b.site(), AllocEvent: b.allocN, AllocTimeUs: b.allocT, Pending: b.pending})
+			Stack: s.live.site(b), AllocEvent: info.allocN, AllocTimeUs: info.allocT, Pending: b.pending})
 	})
 	// Both lists are by address: one merge places each block in the last
 	// segment starting at or before it, when it lies inside.
@@ -119,7 +123,9 @@ func Resume(opt Options, st *State) *Summarizer {
 		}
 		s.Event(&ev)
 		if lb := s.live.get(int64(b.Addr)); lb != nil {
-			lb.allocN = b.AllocEvent
+			if info := s.live.info(lb); info != nil {
+				info.allocN = b.AllocEvent
+			}
 			lb.recon = b.Stack == BeforeRecording
 		}
 	}

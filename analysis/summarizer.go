@@ -32,7 +32,8 @@ type Options struct {
 	// FragmentationOnly computes only the Summary's Fragmentation, Peaks
 	// and Stats, the same as without it, for a caller that uses no more
 	// (tracer replay): no timeline (the maxima are kept as the events
-	// come), sites, phases, lifetimes, grow, OOM details or segment layout.
+	// come), sites, phases, lifetimes, grow, OOM details or segment layout;
+	// and it keeps no block's stack, alloc event or time (State has none).
 	FragmentationOnly bool
 	// Blocks, if set, is about the most blocks live at once (tracer replay
 	// guesses it from the trace's size): the table of live blocks is made
@@ -135,7 +136,7 @@ func NewSummarizer(opt Options) *Summarizer {
 		s = &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
 			ph: newPhases(opt.Annotations, opt.Device)}
 	}
-	s.live.numbered = opt.Numbered
+	s.live.numbered, s.live.full = opt.Numbered, !opt.FragmentationOnly
 	s.live.reserve(opt.Blocks)
 	return s
 }
@@ -289,10 +290,10 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 	if misfit {
 		s.misfits++
 	}
-	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, allocN: s.n, allocT: ev.TimeUs,
-		stack: ev.Stack, phase: s.phase, inSeg: g != nil, misfit: misfit,
+	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, inSeg: g != nil, misfit: misfit,
 		recon:   ev.Flags&trace.FlagReconstructed != 0,
-		pending: ev.Flags&trace.FlagPending != 0}, ev.Ref)
+		pending: ev.Flags&trace.FlagPending != 0},
+		blockInfo{allocN: s.n, allocT: ev.TimeUs, stack: ev.Stack, phase: s.phase}, ev.Ref)
 	s.v[Active] += bs
 	s.v[Requested] += ev.Size
 	var allocd int64
@@ -303,10 +304,10 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.peakBlocks = max(s.peakBlocks, s.nBlocks)
 		s.nAllocs++
 		if !s.fragOnly {
-			s.sites.add(b.site(), bs, ev.Size, 1)
+			s.sites.add(s.live.site(b), bs, ev.Size, 1)
 		}
 		if s.ph != nil {
-			s.ph.alloc(b.phase, bs)
+			s.ph.alloc(s.phase, bs)
 		}
 	}
 	if g != nil {
@@ -337,9 +338,10 @@ func (s *Summarizer) unallocate(b *block) {
 		}
 		return
 	}
-	s.sites.add(b.site(), -b.size, -b.req, -1)
+	info := s.live.info(b)
+	s.sites.add(s.live.site(b), -b.size, -b.req, -1)
 	if s.ph != nil {
-		s.ph.free(b.phase, b.size)
+		s.ph.free(info.phase, b.size)
 	}
 	b.pending = true
 	s.live.changed(b)
@@ -348,10 +350,10 @@ func (s *Summarizer) unallocate(b *block) {
 	}
 	if b.recon {
 		s.nRecon++
-	} else if s.hasTime && b.allocT != 0 {
-		s.lifeUs.add(s.lastTime-b.allocT, b.size)
+	} else if s.hasTime && info.allocT != 0 {
+		s.lifeUs.add(s.lastTime-info.allocT, b.size)
 	} else {
-		s.lifeEv.add(s.n-b.allocN, b.size)
+		s.lifeEv.add(s.n-info.allocN, b.size)
 	}
 }
 

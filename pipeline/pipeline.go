@@ -445,6 +445,12 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		opt.Analysis.Blocks = r.prep.blocks / 2
 	}
 	r.obs = newFanout(opt)
+	if r.prep != nil {
+		// The whole guess: the numbering's table holds 3/4 of its
+		// slots, and made for half it doubles on seed1m.trace (1M
+		// blocks live), old and new tables resident at once.
+		r.obs.numberBlocks = r.prep.blocks
+	}
 	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)
 	if r.prep != nil {
 		opt.Replayer = r.prep.replayer(&src.ra.top, src.wake)
@@ -506,7 +512,10 @@ type fanout struct {
 	// the summarizers keep them by number (analysis.Options.Numbered).
 	numbered bool
 	parts    *replay.PartNumbers
-	numCPU   time.Duration // the numbering's CPU, when timed: its goroutine's and its longest part's
+	// numberBlocks is about the most blocks live at once, for the
+	// numbering's table (0: unknown).
+	numberBlocks int
+	numCPU       time.Duration // the numbering's CPU, when timed: its goroutine's and its longest part's
 }
 
 func newFanout(opt Options) *fanout {
@@ -545,10 +554,10 @@ func (f *fanout) summarizer(d int32) *analysis.Summarizer {
 // before it reads its events. The summarizers then find each event's
 // block by its number (analysis.Options.Numbered), an array index, where
 // they would hash its address and take the table's cache misses on the
-// analysis's thread. blocks, if set, is about the most blocks live at
-// once. It must be called before the first event; when timed, the
+// analysis's thread. Its table is made for f.numberBlocks blocks, if set.
+// It must be called before the first event; when timed, the
 // numbering's CPU time is in f.numCPU once the channel is closed.
-func (f *fanout) numberAhead(full <-chan *batch, blocks int, timed bool) <-chan *batch {
+func (f *fanout) numberAhead(full <-chan *batch, timed bool) <-chan *batch {
 	f.numbered = true
 	f.parts = replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), timed)
 	out := make(chan *batch, 1)
@@ -559,8 +568,8 @@ func (f *fanout) numberAhead(full <-chan *batch, blocks int, timed bool) <-chan 
 			f.parts.Close()
 			f.numCPU = clock.stop() + slices.Max(f.parts.PartCPU())
 		}()
-		if blocks > 0 {
-			f.parts.Reserve(f.opt.Analysis.Device, blocks)
+		if f.numberBlocks > 0 {
+			f.parts.Reserve(f.opt.Analysis.Device, f.numberBlocks)
 		}
 		for b := range full {
 			f.parts.Start(b.evs)

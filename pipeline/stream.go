@@ -383,7 +383,7 @@ func startAnalyzeBehind(f *fanout, src *tap, timed, prefault bool) *analyzeBehin
 	if prefault {
 		go a.pool.fill(inFlight + 1)
 	}
-	numbered := f.numberAhead(a.full, f.opt.Analysis.Blocks, timed)
+	numbered := f.numberAhead(a.full, timed)
 	go func() {
 		defer close(a.done)
 		clock := startClock(timed)
