@@ -446,10 +446,12 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	}
 	r.obs = newFanout(opt)
 	if r.prep != nil {
-		// The whole guess: the numbering's table holds 3/4 of its
-		// slots, and made for half it doubles on seed1m.trace (1M
-		// blocks live), old and new tables resident at once.
-		r.obs.numberBlocks = r.prep.blocks
+		// 5/8 of the guess: the numbering's table (or each part's)
+		// holds up to 3/4 of its slots, a power of two. Made for half,
+		// it doubles on seed1m.trace (1M blocks live of a guess of
+		// 1.34M), old and new tables resident at once; for the whole,
+		// small.trace's is twice what its 300k blocks need.
+		r.obs.numberBlocks = r.prep.blocks * 5 / 8
 	}
 	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)
 	if r.prep != nil {
