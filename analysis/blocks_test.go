@@ -23,7 +23,7 @@ func TestBlocks_randomAgainstMap(t *testing.T) {
 			if tab.get(addr) != nil {
 				t.Fatalf("op %d: get(%#x) found a deleted block", i, addr)
 			}
-			tab.put(block{addr: addr, size: int64(i)})
+			tab.put(block{addr: addr, size: int64(i)}, blockInfo{}, 0)
 			ref[addr] = int64(i)
 		}
 	}

@@ -18,7 +18,7 @@ func TestSyncBuild(t *testing.T) {
 			x ^= x >> 7
 			x ^= x << 17
 			// Distinct addresses in no order, some blocks freed again.
-			bs.put(block{addr: int64(i)<<20 | int64(x%1024)<<9, size: 512, inSeg: i%3 != 0, pending: i%5 == 0})
+			bs.put(block{addr: int64(i)<<20 | int64(x%1024)<<9, size: 512, inSeg: i%3 != 0, pending: i%5 == 0}, blockInfo{}, 0)
 			if i%7 == 0 {
 				bs.del(int64(i)<<20 | int64(x%1024)<<9)
 			}
@@ -29,6 +29,8 @@ func TestSyncBuild(t *testing.T) {
 	fill(&inserted)
 	built.sync()
 	// The same blocks, one insert each (what sync does for a tree not empty).
+	inserted.ordered = true
+	inserted.listLive()
 	for _, i := range inserted.fresh {
 		if b := inserted.slab.at(i); b.live && !b.indexed {
 			b.indexed = true

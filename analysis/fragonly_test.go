@@ -1,15 +1,11 @@
 package analysis_test
 
 import (
-	"context"
 	"reflect"
 	"testing"
 
-	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
 	"github.com/tracer-dev/tracer/analysis/analysistest"
-	"github.com/tracer-dev/tracer/record/sample"
-	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -23,17 +19,7 @@ func TestSummarizer_fragmentationOnly(t *testing.T) {
 	training := func(emit func(*trace.Event)) { analysistest.Training(11, 200_000, emit) }
 	sampleUnder := func(conf string) feed {
 		return func(emit func(*trace.Event)) {
-			rd, err := sample.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			c, err := allocator.ParseConf(conf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			obs := replay.ObserverFunc(func(ev *trace.Event) { emit(ev) })
-			if _, err := replay.Run(context.Background(), rd, replay.Options{Conf: c}, obs); err != nil {
+			if err := analysistest.Sample(conf, emit); err != nil {
 				t.Fatal(err)
 			}
 		}

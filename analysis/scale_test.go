@@ -47,7 +47,7 @@ func TestBlockTreeLogarithmic(t *testing.T) {
 	var bl blocks
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, i := range rng.Perm(n) {
-		bl.put(block{addr: int64(i) * 1024, size: 512, inSeg: true})
+		bl.put(block{addr: int64(i) * 1024, size: 512, inSeg: true}, blockInfo{}, 0)
 	}
 	bl.sync()
 	limit := 6 * bits.Len(n)
@@ -55,7 +55,7 @@ func TestBlockTreeLogarithmic(t *testing.T) {
 		a := int64(rng.IntN(n)) * 1024
 		bl.tree.visits = 0
 		bl.del(a)
-		bl.put(block{addr: a, size: 512, inSeg: true})
+		bl.put(block{addr: a, size: 512, inSeg: true}, blockInfo{}, 0)
 		lo := int64(rng.IntN(n/2)) * 1024
 		sum := bl.rangeSum(lo, lo+int64(n/4)*1024)
 		f := gapFold{cursor: lo}

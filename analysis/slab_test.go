@@ -16,7 +16,7 @@ func TestSlabGrowth(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		bs.put(block{addr: int64(0x7f0000000000 + 512*i), size: 512})
+		bs.put(block{addr: int64(0x7f0000000000 + 512*i), size: 512}, blockInfo{}, 0)
 	}
 	runtime.ReadMemStats(&after)
 	final := int64(bs.slab.capacity())*int64(unsafe.Sizeof(block{})) + int64(cap(bs.fresh))*4 + int64(len(bs.slots))*int64(unsafe.Sizeof(slot(0)))
@@ -34,7 +34,7 @@ func TestNodesGrowth(t *testing.T) {
 	const n = 200_000
 	var bs blocks
 	for i := range n {
-		bs.put(block{addr: int64(0x7f0000000000 + 512*i), size: 512})
+		bs.put(block{addr: int64(0x7f0000000000 + 512*i), size: 512}, blockInfo{}, 0)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -53,11 +53,11 @@ func TestNodesGrowth(t *testing.T) {
 // allocates about 2n and copies n.
 func TestSlabChunks(t *testing.T) {
 	const n = 300_000
-	var s slab
+	var s slab[block]
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		s.push(block{addr: int64(512 * i)})
+		s.at(s.push()).addr = int64(512 * i)
 	}
 	runtime.ReadMemStats(&after)
 	final := int64(s.capacity()) * int64(unsafe.Sizeof(block{}))

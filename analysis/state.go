@@ -67,8 +67,12 @@ func (s *Summarizer) State() *State {
 	// (blocks.sync), so States taken again and again cost no sort.
 	blocks := make([]BlockState, 0, s.live.n)
 	s.live.inRange(math.MinInt64, math.MaxInt64, func(b *block) {
+		var info blockInfo
+		if p := s.live.info(b); p != nil {
+			info = *p
+		}
 		blocks = append(blocks, BlockState{Addr: uint64(b.addr), Size: Bytes(b.size), Requested: Bytes(b.req),
-			Stack: b.site(), AllocEvent: b.allocN, AllocTimeUs: b.allocT, Pending: b.pending})
+			Stack: s.live.site(b), AllocEvent: info.allocN, AllocTimeUs: info.allocT, Pending: b.pending})
 	})
 	// Both lists are by address: one merge places each block in the last
 	// segment starting at or before it, when it lies inside.
@@ -94,8 +98,10 @@ func (s *Summarizer) State() *State {
 // answers "what was live at event n" by resuming from the nearest one and
 // feeding the events between. Its State and Levels are exact from then on;
 // its Summary (peaks, counters, timeline) covers only the events fed after
-// the resume, and is not meant to be used.
+// the resume, and is not meant to be used. The events fed after need not
+// be numbered (Options.Numbered is ignored): the state's blocks are not.
 func Resume(opt Options, st *State) *Summarizer {
+	opt.Numbered = false
 	s := NewSummarizer(opt)
 	ev := trace.Event{Device: opt.Device}
 	for i := range st.Segments {
@@ -117,7 +123,9 @@ func Resume(opt Options, st *State) *Summarizer {
 		}
 		s.Event(&ev)
 		if lb := s.live.get(int64(b.Addr)); lb != nil {
-			lb.allocN = b.AllocEvent
+			if info := s.live.info(lb); info != nil {
+				info.allocN = b.AllocEvent
+			}
 			lb.recon = b.Stack == BeforeRecording
 		}
 	}

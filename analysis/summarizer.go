@@ -32,13 +32,22 @@ type Options struct {
 	// FragmentationOnly computes only the Summary's Fragmentation, Peaks
 	// and Stats, the same as without it, for a caller that uses no more
 	// (tracer replay): no timeline (the maxima are kept as the events
-	// come), sites, phases, lifetimes, grow, OOM details or segment layout.
+	// come), sites, phases, lifetimes, grow, OOM details or segment layout;
+	// and it keeps no block's stack, alloc event or time (State has none).
 	FragmentationOnly bool
 	// Blocks, if set, is about the most blocks live at once (tracer replay
 	// guesses it from the trace's size): the table of live blocks is made
 	// for them at once instead of doubled to that size, each doubling a
 	// rehash of every block on the analysis's thread. It changes no result.
 	Blocks int
+	// Numbered says that the events' Ref numbers their blocks as
+	// replay.BlockNumbers gives them: every alloc a number, the number
+	// its address holds while a block there is live, a free the number
+	// of its address (0 for an address no alloc named). The live blocks
+	// are then kept in an array by number, each found with an index
+	// where an address is hashed and probed for (a cache miss or two per
+	// event in a large trace). It changes no result.
+	Numbered bool
 }
 
 // Summarizer computes a Summary from events fed one at a time. Its memory is
@@ -127,6 +136,7 @@ func NewSummarizer(opt Options) *Summarizer {
 		s = &Summarizer{opt: opt, tl: newTimelineBuilder(opt.TimelineBuckets), segs: newSegments(),
 			ph: newPhases(opt.Annotations, opt.Device)}
 	}
+	s.live.numbered, s.live.full = opt.Numbered, !opt.FragmentationOnly
 	s.live.reserve(opt.Blocks)
 	return s
 }
@@ -199,6 +209,12 @@ func (s *Summarizer) Event(ev *trace.Event) {
 // them in (blocks.peek), which a caller of Event cannot: on a table larger
 // than the cache this saves most of a miss per event.
 func (s *Summarizer) Events(evs []trace.Event) {
+	if s.live.numbered {
+		for i := range evs {
+			s.Event(&evs[i])
+		}
+		return
+	}
 	for i := range evs {
 		if i%peekAhead == 0 {
 			var sum slot
@@ -246,9 +262,21 @@ func (s *Summarizer) blockSize(ev *trace.Event) int64 {
 	return max((ev.Size+511)&^511, 512)
 }
 
+// lookup returns the live block ev (an alloc or free_*) names, or nil.
+func (s *Summarizer) lookup(ev *trace.Event) *block {
+	if s.live.numbered {
+		return s.live.byNumber(int64(ev.Addr), ev.Ref)
+	}
+	return s.live.get(int64(ev.Addr))
+}
+
 func (s *Summarizer) alloc(ev *trace.Event) {
 	addr := int64(ev.Addr)
-	if old := s.live.get(addr); old != nil {
+	if s.live.numbered && ev.Ref <= 0 {
+		s.unmatch++ // a numbered alloc without a number: nowhere to keep it
+		return
+	}
+	if old := s.lookup(ev); old != nil {
 		// A second alloc at a live address: the frees were lost. Drop the old block.
 		s.unmatch++
 		s.release(old, true)
@@ -262,10 +290,10 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 	if misfit {
 		s.misfits++
 	}
-	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, allocN: s.n, allocT: ev.TimeUs,
-		stack: ev.Stack, phase: s.phase, inSeg: g != nil, misfit: misfit,
+	b := s.live.put(block{addr: addr, size: bs, req: ev.Size, inSeg: g != nil, misfit: misfit,
 		recon:   ev.Flags&trace.FlagReconstructed != 0,
-		pending: ev.Flags&trace.FlagPending != 0})
+		pending: ev.Flags&trace.FlagPending != 0},
+		blockInfo{allocN: s.n, allocT: ev.TimeUs, stack: ev.Stack, phase: s.phase}, ev.Ref)
 	s.v[Active] += bs
 	s.v[Requested] += ev.Size
 	var allocd int64
@@ -276,10 +304,10 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 		s.peakBlocks = max(s.peakBlocks, s.nBlocks)
 		s.nAllocs++
 		if !s.fragOnly {
-			s.sites.add(b.site(), bs, ev.Size, 1)
+			s.sites.add(s.live.site(b), bs, ev.Size, 1)
 		}
 		if s.ph != nil {
-			s.ph.alloc(b.phase, bs)
+			s.ph.alloc(s.phase, bs)
 		}
 	}
 	if g != nil {
@@ -288,8 +316,7 @@ func (s *Summarizer) alloc(ev *trace.Event) {
 }
 
 func (s *Summarizer) freeRequested(ev *trace.Event) {
-	addr := int64(ev.Addr)
-	b := s.live.get(addr)
+	b := s.lookup(ev)
 	if b == nil || b.pending {
 		s.unmatch++
 		return
@@ -311,9 +338,10 @@ func (s *Summarizer) unallocate(b *block) {
 		}
 		return
 	}
-	s.sites.add(b.site(), -b.size, -b.req, -1)
+	info := s.live.info(b)
+	s.sites.add(s.live.site(b), -b.size, -b.req, -1)
 	if s.ph != nil {
-		s.ph.free(b.phase, b.size)
+		s.ph.free(info.phase, b.size)
 	}
 	b.pending = true
 	s.live.changed(b)
@@ -322,16 +350,15 @@ func (s *Summarizer) unallocate(b *block) {
 	}
 	if b.recon {
 		s.nRecon++
-	} else if s.hasTime && b.allocT != 0 {
-		s.lifeUs.add(s.lastTime-b.allocT, b.size)
+	} else if s.hasTime && info.allocT != 0 {
+		s.lifeUs.add(s.lastTime-info.allocT, b.size)
 	} else {
-		s.lifeEv.add(s.n-b.allocN, b.size)
+		s.lifeEv.add(s.n-info.allocN, b.size)
 	}
 }
 
 func (s *Summarizer) freeCompleted(ev *trace.Event) {
-	addr := int64(ev.Addr)
-	b := s.live.get(addr)
+	b := s.lookup(ev)
 	if b == nil {
 		s.unmatch++
 		return
@@ -358,7 +385,7 @@ func (s *Summarizer) release(b *block, lost bool) {
 	if b.misfit {
 		s.misfits--
 	}
-	s.live.del(b.addr)
+	s.live.remove(b)
 }
 
 // willDecrease is called before allocated (or reserved) bytes decrease: the

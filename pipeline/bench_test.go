@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/cputime"
 	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/record"
+	"github.com/tracer-dev/tracer/replay"
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // benchTrace records, once per test binary, a long training loop on the
@@ -112,6 +117,57 @@ func BenchmarkReplayAnalyze(b *testing.B) {
 			}
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(float64(events)/float64(b.N), "events/op")
+		})
+	}
+}
+
+// BenchmarkAnalysisStage measures the analysis stage of `tracer replay`
+// alone: the replayed events of a trace under its recorded settings,
+// collected once, fed to a summarizer (analysis.Options.FragmentationOnly)
+// in the batches the command hands on, with its table sized as the
+// command sizes it: "numbered", as the command does, the events' blocks
+// numbered beforehand (replay.BlockNumbers, outside the timer, as another
+// goroutine numbers them in the command), and "hashed", by address, as
+// before. TRACER_BENCH_ANALYSIS names the trace (default benchTrace's).
+// thread-ns/event is the summarizer's thread's CPU time per event.
+func BenchmarkAnalysisStage(b *testing.B) {
+	path := os.Getenv("TRACER_BENCH_ANALYSIS")
+	if path == "" {
+		var err error
+		if path, err = benchTrace(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	evs, blocks, err := pipeline.ReplayedEvents(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hashed := slices.Clone(evs)
+	var nums replay.BlockNumbers
+	nums.Number(evs)
+	for _, c := range []struct {
+		name     string
+		evs      []trace.Event
+		numbered bool
+	}{{"numbered", evs, true}, {"hashed", hashed, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			runtime.LockOSThread() // the thread's CPU time is the summarizer's
+			defer runtime.UnlockOSThread()
+			cpu0, faults0 := cputime.Thread(), cputime.ThreadFaults()
+			for b.Loop() {
+				s := analysis.NewSummarizer(analysis.Options{FragmentationOnly: true, Blocks: blocks, Numbered: c.numbered})
+				for rest := c.evs; len(rest) > 0; {
+					n := min(len(rest), pipeline.BatchRows)
+					s.Events(rest[:n])
+					rest = rest[n:]
+				}
+				if s.Finalize().Peaks.Reserved.Bytes == 0 {
+					b.Fatal("no reserved peak")
+				}
+			}
+			b.ReportMetric(float64(cputime.Thread()-cpu0)/float64(b.N*len(c.evs)), "thread-ns/event")
+			b.ReportMetric(float64(cputime.ThreadFaults()-faults0)/float64(b.N), "faults/op")
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -397,7 +398,7 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	if report != nil {
 		for i, r := range reps {
 			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered + slices.Max(append(src.numberParts, 0)), Model: r.model,
-				Analysis: r.behind.cpu, Finalize: r.final, Wall: time.Since(start), ModelFaults: r.faults, AnalysisFaults: r.behind.faults})
+				Analysis: r.behind.cpu, AnalysisNumber: r.obs.numCPU, Finalize: r.final, Wall: time.Since(start), ModelFaults: r.faults, AnalysisFaults: r.behind.faults})
 		}
 	}
 	return runs, nil
@@ -444,6 +445,14 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		opt.Analysis.Blocks = r.prep.blocks / 2
 	}
 	r.obs = newFanout(opt)
+	if r.prep != nil {
+		// 5/8 of the guess: the numbering's table (or each part's)
+		// holds up to 3/4 of its slots, a power of two. Made for half,
+		// it doubles on seed1m.trace (1M blocks live of a guess of
+		// 1.34M), old and new tables resident at once; for the whole,
+		// small.trace's is twice what its 300k blocks need.
+		r.obs.numberBlocks = r.prep.blocks * 5 / 8
+	}
 	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)
 	if r.prep != nil {
 		opt.Replayer = r.prep.replayer(&src.ra.top, src.wake)
@@ -501,6 +510,14 @@ type fanout struct {
 	lastDev  int32
 	stackIDs map[trace.StackID]trace.StackID
 	err      error
+	// numbered: the events' Ref numbers their blocks (numberAhead), and
+	// the summarizers keep them by number (analysis.Options.Numbered).
+	numbered bool
+	parts    *replay.PartNumbers
+	// numberBlocks is about the most blocks live at once, for the
+	// numbering's table (0: unknown).
+	numberBlocks int
+	numCPU       time.Duration // the numbering's CPU, when timed: its goroutine's and its longest part's
 }
 
 func newFanout(opt Options) *fanout {
@@ -523,6 +540,7 @@ func (f *fanout) summarizer(d int32) *analysis.Summarizer {
 			o := f.opt.Analysis
 			o.Device = d
 			o.Stacks = f.stack
+			o.Numbered = f.numbered
 			s = analysis.NewSummarizer(o)
 			f.byDevice[d] = s
 		}
@@ -530,6 +548,42 @@ func (f *fanout) summarizer(d int32) *analysis.Summarizer {
 	}
 	return s
 }
+
+// numberAhead numbers the blocks of the batches that come in full
+// (replay.BlockNumbers; on many cores in parts, replay.PartNumbers) on
+// goroutines of their own, and hands them on, in order, in the channel it
+// returns, closed after the last; the receiver calls numbersDone for each
+// before it reads its events. The summarizers then find each event's
+// block by its number (analysis.Options.Numbered), an array index, where
+// they would hash its address and take the table's cache misses on the
+// analysis's thread. Its table is made for f.numberBlocks blocks, if set.
+// It must be called before the first event; when timed, the
+// numbering's CPU time is in f.numCPU once the channel is closed.
+func (f *fanout) numberAhead(full <-chan *batch, timed bool) <-chan *batch {
+	f.numbered = true
+	f.parts = replay.NewPartNumbers(replay.NumberParts(runtime.GOMAXPROCS(0)), timed)
+	out := make(chan *batch, 1)
+	go func() {
+		defer close(out)
+		clock := startClock(timed)
+		defer func() {
+			f.parts.Close()
+			f.numCPU = clock.stop() + slices.Max(f.parts.PartCPU())
+		}()
+		if f.numberBlocks > 0 {
+			f.parts.Reserve(f.opt.Analysis.Device, f.numberBlocks)
+		}
+		for b := range full {
+			f.parts.Start(b.evs)
+			out <- b
+		}
+	}()
+	return out
+}
+
+// numbersDone waits until the oldest batch numberAhead handed on and not
+// yet waited for is numbered.
+func (f *fanout) numbersDone() { f.parts.Done() }
 
 // events is Event of each of evs, which hands each run of events of one
 // device to its summarizer at once (Summarizer.Events) when nothing else

@@ -17,7 +17,11 @@ type StageTimes struct {
 	Number   time.Duration // numbering its blocks (replay.BlockNumbers), on a goroutine of its own; on many cores its longest part's (replay.PartNumbers) plus that goroutine's wait, the parts' lists being Read's
 	Model    time.Duration // the allocator model, with the comparison and the hand-off to the analysis
 	Analysis time.Duration // the summaries of the replayed events
-	Finalize time.Duration // the summaries' end, after the stages
+	// AnalysisNumber is the numbering of the replayed events' blocks for
+	// the summaries, on a goroutine of its own between the model and
+	// the analysis (fanout.numberAhead).
+	AnalysisNumber time.Duration
+	Finalize       time.Duration // the summaries' end, after the stages
 	// ModelFaults and AnalysisFaults are the minor page faults of the
 	// model's and the analysis's threads: their first touches of fresh
 	// memory, which their CPU times count without saying so.

@@ -383,11 +383,13 @@ func startAnalyzeBehind(f *fanout, src *tap, timed, prefault bool) *analyzeBehin
 	if prefault {
 		go a.pool.fill(inFlight + 1)
 	}
+	numbered := f.numberAhead(a.full, timed)
 	go func() {
 		defer close(a.done)
 		clock := startClock(timed)
 		defer func() { a.cpu, a.faults = clock.stopFaults() }()
-		for b := range a.full {
+		for b := range numbered {
+			f.numbersDone()
 			f.stacks = b.stacks
 			f.events(b.evs)
 			a.pool.put(b)

@@ -31,8 +31,8 @@ func startProfile(stderr io.Writer) (stop func()) {
 		pipeline.OnStages = func(t pipeline.StageTimes) {
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Fprintf(stderr, "tracer: stages (%s): CPU ms: read %.1f, numbering %.1f, model %.1f, analysis %.1f, finalize %.1f; wall ms %.1f, from %.1f to %.1f; minor faults: the model's thread %d, the analysis's %d\n",
-				t.Label, ms(t.Read), ms(t.Number), ms(t.Model), ms(t.Analysis), ms(t.Finalize), ms(t.Wall),
+			fmt.Fprintf(stderr, "tracer: stages (%s): CPU ms: read %.1f, numbering %.1f, model %.1f, analysis %.1f (its blocks numbered ahead %.1f), finalize %.1f; wall ms %.1f, from %.1f to %.1f; minor faults: the model's thread %d, the analysis's %d\n",
+				t.Label, ms(t.Read), ms(t.Number), ms(t.Model), ms(t.Analysis), ms(t.AnalysisNumber), ms(t.Finalize), ms(t.Wall),
 				ms(time.Since(began)-t.Wall), ms(time.Since(began)), t.ModelFaults, t.AnalysisFaults)
 		}
 		record.OnImportStage = func(s record.ImportStage) {

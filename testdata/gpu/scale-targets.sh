@@ -181,7 +181,7 @@ fi
 	echo
 	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of ROUNDS passes, 3 by default, each pass followed by a round of the model's benchmarks), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request; each round: the same in each of the interleaved rounds, least-most); base model: the same benchmark of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
 	echo
-	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | PyTorch / model | PyTorch / model, each round | base model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis | stages wall s | peak MiB |"
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | PyTorch / model | PyTorch / model, each round | base model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis (+ the analysis's numbering) | stages wall s | peak MiB |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 for f in "${snaps[@]}"; do
@@ -232,7 +232,8 @@ for f in "${snaps[@]}"; do
 		mns=$(per trace-reuse/ "$bench") bns=$(per trace-byaddr/ "$bench") nns=$(per trace-number/ "$bench") ons=$(per trace-reuse/ "$based")
 		mns=${mns:--} bns=${bns:--} nns=${nns:--} ons=${ons:--}
 		# TRACER_STAGES: "tracer: stages (LABEL): CPU ms: read R, numbering N,
-		# model M, analysis A, finalize F; wall ms W, ..." per replay; a
+		# model M, analysis A (its blocks numbered ahead B), finalize F; wall
+		# ms W, ..." per replay (no B from builds before it); a
 		# what-if's recorded replay beside it reports too, under its own
 		# label: take the line whose label names the conf asked for.
 		sns=- sw=-
@@ -241,8 +242,9 @@ for f in "${snaps[@]}"; do
 			read -r sns sw <<<"$(awk -v e="${events[$name]:-0}" '{
 				for (i = 1; i <= NF; i++) { k = $i; v = $(i+1); sub(/,|;/, "", v)
 					if (k == "read" || k == "numbering" || k == "model" || k == "analysis") x[k] = v
+					if (k == "ahead") { sub(/\)/, "", v); ahead = sprintf("(+%.0f)", v * 1e6 / e) }
 					if (k == "ms" && $(i-1) == "wall") w = v }
-				if (e > 0) printf "%.0f/%.0f/%.0f/%.0f %.3f", x["read"] * 1e6 / e, x["numbering"] * 1e6 / e, x["model"] * 1e6 / e, x["analysis"] * 1e6 / e, w / 1e3
+				if (e > 0) printf "%.0f/%.0f/%.0f/%.0f%s %.3f", x["read"] * 1e6 / e, x["numbering"] * 1e6 / e, x["model"] * 1e6 / e, x["analysis"] * 1e6 / e, ahead, w / 1e3
 				else print "- -" }' <<<"$line")"
 			sns=${sns:--} sw=${sw:--}
 		fi
