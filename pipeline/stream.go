@@ -95,6 +95,8 @@ type readAhead struct {
 	// (OnStages), which the caller reads after close.
 	timed          bool
 	read, numbered time.Duration
+	decoders       time.Duration   // the trace's decoders' CPU (trace.Reader.DecodeAhead), beside read
+	decoded        int             // and the record batches they decoded
 	numberParts    []time.Duration // the numbering's parts' (numbered is its own goroutine's)
 	// top is the greatest block number handed on so far, when number is
 	// set; each tap's wake is told when it grows (modelPrep).
@@ -166,7 +168,11 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 		defer ra.closeTaps()
 	}
 	clock := startClock(ra.timed)
-	defer func() { ra.read = clock.stop() }()
+	rd.DecodeAhead(decoders(runtime.GOMAXPROCS(0)), ra.timed)
+	defer func() {
+		ra.read = clock.stop()
+		ra.decoders, ra.decoded = rd.DecodeCPU()
+	}()
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()
 		if numq != nil {
@@ -212,6 +218,19 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	}
 	ra.err = rd.Err()
 	facts.Truncated = rd.Truncated()
+}
+
+// decoders is how many goroutines decode a trace's record batches ahead of
+// the reader's (trace.Reader.DecodeAhead) at GOMAXPROCS procs: half the
+// cores, at most 4 (each holds about 11 MB of a batch at a time; 4 keep
+// ahead of the reader's goroutine, which then only copies the events and
+// folds them into the facts); none below 4 cores, where the stages
+// already share the cores and more threads would only add memory.
+func decoders(procs int) int {
+	if procs < 4 {
+		return 0
+	}
+	return min(4, procs/2)
 }
 
 // numberAhead is how many decoded batches wait for the numbering: the

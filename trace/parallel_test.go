@@ -1,0 +1,144 @@
+package trace_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// aheadTrace writes a trace of n events in batches of 100, a new stack
+// added before every 70th event (so most batches bring a dictionary
+// delta), and returns its path.
+func aheadTrace(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ahead.arrows")
+	w, err := trace.Create(path, meta(), trace.WriterOptions{BatchRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := sample(w, n)
+	for i := range evs {
+		if i%70 == 0 {
+			evs[i].Stack = w.AddStack(trace.Stack{{Name: fmt.Sprint("f", i), File: "a.py", Line: int32(i)}})
+		}
+		if err := w.Write(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readAll reads path's events (each with its stack as Stacks gave it when
+// the event was read), with workers decoding ahead when workers > 0, and
+// reports whether they did and how many batches they decoded.
+func readAll(t *testing.T, path string, workers int) (evs []trace.Event, stacks []trace.Stack, err error, cut, ahead bool, decoded int) {
+	t.Helper()
+	rd, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if workers > 0 {
+		ahead = rd.DecodeAhead(workers, true)
+	}
+	var ev trace.Event
+	for rd.NextTo(&ev) {
+		evs = append(evs, ev)
+		var st trace.Stack
+		if ev.Stack != trace.NoStack {
+			tab := rd.Stacks()
+			if int(ev.Stack) >= len(tab) {
+				t.Fatalf("event %d: stack %d, table of %d", len(evs)-1, ev.Stack, len(tab))
+			}
+			st = tab[ev.Stack]
+		}
+		stacks = append(stacks, st)
+	}
+	_, decoded = rd.DecodeCPU()
+	return evs, stacks, rd.Err(), rd.Truncated(), ahead, decoded
+}
+
+// TestDecodeAhead: a trace read with workers decoding its record batches
+// gives the events, stacks, error and truncation of a plain read, the
+// workers decoding every batch; a trace whose messages are not whole is
+// read plainly; one whose batch is corrupt fails where the plain read does.
+func TestDecodeAhead(t *testing.T) {
+	const n = 2345 // 24 batches
+	path := aheadTrace(t, n)
+	want, wantStacks, _, _, _, _ := readAll(t, path, 0)
+	if len(want) != n {
+		t.Fatalf("plain read: %d events of %d", len(want), n)
+	}
+	for _, workers := range []int{2, 3, 8} {
+		got, gotStacks, err, cut, ahead, decoded := readAll(t, path, workers)
+		if !ahead || decoded != 24 {
+			t.Errorf("%d workers: ahead %v, %d batches decoded by them; want true, 24", workers, ahead, decoded)
+		}
+		if err != nil || cut || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotStacks, wantStacks) {
+			t.Errorf("%d workers: %d events (err %v, cut %v), not the plain read's %d", workers, len(got), err, cut, len(want))
+		}
+	}
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut inside the 11th batch: no workers, the plain read's events.
+	cutPath := filepath.Join(t.TempDir(), "cut.arrows")
+	if err := os.WriteFile(cutPath, data[:len(data)*11/24], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain, _, perr, pcut, _, _ := readAll(t, cutPath, 0)
+	got, _, err, cut, ahead, _ := readAll(t, cutPath, 4)
+	if ahead || !pcut || !cut || perr != nil || err != nil || !reflect.DeepEqual(got, plain) {
+		t.Errorf("cut trace: ahead %v, %d events (cut %v, err %v); plain %d (cut %v, err %v)", ahead, len(got), cut, err, len(plain), pcut, perr)
+	}
+
+	// A stack index out of range in the 15th batch: the same events, then
+	// the same error.
+	bad := append([]byte(nil), data...)
+	at := batchBody(t, bad, 14)
+	binary.LittleEndian.PutUint32(bad[at:], 1<<30)
+	badPath := filepath.Join(t.TempDir(), "bad.arrows")
+	if err := os.WriteFile(badPath, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain, _, perr, _, _, _ = readAll(t, badPath, 0)
+	got, _, err, _, ahead, _ = readAll(t, badPath, 3)
+	if !ahead || perr == nil || err == nil || err.Error() != perr.Error() || !reflect.DeepEqual(got, plain) || len(got) != 1400 {
+		t.Errorf("corrupt batch: ahead %v, %d events, err %v; plain %d events, err %v", ahead, len(got), err, len(plain), perr)
+	}
+}
+
+// batchBody returns the offset in data of record batch b's stack indices
+// (its 20th buffer: two for each column before), walking the stream's
+// messages.
+func batchBody(t *testing.T, data []byte, b int) int {
+	t.Helper()
+	off := 0
+	for off+8 <= len(data) {
+		mlen := int(binary.LittleEndian.Uint32(data[off+4:]))
+		if mlen == 0 {
+			break
+		}
+		meta := data[off+8 : off+8+mlen]
+		typ, body := trace.MessageHeader(meta)
+		if typ == 3 {
+			if b == 0 {
+				return off + 8 + mlen + int(trace.BufferAt(meta, 19))
+			}
+			b--
+		}
+		off += 8 + mlen + int(body)
+	}
+	t.Fatalf("no record batch %d", b)
+	return 0
+}
