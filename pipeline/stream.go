@@ -171,7 +171,7 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	rd.DecodeAhead(decoders(runtime.GOMAXPROCS(0)), ra.timed)
 	defer func() {
 		ra.read = clock.stop()
-		ra.decoders, ra.decoded = rd.DecodeCPU()
+		ra.decoders, ra.decoded, _ = rd.DecodeCPU()
 	}()
 	send := func(b *batch) bool {
 		b.stacks = rd.Stacks()

@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -14,25 +16,31 @@ import (
 // schema and the dictionary deltas before it. Reader.DecodeAhead finds
 // where every message of a trace file lies (scanMessages: its headers
 // only, the stream's equivalent of an IPC file's footer) and hands the
-// record batches round-robin to worker goroutines, each a Reader of its
-// own over the schema, every dictionary message before its batches, and
-// its batches (the same code, so the same events, errors and stacks). The
-// caller's Next and NextTo then take the events in order from the
-// workers' chunks. Each worker decodes one batch at a time and stays at
-// most aheadChunks chunks ahead of the caller, so the memory is bounded
-// by the workers' count: about two record batches' bytes each (Arrow's
-// body and its columns, 11 MB at DefaultBatchRows) plus the chunks.
+// record batches round-robin to worker goroutines. A worker keeps the
+// dictionaries with a Reader of its own over the schema and every
+// dictionary message, each batch of its own replaced by one of no rows
+// (so its action kinds and stack table are the plain Reader's at that
+// batch), and reads the batch's columns from the file a chunk of rows at
+// a time, straight into the events (batchCols): no copy of the batch is
+// held, so a worker's memory is a few chunks. A batch whose layout or
+// values are not what this package writes is decoded as the plain Reader
+// does, by a Reader over the schema, the dictionaries before it and the
+// batch, whose events or error are then the plain Reader's. The caller's
+// Next and NextTo take the events in order from the workers' chunks; a
+// worker stays at most aheadChunks chunks ahead of them.
 
 const (
 	chunkRows   = 4096 // events in a chunk a worker hands on
 	aheadChunks = 4    // chunks a worker may have decoded that the caller did not take
 )
 
-// msgSpan is one IPC message of a trace file: its bytes [off, off+n), and
-// its type (1 schema, 2 dictionary batch, 3 record batch).
+// msgSpan is one IPC message of a trace file: its bytes [off, off+n), its
+// type (1 schema, 2 dictionary batch, 3 record batch), and for a record
+// batch its metadata.
 type msgSpan struct {
 	off, n int64
 	typ    byte
+	meta   []byte
 }
 
 // scanMessages walks the messages of the trace file f (size bytes) by
@@ -73,7 +81,12 @@ func scanMessages(f io.ReaderAt, size int64) ([]msgSpan, bool) {
 			return nil, false
 		}
 		n := 8 + mlen + body
-		spans = append(spans, msgSpan{off, n, typ})
+		sp := msgSpan{off: off, n: n, typ: typ}
+		if typ == 3 {
+			sp.meta = meta
+			meta = nil
+		}
+		spans = append(spans, sp)
 		off += n
 	}
 }
@@ -126,10 +139,16 @@ type ahead struct {
 }
 
 type aheadWorker struct {
-	rd      *Reader
+	dicts   *Reader // the dictionaries, as of each of its batches
+	file    *os.File
+	name    string
+	spans   []msgSpan
+	recs    []int // the spans' indices of the record batches
 	out     chan chunk
 	cpu     time.Duration
 	decoded int // record batches decoded
+	plain   int // of which as the plain Reader does
+	cols    batchCols
 }
 
 // DecodeAhead makes the rest of r's events come from workers goroutines
@@ -159,38 +178,44 @@ func (r *Reader) DecodeAhead(workers int, timed bool) bool {
 	if len(recs) < 2 {
 		return false
 	}
+	if !exactSchema(r.ipc.Schema()) {
+		return false
+	}
+	rb, ok := noRowsBatch()
+	if !ok {
+		return false
+	}
 	workers = min(workers, len(recs))
 	a := &ahead{free: make(chan []Event, workers*(aheadChunks+1)), stop: make(chan struct{}), batches: len(recs), timed: timed}
 	for w := range workers {
-		// The worker's stream: the schema, then before each of its
-		// batches the dictionary messages it has not read, then the
-		// batch; the end-of-stream marker.
+		// The dictionaries' stream: the schema, then before each of the
+		// worker's batches the dictionary messages it has not read and a
+		// batch of no rows; the end-of-stream marker.
 		var parts []io.Reader
 		var size int64
-		add := func(s msgSpan) {
-			parts = append(parts, io.NewSectionReader(r.file, s.off, s.n))
-			size += s.n
+		add := func(rd io.Reader, n int64) {
+			parts = append(parts, rd)
+			size += n
 		}
-		add(spans[0])
+		add(io.NewSectionReader(r.file, spans[0].off, spans[0].n), spans[0].n)
 		from := 1
 		for b := w; b < len(recs); b += workers {
 			for _, s := range spans[from:recs[b]] {
 				if s.typ == 2 {
-					add(s)
+					add(io.NewSectionReader(r.file, s.off, s.n), s.n)
 				}
 			}
-			add(spans[recs[b]])
+			add(bytes.NewReader(rb), int64(len(rb)))
 			from = recs[b] + 1
 		}
-		parts = append(parts, eosReader())
-		size += 8
+		add(bytes.NewReader(eos[:]), 8)
 		rd, err := newReader(r.name, io.MultiReader(parts...), size)
 		if err != nil {
 			a.close()
 			return false
 		}
-		aw := &aheadWorker{rd: rd, out: make(chan chunk, aheadChunks)}
-		a.workers = append(a.workers, aw)
+		rd.dictsOnly = true
+		a.workers = append(a.workers, &aheadWorker{dicts: rd, file: r.file, name: r.name, spans: spans, recs: recs, out: make(chan chunk, aheadChunks)})
 	}
 	r.ahead = a
 	for w, aw := range a.workers {
@@ -200,19 +225,22 @@ func (r *Reader) DecodeAhead(workers int, timed bool) bool {
 	return true
 }
 
-func eosReader() io.Reader {
-	return io.NewSectionReader(eosBytes{}, 0, 8)
-}
+// eos is the end-of-stream marker.
+var eos = [8]byte{0xFF, 0xFF, 0xFF, 0xFF}
 
-type eosBytes struct{}
-
-func (eosBytes) ReadAt(p []byte, off int64) (int, error) {
-	eos := [8]byte{0xFF, 0xFF, 0xFF, 0xFF}
-	n := copy(p, eos[off:])
-	if n < len(p) {
-		return n, io.EOF
+// plainReader returns a Reader over the schema, the dictionary messages
+// before record batch b, and b: what the plain Reader decodes b with.
+func (aw *aheadWorker) plainReader(b int) (*Reader, error) {
+	var parts []io.Reader
+	var size int64
+	for i, s := range aw.spans[:aw.recs[b]+1] {
+		if s.typ != 3 || i == aw.recs[b] {
+			parts = append(parts, io.NewSectionReader(aw.file, s.off, s.n))
+			size += s.n
+		}
 	}
-	return n, nil
+	parts = append(parts, bytes.NewReader(eos[:]))
+	return newReader(aw.name, io.MultiReader(parts...), size+8)
 }
 
 // run decodes worker w's batches (w, w+k, ...) into chunks.
@@ -224,7 +252,6 @@ func (a *ahead) run(aw *aheadWorker, w int) {
 		start = cputime.Thread()
 		defer func() { aw.cpu = cputime.Thread() - start; runtime.UnlockOSThread() }()
 	}
-	rd := aw.rd
 	send := func(c chunk) bool {
 		select {
 		case aw.out <- c:
@@ -233,39 +260,79 @@ func (a *ahead) run(aw *aheadWorker, w int) {
 			return false
 		}
 	}
+	get := func() []Event {
+		select {
+		case evs := <-a.free:
+			return evs
+		default:
+			return make([]Event, chunkRows)
+		}
+	}
+	dicts := aw.dicts
 	for b := w; b < a.batches; b += len(a.workers) {
-		unknown := rd.unknown
-		ok := !rd.done && rd.nextBatch()
 		aw.decoded++
-		for ok && rd.row < rd.rows {
-			var evs []Event
-			select {
-			case evs = <-a.free:
-			default:
-				evs = make([]Event, chunkRows)
+		sp := aw.spans[aw.recs[b]]
+		unknown := dicts.unknown
+		if !dicts.done && dicts.nextBatch() && aw.cols.bind(aw.file, sp, dicts) {
+			stacks := dicts.Stacks()
+			for lo := 0; lo < aw.cols.rows; lo += chunkRows {
+				evs := get()[:min(chunkRows, aw.cols.rows-lo)]
+				aw.cols.start(lo, evs)
+				if !aw.cols.read(aw.file, lo, evs) {
+					break
+				}
+				if !send(chunk{evs: evs, stacks: stacks}) {
+					return
+				}
 			}
-			n := min(chunkRows, rd.rows-rd.row)
-			evs = evs[:n]
-			for i := range evs {
-				rd.fill(&evs[i])
+			if aw.cols.err == nil {
+				if !send(chunk{end: true, stacks: stacks, unknown: dicts.unknown - unknown}) {
+					return
+				}
+				continue
 			}
-			if !send(chunk{evs: evs, stacks: rd.Stacks()}) {
-				return
-			}
+			// Values the plain Reader refuses: it says why, after
+			// the rows before them, which were served.
 		}
-		end := chunk{end: true, stacks: rd.Stacks(), unknown: rd.unknown - unknown}
-		if !ok {
-			// The stream ended or failed where the scan saw a batch:
-			// what the plain Reader would say there.
-			end.err, end.cut = rd.err, rd.cut
-			if end.err == nil && !end.cut {
-				end.cut = true
-			}
-		}
-		if !send(end) || !ok {
+		if !aw.plainBatch(b, send, get) {
 			return
 		}
 	}
+}
+
+// plainBatch decodes record batch b as the plain Reader does, skipping
+// the rows aw.cols served of it, and reports whether to go on.
+func (aw *aheadWorker) plainBatch(b int, send func(chunk) bool, get func() []Event) bool {
+	aw.plain++
+	skip := aw.cols.served
+	rd, err := aw.plainReader(b)
+	end := chunk{end: true}
+	if err != nil {
+		end.err = err
+		return send(end) && false
+	}
+	defer rd.Close()
+	ok := rd.nextBatch()
+	rd.row = min(skip, rd.rows)
+	for ok && rd.row < rd.rows {
+		evs := get()[:min(chunkRows, rd.rows-rd.row)]
+		for i := range evs {
+			rd.fill(&evs[i])
+		}
+		if !send(chunk{evs: evs, stacks: rd.Stacks()}) {
+			return false
+		}
+	}
+	end.stacks, end.unknown = rd.Stacks(), rd.unknown
+	if !ok {
+		// The stream failed where the scan saw a batch: what the
+		// plain Reader says there.
+		end.err, end.cut = rd.err, rd.cut
+		if end.err == nil && !end.cut {
+			end.cut = true
+		}
+	}
+	return send(end) && ok
 }
 
 // nextAhead is NextTo for a Reader with workers.
@@ -317,21 +384,23 @@ func (a *ahead) finish() {
 func (a *ahead) close() {
 	a.finish()
 	for _, aw := range a.workers {
-		aw.rd.Close()
+		aw.dicts.Close()
 	}
 }
 
 // DecodeCPU stops DecodeAhead's workers and returns their CPU time
-// (timed) and how many record batches they decoded: for after the
+// (timed), how many record batches they decoded, and how many of those
+// as the plain Reader does (batchCols took the rest): for after the
 // events were read.
-func (r *Reader) DecodeCPU() (cpu time.Duration, batches int) {
+func (r *Reader) DecodeCPU() (cpu time.Duration, batches, plain int) {
 	if r.ahead == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	r.ahead.finish()
 	for _, aw := range r.ahead.workers {
 		cpu += aw.cpu
 		batches += aw.decoded
+		plain += aw.plain
 	}
-	return cpu, batches
+	return cpu, batches, plain
 }

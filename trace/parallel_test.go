@@ -39,7 +39,7 @@ func aheadTrace(t *testing.T, n int) string {
 // readAll reads path's events (each with its stack as Stacks gave it when
 // the event was read), with workers decoding ahead when workers > 0, and
 // reports whether they did and how many batches they decoded.
-func readAll(t *testing.T, path string, workers int) (evs []trace.Event, stacks []trace.Stack, err error, cut, ahead bool, decoded int) {
+func readAll(t *testing.T, path string, workers int) (evs []trace.Event, stacks []trace.Stack, err error, cut, ahead bool, decoded, plain int) {
 	t.Helper()
 	rd, err := trace.Open(path)
 	if err != nil {
@@ -62,8 +62,8 @@ func readAll(t *testing.T, path string, workers int) (evs []trace.Event, stacks 
 		}
 		stacks = append(stacks, st)
 	}
-	_, decoded = rd.DecodeCPU()
-	return evs, stacks, rd.Err(), rd.Truncated(), ahead, decoded
+	_, decoded, plain = rd.DecodeCPU()
+	return evs, stacks, rd.Err(), rd.Truncated(), ahead, decoded, plain
 }
 
 // TestDecodeAhead: a trace read with workers decoding its record batches
@@ -73,14 +73,14 @@ func readAll(t *testing.T, path string, workers int) (evs []trace.Event, stacks 
 func TestDecodeAhead(t *testing.T) {
 	const n = 2345 // 24 batches
 	path := aheadTrace(t, n)
-	want, wantStacks, _, _, _, _ := readAll(t, path, 0)
+	want, wantStacks, _, _, _, _, _ := readAll(t, path, 0)
 	if len(want) != n {
 		t.Fatalf("plain read: %d events of %d", len(want), n)
 	}
 	for _, workers := range []int{2, 3, 8} {
-		got, gotStacks, err, cut, ahead, decoded := readAll(t, path, workers)
-		if !ahead || decoded != 24 {
-			t.Errorf("%d workers: ahead %v, %d batches decoded by them; want true, 24", workers, ahead, decoded)
+		got, gotStacks, err, cut, ahead, decoded, plain := readAll(t, path, workers)
+		if !ahead || decoded != 24 || plain != 0 {
+			t.Errorf("%d workers: ahead %v, %d batches decoded by them, %d as the plain Reader does; want true, 24, 0", workers, ahead, decoded, plain)
 		}
 		if err != nil || cut || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotStacks, wantStacks) {
 			t.Errorf("%d workers: %d events (err %v, cut %v), not the plain read's %d", workers, len(got), err, cut, len(want))
@@ -96,8 +96,8 @@ func TestDecodeAhead(t *testing.T) {
 	if err := os.WriteFile(cutPath, data[:len(data)*11/24], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plain, _, perr, pcut, _, _ := readAll(t, cutPath, 0)
-	got, _, err, cut, ahead, _ := readAll(t, cutPath, 4)
+	plain, _, perr, pcut, _, _, _ := readAll(t, cutPath, 0)
+	got, _, err, cut, ahead, _, _ := readAll(t, cutPath, 4)
 	if ahead || !pcut || !cut || perr != nil || err != nil || !reflect.DeepEqual(got, plain) {
 		t.Errorf("cut trace: ahead %v, %d events (cut %v, err %v); plain %d (cut %v, err %v)", ahead, len(got), cut, err, len(plain), pcut, perr)
 	}
@@ -111,8 +111,11 @@ func TestDecodeAhead(t *testing.T) {
 	if err := os.WriteFile(badPath, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plain, _, perr, _, _, _ = readAll(t, badPath, 0)
-	got, _, err, _, ahead, _ = readAll(t, badPath, 3)
+	plain, _, perr, _, _, _, _ = readAll(t, badPath, 0)
+	got, _, err, _, ahead, _, fell := readAll(t, badPath, 3)
+	if fell != 1 {
+		t.Errorf("corrupt batch: %d batches decoded as the plain Reader does, want 1", fell)
+	}
 	if !ahead || perr == nil || err == nil || err.Error() != perr.Error() || !reflect.DeepEqual(got, plain) || len(got) != 1400 {
 		t.Errorf("corrupt batch: ahead %v, %d events, err %v; plain %d events, err %v", ahead, len(got), err, len(plain), perr)
 	}

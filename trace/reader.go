@@ -72,6 +72,9 @@ type Reader struct {
 	kindOfIdx []Kind // action dictionary index → Kind, per batch
 	unknown   int64  // events with an action this version does not know
 	ahead     *ahead // the workers that decode the batches (DecodeAhead), or nil
+	// dictsOnly: a DecodeAhead worker's Reader of the dictionaries, whose
+	// batches have no rows: bind takes their dictionaries all the same.
+	dictsOnly bool
 }
 
 // Open opens the trace at path. Errors name the file.
@@ -316,6 +319,12 @@ func (r *Reader) bind(rec arrow.Record) error {
 	}
 	n := int(rec.NumRows())
 	if n == 0 {
+		if r.dictsOnly {
+			if err := r.bindActions(col(ColAction), 0); err != nil {
+				return err
+			}
+			return r.bindStacks(col(ColStack), col(ColFrame), 0)
+		}
 		return nil
 	}
 	i64 := func(name string) ([]int64, error) {
