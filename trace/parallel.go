@@ -142,6 +142,7 @@ type aheadWorker struct {
 	dicts   *Reader // the dictionaries, as of each of its batches
 	file    *os.File
 	name    string
+	size    int64 // the file's
 	spans   []msgSpan
 	recs    []int // the spans' indices of the record batches
 	out     chan chunk
@@ -192,30 +193,25 @@ func (r *Reader) DecodeAhead(workers int, timed bool) bool {
 		// worker's batches the dictionary messages it has not read and a
 		// batch of no rows; the end-of-stream marker.
 		var parts []io.Reader
-		var size int64
-		add := func(rd io.Reader, n int64) {
-			parts = append(parts, rd)
-			size += n
-		}
-		add(io.NewSectionReader(r.file, spans[0].off, spans[0].n), spans[0].n)
+		parts = append(parts, io.NewSectionReader(r.file, spans[0].off, spans[0].n))
 		from := 1
 		for b := w; b < len(recs); b += workers {
 			for _, s := range spans[from:recs[b]] {
 				if s.typ == 2 {
-					add(io.NewSectionReader(r.file, s.off, s.n), s.n)
+					parts = append(parts, io.NewSectionReader(r.file, s.off, s.n))
 				}
 			}
-			add(bytes.NewReader(rb), int64(len(rb)))
+			parts = append(parts, bytes.NewReader(rb))
 			from = recs[b] + 1
 		}
-		add(bytes.NewReader(eos[:]), 8)
-		rd, err := newReader(r.name, io.MultiReader(parts...), size)
+		parts = append(parts, bytes.NewReader(eos[:]))
+		rd, err := newReader(r.name, io.MultiReader(parts...), st.Size())
 		if err != nil {
 			a.close()
 			return false
 		}
 		rd.dictsOnly = true
-		a.workers = append(a.workers, &aheadWorker{dicts: rd, file: r.file, name: r.name, spans: spans, recs: recs, out: make(chan chunk, aheadChunks)})
+		a.workers = append(a.workers, &aheadWorker{dicts: rd, file: r.file, size: st.Size(), name: r.name, spans: spans, recs: recs, out: make(chan chunk, aheadChunks)})
 	}
 	r.ahead = a
 	for w, aw := range a.workers {
@@ -229,18 +225,18 @@ func (r *Reader) DecodeAhead(workers int, timed bool) bool {
 var eos = [8]byte{0xFF, 0xFF, 0xFF, 0xFF}
 
 // plainReader returns a Reader over the schema, the dictionary messages
-// before record batch b, and b: what the plain Reader decodes b with.
+// before record batch b, and b: what the plain Reader decodes b with. Its
+// size is the file's, which bounds what it allocates as the plain
+// Reader's is bounded.
 func (aw *aheadWorker) plainReader(b int) (*Reader, error) {
 	var parts []io.Reader
-	var size int64
 	for i, s := range aw.spans[:aw.recs[b]+1] {
 		if s.typ != 3 || i == aw.recs[b] {
 			parts = append(parts, io.NewSectionReader(aw.file, s.off, s.n))
-			size += s.n
 		}
 	}
 	parts = append(parts, bytes.NewReader(eos[:]))
-	return newReader(aw.name, io.MultiReader(parts...), size+8)
+	return newReader(aw.name, io.MultiReader(parts...), aw.size)
 }
 
 // run decodes worker w's batches (w, w+k, ...) into chunks.

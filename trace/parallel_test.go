@@ -3,6 +3,7 @@ package trace_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -144,4 +145,40 @@ func batchBody(t *testing.T, data []byte, b int) int {
 	}
 	t.Fatalf("no record batch %d", b)
 	return 0
+}
+
+// TestDecodeAheadCorrupt: a trace with a byte changed anywhere, or cut
+// anywhere, reads with workers as it reads plainly: the same events, the
+// same error, the same truncation.
+func TestDecodeAheadCorrupt(t *testing.T) {
+	path := aheadTrace(t, 1234)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(7))
+	dir := t.TempDir()
+	for i := range 300 {
+		bad := append([]byte(nil), data...)
+		what := "cut"
+		if i%4 != 0 {
+			at := rng.Intn(len(bad))
+			bad[at] ^= byte(1 + rng.Intn(255))
+			what = fmt.Sprintf("byte %d", at)
+		} else {
+			bad = bad[:rng.Intn(len(bad))]
+		}
+		p := filepath.Join(dir, fmt.Sprint(i, ".arrows"))
+		if err := os.WriteFile(p, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trace.Open(p); err != nil {
+			continue // no schema: nothing to decode ahead
+		}
+		want, wantStacks, werr, wcut, _, _, _ := readAll(t, p, 0)
+		got, gotStacks, gerr, gcut, _, _, _ := readAll(t, p, 3)
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) || wcut != gcut || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotStacks, wantStacks) {
+			t.Errorf("%s: with workers %d events (err %v, cut %v); plainly %d (err %v, cut %v)", what, len(got), gerr, gcut, len(want), werr, wcut)
+		}
+	}
 }
