@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
 )
@@ -27,6 +28,15 @@ type batchCols struct {
 	buf    []byte
 	served int   // rows read into events
 	err    error // a read that failed
+}
+
+// field64 is where in an Event each column of 8-byte values goes (the
+// signed ones as their bits).
+var field64 = [numCols]uintptr{
+	idxSeq: unsafe.Offsetof(Event{}.Seq), idxTimeUs: unsafe.Offsetof(Event{}.TimeUs), idxAddr: unsafe.Offsetof(Event{}.Addr),
+	idxSize: unsafe.Offsetof(Event{}.Size), idxStream: unsafe.Offsetof(Event{}.Stream),
+	idxPoolA: unsafe.Offsetof(Event{}.Pool) + unsafe.Offsetof(PoolID{}.A), idxPoolB: unsafe.Offsetof(Event{}.Pool) + unsafe.Offsetof(PoolID{}.B),
+	idxBlock: unsafe.Offsetof(Event{}.BlockSize), idxDeviceUsed: unsafe.Offsetof(Event{}.DeviceUsed),
 }
 
 // bytesPerRow is each column's bytes a row; 0 for a bitmap.
@@ -206,47 +216,15 @@ func (c *batchCols) read(f *os.File, lo int, evs []Event) bool {
 			return false
 		}
 		p := c.buf
-		switch col {
-		case idxSeq:
-			for i := range evs {
-				evs[i].Seq = int64(le.Uint64(p[8*i:]))
-			}
-		case idxTimeUs:
-			for i := range evs {
-				evs[i].TimeUs = int64(le.Uint64(p[8*i:]))
-			}
-		case idxDevice:
+		if col == idxDevice {
 			for i := range evs {
 				evs[i].Device = int32(le.Uint32(p[4*i:]))
 			}
-		case idxAddr:
-			for i := range evs {
-				evs[i].Addr = le.Uint64(p[8*i:])
-			}
-		case idxSize:
-			for i := range evs {
-				evs[i].Size = int64(le.Uint64(p[8*i:]))
-			}
-		case idxStream:
-			for i := range evs {
-				evs[i].Stream = le.Uint64(p[8*i:])
-			}
-		case idxPoolA:
-			for i := range evs {
-				evs[i].Pool.A = le.Uint64(p[8*i:])
-			}
-		case idxPoolB:
-			for i := range evs {
-				evs[i].Pool.B = le.Uint64(p[8*i:])
-			}
-		case idxBlock:
-			for i := range evs {
-				evs[i].BlockSize = int64(le.Uint64(p[8*i:]))
-			}
-		case idxDeviceUsed:
-			for i := range evs {
-				evs[i].DeviceUsed = int64(le.Uint64(p[8*i:]))
-			}
+			continue
+		}
+		off := field64[col]
+		for i := range evs {
+			*(*uint64)(unsafe.Add(unsafe.Pointer(&evs[i]), off)) = le.Uint64(p[8*i:])
 		}
 	}
 	c.served += len(evs)
