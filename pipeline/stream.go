@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,18 +191,21 @@ func (ra *readAhead) run(ctx context.Context, rd *trace.Reader, facts *trace.Fac
 	}
 	b := ra.pool.get()
 	for {
-		// Each event is decoded into the batch's next row, which it
-		// takes unless it is of a kind not served.
+		// The events are decoded into the batch's next rows, each of
+		// which they keep unless of a kind not served.
 		n := len(b.evs)
-		ev := &b.evs[:n+1][n]
-		if !rd.NextTo(ev) {
+		k := rd.ReadEvents(b.evs[n:batchRows])
+		if k == 0 {
 			break
 		}
-		facts.Add(ev)
-		if ra.valid && !ev.Kind.Valid() {
-			continue
+		evs := b.evs[n : n+k]
+		for i := range evs {
+			facts.Add(&evs[i])
 		}
-		b.evs = b.evs[:n+1]
+		if ra.valid && facts.Unknown > 0 {
+			evs = slices.DeleteFunc(evs, func(ev trace.Event) bool { return !ev.Kind.Valid() })
+		}
+		b.evs = b.evs[:n+len(evs)]
 		if len(b.evs) == batchRows {
 			if !send(b) {
 				return

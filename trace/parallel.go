@@ -331,6 +331,34 @@ func (aw *aheadWorker) plainBatch(b int, send func(chunk) bool, get func() []Eve
 	return send(end) && ok
 }
 
+// ReadEvents decodes the next events into dst, as many as there are up to
+// len(dst), and returns how many: 0 at the end of the trace or on error
+// (see Err). With workers (DecodeAhead) it copies runs of their chunks.
+func (r *Reader) ReadEvents(dst []Event) int {
+	a := r.ahead
+	if a == nil {
+		n := 0
+		for n < len(dst) && r.NextTo(&dst[n]) {
+			n++
+		}
+		return n
+	}
+	n := 0
+	for n < len(dst) && !r.done {
+		if a.i >= len(a.cur.evs) {
+			// The next chunk, through nextAhead, which takes one event.
+			if !r.nextAhead(&dst[n]) {
+				break
+			}
+			n++
+		}
+		k := copy(dst[n:], a.cur.evs[a.i:])
+		a.i += k
+		n += k
+	}
+	return n
+}
+
 // nextAhead is NextTo for a Reader with workers.
 func (r *Reader) nextAhead(e *Event) bool {
 	a := r.ahead

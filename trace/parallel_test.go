@@ -88,6 +88,24 @@ func TestDecodeAhead(t *testing.T) {
 		}
 	}
 
+	// ReadEvents in runs across the chunks, with workers and without.
+	for _, workers := range []int{0, 3} {
+		rd, err := trace.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd.DecodeAhead(workers, false)
+		var got []trace.Event
+		buf := make([]trace.Event, 777)
+		for k := rd.ReadEvents(buf); k > 0; k = rd.ReadEvents(buf) {
+			got = append(got, buf[:k]...)
+		}
+		if rd.Err() != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("ReadEvents, %d workers: %d events (%v), not the plain read's %d", workers, len(got), rd.Err(), len(want))
+		}
+		rd.Close()
+	}
+
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
