@@ -32,6 +32,9 @@ import (
 const (
 	chunkRows   = 4096 // events in a chunk a worker hands on
 	aheadChunks = 4    // chunks a worker may have decoded that the caller did not take
+	// maxDictShare: DecodeAhead declines a trace whose dictionary
+	// messages are more than this fraction of its bytes.
+	maxDictShare = 8
 )
 
 // msgSpan is one IPC message of a trace file: its bytes [off, off+n), its
@@ -72,7 +75,7 @@ func scanMessages(f io.ReaderAt, size int64) ([]msgSpan, bool) {
 		if mlen%8 != 0 || mlen > size-off-8 {
 			return nil, false
 		}
-		meta = append(meta[:0], make([]byte, mlen)...)
+		meta = grown(meta, int(mlen))
 		if _, err := f.ReadAt(meta, off+8); err != nil || verifyMessage(meta) != nil {
 			return nil, false
 		}
@@ -155,7 +158,9 @@ type aheadWorker struct {
 // DecodeAhead makes the rest of r's events come from workers goroutines
 // that decode the trace's record batches in order (see scanMessages), and
 // reports whether it did: only a trace opened with Open, not yet read,
-// whose messages are well formed, and with workers of at least 2. With
+// whose messages are well formed, in the schema this package writes, with
+// dictionaries under 1/maxDictShare of the file, and with workers of at
+// least 2. With
 // timed, each worker measures its thread's CPU time (DecodeCPU). The
 // events, stacks, errors and Truncated are those of the plain Reader.
 func (r *Reader) DecodeAhead(workers int, timed bool) bool {
@@ -171,12 +176,19 @@ func (r *Reader) DecodeAhead(workers int, timed bool) bool {
 		return false
 	}
 	var recs []int // the spans' indices of the record batches
+	var dictBytes int64
 	for i, s := range spans {
-		if s.typ == 3 {
+		switch s.typ {
+		case 2:
+			dictBytes += s.n
+		case 3:
 			recs = append(recs, i)
 		}
 	}
-	if len(recs) < 2 {
+	// Every worker reads every dictionary and keeps a stack table: where
+	// the dictionaries are much of the file (many distinct stacks), one
+	// Reader does.
+	if len(recs) < 2 || dictBytes > st.Size()/maxDictShare {
 		return false
 	}
 	if !exactSchema(r.ipc.Schema()) {

@@ -200,3 +200,32 @@ func TestDecodeAheadCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeAheadStacky: a trace whose dictionaries are most of its bytes
+// (a new deep stack on every event) is read by one Reader, not by workers
+// that would each keep its stack table.
+func TestDecodeAheadStacky(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stacky.arrows")
+	w, err := trace.Create(path, meta(), trace.WriterOptions{BatchRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		st := make(trace.Stack, 20)
+		for j := range st {
+			st[j] = trace.Frame{Name: fmt.Sprint("frame_", i, "_", j), File: "deep.py", Line: int32(j)}
+		}
+		ev := trace.Event{Kind: trace.KindAlloc, Addr: uint64(i) * 512, Size: 512, Stack: w.AddStack(st)}
+		if err := w.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, _, _, _, _ := readAll(t, path, 0)
+	got, _, err, _, ahead, _, _ := readAll(t, path, 3)
+	if ahead || err != nil || !reflect.DeepEqual(got, want) || len(got) != 300 {
+		t.Errorf("stacky trace: ahead %v, %d events (%v); want no workers and the plain read's %d", ahead, len(got), err, len(want))
+	}
+}
