@@ -397,7 +397,7 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	each(len(reps), func(i int) { runs[i] = reps[i].finish(rd, settings[i], facts, report != nil) })
 	if report != nil {
 		for i, r := range reps {
-			report(StageTimes{Label: settings[i].Label, Read: src.read, Number: src.numbered + slices.Max(append(src.numberParts, 0)), Model: r.model,
+			report(StageTimes{Label: settings[i].Label, Read: src.read, Decoders: src.decoders, Decoded: src.decoded, Number: src.numbered + slices.Max(append(src.numberParts, 0)), Model: r.model,
 				Analysis: r.behind.cpu, AnalysisNumber: r.obs.numCPU, Finalize: r.final, Wall: time.Since(start), ModelFaults: r.faults, AnalysisFaults: r.behind.faults})
 		}
 	}

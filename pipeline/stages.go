@@ -12,8 +12,13 @@ import (
 // On many cores a replay's wall time is about its slowest stage plus what
 // runs before and after them (Open, Finalize, the output).
 type StageTimes struct {
-	Label    string        // the replay's settings (Resolved.Label)
-	Read     time.Duration // decoding the trace, on the reader's goroutine (shared by ReplayEach's replays)
+	Label string        // the replay's settings (Resolved.Label)
+	Read  time.Duration // decoding the trace, on the reader's goroutine (shared by ReplayEach's replays)
+	// Decoders and Decoded are the CPU time of the goroutines that decode
+	// the trace's record batches ahead of the reader's on many cores
+	// (trace.Reader.DecodeAhead), beside Read, and the batches they decoded.
+	Decoders time.Duration
+	Decoded  int
 	Number   time.Duration // numbering its blocks (replay.BlockNumbers), on a goroutine of its own; on many cores its longest part's (replay.PartNumbers) plus that goroutine's wait, the parts' lists being Read's
 	Model    time.Duration // the allocator model, with the comparison and the hand-off to the analysis
 	Analysis time.Duration // the summaries of the replayed events

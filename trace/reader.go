@@ -71,6 +71,10 @@ type Reader struct {
 	nextSeq   int64
 	kindOfIdx []Kind // action dictionary index → Kind, per batch
 	unknown   int64  // events with an action this version does not know
+	ahead     *ahead // the workers that decode the batches (DecodeAhead), or nil
+	// dictsOnly: a DecodeAhead worker's Reader of the dictionaries, whose
+	// batches have no rows: bind takes their dictionaries all the same.
+	dictsOnly bool
 }
 
 // Open opens the trace at path. Errors name the file.
@@ -185,6 +189,9 @@ func (r *Reader) Next() bool { return r.NextTo(&r.ev) }
 // caller that keeps the events in a slice of its own decodes them there,
 // without copying each.
 func (r *Reader) NextTo(e *Event) bool {
+	if r.ahead != nil {
+		return !r.done && r.nextAhead(e)
+	}
 	if r.row < r.rows {
 		r.fill(e)
 		return true
@@ -312,6 +319,12 @@ func (r *Reader) bind(rec arrow.Record) error {
 	}
 	n := int(rec.NumRows())
 	if n == 0 {
+		if r.dictsOnly {
+			if err := r.bindActions(col(ColAction), 0); err != nil {
+				return err
+			}
+			return r.bindStacks(col(ColStack), col(ColFrame), 0)
+		}
 		return nil
 	}
 	i64 := func(name string) ([]int64, error) {
@@ -626,6 +639,9 @@ func (r *Reader) UnknownActions() int64 { return r.unknown }
 
 // Close releases the reader and closes the file opened by Open.
 func (r *Reader) Close() error {
+	if r.ahead != nil {
+		r.ahead.close()
+	}
 	r.ipc.Release()
 	if r.file != nil {
 		return r.file.Close()

@@ -22,6 +22,12 @@ import (
 // The returned function stops them; a profile that cannot be written is
 // said on stderr, and the command runs on.
 func startProfile(stderr io.Writer) (stop func()) {
+	decoders := func(t pipeline.StageTimes) string {
+		if t.Decoded == 0 {
+			return ""
+		}
+		return fmt.Sprintf("; the trace's decoders beside the reader: CPU ms %.1f, record batches %d", float64(t.Decoders.Microseconds())/1e3, t.Decoded)
+	}
 	cpu, mem := os.Getenv("TRACER_CPUPROFILE"), os.Getenv("TRACER_MEMPROFILE")
 	stages := os.Getenv("TRACER_STAGES") != ""
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
@@ -31,9 +37,9 @@ func startProfile(stderr io.Writer) (stop func()) {
 		pipeline.OnStages = func(t pipeline.StageTimes) {
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Fprintf(stderr, "tracer: stages (%s): CPU ms: read %.1f, numbering %.1f, model %.1f, analysis %.1f (its blocks numbered ahead %.1f), finalize %.1f; wall ms %.1f, from %.1f to %.1f; minor faults: the model's thread %d, the analysis's %d\n",
+			fmt.Fprintf(stderr, "tracer: stages (%s): CPU ms: read %.1f, numbering %.1f, model %.1f, analysis %.1f (its blocks numbered ahead %.1f), finalize %.1f; wall ms %.1f, from %.1f to %.1f; minor faults: the model's thread %d, the analysis's %d%s\n",
 				t.Label, ms(t.Read), ms(t.Number), ms(t.Model), ms(t.Analysis), ms(t.AnalysisNumber), ms(t.Finalize), ms(t.Wall),
-				ms(time.Since(began)-t.Wall), ms(time.Since(began)), t.ModelFaults, t.AnalysisFaults)
+				ms(time.Since(began)-t.Wall), ms(time.Since(began)), t.ModelFaults, t.AnalysisFaults, decoders(t))
 		}
 		record.OnImportStage = func(s record.ImportStage) {
 			mu.Lock()
