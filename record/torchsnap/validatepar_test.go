@@ -19,7 +19,7 @@ func problemsText(ps []Problem) string {
 	return s
 }
 
-// TestValidateParts: split among 2 to 6 parts, validation finds what one
+// TestValidateParts: split among 2 to 8 parts, validation finds what one
 // pass finds, in the same order, with the same counts and examples, on
 // random traces that contradict themselves in every way Validate reports
 // (blocks of several parts live in a segment that is freed among them)
@@ -58,7 +58,7 @@ func TestValidateParts(t *testing.T) {
 		for _, p := range want {
 			kinds[p.Kind] = true
 		}
-		for parts := 2; parts <= 6; parts++ {
+		for parts := 2; parts <= 8; parts++ {
 			if got := d.ValidateParts(0, parts, nil); problemsText(got) != problemsText(want) {
 				t.Fatalf("seed %d, %d parts:\n%s\none pass:\n%s", seed, parts, problemsText(got), problemsText(want))
 			}
