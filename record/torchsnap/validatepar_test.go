@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,8 @@ func problemsText(ps []Problem) string {
 // and on the repository's snapshots.
 func TestValidateParts(t *testing.T) {
 	const base = 0x7f00_0000_0000
+	defer func(m int) { finalRangeMin = m }(finalRangeMin)
+	finalRangeMin = 1 // the final state checked in ranges of its segments
 	kinds := map[string]bool{}
 	for seed := range uint64(40) {
 		r := rand.New(rand.NewPCG(seed, 1))
@@ -49,11 +52,14 @@ func TestValidateParts(t *testing.T) {
 			e.Stack, e.Seq = trace.NoStack, int64(len(d.Events))
 			d.Events = append(d.Events, e)
 		}
-		s := Segment{Addr: base, TotalSize: 2 << 20}
-		for i := range 64 {
-			s.Blocks = append(s.Blocks, Block{Addr: base + uint64(i)*512, Size: 512, State: []BlockState{Inactive, ActiveAllocated, ActivePendingFree}[r.IntN(3)]})
+		d.Segments = nil
+		for j := range 4 {
+			s := Segment{Addr: base + uint64(j)*16*512, TotalSize: 16 * 512}
+			for i := range 16 {
+				s.Blocks = append(s.Blocks, Block{Addr: s.Addr + uint64(i)*512, Size: 512, State: []BlockState{Inactive, ActiveAllocated, ActivePendingFree}[r.IntN(3)]})
+			}
+			d.Segments = append(d.Segments, s)
 		}
-		d.Segments = []Segment{s}
 		want := d.Validate()
 		for _, p := range want {
 			kinds[p.Kind] = true
@@ -111,5 +117,55 @@ func TestValidateParts_spilled(t *testing.T) {
 	got := d.ValidateParts(0, 3, nil)
 	if len(got) != 1 || !strings.HasPrefix(got[0].Kind, "trace that could not be read back (") {
 		t.Fatalf("spill unreadable: problems:\n%s", problemsText(got))
+	}
+}
+
+// BenchmarkValidateFinal: the validation's check of the final state after
+// its 8 parts, on one walk (final) and in ranges (finalParts), for the
+// seed's final state at full scale: 1,954 segments of 2,048 blocks, every
+// other one live.
+func BenchmarkValidateFinal(b *testing.B) {
+	const segs, per, parts = 1954, 2048, 8
+	d := &Device{}
+	vs := make([]*validator, parts)
+	for p := range vs {
+		vs[p] = &validator{byKind: map[string]int{}}
+	}
+	for s := range segs {
+		g := Segment{Addr: 0x7f00_0000_0000 + uint64(s)<<21, TotalSize: 2 << 20}
+		for i := range per {
+			blk := Block{Addr: g.Addr + uint64(i)*1024, Size: 1024, State: Inactive}
+			if i%2 == 0 {
+				blk.State = ActiveAllocated
+				v := vs[partOf(blk.Addr, parts)]
+				v.after = append(v.after, addrPending{addr: blk.Addr})
+			}
+			g.Blocks = append(g.Blocks, blk)
+		}
+		d.Segments = append(d.Segments, g)
+	}
+	heads := make([][]addrPending, parts)
+	for p, v := range vs {
+		heads[p] = v.after
+	}
+	for _, c := range []struct {
+		name string
+		run  func(v *validator) []Problem
+	}{
+		{"one", func(v *validator) []Problem { return v.final(d, mergeAfter(slices.Clone(heads)), true) }},
+		{"ranges", func(v *validator) []Problem {
+			for p := range vs {
+				vs[p].after = heads[p]
+			}
+			return v.finalParts(d, vs, true)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if ps := c.run(&validator{byKind: map[string]int{}}); len(ps) != 0 {
+					b.Fatal(problemsText(ps))
+				}
+			}
+		})
 	}
 }
