@@ -164,24 +164,7 @@ func (v *validator) finalParts(d *Device, vs []*validator, inOrder bool) []Probl
 	if !inOrder || ranges < 2 {
 		return v.final(d, mergeAfter(heads), inOrder)
 	}
-	// Each range starts at a segment's first live block, at a greater
-	// address than the range before (equal addresses in one range).
-	type finalRange struct {
-		seg     int
-		lo      uint64
-		v       validator
-		missing []uint64
-	}
-	rs := []*finalRange{{}}
-	acc := 0
-	for i, s := range d.Segments {
-		if acc >= len(rs)*blocks/ranges && len(rs) < ranges {
-			if a, ok := firstLive(d.Segments[i:]); ok && a > rs[len(rs)-1].lo {
-				rs = append(rs, &finalRange{seg: i, lo: a})
-			}
-		}
-		acc += len(s.Blocks)
-	}
+	rs := cutFinal(d.Segments, blocks, ranges)
 	var wg sync.WaitGroup
 	for k, r := range rs {
 		last := uint64(math.MaxUint64)
@@ -214,6 +197,34 @@ func (v *validator) finalParts(d *Device, vs []*validator, inOrder bool) []Probl
 		}
 	}
 	return v.skipped()
+}
+
+// finalRange is a range of the final state that finalParts checks: from
+// segment seg's first live block, at address lo, to the next range's;
+// then its problems.
+type finalRange struct {
+	seg     int
+	lo      uint64
+	v       validator
+	missing []uint64
+}
+
+// cutFinal cuts segs, which hold blocks, into up to ranges ranges of about
+// as many blocks, each starting at a segment's first live block, at a
+// greater address than the range before (blocks at one address in one
+// range).
+func cutFinal(segs []Segment, blocks, ranges int) []*finalRange {
+	rs := []*finalRange{{}}
+	acc := 0
+	for i, s := range segs {
+		if acc >= len(rs)*blocks/ranges && len(rs) < ranges {
+			if a, ok := firstLive(segs[i:]); ok && a > rs[len(rs)-1].lo {
+				rs = append(rs, &finalRange{seg: i, lo: a})
+			}
+		}
+		acc += len(s.Blocks)
+	}
+	return rs
 }
 
 // finalRangeMin is the fewest blocks of the final state a range of

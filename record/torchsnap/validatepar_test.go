@@ -120,6 +120,49 @@ func TestValidateParts_spilled(t *testing.T) {
 	}
 }
 
+// TestCutFinal: the final state's check is cut into as many ranges as
+// asked, none with more than its share of the blocks and a segment, so
+// that no goroutine walks more than that.
+func TestCutFinal(t *testing.T) {
+	const segs, per = 100, 64
+	var d []Segment
+	for s := range segs {
+		g := Segment{Addr: 0x7f00_0000_0000 + uint64(s)<<21}
+		for i := range per {
+			st := Inactive
+			if (s+i)%3 != 0 {
+				st = ActiveAllocated
+			}
+			g.Blocks = append(g.Blocks, Block{Addr: g.Addr + uint64(i)*512, State: st})
+		}
+		d = append(d, g)
+	}
+	for _, ranges := range []int{2, 3, 8, 16} {
+		rs := cutFinal(d, segs*per, ranges)
+		if len(rs) != ranges {
+			t.Errorf("%d ranges asked: %d", ranges, len(rs))
+		}
+		for k, r := range rs {
+			end := segs
+			if k+1 < len(rs) {
+				end = rs[k+1].seg
+			}
+			if n := (end - r.seg) * per; n > segs*per/ranges+per {
+				t.Errorf("%d ranges: range %d walks %d blocks, want at most %d", ranges, k, n, segs*per/ranges+per)
+			}
+			if a, _ := firstLive(d[r.seg:]); k > 0 && (r.lo != a || r.lo <= rs[k-1].lo) {
+				t.Errorf("%d ranges: range %d starts at %#x, its segment's first live block %#x, the range before at %#x", ranges, k, r.lo, a, rs[k-1].lo)
+			}
+		}
+	}
+	// Blocks at one address never start two ranges: three segments of one
+	// block at one address make the first range (below it) and one more.
+	b := []Block{{Addr: 512, State: ActiveAllocated}}
+	if rs := cutFinal([]Segment{{Blocks: b}, {Blocks: b}, {Blocks: b}}, 3, 3); len(rs) != 2 {
+		t.Errorf("three segments of one block at one address: %d ranges, want 2", len(rs))
+	}
+}
+
 // BenchmarkValidateFinal: the validation's check of the final state after
 // its 8 parts, on one walk (final) and in ranges (finalParts), for the
 // seed's final state at full scale: 1,954 segments of 2,048 blocks, every
