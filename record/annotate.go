@@ -180,7 +180,8 @@ const prefaultAhead = 128 << 10
 
 // prepareAnnotation makes device's annotation's memory for conf and
 // blocks live at once, on goroutines of its own: the numbering of its
-// blocks (annotationNumbers' tables), and the model
+// blocks (annotationNumbers' tables, faulted in at once: hash tables,
+// which the first hundredths of the blocks reach all of), and the model
 // (replay.Replayer.Prepare) with the first prefaultAhead of its blocks'
 // pages.
 func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotationPrep {
@@ -192,7 +193,10 @@ func prepareAnnotation(conf allocator.Conf, device int32, blocks int) *annotatio
 		// The numbering's tables beside the model's: the runtime clears
 		// reused memory on the goroutine that allocates it.
 		var wg sync.WaitGroup
-		wg.Go(func() { p.nums.Reserve(device, blocks) })
+		wg.Go(func() {
+			p.nums.Reserve(device, blocks)
+			p.nums.Prefault(device)
+		})
 		// An error (conf the model refuses) is the annotation's to meet
 		// in its Run, which makes the allocator again.
 		if p.rp.Prepare(replay.Options{Conf: conf, Blocks: blocks, Refs: refs}) == nil {

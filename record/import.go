@@ -520,12 +520,16 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	return res, nil
 }
 
-// validateParts is how many goroutines an import's validation takes: a
-// quarter of the cores, up to 4 (each part reads every event). One took
-// longer than the annotation beside it (the replay, its reader and the
-// writer, three goroutines), which is the import's critical path once
-// decoding is done.
-func validateParts() int { return min(4, max(1, runtime.GOMAXPROCS(0)/4)) }
+// validateParts is how many goroutines an import's validation takes: the
+// cores beside the annotation's (its model, its reader's numbering parts,
+// and about three for the writer and the rest), up to 8. Each part reads
+// every event and validates the blocks of an eighth of the addresses: at
+// 4 parts on 16 cores each part took longer than the annotation beside
+// it, the import's critical path once decoding is done.
+func validateParts() int {
+	procs := runtime.GOMAXPROCS(0)
+	return min(8, max(1, procs-4-replay.NumberParts(procs)))
+}
 
 // scan is each device's eventScan, or why one could not be made.
 type scan struct {

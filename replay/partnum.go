@@ -123,6 +123,24 @@ func (n *PartNumbers) Reserve(device int32, blocks int) {
 	wg.Wait()
 }
 
+// Prefault faults in each part's table of device's live addresses, which
+// Reserve made (BlockNumbers.Prefault), on a goroutine each; false where
+// the system cannot.
+func (n *PartNumbers) Prefault(device int32) bool {
+	var ok atomic.Bool
+	ok.Store(true)
+	var wg sync.WaitGroup
+	for _, x := range n.parts {
+		wg.Go(func() {
+			if !x.nums.Prefault(device) {
+				ok.Store(false)
+			}
+		})
+	}
+	wg.Wait()
+	return ok.Load()
+}
+
 // share is a part's share of blocks live at once, and its spread.
 func (n *PartNumbers) share(blocks int) int {
 	if k := len(n.parts); k > 1 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -81,5 +82,62 @@ func TestPrepare(t *testing.T) {
 	t.Logf("%d blocks: the plain Run allocated %d bytes, the prepared one %d", n, plain, prepared)
 	if prepared*50 > plain {
 		t.Errorf("the prepared Run allocated %d bytes, the plain one %d: want a fiftieth at most", prepared, plain)
+	}
+}
+
+// TestPrefaultBelow: the memory of block numbers below n is the arena's
+// first n blocks and the table's first n slots, however much longer the
+// table is than the arena's blocks asked for (numbered in four parts,
+// PartNumbers.Refs is about 1.125 times the blocks): with the arena
+// faulted in by the table's share, a ninth of the blocks the model
+// reached were faulted in on its thread.
+func TestPrefaultBelow(t *testing.T) {
+	const n = 400_000
+	var rp Replayer
+	refs := NewPartNumbers(4, false).Refs(n)
+	if err := rp.Prepare(Options{Conf: allocator.DefaultConf(), Blocks: n, Refs: refs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, below := range []int{n / 4, n / 2, n} {
+		if !rp.PrefaultBelow(below) {
+			t.Skip("MADV_POPULATE_WRITE: not on this kernel")
+		}
+		for _, m := range []struct {
+			name  string
+			pages grow.Pages
+		}{{"arena", rp.arena}, {"table", rp.table}} {
+			got, ok := m.pages.Resident(0, below)
+			if !ok {
+				t.Skip("mincore failed")
+			}
+			m.pages.Populate(0, below) // all of them, to count them
+			if want, _ := m.pages.Resident(0, below); got < want {
+				t.Errorf("PrefaultBelow(%d): %d of the %d pages of the %s's first %d resident", below, got, want, m.name, below)
+			}
+		}
+	}
+}
+
+// TestPartNumbersPrefault: after Reserve and Prefault, every page of each
+// part's table of live addresses is resident, so that numbering faults on
+// none of them (the seed's annotation at full scale: 12k faults on each
+// part's thread, the tables filled in hash order).
+func TestPartNumbersPrefault(t *testing.T) {
+	n := NewPartNumbers(4, false)
+	defer n.Close()
+	n.Reserve(3, 400_000)
+	if !n.Prefault(3) {
+		t.Skip("MADV_POPULATE_WRITE: not on this kernel")
+	}
+	for i, x := range n.parts {
+		pages := x.nums.device(3).at.Pages()
+		got, ok := pages.Resident(0, pages.Len())
+		if !ok {
+			t.Skip("mincore failed")
+		}
+		pages.Populate(0, pages.Len()) // all of them, to count them
+		if want, _ := pages.Resident(0, pages.Len()); got < want || want == 0 {
+			t.Errorf("part %d: %d of its table's %d pages resident", i, got, want)
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package replay
 
+import "math"
+
 // reserve makes room for blocks numbered up to n (BlockNumbers' numbers),
 // so that byRef is made once rather than doubled to that size (see
 // Options.Blocks).
@@ -15,6 +17,15 @@ func (l *liveBlocks) reserve(n int) {
 // that its address table is made once rather than doubled to that size.
 func (n *BlockNumbers) Reserve(device int32, blocks int) {
 	n.device(device).at.Reserve(blocks)
+}
+
+// Prefault faults in the table of device's live addresses that Reserve
+// made (grow.Pages.Populate) on the caller's goroutine, for a caller that
+// makes it before the numbering starts: a hash table's keys reach all of
+// its pages within the first few hundredths of its peak, each a fault on
+// the numbering's thread. It reports false where the system cannot.
+func (n *BlockNumbers) Prefault(device int32) bool {
+	return n.device(device).at.Pages().Populate(0, math.MaxInt)
 }
 
 // arenaFor is the model's arena for n live blocks: theirs, and the free

@@ -32,7 +32,8 @@ type Replayer struct {
 	// of them it has faulted in.
 	arena, table grow.Pages
 	blocks       int // Options.Blocks
-	faulted      float64
+	// The blocks of the arena and the slots of the table faulted in.
+	arenaFaulted, tableFaulted int
 	// nodes is the model Prepare made, for NodesAhead.
 	nodes *allocator.Allocator
 }
@@ -89,7 +90,7 @@ func (rp *Replayer) Prepare(opts Options) error {
 	rp.arena = a.Reserve(arenaFor(n))
 	wg.Wait()
 	rp.table = grow.PagesOf(r.live.byRef[len(r.live.byRef):])
-	rp.blocks, rp.faulted, rp.nodes = n, 0, a
+	rp.blocks, rp.arenaFaulted, rp.tableFaulted, rp.nodes = n, 0, 0, a
 	return nil
 }
 
@@ -112,21 +113,34 @@ func (rp *Replayer) NodesAhead() {
 // reports false where the system cannot.
 func (rp *Replayer) Prefault(part float64) bool {
 	part = min(max(part, 0), 1)
-	if part <= rp.faulted {
-		return true
-	}
-	// The arena's room beyond the blocks asked for is for the free blocks
-	// between them, which few traces make: it faults in as reached.
-	ok := rp.arena.Populate(int(rp.faulted*float64(rp.blocks)), int(part*float64(rp.blocks)))
-	ok = rp.table.Populate(int(rp.faulted*float64(rp.table.Len())), int(part*float64(rp.table.Len()))) && ok
-	rp.faulted = part
-	return ok
+	return rp.prefaultTo(int(part*float64(rp.blocks)), int(part*float64(rp.table.Len())))
 }
 
-// PrefaultBelow is Prefault of the part of the prepared memory that holds
-// block numbers below n.
+// PrefaultBelow is Prefault of the memory that holds block numbers below
+// n: the table's slots below n, and as many blocks of the arena, whose
+// blocks the model takes about one a number, as it takes the numbers.
+// (The table is longer than the arena's blocks asked for where the blocks
+// are numbered in parts, replay.PartNumbers.Refs: the arena's share of the
+// table's, its pages' share, fell behind the model's by a ninth.)
 func (rp *Replayer) PrefaultBelow(n int) bool {
-	return rp.Prefault(float64(n) / float64(max(1, rp.table.Len())))
+	return rp.prefaultTo(min(n, rp.blocks), n)
+}
+
+// prefaultTo faults in the arena's first blocks blocks and the table's
+// first refs slots, past what it faulted in before.
+func (rp *Replayer) prefaultTo(blocks, refs int) bool {
+	ok := true
+	// The arena's room beyond the blocks asked for is for the free blocks
+	// between them, which few traces make: it faults in as reached.
+	if blocks > rp.arenaFaulted {
+		ok = rp.arena.Populate(rp.arenaFaulted, blocks)
+		rp.arenaFaulted = blocks
+	}
+	if refs > rp.tableFaulted {
+		ok = rp.table.Populate(rp.tableFaulted, refs) && ok
+		rp.tableFaulted = refs
+	}
+	return ok
 }
 
 // Follow faults in the memory Prepare made as a Run reaches it, on a

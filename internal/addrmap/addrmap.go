@@ -286,6 +286,12 @@ func (m *Map[V]) Reserve(n int) {
 	}
 }
 
+// Pages returns the pages of m's table, for a caller that faults them in
+// at once (grow.Pages.Populate) where the keys would soon reach them all
+// anyway, in hash order, a fault at a time. Growing the table makes them
+// stale.
+func (m *Map[V]) Pages() grow.Pages { return grow.PagesOf(m.slots) }
+
 // limitOf is the most keys a table of size slots holds before it grows.
 func limitOf(size int) int {
 	if size >= bigSlots {

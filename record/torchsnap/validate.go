@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -175,11 +176,19 @@ func (v *validator) events(evs []trace.Event, i0 int) {
 // by address; inOrder says the final state's live blocks are in address
 // order as d.Segments lists them (liveInOrder), as dumped.
 func (v *validator) final(d *Device, after *afterMerge, inOrder bool) []Problem {
-	// One walk of the final state's live blocks and after side by side:
-	// the problems of after's blocks in its order, then those of the
-	// final state's blocks missing from after, in theirs.
-	var missing []uint64
-	finalLive(d, inOrder, func(w addrPending) {
+	missing := v.finalAgainst(after, func(fn func(addrPending)) { finalLive(d, inOrder, fn) })
+	for _, a := range missing {
+		v.add(missingKind, -1, a)
+	}
+	return v.skipped()
+}
+
+// finalAgainst walks the final state's live blocks (walk, in address
+// order) and after side by side: the problems of after's blocks in its
+// order, then returns the final state's blocks missing from after, in
+// theirs, the problems of missingKind that follow the others.
+func (v *validator) finalAgainst(after *afterMerge, walk func(fn func(addrPending))) (missing []uint64) {
+	walk(func(w addrPending) {
 		for ; after.more() && after.peek().addr < w.addr; after.next() {
 			v.add("block live after the trace but not in the final state", -1, after.peek().addr)
 		}
@@ -196,11 +205,12 @@ func (v *validator) final(d *Device, after *afterMerge, inOrder bool) []Problem 
 	for ; after.more(); after.next() {
 		v.add("block live after the trace but not in the final state", -1, after.peek().addr)
 	}
-	for _, a := range missing {
-		v.add("block in the final state but not live after the trace", -1, a)
-	}
-	return v.skipped()
+	return missing
 }
+
+// missingKind is the problem of a block of the final state that the trace
+// does not leave live.
+const missingKind = "block in the final state but not live after the trace"
 
 // liveInOrder reports whether the final state's live blocks are in address
 // order (equal addresses next to each other) as d.Segments lists them.
@@ -242,13 +252,26 @@ func finalLive(d *Device, inOrder bool, fn func(addrPending)) {
 		}
 		return
 	}
+	liveIn(d.Segments, 0, math.MaxUint64, fn)
+}
+
+// liveIn calls fn on the live blocks of segs, which are in address order,
+// at addresses from lo to last, in order; of two at one address, on the
+// later only.
+func liveIn(segs []Segment, lo, last uint64, fn func(addrPending)) {
 	var prev addrPending
 	have := false
-	for _, s := range d.Segments {
+	for _, s := range segs {
 		for i := range s.Blocks {
 			b := &s.Blocks[i]
-			if !b.State.Live() {
+			if !b.State.Live() || b.Addr < lo {
 				continue
+			}
+			if b.Addr > last {
+				if have {
+					fn(prev)
+				}
+				return
 			}
 			if have && prev.addr != b.Addr {
 				fn(prev)

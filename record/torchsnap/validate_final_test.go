@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -45,9 +46,13 @@ func TestValidate_finalState(t *testing.T) {
 	for i := range d.Events {
 		d.Events[i].Seq = int64(i)
 	}
-	problems := func() string {
+	problems := func(parts ...int) string {
 		got := ""
-		for _, p := range d.Validate() {
+		ps := d.Validate()
+		if len(parts) > 0 {
+			ps = d.ValidateParts(0, parts[0], nil)
+		}
+		for _, p := range ps {
 			got += fmt.Sprintf("%s: %d;", p.Kind, p.Count)
 			for _, e := range p.Examples {
 				if e.Event == -1 {
@@ -61,6 +66,7 @@ func TestValidate_finalState(t *testing.T) {
 	want := "block pending state differs from the final state: 2; 1 3\n" +
 		"block live after the trace but not in the final state: 2; 2 7\n" +
 		"block in the final state but not live after the trace: 2; 5 6\n"
+	want0 := want
 	if got := problems(); got != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", got, want)
 	}
@@ -73,6 +79,25 @@ func TestValidate_finalState(t *testing.T) {
 	}
 	if got := problems(); got != want {
 		t.Errorf("problems, the blocks in address order:\n%s\nwant:\n%s", got, want)
+	}
+	// A segment a block, checked in ranges of segments (finalParts),
+	// some of them cut between two blocks at one address: the same
+	// problems.
+	defer func(m int) { finalRangeMin = m }(finalRangeMin)
+	finalRangeMin = 1
+	segs := d.Segments[:0:0]
+	for _, b := range blocks {
+		segs = append(segs, Segment{Addr: b.Addr, TotalSize: 512, Blocks: []Block{b}})
+	}
+	d.Segments = segs
+	want = problems() // one pass: block 7's alloc is now outside every segment too
+	if !strings.HasSuffix(want, "\n"+want0) {
+		t.Fatalf("problems, a segment a block:\n%s\nwant them to end in:\n%s", want, want0)
+	}
+	for parts := 2; parts <= 9; parts++ {
+		if got := problems(parts); got != want {
+			t.Errorf("problems, %d parts, the final state in ranges:\n%s\nwant:\n%s", parts, got, want)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,7 +104,7 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		}
 	}
 	v := mergeParts(vs)
-	return v.final(d, mergeAfter(vs), <-inOrder)
+	return v.finalParts(d, vs, <-inOrder)
 }
 
 // afterMerge walks the parts' blocks live after the trace, each sorted by
@@ -115,11 +116,8 @@ type afterMerge struct {
 	k     int // the head with the least address; -1 at the end
 }
 
-func mergeAfter(vs []*validator) *afterMerge {
-	m := &afterMerge{heads: make([][]addrPending, len(vs))}
-	for i, v := range vs {
-		m.heads[i], v.after = v.after, nil
-	}
+func mergeAfter(heads [][]addrPending) *afterMerge {
+	m := &afterMerge{heads: heads}
 	m.pick()
 	return m
 }
@@ -143,6 +141,125 @@ func (m *afterMerge) next() {
 }
 
 func byAddr(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }
+
+// finalParts is v.final on up to len(vs) goroutines, vs being the parts
+// of the validation, with the same result: where the final state's live
+// blocks are in address order (inOrder, as dumped), its segments are cut
+// into ranges of about as many blocks, each range's blocks are checked
+// against those of the parts' blocks live after the trace (v.after) in
+// its addresses, and the ranges' problems are joined in their order, as
+// one walk finds them. The walk of a few million blocks (40 bytes each)
+// and the parts' lists after them was the validation's longest step after
+// its parts, on one core.
+func (v *validator) finalParts(d *Device, vs []*validator, inOrder bool) []Problem {
+	heads := make([][]addrPending, len(vs))
+	for i, p := range vs {
+		heads[i], p.after = p.after, nil
+	}
+	blocks := 0
+	for _, s := range d.Segments {
+		blocks += len(s.Blocks)
+	}
+	ranges := min(len(vs), blocks/finalRangeMin)
+	if !inOrder || ranges < 2 {
+		return v.final(d, mergeAfter(heads), inOrder)
+	}
+	rs := cutFinal(d.Segments, blocks, ranges)
+	var wg sync.WaitGroup
+	for k, r := range rs {
+		last := uint64(math.MaxUint64)
+		if k+1 < len(rs) {
+			last = rs[k+1].lo - 1
+		}
+		wg.Go(func() {
+			sub := make([][]addrPending, len(heads))
+			for i, h := range heads {
+				from, _ := slices.BinarySearchFunc(h, r.lo, func(b addrPending, a uint64) int { return cmp.Compare(b.addr, a) })
+				to := len(h)
+				if last < math.MaxUint64 {
+					to, _ = slices.BinarySearchFunc(h, last+1, func(b addrPending, a uint64) int { return cmp.Compare(b.addr, a) })
+				}
+				sub[i] = h[from:to]
+			}
+			r.v = validator{dev: v.dev, byKind: map[string]int{}}
+			r.missing = r.v.finalAgainst(mergeAfter(sub), func(fn func(addrPending)) { liveIn(d.Segments[r.seg:], r.lo, last, fn) })
+		})
+	}
+	wg.Wait()
+	for _, r := range rs {
+		for _, p := range r.v.list {
+			v.join(p)
+		}
+	}
+	for _, r := range rs {
+		for _, a := range r.missing {
+			v.add(missingKind, -1, a)
+		}
+	}
+	return v.skipped()
+}
+
+// finalRange is a range of the final state that finalParts checks: from
+// segment seg's first live block, at address lo, to the next range's;
+// then its problems.
+type finalRange struct {
+	seg     int
+	lo      uint64
+	v       validator
+	missing []uint64
+}
+
+// cutFinal cuts segs, which hold blocks, into up to ranges ranges of about
+// as many blocks, each starting at a segment's first live block, at a
+// greater address than the range before (blocks at one address in one
+// range).
+func cutFinal(segs []Segment, blocks, ranges int) []*finalRange {
+	rs := []*finalRange{{}}
+	acc := 0
+	for i, s := range segs {
+		if acc >= len(rs)*blocks/ranges && len(rs) < ranges {
+			if a, ok := firstLive(segs[i:]); ok && a > rs[len(rs)-1].lo {
+				rs = append(rs, &finalRange{seg: i, lo: a})
+			}
+		}
+		acc += len(s.Blocks)
+	}
+	return rs
+}
+
+// finalRangeMin is the fewest blocks of the final state a range of
+// finalParts takes.
+var finalRangeMin = 1 << 16
+
+// firstLive returns the address of the first live block of segs.
+func firstLive(segs []Segment) (uint64, bool) {
+	for _, s := range segs {
+		for i := range s.Blocks {
+			if s.Blocks[i].State.Live() {
+				return s.Blocks[i].Addr, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// join counts p's occurrences in v, as if v had added each: its examples
+// after those v holds, up to maxExamples.
+func (v *validator) join(p Problem) {
+	i, ok := v.byKind[p.Kind]
+	if !ok {
+		i = len(v.list)
+		v.byKind[p.Kind] = i
+		v.list = append(v.list, Problem{Device: v.dev, Kind: p.Kind})
+	}
+	q := &v.list[i]
+	q.Count += p.Count
+	for _, x := range p.Examples {
+		if len(q.Examples) < maxExamples {
+			q.Examples = append(q.Examples, x)
+		}
+	}
+}
 
 // partOf is the part, of parts, that validates the blocks at addr: a hash
 // of it, unlike the one that places it in a part's table, so that each

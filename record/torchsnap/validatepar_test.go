@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,13 +20,15 @@ func problemsText(ps []Problem) string {
 	return s
 }
 
-// TestValidateParts: split among 2 to 6 parts, validation finds what one
+// TestValidateParts: split among 2 to 8 parts, validation finds what one
 // pass finds, in the same order, with the same counts and examples, on
 // random traces that contradict themselves in every way Validate reports
 // (blocks of several parts live in a segment that is freed among them)
 // and on the repository's snapshots.
 func TestValidateParts(t *testing.T) {
 	const base = 0x7f00_0000_0000
+	defer func(m int) { finalRangeMin = m }(finalRangeMin)
+	finalRangeMin = 1 // the final state checked in ranges of its segments
 	kinds := map[string]bool{}
 	for seed := range uint64(40) {
 		r := rand.New(rand.NewPCG(seed, 1))
@@ -49,16 +52,19 @@ func TestValidateParts(t *testing.T) {
 			e.Stack, e.Seq = trace.NoStack, int64(len(d.Events))
 			d.Events = append(d.Events, e)
 		}
-		s := Segment{Addr: base, TotalSize: 2 << 20}
-		for i := range 64 {
-			s.Blocks = append(s.Blocks, Block{Addr: base + uint64(i)*512, Size: 512, State: []BlockState{Inactive, ActiveAllocated, ActivePendingFree}[r.IntN(3)]})
+		d.Segments = nil
+		for j := range 4 {
+			s := Segment{Addr: base + uint64(j)*16*512, TotalSize: 16 * 512}
+			for i := range 16 {
+				s.Blocks = append(s.Blocks, Block{Addr: s.Addr + uint64(i)*512, Size: 512, State: []BlockState{Inactive, ActiveAllocated, ActivePendingFree}[r.IntN(3)]})
+			}
+			d.Segments = append(d.Segments, s)
 		}
-		d.Segments = []Segment{s}
 		want := d.Validate()
 		for _, p := range want {
 			kinds[p.Kind] = true
 		}
-		for parts := 2; parts <= 6; parts++ {
+		for parts := 2; parts <= 8; parts++ {
 			if got := d.ValidateParts(0, parts, nil); problemsText(got) != problemsText(want) {
 				t.Fatalf("seed %d, %d parts:\n%s\none pass:\n%s", seed, parts, problemsText(got), problemsText(want))
 			}
@@ -111,5 +117,98 @@ func TestValidateParts_spilled(t *testing.T) {
 	got := d.ValidateParts(0, 3, nil)
 	if len(got) != 1 || !strings.HasPrefix(got[0].Kind, "trace that could not be read back (") {
 		t.Fatalf("spill unreadable: problems:\n%s", problemsText(got))
+	}
+}
+
+// TestCutFinal: the final state's check is cut into as many ranges as
+// asked, none with more than its share of the blocks and a segment, so
+// that no goroutine walks more than that.
+func TestCutFinal(t *testing.T) {
+	const segs, per = 100, 64
+	var d []Segment
+	for s := range segs {
+		g := Segment{Addr: 0x7f00_0000_0000 + uint64(s)<<21}
+		for i := range per {
+			st := Inactive
+			if (s+i)%3 != 0 {
+				st = ActiveAllocated
+			}
+			g.Blocks = append(g.Blocks, Block{Addr: g.Addr + uint64(i)*512, State: st})
+		}
+		d = append(d, g)
+	}
+	for _, ranges := range []int{2, 3, 8, 16} {
+		rs := cutFinal(d, segs*per, ranges)
+		if len(rs) != ranges {
+			t.Errorf("%d ranges asked: %d", ranges, len(rs))
+		}
+		for k, r := range rs {
+			end := segs
+			if k+1 < len(rs) {
+				end = rs[k+1].seg
+			}
+			if n := (end - r.seg) * per; n > segs*per/ranges+per {
+				t.Errorf("%d ranges: range %d walks %d blocks, want at most %d", ranges, k, n, segs*per/ranges+per)
+			}
+			if a, _ := firstLive(d[r.seg:]); k > 0 && (r.lo != a || r.lo <= rs[k-1].lo) {
+				t.Errorf("%d ranges: range %d starts at %#x, its segment's first live block %#x, the range before at %#x", ranges, k, r.lo, a, rs[k-1].lo)
+			}
+		}
+	}
+	// Blocks at one address never start two ranges: three segments of one
+	// block at one address make the first range (below it) and one more.
+	b := []Block{{Addr: 512, State: ActiveAllocated}}
+	if rs := cutFinal([]Segment{{Blocks: b}, {Blocks: b}, {Blocks: b}}, 3, 3); len(rs) != 2 {
+		t.Errorf("three segments of one block at one address: %d ranges, want 2", len(rs))
+	}
+}
+
+// BenchmarkValidateFinal: the validation's check of the final state after
+// its 8 parts, on one walk (final) and in ranges (finalParts), for the
+// seed's final state at full scale: 1,954 segments of 2,048 blocks, every
+// other one live.
+func BenchmarkValidateFinal(b *testing.B) {
+	const segs, per, parts = 1954, 2048, 8
+	d := &Device{}
+	vs := make([]*validator, parts)
+	for p := range vs {
+		vs[p] = &validator{byKind: map[string]int{}}
+	}
+	for s := range segs {
+		g := Segment{Addr: 0x7f00_0000_0000 + uint64(s)<<21, TotalSize: 2 << 20}
+		for i := range per {
+			blk := Block{Addr: g.Addr + uint64(i)*1024, Size: 1024, State: Inactive}
+			if i%2 == 0 {
+				blk.State = ActiveAllocated
+				v := vs[partOf(blk.Addr, parts)]
+				v.after = append(v.after, addrPending{addr: blk.Addr})
+			}
+			g.Blocks = append(g.Blocks, blk)
+		}
+		d.Segments = append(d.Segments, g)
+	}
+	heads := make([][]addrPending, parts)
+	for p, v := range vs {
+		heads[p] = v.after
+	}
+	for _, c := range []struct {
+		name string
+		run  func(v *validator) []Problem
+	}{
+		{"one", func(v *validator) []Problem { return v.final(d, mergeAfter(slices.Clone(heads)), true) }},
+		{"ranges", func(v *validator) []Problem {
+			for p := range vs {
+				vs[p].after = heads[p]
+			}
+			return v.finalParts(d, vs, true)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if ps := c.run(&validator{byKind: map[string]int{}}); len(ps) != 0 {
+					b.Fatal(problemsText(ps))
+				}
+			}
+		})
 	}
 }
