@@ -159,13 +159,13 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		b.allocated = true
 		b.requested = size
 	}
-	a.stats.Allocation.inc(st, 1)
-	a.stats.AllocatedBytes.inc(st, b.size)
+	a.stats.Allocation.up(st, 1)
+	a.stats.AllocatedBytes.up(st, b.size)
 	if a.activeApart {
-		a.stats.Active.inc(st, 1)
-		a.stats.ActiveBytes.inc(st, b.size)
+		a.stats.Active.up(st, 1)
+		a.stats.ActiveBytes.up(st, b.size)
 	}
-	a.stats.RequestedBytes.inc(st, size)
+	a.stats.RequestedBytes.up(st, size)
 	addr := b.addr
 	switch {
 	case rid == p.blocks.pend[0].id: // the best fit was pending (never id 0)
@@ -514,13 +514,13 @@ func (a *Allocator) allocFound(id blockID, r *request) (uint64, blockID) {
 	if a.indexed {
 		a.active.Put(b.addr, id)
 	}
-	a.stats.Allocation.inc(st, 1)
-	a.stats.AllocatedBytes.inc(st, b.size)
+	a.stats.Allocation.up(st, 1)
+	a.stats.AllocatedBytes.up(st, b.size)
 	if a.activeApart {
-		a.stats.Active.inc(st, 1)
-		a.stats.ActiveBytes.inc(st, b.size)
+		a.stats.Active.up(st, 1)
+		a.stats.ActiveBytes.up(st, b.size)
 	}
-	a.stats.RequestedBytes.inc(st, r.orig)
+	a.stats.RequestedBytes.up(st, r.orig)
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.inc(1)
 	}
