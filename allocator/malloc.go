@@ -234,18 +234,10 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 			return 0, 0, false
 		}
 	}
-	var id blockID
-	if n := len(a.freeIDs); n > 0 {
-		id = a.freeIDs[n-1]
-		a.freeIDs = a.freeIDs[:n-1]
-	} else {
-		n := len(a.blocks)
-		if n == cap(a.blocks) {
-			a.growBlocks()
-		}
-		a.blocks = a.blocks[:n+1]
-		id = blockID(n)
+	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
+		a.growBlocks()
 	}
+	id := a.takeSlot()
 	if a.gcEnabled() {
 		p.gcClock++
 	}
