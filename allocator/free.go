@@ -44,8 +44,8 @@ func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
 	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
 	b.allocated = false
-	a.stats.Allocation.dec(st, 1)
-	a.stats.AllocatedBytes.dec(st, b.size)
+	a.stats.Allocation.down(st, 1)
+	a.stats.AllocatedBytes.down(st, b.size)
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.dec(1)
 	}
@@ -81,8 +81,8 @@ func (a *Allocator) free(id blockID, slot int) {
 		// This block will be pending: active but not allocated.
 		a.separateActive()
 	}
-	a.stats.Allocation.dec(st, 1)
-	a.stats.AllocatedBytes.dec(st, b.size)
+	a.stats.Allocation.down(st, 1)
+	a.stats.AllocatedBytes.down(st, b.size)
 	// done is what freeBlockIn reports, below.
 	done := ActFreeCompleted
 	if a.observed { // emit, inline for a sink (sinkFits)
@@ -444,10 +444,10 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 		}
 	}
 	if a.activeApart {
-		a.stats.Active.dec(st, 1)
-		a.stats.ActiveBytes.dec(st, origSize)
+		a.stats.Active.down(st, 1)
+		a.stats.ActiveBytes.down(st, origSize)
 	}
-	a.stats.RequestedBytes.dec(st, req)
+	a.stats.RequestedBytes.down(st, req)
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
 	if pe := pool.blocks.pendOf(delPrev.id, delNext.id); pe != nil {

@@ -54,6 +54,11 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if sb == nil || p.blocks.lastSt != stream {
 		return a.mallocSlow(size, stream)
 	}
+	if pe := &p.blocks.pend[0]; pe.size >= rs {
+		if addr, id, ok := a.splitPend(size, rs, small, p, sb); ok {
+			return addr, id, nil
+		}
+	}
 	ci := sizeClass(rs)
 	h := sb.look(ci)
 	if h.id == 0 {
@@ -159,13 +164,13 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		b.allocated = true
 		b.requested = size
 	}
-	a.stats.Allocation.inc(st, 1)
-	a.stats.AllocatedBytes.inc(st, b.size)
+	a.stats.Allocation.up(st, 1)
+	a.stats.AllocatedBytes.up(st, b.size)
 	if a.activeApart {
-		a.stats.Active.inc(st, 1)
-		a.stats.ActiveBytes.inc(st, b.size)
+		a.stats.Active.up(st, 1)
+		a.stats.ActiveBytes.up(st, b.size)
 	}
-	a.stats.RequestedBytes.inc(st, size)
+	a.stats.RequestedBytes.up(st, size)
 	addr := b.addr
 	switch {
 	case rid == p.blocks.pend[0].id: // the best fit was pending (never id 0)
@@ -193,6 +198,83 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		a.allocNoted(id, size, p)
 	}
 	return addr, Handle(id), nil
+}
+
+// splitPend is MallocHandle's commonest case, alone and in one line: the
+// newer pending member (a remainder split last, never expandable) is the
+// best fit for a request of rs bytes (size asked) in pool p, whose stream
+// is sb's, and is split again, its remainder staying pending. It reports
+// false, having changed nothing, where anything else holds: the older
+// member or a class's entry comes first, the member would not be split,
+// or the classes' lower bound is what MallocHandle leaves to mallocSlow.
+func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *streamBins) (uint64, Handle, bool) {
+	pe := &p.blocks.pend[0]
+	bs, ba, rid := pe.size, pe.addr, pe.id
+	if bs >= a.conf.MaxSplitSize {
+		return 0, 0, false
+	}
+	rem := bs - rs
+	if small || a.conf.ExpandableSegments {
+		if rem < a.conf.MinBlockSize {
+			return 0, 0, false
+		}
+	} else if rem <= a.conf.SmallSize {
+		return 0, 0, false
+	}
+	if o := &p.blocks.pend[1]; o.size >= rs && (o.size < bs || o.size == bs && o.addr < ba) {
+		return 0, 0, false
+	}
+	// The first non-empty class from the request's: its smallest entry is
+	// the classes' lower bound unless it is below the request, and an
+	// expandable one sends MallocHandle to mallocSlow.
+	if c := sb.next(sizeClass(rs)); c >= 0 {
+		h := sb.binAt(c)
+		if h.size < rs || !(bs < h.size || bs == h.size && ba < h.addr) ||
+			len(a.expTab) != 0 && a.blocks[h.id].exp != 0 {
+			return 0, 0, false
+		}
+	}
+	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
+		a.growBlocks()
+	}
+	id := a.takeSlot()
+	if a.gcEnabled() {
+		p.gcClock++
+	}
+	st := statTypes(1)
+	if small {
+		st = 0
+	}
+	rb := &a.blocks[rid]
+	if rb.isSplit() {
+		a.stats.InactiveSplitBytes.dec(st, rs)
+	} else {
+		a.stats.InactiveSplit.inc(st, 1)
+		a.stats.InactiveSplitBytes.inc(st, rem)
+	}
+	b := &a.blocks[id]
+	b.addr, b.size, b.stream, b.requested, b.gcBase = ba, rs, rb.stream, size, 0
+	b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, 0, 0
+	b.allocated, b.mapped, b.live, b.used = true, true, true, false
+	if rb.prev != 0 {
+		a.blocks[rb.prev].next = id
+	}
+	rb.prev = id
+	rb.addr = ba + uint64(rs)
+	rb.size = rem
+	rb.gcBase = p.gcClock
+	pe.size, pe.addr = rem, ba+uint64(rs)
+	a.stats.Allocation.up(st, 1)
+	a.stats.AllocatedBytes.up(st, rs)
+	if a.activeApart {
+		a.stats.Active.up(st, 1)
+		a.stats.ActiveBytes.up(st, rs)
+	}
+	a.stats.RequestedBytes.up(st, size)
+	if a.indexed || a.observed {
+		a.allocNoted(id, size, p)
+	}
+	return ba, Handle(id), true
 }
 
 // growBlocks doubles the block arena's capacity, out of MallocHandle's
@@ -514,13 +596,13 @@ func (a *Allocator) allocFound(id blockID, r *request) (uint64, blockID) {
 	if a.indexed {
 		a.active.Put(b.addr, id)
 	}
-	a.stats.Allocation.inc(st, 1)
-	a.stats.AllocatedBytes.inc(st, b.size)
+	a.stats.Allocation.up(st, 1)
+	a.stats.AllocatedBytes.up(st, b.size)
 	if a.activeApart {
-		a.stats.Active.inc(st, 1)
-		a.stats.ActiveBytes.inc(st, b.size)
+		a.stats.Active.up(st, 1)
+		a.stats.ActiveBytes.up(st, b.size)
 	}
-	a.stats.RequestedBytes.inc(st, r.orig)
+	a.stats.RequestedBytes.up(st, r.orig)
 	if b.size >= a.conf.MaxSplitSize {
 		a.stats.OversizeAllocations.inc(1)
 	}

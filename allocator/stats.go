@@ -66,6 +66,44 @@ func (s *StatArray) dec(t statTypes, n int64) {
 	s[i].Freed += n
 }
 
+// up and down are inc and dec for the arrays whose peaks are kept lazily
+// (Allocation, AllocatedBytes, RequestedBytes, Active, ActiveBytes): up
+// only raises the pool's current value, and down first raises the pool's
+// and the aggregate's peaks to the values they had before it. A peak is
+// the greatest value before some decrease or the present one, so the true
+// peak is at all times the greater of Peak and Current (settle). A
+// malloc raises these arrays and a free lowers them, and mallocs are the
+// more numerous; an array takes up and down or inc and dec, never both.
+func (s *StatArray) up(t statTypes, n int64) {
+	i := 1 + int(t&1)
+	s[i].Current += n
+}
+
+func (s *StatArray) down(t statTypes, n int64) {
+	i := 1 + int(t&1)
+	c := s[i].Current
+	if c > s[i].Peak {
+		s[i].Peak = c
+	}
+	if all := c + s[3-i].Current; all > s[0].Peak {
+		s[0].Peak = all
+	}
+	s[i].Current = c - n
+	s[i].Freed += n
+}
+
+// settle raises the peaks that up leaves behind to the current values.
+func (s *StatArray) settle() {
+	for i := 1; i <= 2; i++ {
+		if s[i].Current > s[i].Peak {
+			s[i].Peak = s[i].Current
+		}
+	}
+	if all := s[1].Current + s[2].Current; all > s[0].Peak {
+		s[0].Peak = all
+	}
+}
+
 // sum sets the aggregate's current and freed values, which inc and dec
 // leave to it, from the pools'.
 func (s *StatArray) sum() {
@@ -108,6 +146,7 @@ type Stats struct {
 // statistic updates.
 func (a *Allocator) activeStats() Stats {
 	s := a.stats
+	s.settle()
 	s.sum()
 	if !a.activeApart {
 		s.Active, s.ActiveBytes = s.Allocation, s.AllocatedBytes
@@ -141,6 +180,13 @@ func (a *Allocator) Stats() Stats {
 func (a *Allocator) FreeCached() int64 {
 	r, al := &a.stats.ReservedBytes, &a.stats.AllocatedBytes
 	return r[1].Current + r[2].Current - al[1].Current - al[2].Current
+}
+
+// settle raises the lazily kept peaks of s (StatArray.up).
+func (s *Stats) settle() {
+	for _, arr := range [...]*StatArray{&s.Allocation, &s.AllocatedBytes, &s.RequestedBytes, &s.Active, &s.ActiveBytes} {
+		arr.settle()
+	}
 }
 
 // sum fills in the aggregate entries of s's arrays (StatArray.sum).
