@@ -120,8 +120,14 @@ func (r *region) parallelWalk() {
 
 // scanMargin is how far past its segment a chunk reads at first, for the
 // batch start its walk stops at: a batch of CPython's 1000 entries (60 to
-// 100 bytes each in real snapshots), or a quarter of the segment.
-func (r *region) scanMargin() int64 { return int64(max(r.csize/4, 112<<10) + 64) }
+// 100 bytes each in real snapshots) or a quarter of the segment. The
+// tests' tiny chunks take a quarter, and read more as they need.
+func (r *region) scanMargin() int64 {
+	if r.csize < 64<<10 {
+		return int64(r.csize/4 + 64)
+	}
+	return int64(max(r.csize/4, 112<<10))
+}
 
 // scan reads chunk c's bytes and walks them: from the first batch start in
 // its segment (or the region's start) to the first batch start past it. A
@@ -141,17 +147,12 @@ func (r *region) scan(c *chunk) {
 		have := len(c.raw)
 		n = min(n, r.u.par.size-lo)
 		if int64(cap(c.raw)) < n {
-			// The first read's bytes exactly: buffers are reused, one per
-			// worker and two more, so their room is memory held through
-			// the decode, and a chunk's walk seldom passes the margin (see
-			// scanMargin). A chunk that reads more gets twice that. (make,
-			// not append: the room is read into before it is used, and new
-			// memory is then not cleared first.)
-			room := n
-			if have > 0 {
-				room = 2 * n
-			}
-			grown := make([]byte, have, min(room, r.u.par.size-lo))
+			// The bytes read, exactly: buffers are reused, one per worker
+			// and two more, so their room is memory held through the
+			// decode, and a chunk's walk seldom passes the margin (see
+			// scanMargin). (make, not append: the room is read into before
+			// it is used, and new memory is then not cleared first.)
+			grown := make([]byte, have, n)
 			chunkRoom.Add(int64(cap(grown)))
 			copy(grown, c.raw)
 			c.raw = grown
