@@ -28,7 +28,6 @@ for e in pre:
 rnd = lambda n: max(512, (n + 511) // 512 * 512)
 bounds = sorted(segs)
 out_segs = []
-import bisect
 by_seg = {a: [] for a in bounds}
 for addr, e in live.items():
     i = bisect.bisect_right(bounds, addr) - 1
