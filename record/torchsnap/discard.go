@@ -7,9 +7,22 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// discardAlign is the granule in which events' memory is given back: a
-// huge page, which the store's mapping asks for (adviseHuge).
-const discardAlign = 2 << 20
+// hugeMapMin: a mapping of events this large or larger (mapEvents; a file
+// of about 70 MB or more) asks for huge pages, and its memory is given back
+// in huge pages. A smaller one takes 4 KiB pages, given back in granules of
+// 64 KiB: a mid-size file's decode holds up to a granule or two beyond its
+// records and the events not yet packed at each of their ends, and huge
+// ones came to an eighth of a 32 MB file's budget of twice its bytes.
+const hugeMapMin = 128 << 20
+
+// discardGrain is the granule in which the events' memory in mapping m is
+// given back.
+func discardGrain(m []byte) uintptr {
+	if len(m) >= hugeMapMin {
+		return 2 << 20
+	}
+	return 64 << 10
+}
 
 // discarder gives back the memory of the events of a device decoded
 // outside the Go heap (ReadFileMapped) once both their readers are past
@@ -63,8 +76,9 @@ func (dc *discarder) release(d *Device) {
 	if base < m0 || base+uintptr(n)*size > m0+uintptr(len(dc.mapped)) {
 		return // not the mapping's memory: never give back the heap's
 	}
-	lo := max(dc.done, (base+discardAlign-1)&^(discardAlign-1))
-	end := (base + uintptr(hi)*size) &^ (discardAlign - 1)
+	g := discardGrain(dc.mapped)
+	lo := max(dc.done, (base+g-1)&^(g-1))
+	end := (base + uintptr(hi)*size) &^ (g - 1)
 	if end > lo {
 		discardEvents(dc.mapped[lo-m0 : end-m0])
 		dc.done = end

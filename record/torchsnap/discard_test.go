@@ -20,13 +20,14 @@ func TestDiscardBefore(t *testing.T) {
 	if err := os.WriteFile(path, scaledSnapshot(t, scaledPath, 100), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	per := int64(discardAlign / unsafe.Sizeof(srec{})) // events a granule (packed)
+	var per int64 // events a granule (packed)
 	open := func() *Device {
 		s, err := ReadFileMapped(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(s.Close)
+		per = int64(discardGrain(s.mapped) / unsafe.Sizeof(srec{}))
 		if d := s.Devices[0]; d.Len() >= 6*per && d.recs != nil {
 			return d
 		}

@@ -22,7 +22,9 @@ func mapEvents(n int64) ([]cev, []byte) {
 		return nil, nil
 	}
 	evs := unsafe.Slice((*cev)(unsafe.Pointer(unsafe.SliceData(m))), n)
-	adviseHuge(evs)
+	if size >= hugeMapMin {
+		adviseHuge(evs)
+	}
 	return evs, m
 }
 

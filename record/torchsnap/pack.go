@@ -32,8 +32,9 @@ func (s *eventStore) packTo(hi int64) {
 		r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = t, a, sz, st, p, sk, k
 	}
 	s.packed = hi
-	lo := (uintptr(hi)*uintptr(recSize) + discardAlign - 1) &^ (discardAlign - 1)
-	end := (uintptr(hi) * uintptr(evSize)) &^ (discardAlign - 1)
+	g := discardGrain(s.mapped)
+	lo := (uintptr(hi)*uintptr(recSize) + g - 1) &^ (g - 1)
+	end := (uintptr(hi) * uintptr(evSize)) &^ (g - 1)
 	if end > lo {
 		discardEvents(s.mapped[lo:end])
 	}

@@ -56,6 +56,9 @@ import (
 // regionEvents counts the events decoded by regions (for tests).
 var regionEvents atomic.Int64
 
+// chunkRoom counts the bytes made for regions' chunk buffers (for tests).
+var chunkRoom atomic.Int64
+
 // walkFailures counts the parallel walks that failed to cut a region (for
 // tests).
 var walkFailures atomic.Int64
@@ -298,7 +301,10 @@ func newRegion(u *unpickler, start int64) *region {
 	b := u.b
 	workers := regionWorkers()
 	left := u.par.size - start
-	csize := int(min(int64(parChunkMax), max(int64(parChunkMin), left/int64(8*workers))))
+	// Sixteen chunks a worker: the workers+2 buffers, each a chunk and its
+	// margin (scanMargin), are held through the decode, and at eight they
+	// came to a third of a mid-size file's bytes.
+	csize := int(min(int64(parChunkMax), max(int64(parChunkMin), left/int64(16*workers))))
 	r := &region{u: u, b: b, start: start, cancel: make(chan struct{}),
 		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,

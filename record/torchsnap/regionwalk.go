@@ -29,6 +29,7 @@ func (r *region) walk() {
 		size := max(r.csize, grow, len(carry))
 		if cap(buf) < size {
 			buf = make([]byte, size)
+			chunkRoom.Add(int64(size))
 		}
 		buf = buf[:size]
 		n := copy(buf, carry)
@@ -118,8 +119,15 @@ func (r *region) parallelWalk() {
 }
 
 // scanMargin is how far past its segment a chunk reads at first, for the
-// batch start its walk stops at: a few batches of CPython's 1000 entries.
-func (r *region) scanMargin() int64 { return int64(r.csize/4 + 64) }
+// batch start its walk stops at: a batch of CPython's 1000 entries (60 to
+// 100 bytes each in real snapshots) or a quarter of the segment. The
+// tests' tiny chunks take a quarter, and read more as they need.
+func (r *region) scanMargin() int64 {
+	if r.csize < 64<<10 {
+		return int64(r.csize/4 + 64)
+	}
+	return int64(max(r.csize/4, 112<<10))
+}
 
 // scan reads chunk c's bytes and walks them: from the first batch start in
 // its segment (or the region's start) to the first batch start past it. A
@@ -139,11 +147,13 @@ func (r *region) scan(c *chunk) {
 		have := len(c.raw)
 		n = min(n, r.u.par.size-lo)
 		if int64(cap(c.raw)) < n {
-			// Room for twice the bytes: most chunks read once more (see
-			// scanMargin), and outgrowing the buffer then would leave it
-			// behind as garbage. (make, not append: the room is read into
-			// before it is used, and new memory is then not cleared first.)
-			grown := make([]byte, have, min(2*n, r.u.par.size-lo))
+			// The bytes read, exactly: buffers are reused, one per worker
+			// and two more, so their room is memory held through the
+			// decode, and a chunk's walk seldom passes the margin (see
+			// scanMargin). (make, not append: the room is read into before
+			// it is used, and new memory is then not cleared first.)
+			grown := make([]byte, have, n)
+			chunkRoom.Add(int64(cap(grown)))
 			copy(grown, c.raw)
 			c.raw = grown
 		}

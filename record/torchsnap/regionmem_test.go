@@ -1,0 +1,38 @@
+package torchsnap
+
+import (
+	"bytes"
+	"testing"
+)
+
+// A mid-size file's regions, on a 16-core host, make chunk buffers of at
+// most a quarter of the file's bytes in all: they are held through the
+// decode, beside its events, where a trace of 16 MB has the import's
+// whole budget of twice the file to fit in (issue 22). At eight chunks a
+// worker and buffers twice their first read, they took 0.36 of it.
+func TestRegionChunkRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 16 MB snapshot")
+	}
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 200_000); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	minFile, minLeft, w, mw := parMinFile, parMinLeft, parWorkers, parMinWorkers
+	parMinFile, parMinLeft, parWorkers, parMinWorkers = 0, 0, 16, 1
+	defer func() { parMinFile, parMinLeft, parWorkers, parMinWorkers = minFile, minLeft, w, mw }()
+	room0, events0 := chunkRoom.Load(), regionEvents.Load()
+	s, err := decodeAt(&parSource{ra: bytes.NewReader(data), size: int64(len(data))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := regionEvents.Load() - events0; n < s.Devices[0].Len()*9/10 {
+		t.Fatalf("%d of %d events decoded in regions", n, s.Devices[0].Len())
+	}
+	if room := chunkRoom.Load() - room0; room > int64(len(data))/4 {
+		t.Errorf("chunk buffers of %d bytes for a file of %d (%.2f of it), want at most a quarter", room, len(data), float64(room)/float64(len(data)))
+	} else {
+		t.Logf("chunk buffers of %d bytes for a file of %d (%.2f of it)", room, len(data), float64(room)/float64(len(data)))
+	}
+}
