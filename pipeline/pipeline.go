@@ -22,6 +22,7 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -566,12 +567,16 @@ func (f *fanout) numberAhead(full <-chan *batch, timed bool) <-chan *batch {
 	go func() {
 		defer close(out)
 		clock := startClock(timed)
+		// The table made for the guess outside the Go heap, given back
+		// once the last batch is numbered.
+		var off grow.OffHeap
 		defer func() {
 			f.parts.Close()
+			off.Release()
 			f.numCPU = clock.stop() + slices.Max(f.parts.PartCPU())
 		}()
 		if f.numberBlocks > 0 {
-			f.parts.Reserve(f.opt.Analysis.Device, f.numberBlocks)
+			f.parts.ReserveOff(f.opt.Analysis.Device, f.numberBlocks, &off)
 		}
 		for b := range full {
 			f.parts.Start(b.evs)

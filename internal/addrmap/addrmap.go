@@ -273,7 +273,14 @@ func (m *Map[V]) deleteIndex(hole uint64) {
 // once (here) until it holds more: a caller that knows about how many keys
 // it will hold skips the doublings on the way, each of which rehashes every
 // entry and keeps the old table beside the new one while it does.
-func (m *Map[V]) Reserve(n int) {
+func (m *Map[V]) Reserve(n int) { m.ReserveOff(n, nil) }
+
+// ReserveOff is Reserve with the table made in h, if not nil (grow.MakeOff,
+// in small pages: outside the Go heap, where the collector does not count
+// it, and where a few keys hashed over a table made for many touch a page
+// each, not a huge page each), which must outlive the map's use of it; a
+// table the map grows into later is the heap's, as ever.
+func (m *Map[V]) ReserveOff(n int, h *grow.OffHeap) {
 	if n <= m.limit {
 		return
 	}
@@ -282,7 +289,7 @@ func (m *Map[V]) Reserve(n int) {
 		size *= 2
 	}
 	if size > len(m.slots) {
-		m.resize(size)
+		m.resizeIn(size, h)
 	}
 }
 
@@ -298,9 +305,16 @@ func (m *Map[V]) grow() { m.resize(max(minSlots, 2*len(m.slots))) }
 
 // resize moves the entries to a table of size slots, a power of two that
 // holds them all below its limit.
-func (m *Map[V]) resize(size int) {
+func (m *Map[V]) resize(size int) { m.resizeIn(size, nil) }
+
+// resizeIn is resize with the table made in h, if not nil.
+func (m *Map[V]) resizeIn(size int, h *grow.OffHeap) {
 	old := m.slots
-	m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
+	if h != nil {
+		m.slots = grow.MakeOff[slot[V]](h, size, size, false)
+	} else {
+		m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
+	}
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.limit = limitOf(size)
 	m.n = 0
