@@ -22,7 +22,7 @@ func (a *Allocator) ReserveOff(n int, h *grow.OffHeap) grow.Pages {
 	if n > cap(a.blocks) {
 		var t []block
 		if h != nil {
-			t = grow.MakeOff[block](h, len(a.blocks), n, true)
+			t = grow.MakeOff[block](h, len(a.blocks), n, grow.PastFirstHuge)
 		} else {
 			t = make([]block, len(a.blocks), n)
 		}

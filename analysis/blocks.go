@@ -1,8 +1,6 @@
 package analysis
 
 import (
-	"unsafe"
-
 	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -230,13 +228,14 @@ func (t *blocks) rehash(n int) {
 
 // reserve makes the empty table the size that n blocks grow it to (none
 // for n <= 0), so that they are put without a rehash; a numbered table,
-// which has none, makes its slab's chunks for them (slab.reserve).
-func (t *blocks) reserve(n int) {
+// which has none, makes its slab's chunks for them (slab.reserve, in h if
+// not nil).
+func (t *blocks) reserve(n int, h *grow.OffHeap) {
 	if n <= 0 || t.n > 0 {
 		return
 	}
 	if t.numbered {
-		t.slab.reserve(n)
+		t.slab.reserve(n, h)
 		return
 	}
 	size := 64
@@ -382,9 +381,8 @@ func (t *blocks) compactFresh() {
 // and leaving no old array behind (an array doubled to n blocks copies n
 // and makes the kernel supply 2n blocks of fresh pages, a page fault each).
 type slab[E any] struct {
-	chunks  [][]E
-	n       int32
-	grouped bool // reserve asked for the chunks in groups
+	chunks [][]E
+	n      int32
 }
 
 const (
@@ -402,40 +400,37 @@ func (s *slab[E]) push() int32 {
 	return i
 }
 
-// reserve has the slab's chunks made in groups from now on, each group
-// the chunks of one array (grow.Make: in huge pages where the command
-// asked for them), so that they are first touched 2 MiB at a time rather
-// than 4 KiB, each 4 KiB a page fault on the analysis's thread. A group is
-// address space until the elements reach it, but the collector counts it
-// whole as live heap, and keeps a quarter of what it counts in garbage
-// besides (internal/gcpace): so a group is half the chunks made before it
-// (groupMin bytes at the least), and the groups never count more than 1.5
-// times what the elements reach, where one array made for n, a guess
-// (tracer replay's, from the trace file's size), counted the guess on a
-// trace of a thousand blocks live. n <= 0 asks for none.
-func (s *slab[E]) reserve(n int) {
-	if n > 0 {
-		s.grouped = true
+// reserve makes the empty slab's chunks for n elements at once, slices of
+// one array (grow.Make: in huge pages where the command asked for them),
+// so that they are first touched 2 MiB at a time rather than 4 KiB, each
+// 4 KiB a page fault on the analysis's thread. The array is address space
+// until the elements reach it. With h, the array is made there
+// (grow.MakeOff: outside the Go heap, where the collector does not count
+// it, which matters where n is a guess far above the blocks live, tracer
+// replay's from the trace file's size) but for the first chunk, the
+// heap's, in small pages: a trace of few blocks live touches only it.
+func (s *slab[E]) reserve(n int, h *grow.OffHeap) {
+	k := (n + slabChunk - 1) / slabChunk
+	if len(s.chunks) > 0 || k == 0 {
+		return
+	}
+	var all []E
+	if h != nil {
+		s.chunks = append(s.chunks, make([]E, slabChunk))
+		k--
+		all = grow.MakeOff[E](h, k*slabChunk, k*slabChunk, grow.AllHuge)
+	} else {
+		all = grow.Make[E](k*slabChunk, k*slabChunk)
+	}
+	for i := range k {
+		s.chunks = append(s.chunks, all[i*slabChunk:(i+1)*slabChunk:(i+1)*slabChunk])
 	}
 }
-
-// groupMin is the least group of chunks reserve has made at once, in
-// bytes: the least array grow.Make puts in huge pages.
-const groupMin = grow.HugeMin
 
 // reach makes index i an element of the slab, and every index below it.
 func (s *slab[E]) reach(i int32) {
 	for int(i>>slabShift) >= len(s.chunks) {
-		if !s.grouped {
-			s.chunks = append(s.chunks, make([]E, slabChunk))
-			continue
-		}
-		var e E
-		k := max(len(s.chunks)/2, groupMin/(slabChunk*int(unsafe.Sizeof(e))), 1)
-		all := grow.Make[E](k*slabChunk, k*slabChunk)
-		for j := range k {
-			s.chunks = append(s.chunks, all[j*slabChunk:(j+1)*slabChunk:(j+1)*slabChunk])
-		}
+		s.chunks = append(s.chunks, make([]E, slabChunk))
 	}
 	s.n = max(s.n, i+1)
 }

@@ -423,7 +423,8 @@ func each(n int, f func(i int)) {
 // tapReplay is one of ReplayEach's replays: the model on the caller's
 // goroutine, fed by its tap of the reader, and the analysis behind it.
 type tapReplay struct {
-	prep         *modelPrep // the model's memory, made before it (nil: none)
+	prep         *modelPrep    // the model's memory, made before it (nil: none)
+	off          *grow.OffHeap // the summaries' tables, made for prep's guess, until finish
 	res          *replay.Result
 	obs          *fanout
 	behind       *analyzeBehind
@@ -444,6 +445,8 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		// peak (seed1m's 1.34x made it twice as large, 32 MB of each
 		// replay's peak), and one doubling may remain.
 		opt.Analysis.Blocks = r.prep.blocks / 2
+		r.off = new(grow.OffHeap) // a guess: outside the collector's count
+		opt.Analysis.OffHeap = r.off
 	}
 	r.obs = newFanout(opt)
 	if r.prep != nil {
@@ -495,6 +498,9 @@ func (r *tapReplay) finish(rd *trace.Reader, s Resolved, facts trace.Facts, time
 				run.OOMStacks[o.Stack] = rd.Stack(o.Stack)
 			}
 		}
+	}
+	if r.off != nil {
+		r.off.Release()
 	}
 	r.final = clock.lap()
 	return run

@@ -13,7 +13,7 @@ func (l *liveBlocks) reserveOff(n int, h *grow.OffHeap) {
 	if n+1 > cap(l.byRef) {
 		var t []refSlot
 		if h != nil {
-			t = grow.MakeOff[refSlot](h, len(l.byRef), n+1, true)
+			t = grow.MakeOff[refSlot](h, len(l.byRef), n+1, grow.PastFirstHuge)
 		} else {
 			t = make([]refSlot, len(l.byRef), n+1)
 		}

@@ -25,13 +25,10 @@ type OffHeap struct {
 // MakeOff returns make([]E, n, c) made in an anonymous mapping of h's,
 // which must outlive every use of it; with h nil, Make(n, c). E must hold
 // no pointers (the collector does not look into the mapping): MakeOff
-// panics otherwise. With hugePages (and UseHugePages) the pages past the
-// first huge page are advised for transparent huge pages as Make's are: an
-// array whose first 2 MiB are all a run reaches (a trace with few blocks
-// live) then holds the 4 KiB pages it touches, not a whole huge page. A
-// hashed table, whose few keys touch pages all over it, asks for none.
+// panics otherwise. With UseHugePages, the pages from byte hugeFrom on
+// (none if negative) are advised for transparent huge pages as Make's are.
 // Where the system maps no memory so, it is Make's.
-func MakeOff[E any](h *OffHeap, n, c int, hugePages bool) []E {
+func MakeOff[E any](h *OffHeap, n, c int, hugeFrom int) []E {
 	var e E
 	size := uintptr(c) * unsafe.Sizeof(e)
 	if h == nil || size == 0 {
@@ -48,11 +45,23 @@ func MakeOff[E any](h *OffHeap, n, c int, hugePages bool) []E {
 	h.maps = append(h.maps, m)
 	h.mu.Unlock()
 	p := unsafe.SliceData(m)
-	if hugePages && huge.Load() && size >= HugeMin {
-		adviseHuge(uintptr(unsafe.Pointer(p))+hugePage, size-hugePage)
+	if hugeFrom >= 0 && uintptr(hugeFrom) < size && huge.Load() && size >= HugeMin {
+		adviseHuge(uintptr(unsafe.Pointer(p))+uintptr(hugeFrom), size-uintptr(hugeFrom))
 	}
 	return unsafe.Slice((*E)(unsafe.Pointer(p)), c)[:n]
 }
+
+// MakeOff's hugeFrom: every page advised for huge pages (a table that its
+// first blocks fill from the start), none (a hashed table, whose few keys
+// touch pages all over it: a page each, not a huge page each), or those
+// past the first huge page (an array filled from its start, whose first
+// 2 MiB are all that a trace of few blocks live reaches: it then holds
+// the 4 KiB pages it touches, not a whole huge page).
+const (
+	AllHuge       = 0
+	NoHuge        = -1
+	PastFirstHuge = hugePage
+)
 
 // Release unmaps every array MakeOff made in h; none may be used after.
 func (h *OffHeap) Release() {
