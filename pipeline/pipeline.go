@@ -439,13 +439,12 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	opt.Analysis.MemoryLimit = s.Limit             // the OOM verdicts compare with it
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	if r.prep != nil {
-		// Half the model's guess: the summarizer's table, a power of two
-		// at least twice its blocks, is then never larger than its
-		// doublings would make it where the guess is up to twice the
-		// peak (seed1m's 1.34x made it twice as large, 32 MB of each
-		// replay's peak), and one doubling may remain.
+		// Half the model's guess: the summarizer's slab, the rest of it
+		// chunks made as reached. A guess, so outside the collector's
+		// count (r.off, given back in finish): a trace of few blocks
+		// live touches a chunk of it.
 		opt.Analysis.Blocks = r.prep.blocks / 2
-		r.off = new(grow.OffHeap) // a guess: outside the collector's count
+		r.off = new(grow.OffHeap)
 		opt.Analysis.OffHeap = r.off
 	}
 	r.obs = newFanout(opt)
@@ -454,7 +453,9 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		// holds up to 3/4 of its slots, a power of two. Made for half,
 		// it doubles on seed1m.trace (1M blocks live of a guess of
 		// 1.34M), old and new tables resident at once; for the whole,
-		// small.trace's is twice what its 300k blocks need.
+		// small.trace's is twice what its 300k blocks need. Made once
+		// the numbering outgrows a small table (ReserveOff), outside
+		// the collector's count.
 		r.obs.numberBlocks = r.prep.blocks * 5 / 8
 	}
 	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)

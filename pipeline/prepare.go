@@ -14,7 +14,10 @@ import (
 // block number the numbering has handed on (readAhead.top). Grown by
 // doubling on the model's thread, as a replay otherwise makes them, they
 // were copied at each doubling into fresh memory, a page fault a page:
-// about a third of the model stage's CPU on small.trace.
+// about a third of the model stage's CPU on small.trace. They are made
+// outside the Go heap (Replayer.PrepareOffHeap) and given back by finish:
+// sized by a guess, on the heap the collector counted them whole, and a
+// trace of few blocks live held a quarter of the guess in garbage.
 type modelPrep struct {
 	rp     replay.Replayer
 	done   chan struct{} // closed once Prepare has returned
