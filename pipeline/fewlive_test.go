@@ -2,47 +2,55 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/tracer-dev/tracer/record"
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// fewLiveTrace writes 1,000 blocks live, then rounds of one block
-// allocated and freed: a trace whose events grow with rounds while its
-// live blocks do not.
+// fewLiveTrace records 1,000 blocks live, then rounds of one block
+// allocated and freed (growth's few-live-churn axis): a trace whose events
+// grow with rounds while its live blocks do not.
 func fewLiveTrace(t *testing.T, rounds int) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "few-live.arrows")
-	w, err := trace.Create(path, trace.Meta{}, trace.WriterOptions{})
+	return recordWorkload(t, filepath.Join(t.TempDir(), "few-live.arrows"),
+		fmt.Sprintf("alloc keep 512 count=1000\nrepeat %d\n  alloc t 512\n  free t\nend\n", rounds))
+}
+
+// recordWorkload records the workload text on the simulated device into
+// a trace at path, which it returns.
+func recordWorkload(tb testing.TB, path, text string) string {
+	tb.Helper()
+	w, err := record.ParseWorkload(filepath.Base(path)+".workload", []byte(text))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	var seq int64
-	write := func(ev trace.Event) {
-		ev.Seq, ev.Stack = seq, trace.NoStack
-		seq++
-		if err := w.Write(&ev); err != nil {
-			t.Fatal(err)
-		}
+	tg, err := record.OpenTarget("sim", 0, record.DefaultSimMemory)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	base := uint64(1) << 40
-	write(trace.Event{Kind: trace.KindSegmentAlloc, Addr: base, Size: 2 << 20})
-	for i := range uint64(1000) {
-		write(trace.Event{Kind: trace.KindAlloc, Addr: base + 512*i, Size: 512, BlockSize: 512})
-	}
-	churn := base + 512*1000
-	for range rounds {
-		write(trace.Event{Kind: trace.KindAlloc, Addr: churn, Size: 512, BlockSize: 512})
-		write(trace.Event{Kind: trace.KindFreeRequested, Addr: churn, Size: 512, BlockSize: 512})
-		write(trace.Event{Kind: trace.KindFreeCompleted, Addr: churn, Size: 512, BlockSize: 512})
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	defer tg.Close()
+	if _, err := record.Record(context.Background(), record.Options{Workload: w, Target: tg, Out: path}); err != nil {
+		tb.Fatal(err)
 	}
 	return path
+}
+
+// recorded opens the trace at path, with its recorded settings.
+func recorded(tb testing.TB, path string) (*Input, Resolved) {
+	tb.Helper()
+	in, err := Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	set, err := in.RecordedSettings()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in, set
 }
 
 // TestFewLiveHeap: the memory a prepared replay makes for its guess of the
@@ -58,14 +66,7 @@ func TestFewLiveHeap(t *testing.T) {
 	prepareMin = 0
 	heapAt := func(rounds int) (heap int64, guess int) {
 		path := fewLiveTrace(t, rounds)
-		in, err := Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := in.RecordedSettings()
-		if err != nil {
-			t.Fatal(err)
-		}
+		in, set := recorded(t, path)
 		half, n := int64(3*rounds/2), int64(0)
 		observe := func(*trace.Event) {
 			if n++; n == half {
