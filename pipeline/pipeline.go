@@ -381,6 +381,13 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	for i := range reps {
 		reps[i].prep = prepareModel(in, settings[i], opts[i])
 	}
+	defer func() { // the summaries' tables, where finish did not give them back (an error)
+		for i := range reps {
+			if reps[i].off != nil {
+				reps[i].off.Release()
+			}
+		}
+	}()
 	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings))
 	defer src.close()
 	each(len(settings), func(i int) { reps[i].replay(ctx, in, settings[i], opts[i], src.taps[i], report != nil) })
