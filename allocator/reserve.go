@@ -12,10 +12,20 @@ import "github.com/tracer-dev/tracer/internal/grow"
 // a's thread does not take a fault each time it first reaches a page. It
 // never shrinks the arena and changes nothing a caller can see; past n the
 // arena doubles as before.
-func (a *Allocator) Reserve(n int) grow.Pages {
+func (a *Allocator) Reserve(n int) grow.Pages { return a.ReserveOff(n, nil) }
+
+// ReserveOff is Reserve with the room made in h (grow.MakeOff: outside the
+// Go heap, where the collector does not count it), which must outlive a's
+// use of it.
+func (a *Allocator) ReserveOff(n int, h *grow.OffHeap) grow.Pages {
 	n++ // block 0 is never used
 	if n > cap(a.blocks) {
-		t := make([]block, len(a.blocks), n)
+		var t []block
+		if h != nil {
+			t = grow.MakeOff[block](h, len(a.blocks), n, grow.PastFirstHuge)
+		} else {
+			t = make([]block, len(a.blocks), n)
+		}
 		copy(t, a.blocks)
 		a.blocks = t
 	}

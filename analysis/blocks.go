@@ -228,13 +228,14 @@ func (t *blocks) rehash(n int) {
 
 // reserve makes the empty table the size that n blocks grow it to (none
 // for n <= 0), so that they are put without a rehash; a numbered table,
-// which has none, makes its slab's chunks for them (slab.reserve).
-func (t *blocks) reserve(n int) {
+// which has none, makes its slab's chunks for them (slab.reserve, in h if
+// not nil).
+func (t *blocks) reserve(n int, h *grow.OffHeap) {
 	if n <= 0 || t.n > 0 {
 		return
 	}
 	if t.numbered {
-		t.slab.reserve(n)
+		t.slab.reserve(n, h)
 		return
 	}
 	size := 64
@@ -403,13 +404,24 @@ func (s *slab[E]) push() int32 {
 // one array (grow.Make: in huge pages where the command asked for them),
 // so that they are first touched 2 MiB at a time rather than 4 KiB, each
 // 4 KiB a page fault on the analysis's thread. The array is address space
-// until the elements reach it.
-func (s *slab[E]) reserve(n int) {
+// until the elements reach it. With h, the array is made there
+// (grow.MakeOff: outside the Go heap, where the collector does not count
+// it, which matters where n is a guess far above the blocks live, tracer
+// replay's from the trace file's size) but for the first chunk, the
+// heap's, in small pages: a trace of few blocks live touches only it.
+func (s *slab[E]) reserve(n int, h *grow.OffHeap) {
 	k := (n + slabChunk - 1) / slabChunk
 	if len(s.chunks) > 0 || k == 0 {
 		return
 	}
-	all := grow.Make[E](k*slabChunk, k*slabChunk)
+	var all []E
+	if h != nil {
+		s.chunks = append(s.chunks, make([]E, slabChunk))
+		k--
+		all = grow.MakeOff[E](h, k*slabChunk, k*slabChunk, grow.AllHuge)
+	} else {
+		all = grow.Make[E](k*slabChunk, k*slabChunk)
+	}
 	for i := range k {
 		s.chunks = append(s.chunks, all[i*slabChunk:(i+1)*slabChunk:(i+1)*slabChunk])
 	}

@@ -3,6 +3,7 @@ package analysis
 import (
 	"github.com/tracer-dev/tracer/trace"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/internal/ordered"
 )
 
@@ -40,6 +41,11 @@ type Options struct {
 	// for them at once instead of doubled to that size, each doubling a
 	// rehash of every block on the analysis's thread. It changes no result.
 	Blocks int
+	// OffHeap, if set, is where the table made for Blocks lies (outside
+	// the Go heap: the collector does not count a guess's table, which a
+	// trace of few blocks live hardly touches), for a caller that
+	// releases it once done with the Summarizer and its Finalize.
+	OffHeap *grow.OffHeap
 	// Numbered says that the events' Ref numbers their blocks as
 	// replay.BlockNumbers gives them: every alloc a number, the number
 	// its address holds while a block there is live, a free the number
@@ -137,7 +143,7 @@ func NewSummarizer(opt Options) *Summarizer {
 			ph: newPhases(opt.Annotations, opt.Device)}
 	}
 	s.live.numbered, s.live.full = opt.Numbered, !opt.FragmentationOnly
-	s.live.reserve(opt.Blocks)
+	s.live.reserve(opt.Blocks, opt.OffHeap)
 	return s
 }
 

@@ -8,6 +8,10 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
+// RecordWorkload records a workload's text on the simulated device into a
+// trace at path, which it returns.
+var RecordWorkload = recordWorkload
+
 // BatchRows is how many events the analysis is handed at once.
 const BatchRows = batchRows
 

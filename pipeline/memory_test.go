@@ -10,7 +10,7 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
-	"github.com/tracer-dev/tracer/record"
+	"github.com/tracer-dev/tracer/pipeline"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -18,21 +18,7 @@ import (
 // liveTrace records n 512-byte allocations, none freed, on the simulated
 // device: a trace whose last event is its peak of n live blocks.
 func liveTrace(tb testing.TB, dir string, n int) string {
-	tb.Helper()
-	w, err := record.ParseWorkload("live.workload", fmt.Appendf(nil, "alloc b 512 count=%d\n", n))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tg, err := record.OpenTarget("sim", 0, record.DefaultSimMemory)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer tg.Close()
-	out := filepath.Join(dir, fmt.Sprintf("live-%d.arrows", n))
-	if _, err := record.Record(context.Background(), record.Options{Workload: w, Target: tg, Out: out}); err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return pipeline.RecordWorkload(tb, filepath.Join(dir, fmt.Sprintf("live-%d.arrows", n)), fmt.Sprintf("alloc b 512 count=%d\n", n))
 }
 
 // peakHeap is a Summarizer that, at the trace's last alloc (its peak of

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/analysis"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/record/sample"
 	"github.com/tracer-dev/tracer/replay"
 	"github.com/tracer-dev/tracer/trace"
@@ -380,6 +381,13 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 	for i := range reps {
 		reps[i].prep = prepareModel(in, settings[i], opts[i])
 	}
+	defer func() { // the summaries' tables, where finish did not give them back (an error)
+		for i := range reps {
+			if reps[i].off != nil {
+				reps[i].off.Release()
+			}
+		}
+	}()
 	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings))
 	defer src.close()
 	each(len(settings), func(i int) { reps[i].replay(ctx, in, settings[i], opts[i], src.taps[i], report != nil) })
@@ -422,7 +430,8 @@ func each(n int, f func(i int)) {
 // tapReplay is one of ReplayEach's replays: the model on the caller's
 // goroutine, fed by its tap of the reader, and the analysis behind it.
 type tapReplay struct {
-	prep         *modelPrep // the model's memory, made before it (nil: none)
+	prep         *modelPrep    // the model's memory, made before it (nil: none)
+	off          *grow.OffHeap // the summaries' tables, made for prep's guess, until finish
 	res          *replay.Result
 	obs          *fanout
 	behind       *analyzeBehind
@@ -437,12 +446,13 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 	opt.Analysis.MemoryLimit = s.Limit             // the OOM verdicts compare with it
 	opt.Analysis.Annotations = in.Meta.Annotations // a replay keeps the requests' times
 	if r.prep != nil {
-		// Half the model's guess: the summarizer's table, a power of two
-		// at least twice its blocks, is then never larger than its
-		// doublings would make it where the guess is up to twice the
-		// peak (seed1m's 1.34x made it twice as large, 32 MB of each
-		// replay's peak), and one doubling may remain.
+		// Half the model's guess: the summarizer's slab, the rest of it
+		// chunks made as reached. A guess, so outside the collector's
+		// count (r.off, given back in finish): a trace of few blocks
+		// live touches a chunk of it.
 		opt.Analysis.Blocks = r.prep.blocks / 2
+		r.off = new(grow.OffHeap)
+		opt.Analysis.OffHeap = r.off
 	}
 	r.obs = newFanout(opt)
 	if r.prep != nil {
@@ -450,7 +460,9 @@ func (r *tapReplay) replay(ctx context.Context, in *Input, s Resolved, opt Optio
 		// holds up to 3/4 of its slots, a power of two. Made for half,
 		// it doubles on seed1m.trace (1M blocks live of a guess of
 		// 1.34M), old and new tables resident at once; for the whole,
-		// small.trace's is twice what its 300k blocks need.
+		// small.trace's is twice what its 300k blocks need. Made once
+		// the numbering outgrows a small table (ReserveOff), outside
+		// the collector's count.
 		r.obs.numberBlocks = r.prep.blocks * 5 / 8
 	}
 	r.behind = startAnalyzeBehind(r.obs, src, timed, r.prep != nil)
@@ -494,6 +506,9 @@ func (r *tapReplay) finish(rd *trace.Reader, s Resolved, facts trace.Facts, time
 				run.OOMStacks[o.Stack] = rd.Stack(o.Stack)
 			}
 		}
+	}
+	if r.off != nil {
+		r.off.Release()
 	}
 	r.final = clock.lap()
 	return run
@@ -566,12 +581,16 @@ func (f *fanout) numberAhead(full <-chan *batch, timed bool) <-chan *batch {
 	go func() {
 		defer close(out)
 		clock := startClock(timed)
+		// The table made for the guess outside the Go heap, given back
+		// once the last batch is numbered.
+		var off grow.OffHeap
 		defer func() {
 			f.parts.Close()
+			off.Release()
 			f.numCPU = clock.stop() + slices.Max(f.parts.PartCPU())
 		}()
 		if f.numberBlocks > 0 {
-			f.parts.Reserve(f.opt.Analysis.Device, f.numberBlocks)
+			f.parts.ReserveOff(f.opt.Analysis.Device, f.numberBlocks, &off)
 		}
 		for b := range full {
 			f.parts.Start(b.evs)

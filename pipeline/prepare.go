@@ -14,13 +14,17 @@ import (
 // block number the numbering has handed on (readAhead.top). Grown by
 // doubling on the model's thread, as a replay otherwise makes them, they
 // were copied at each doubling into fresh memory, a page fault a page:
-// about a third of the model stage's CPU on small.trace.
+// about a third of the model stage's CPU on small.trace. They are made
+// outside the Go heap (Replayer.PrepareOffHeap) and given back by finish:
+// sized by a guess, on the heap the collector counted them whole, and a
+// trace of few blocks live held a quarter of the guess in garbage.
 type modelPrep struct {
 	rp     replay.Replayer
 	done   chan struct{} // closed once Prepare has returned
 	blocks int
 	stop   chan struct{}
-	ok     bool // Prepare made the memory
+	ok     bool          // Prepare made the memory
+	follow chan struct{} // closed once Follow has returned
 }
 
 // bytesPerBlock is how many bytes of a trace file modelPrep reserves one
@@ -44,6 +48,11 @@ var prepareMin int64 = 16 << 20
 // 128k numbers cost seed1m's what-if 10 MB of its peak.
 const prefaultAhead = 32 << 10
 
+// prefaultFirst is how many block numbers are faulted in before the model
+// starts: Follow's lead then doubles with the numbers reached, up to
+// prefaultAhead, so that a trace of few blocks live has little resident.
+const prefaultFirst = 4 << 10
+
 // prepareModel starts making the model's memory of a replay of in under s
 // with opt, where that pays: a simulated device, no Replayer of the
 // caller's, a trace file of prepareMin bytes or more. It returns nil
@@ -61,9 +70,9 @@ func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
 	go func() {
 		defer close(p.done)
 		// An error (settings the model refuses) is Run's to meet.
-		p.ok = p.rp.Prepare(replay.Options{Conf: s.Conf, TotalMemory: s.Total, MemoryLimit: s.Limit, Blocks: p.blocks}) == nil
+		p.ok = p.rp.PrepareOffHeap(replay.Options{Conf: s.Conf, TotalMemory: s.Total, MemoryLimit: s.Limit, Blocks: p.blocks}) == nil
 		if p.ok {
-			p.rp.PrefaultBelow(prefaultAhead)
+			p.rp.PrefaultBelow(prefaultFirst)
 		}
 	}()
 	return p
@@ -74,10 +83,21 @@ func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
 func (p *modelPrep) replayer(top *atomic.Int32, wake <-chan struct{}) *replay.Replayer {
 	<-p.done
 	if p.ok {
-		go p.rp.Follow(top, prefaultAhead, false, wake, p.stop)
+		p.follow = make(chan struct{})
+		go func() {
+			defer close(p.follow)
+			p.rp.Follow(top, prefaultAhead, false, wake, p.stop)
+		}()
 	}
 	return &p.rp
 }
 
-// finish stops the prefaulting, once the Run has returned.
-func (p *modelPrep) finish() { close(p.stop) }
+// finish stops the prefaulting, once the Run has returned, and gives the
+// memory back (Replayer.Release: nothing reads the Result's allocator).
+func (p *modelPrep) finish() {
+	close(p.stop)
+	if p.follow != nil {
+		<-p.follow
+	}
+	p.rp.Release()
+}

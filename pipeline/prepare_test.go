@@ -50,14 +50,7 @@ func TestPreparedModel(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	in, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := in.RecordedSettings()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, set := recorded(t, path)
 	var stages []StageTimes
 	OnStages = func(s StageTimes) { stages = append(stages, s) }
 	defer func() { OnStages = nil }()

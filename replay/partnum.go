@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tracer-dev/tracer/internal/cputime"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -113,13 +114,18 @@ func (n *PartNumbers) Parts() int { return len(n.parts) }
 // at once, on a goroutine each (the runtime clears reused memory on the
 // goroutine that allocates it, a table of millions of blocks in tens of
 // milliseconds).
-func (n *PartNumbers) Reserve(device int32, blocks int) {
+func (n *PartNumbers) Reserve(device int32, blocks int) { n.ReserveOff(device, blocks, nil) }
+
+// ReserveOff is Reserve with the parts' tables made in h, if not nil
+// (BlockNumbers.ReserveOff: outside the Go heap), which must outlive the
+// numbering: Close, then h.Release.
+func (n *PartNumbers) ReserveOff(device int32, blocks int, h *grow.OffHeap) {
 	share := n.share(blocks)
 	var wg sync.WaitGroup
 	for _, x := range n.parts[1:] {
-		wg.Go(func() { x.nums.Reserve(device, share) })
+		wg.Go(func() { x.nums.ReserveOff(device, share, h) })
 	}
-	n.parts[0].nums.Reserve(device, share)
+	n.parts[0].nums.ReserveOff(device, share, h)
 	wg.Wait()
 }
 

@@ -1,13 +1,26 @@
 package replay
 
-import "math"
+import (
+	"math"
+
+	"github.com/tracer-dev/tracer/internal/grow"
+)
 
 // reserve makes room for blocks numbered up to n (BlockNumbers' numbers),
 // so that byRef is made once rather than doubled to that size (see
 // Options.Blocks).
-func (l *liveBlocks) reserve(n int) {
+func (l *liveBlocks) reserve(n int) { l.reserveOff(n, nil) }
+
+// reserveOff is reserve with the room made in h, if not nil (grow.MakeOff:
+// outside the Go heap).
+func (l *liveBlocks) reserveOff(n int, h *grow.OffHeap) {
 	if n+1 > cap(l.byRef) {
-		t := make([]refSlot, len(l.byRef), n+1)
+		var t []refSlot
+		if h != nil {
+			t = grow.MakeOff[refSlot](h, len(l.byRef), n+1, grow.PastFirstHuge)
+		} else {
+			t = make([]refSlot, len(l.byRef), n+1)
+		}
 		copy(t, l.byRef)
 		l.byRef = t
 	}
@@ -15,8 +28,13 @@ func (l *liveBlocks) reserve(n int) {
 
 // Reserve makes room in device's numbering for n blocks live at once, so
 // that its address table is made once rather than doubled to that size.
-func (n *BlockNumbers) Reserve(device int32, blocks int) {
-	n.device(device).at.Reserve(blocks)
+func (n *BlockNumbers) Reserve(device int32, blocks int) { n.ReserveOff(device, blocks, nil) }
+
+// ReserveOff is Reserve with the table made in h, if not nil
+// (addrmap.Map.ReserveOff: outside the Go heap), which must outlive the
+// numbering.
+func (n *BlockNumbers) ReserveOff(device int32, blocks int, h *grow.OffHeap) {
+	n.device(device).at.ReserveOff(blocks, h)
 }
 
 // Prefault faults in the table of device's live addresses that Reserve

@@ -36,6 +36,8 @@ type Replayer struct {
 	arenaFaulted, tableFaulted int
 	// nodes is the model Prepare made, for NodesAhead.
 	nodes *allocator.Allocator
+	// off holds the arena and the table PrepareOffHeap made, until Release.
+	off *grow.OffHeap
 }
 
 // Run replays src as Run(ctx, src, opts, obs) does, with the same results,
@@ -64,7 +66,44 @@ func (rp *Replayer) Run(ctx context.Context, src Source, opts Options, obs Obser
 // Blocks, Refs and what makes the allocator (Conf, TotalMemory,
 // MemoryLimit) are read; Run takes the rest of its options as ever, and
 // its results are the same. Prepare and Run must not run at once.
-func (rp *Replayer) Prepare(opts Options) error {
+func (rp *Replayer) Prepare(opts Options) error { return rp.prepare(opts, nil) }
+
+// PrepareOffHeap is Prepare with the arena and the table made outside the
+// Go heap (grow.MakeOff), where the collector does not count them: a guess
+// of the blocks far above what the trace holds at once (tracer replay's,
+// from the file's size) then costs address space, not a collector's
+// headroom of a quarter of it in garbage. The caller calls Release once it
+// is done with the Run and its Result.
+func (rp *Replayer) PrepareOffHeap(opts Options) error {
+	if rp.off == nil {
+		rp.off = new(grow.OffHeap)
+	}
+	return rp.prepare(opts, rp.off)
+}
+
+// Release gives back the memory PrepareOffHeap made, once the Run has
+// returned and Follow and Prefault are done: the model that holds it is
+// dropped (the Run's Result's DeviceResult.Allocator becomes nil, its
+// Stats stay), and rp's next Run makes one afresh. Without a
+// PrepareOffHeap it does nothing.
+func (rp *Replayer) Release() {
+	if rp.off == nil {
+		return
+	}
+	r := &rp.x.dev0
+	for i := range rp.out.res.Devices {
+		if d := &rp.out.res.Devices[i]; d.Allocator == r.a {
+			d.Allocator = nil
+		}
+	}
+	r.a, r.res.Allocator, r.live.byRef = nil, nil, nil
+	rp.arena, rp.table, rp.blocks, rp.arenaFaulted, rp.tableFaulted, rp.nodes = grow.Pages{}, grow.Pages{}, 0, 0, 0, nil
+	rp.off.Release()
+	rp.off = nil
+}
+
+// prepare is Prepare, with the arena and the table made in h if not nil.
+func (rp *Replayer) prepare(opts Options, h *grow.OffHeap) error {
 	n := opts.Blocks
 	if n <= 0 {
 		return nil
@@ -86,8 +125,8 @@ func (rp *Replayer) Prepare(opts Options) error {
 	// The arena and the table at once: the runtime clears reused memory
 	// on the goroutine that allocates it.
 	var wg sync.WaitGroup
-	wg.Go(func() { r.live.reserve(max(n, opts.Refs)) })
-	rp.arena = a.Reserve(arenaFor(n))
+	wg.Go(func() { r.live.reserveOff(max(n, opts.Refs), h) })
+	rp.arena = a.ReserveOff(arenaFor(n), h)
 	wg.Wait()
 	rp.table = grow.PagesOf(r.live.byRef[len(r.live.byRef):])
 	rp.blocks, rp.arenaFaulted, rp.tableFaulted, rp.nodes = n, 0, 0, a
@@ -145,8 +184,10 @@ func (rp *Replayer) prefaultTo(blocks, refs int) bool {
 
 // Follow faults in the memory Prepare made as a Run reaches it, on a
 // goroutine beside the Run: each time wake says that top, the greatest
-// block number handed to the Run, has grown, up to ahead numbers past it
-// (PrefaultBelow), and with nodes the free sets' next tree nodes
+// block number handed to the Run, has grown, up to ahead numbers past it,
+// or top past it while top is less (PrefaultBelow: a trace whose numbers
+// stay low, with few blocks live, has no more faulted in than twice what
+// it reaches), and with nodes the free sets' next tree nodes
 // (NodesAhead). It returns once stop is closed.
 func (rp *Replayer) Follow(top *atomic.Int32, ahead int, nodes bool, wake, stop <-chan struct{}) {
 	populate := true
@@ -155,7 +196,8 @@ func (rp *Replayer) Follow(top *atomic.Int32, ahead int, nodes bool, wake, stop 
 		case <-stop:
 			return
 		case <-wake:
-			if populate && !rp.PrefaultBelow(int(top.Load())+ahead) {
+			t := int(top.Load())
+			if populate && !rp.PrefaultBelow(t+min(ahead, max(t, followMin))) {
 				populate = false // not on this system
 			}
 			if nodes {
@@ -164,6 +206,9 @@ func (rp *Replayer) Follow(top *atomic.Int32, ahead int, nodes bool, wake, stop 
 		}
 	}
 }
+
+// followMin is the least lead of Follow's over the numbers handed on.
+const followMin = 1 << 10
 
 // extraDevice is the replay of a device besides the first, and its
 // SimDevice, kept by a Replayer.

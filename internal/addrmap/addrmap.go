@@ -28,6 +28,10 @@ type Map[V any] struct {
 	limit int       // the most keys slots holds before it grows
 	zero  V         // the value of key 0
 	hasZ  bool
+	// later is the keys ReserveOff asked a table for, made in off once
+	// the map grows past lateSlots (0: none asked).
+	later int
+	off   *grow.OffHeap
 }
 
 type slot[V any] struct {
@@ -277,13 +281,35 @@ func (m *Map[V]) Reserve(n int) {
 	if n <= m.limit {
 		return
 	}
-	size := max(minSlots, len(m.slots))
+	if size := sizeFor(n, len(m.slots)); size > len(m.slots) {
+		m.resize(size)
+	}
+}
+
+// ReserveOff is Reserve with the table made in h (grow.MakeOff: outside
+// the Go heap, where the collector does not count it) and only once the
+// map outgrows lateSlots slots: a map that stays small (a trace of few
+// blocks live, where n was a guess of millions) then keeps a small table,
+// where one made for n at once would hold a page of memory for each of
+// its keys, which the hash spreads all over it. h must outlive the map's
+// use of it; a table the map grows into past n is the heap's, as ever.
+func (m *Map[V]) ReserveOff(n int, h *grow.OffHeap) {
+	if n > m.limit {
+		m.later, m.off = n, h
+	}
+}
+
+// lateSlots is the table ReserveOff's map grows to by doubling before its
+// table for n: 1 MiB of 16-byte slots.
+const lateSlots = bigSlots
+
+// sizeFor is the table of at least least slots that holds n keys.
+func sizeFor(n, least int) int {
+	size := max(minSlots, least)
 	for limitOf(size) < n {
 		size *= 2
 	}
-	if size > len(m.slots) {
-		m.resize(size)
-	}
+	return size
 }
 
 // Pages returns the pages of m's table, for a caller that faults them in
@@ -300,13 +326,31 @@ func limitOf(size int) int {
 	return size * maxLoadNum / maxLoadDen
 }
 
-func (m *Map[V]) grow() { m.resize(max(minSlots, 2*len(m.slots))) }
+func (m *Map[V]) grow() {
+	size := max(minSlots, 2*len(m.slots))
+	if m.later > 0 && size > lateSlots {
+		n, h := m.later, m.off
+		m.later, m.off = 0, nil
+		if big := sizeFor(n, size); big > size {
+			m.resizeIn(big, h)
+			return
+		}
+	}
+	m.resize(size)
+}
 
 // resize moves the entries to a table of size slots, a power of two that
 // holds them all below its limit.
-func (m *Map[V]) resize(size int) {
+func (m *Map[V]) resize(size int) { m.resizeIn(size, nil) }
+
+// resizeIn is resize with the table made in h, if not nil.
+func (m *Map[V]) resizeIn(size int, h *grow.OffHeap) {
 	old := m.slots
-	m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
+	if h != nil {
+		m.slots = grow.MakeOff[slot[V]](h, size, size, grow.AllHuge)
+	} else {
+		m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
+	}
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.limit = limitOf(size)
 	m.n = 0

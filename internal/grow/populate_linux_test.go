@@ -5,8 +5,12 @@ import "testing"
 // Populate makes the pages of the elements asked for resident, and no
 // others, and changes no byte.
 func TestPopulate(t *testing.T) {
-	const pages = 4096 // 16 MiB of fresh memory
-	s := make([]uint64, pages*512)
+	// 16 MiB of fresh memory, in a mapping of its own: the heap may hand
+	// back pages that another test left resident.
+	const pages = 4096
+	var h OffHeap
+	defer h.Release()
+	s := MakeOff[uint64](&h, pages*512, pages*512, NoHuge)
 	for i := 0; i < len(s); i += 4099 {
 		s[i] = uint64(i) // some pages written before, with values to keep
 	}
