@@ -28,12 +28,18 @@ func (l *liveBlocks) reserveOff(n int, h *grow.OffHeap) {
 
 // Reserve makes room in device's numbering for n blocks live at once, so
 // that its address table is made once rather than doubled to that size.
-func (n *BlockNumbers) Reserve(device int32, blocks int) { n.ReserveOff(device, blocks, nil) }
+func (n *BlockNumbers) Reserve(device int32, blocks int) { n.device(device).at.Reserve(blocks) }
 
-// ReserveOff is Reserve with the table made in h, if not nil
-// (addrmap.Map.ReserveOff: outside the Go heap), which must outlive the
-// numbering.
+// ReserveOff is Reserve with the table made in h (addrmap.Map.ReserveOff:
+// outside the Go heap, and only once the numbering outgrows a small
+// table, for a guess of the blocks that may be far too high), which must
+// outlive the numbering; with h nil it is Reserve, whose table is made
+// now, for Prefault.
 func (n *BlockNumbers) ReserveOff(device int32, blocks int, h *grow.OffHeap) {
+	if h == nil {
+		n.Reserve(device, blocks)
+		return
+	}
 	n.device(device).at.ReserveOff(blocks, h)
 }
 
