@@ -126,7 +126,7 @@ func (c *batchCols) bind(f *os.File, sp msgSpan, dicts *Reader) bool {
 	c.rows = int(n)
 	c.kinds = dicts.kindOfIdx
 	// The action and stack indices, checked as the plain Reader does.
-	c.action = grown(c.action, c.rows)
+	c.action = growTo(c.action, c.rows)
 	if !c.pread(f, c.val[idxAction], n) {
 		return false
 	}
@@ -136,7 +136,7 @@ func (c *batchCols) bind(f *os.File, sp msgSpan, dicts *Reader) bool {
 		}
 		c.action[i] = int8(j)
 	}
-	c.stack = grown(c.stack, c.rows)
+	c.stack = growTo(c.stack, c.rows)
 	var valid []byte
 	if c.valid >= 0 {
 		if !c.pread(f, c.valid, bits) {
@@ -167,17 +167,9 @@ func (c *batchCols) bind(f *os.File, sp msgSpan, dicts *Reader) bool {
 	return true
 }
 
-// grown returns s with room for n elements.
-func grown[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
 // pread reads n bytes at off of f into c.buf.
 func (c *batchCols) pread(f *os.File, off, n int64) bool {
-	c.buf = grown(c.buf, int(n))
+	c.buf = growTo(c.buf, int(n))
 	if _, err := f.ReadAt(c.buf, off); err != nil {
 		c.err = err
 		return false

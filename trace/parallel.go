@@ -75,7 +75,7 @@ func scanMessages(f io.ReaderAt, size int64) ([]msgSpan, bool) {
 		if mlen%8 != 0 || mlen > size-off-8 {
 			return nil, false
 		}
-		meta = grown(meta, int(mlen))
+		meta = growTo(meta, int(mlen))
 		if _, err := f.ReadAt(meta, off+8); err != nil || verifyMessage(meta) != nil {
 			return nil, false
 		}
