@@ -162,21 +162,19 @@ func (t *blocks) byNumber(addr int64, num int32) *block {
 func (t *blocks) put(b block, info blockInfo, num int32) *block {
 	b.live, b.indexed = true, false
 	var i int32
-	switch {
-	case t.numbered:
+	if t.numbered {
 		i = num - 1
 		t.slab.reach(i)
-	case len(t.free) > 0:
+	} else {
 		if 2*(t.n+1) > len(t.slots) {
 			t.rehash(max(64, 2*len(t.slots)))
 		}
-		i = t.free[len(t.free)-1]
-		t.free = t.free[:len(t.free)-1]
-	default:
-		if 2*(t.n+1) > len(t.slots) {
-			t.rehash(max(64, 2*len(t.slots)))
+		if k := len(t.free); k > 0 {
+			i = t.free[k-1]
+			t.free = t.free[:k-1]
+		} else {
+			i = t.slab.push()
 		}
-		i = t.slab.push()
 	}
 	b.at = i
 	*t.slab.at(i) = b
