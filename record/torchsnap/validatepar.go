@@ -142,6 +142,9 @@ func (m *afterMerge) next() {
 
 func byAddr(a, b addrPending) int { return cmp.Compare(a.addr, b.addr) }
 
+// atAddr orders a block against an address, for a binary search by address.
+func atAddr(b addrPending, a uint64) int { return cmp.Compare(b.addr, a) }
+
 // finalParts is v.final on up to len(vs) goroutines, vs being the parts
 // of the validation, with the same result: where the final state's live
 // blocks are in address order (inOrder, as dumped), its segments are cut
@@ -174,10 +177,10 @@ func (v *validator) finalParts(d *Device, vs []*validator, inOrder bool) []Probl
 		wg.Go(func() {
 			sub := make([][]addrPending, len(heads))
 			for i, h := range heads {
-				from, _ := slices.BinarySearchFunc(h, r.lo, func(b addrPending, a uint64) int { return cmp.Compare(b.addr, a) })
+				from, _ := slices.BinarySearchFunc(h, r.lo, atAddr)
 				to := len(h)
 				if last < math.MaxUint64 {
-					to, _ = slices.BinarySearchFunc(h, last+1, func(b addrPending, a uint64) int { return cmp.Compare(b.addr, a) })
+					to, _ = slices.BinarySearchFunc(h, last+1, atAddr)
 				}
 				sub[i] = h[from:to]
 			}
