@@ -26,8 +26,8 @@ import (
 // flatBlocks takes the worker's reading instead of reading the batch
 // itself (takeAhead), once it has checked on the builder what the worker
 // could not: the memo not stored over since, the lists an inactive block
-// shares, the frames a list refers to past the copy, and the bytes
-// themselves. A place the machine never executes is never used: a false
+// shares, the frames a list refers to past the copy, a state string
+// written past it, and the bytes themselves. A place the machine never executes is never used: a false
 // start (the pattern inside a string, say) costs only the worker's time,
 // and a batch no worker read the machine reads as before. The machine still
 // converts every block, in order, so that blocks, stacks and memo slots are
@@ -323,8 +323,22 @@ func (u *unpickler) takeAhead(list value) bool {
 		return false
 	}
 	blks := p.blks[bt.lo:bt.hi]
+	k0, v0 := b.memo.k0, b.memo.v0
+	n0 := uint64(min(len(k0), len(v0)))
 	for j := range blks {
 		f := &blks[j]
+		if f.lateState {
+			// As blockReader.read checks a state on the machine's memo.
+			s := uint64(f.state)
+			if s >= n0 || k0[s] != vStr {
+				return false
+			}
+			st, err := parseBlockState(b.strs[v0[s]])
+			if err != nil {
+				return false
+			}
+			f.bl.State, f.lateState = st, false
+		}
 		switch {
 		case f.lateRef:
 			v, ok := b.memo.getDense(uint64(f.ref.i))
