@@ -102,7 +102,9 @@ func (u *unpickler) flatBlocks() bool {
 }
 
 // convertBlocks converts the blocks flatBlocks read (their frames ids[lo:hi]
-// of each) and appends them to list.
+// of each) and appends them to list: their stacks in order, then the
+// blocks and their memo slots (the block, then its frames list, if any)
+// each as one run, as toBlock and a memo store each would have.
 func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 	b := u.b
 	flatBlocksRead.Add(int64(len(blks)))
@@ -112,6 +114,7 @@ func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 	}
 	b.room(keep, int64(len(blks)))
 	first := b.blockBase + b.nBlocks
+	ks, vs := u.slotKinds[:0], u.slotInts[:0]
 	for j := range blks {
 		f := &blks[j]
 		st := trace.NoStack
@@ -128,14 +131,14 @@ func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 			}
 		}
 		f.bl.Stack = st
-		conv := value{vBlock, b.addBlock(f.bl)}
+		ks, vs = append(ks, vBlock), append(vs, int64(first)+int64(j))
 		if f.frames {
-			u.flatMemo[0] = value{vList, b.lists.addFrames(int32(st))}
-			b.memo.putNext(conv, u.flatMemo[:1])
-		} else {
-			b.memo.putNext(conv, nil)
+			ks, vs = append(ks, vList), append(vs, b.lists.addFrames(int32(st)))
 		}
 	}
+	b.addBlocks(blks)
+	b.memo.putRun(ks, vs)
+	u.slotKinds, u.slotInts = ks, vs
 	b.appendBlocks(list, first, int64(len(blks)))
 }
 

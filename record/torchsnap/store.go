@@ -312,6 +312,43 @@ func (m *memo) putNext(v value, vs []value) {
 	}
 }
 
+// putRun stores the values of kinds ks and ints vs in the next slots, as
+// put(m.n, v) for each in turn would: a run that fits the current chunk's
+// spare capacity, and its int32s, is copied there whole.
+func (m *memo) putRun(ks []vkind, vs []int64) {
+	ks, vs = ks[:min(len(ks), len(vs))], vs[:min(len(ks), len(vs))]
+	for len(ks) > 0 {
+		c, off := m.n/memoChunk, m.n%memoChunk
+		room := 0
+		if off != 0 && c < uint64(len(m.k)) && c < uint64(len(m.v)) {
+			room = int(min(uint64(cap(m.k[c])), uint64(cap(m.v[c])), memoChunk) - off)
+		}
+		room = min(room, len(ks))
+		for j := range room {
+			if int64(int32(vs[j])) != vs[j] || ks[j] == vWide {
+				room = j
+				break
+			}
+		}
+		if room == 0 {
+			m.put(m.n, value{ks[0], vs[0]})
+			ks, vs = ks[1:], vs[1:]
+			continue
+		}
+		kc, vc := m.k[c][:off+uint64(room)], m.v[c][:off+uint64(room)]
+		copy(kc[off:], ks[:room])
+		for j, x := range vs[:room] {
+			vc[off+uint64(j)] = int32(x)
+		}
+		m.k[c], m.v[c] = kc, vc
+		if c == 0 {
+			m.k0, m.v0 = kc, vc
+		}
+		m.n += uint64(room)
+		ks, vs = ks[room:], vs[room:]
+	}
+}
+
 // appendSlots stores the values of kinds ks and ints vs (as value's
 // fields) in the next slots, as put(m.n, v) for each in turn would (a
 // region commits a slot or more per trace entry).
