@@ -219,6 +219,16 @@ type memo struct {
 	// spanCache, which refers to frames alone, holds while it does not
 	// change.
 	rewrites uint64
+	// made, while blockAhead's workers run, has chunks after the first
+	// made and faulted in on another core (blockAhead.prepare).
+	made <-chan memoPair
+}
+
+// memoPair is a memo chunk's kinds and ints, empty, with room for
+// memoChunk slots.
+type memoPair struct {
+	k []vkind
+	v []int32
 }
 
 // sizeFor sizes the memo's first chunk for a file of size bytes: a trace
@@ -256,12 +266,22 @@ func (m *memo) put(idx uint64, v value) {
 		m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk] = m.slot(idx, v)
 	case idx == m.n:
 		if idx%memoChunk == 0 {
-			n := memoChunk
-			if len(m.k) == 0 {
-				n = max(m.first, 1024)
+			var p memoPair
+			if len(m.k) > 0 && m.made != nil {
+				select {
+				case p = <-m.made:
+				default:
+				}
 			}
-			m.k = append(m.k, make([]vkind, 0, n))
-			m.v = append(m.v, make([]int32, 0, n))
+			if p.k == nil {
+				n := memoChunk
+				if len(m.k) == 0 {
+					n = max(m.first, 1024)
+				}
+				p = memoPair{make([]vkind, 0, n), make([]int32, 0, n)}
+			}
+			m.k = append(m.k, p.k)
+			m.v = append(m.v, p.v)
 		}
 		c := idx / memoChunk
 		k, i := m.slot(idx, v)
