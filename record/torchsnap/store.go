@@ -334,7 +334,8 @@ func (m *memo) putNext(v value, vs []value) {
 
 // putRun stores the values of kinds ks and ints vs in the next slots, as
 // put(m.n, v) for each in turn would: a run that fits the current chunk's
-// spare capacity, and its int32s, is copied there whole.
+// spare capacity, and its int32s, is copied there whole (a region commits
+// a slot or more per trace entry, convertBlocks two per block).
 func (m *memo) putRun(ks []vkind, vs []int64) {
 	ks, vs = ks[:min(len(ks), len(vs))], vs[:min(len(ks), len(vs))]
 	for len(ks) > 0 {
@@ -366,15 +367,6 @@ func (m *memo) putRun(ks []vkind, vs []int64) {
 		}
 		m.n += uint64(room)
 		ks, vs = ks[room:], vs[room:]
-	}
-}
-
-// appendSlots stores the values of kinds ks and ints vs (as value's
-// fields) in the next slots, as put(m.n, v) for each in turn would (a
-// region commits a slot or more per trace entry).
-func (m *memo) appendSlots(ks []vkind, vs []int64) {
-	for i := range min(len(ks), len(vs)) {
-		m.put(m.n, value{ks[i], vs[i]})
 	}
 }
 
