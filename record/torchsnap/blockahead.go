@@ -230,16 +230,6 @@ func (a *blockAhead) prepare() {
 		}
 		return s[:0]
 	}
-	memo := func() memoPair {
-		p := memoPair{make([]vkind, memoChunk), make([]int32, memoChunk)}
-		for i := 0; i < memoChunk; i += 4096 {
-			p.k[i] = 0 // a write, as above
-		}
-		for i := 0; i < memoChunk; i += 1024 {
-			p.v[i] = 0
-		}
-		return memoPair{p.k[:0], p.v[:0]}
-	}
 	frames := func() []int32 {
 		f := make([]int32, framesChunk)
 		for i := 0; i < framesChunk; i += 1024 {
@@ -247,7 +237,7 @@ func (a *blockAhead) prepare() {
 		}
 		return f[:0]
 	}
-	s, m, f := slab(), memo(), frames()
+	s, m, f := slab(), newMemoPair(), frames()
 	for {
 		select {
 		case <-a.cancel:
@@ -255,7 +245,7 @@ func (a *blockAhead) prepare() {
 		case a.slabs <- s:
 			s = slab()
 		case a.memos <- m:
-			m = memo()
+			m = newMemoPair()
 		case a.frames <- f:
 			f = frames()
 		}

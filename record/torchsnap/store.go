@@ -49,6 +49,20 @@ type eventStore struct {
 	tmp       cev // get's copy of a spilled event
 }
 
+// newMemoPair makes a chunk's arrays, each touched once a page (a write:
+// reading a fresh page would map the zero page), for the memo to take
+// from made.
+func newMemoPair() memoPair {
+	p := memoPair{make([]vkind, memoChunk), make([]int32, memoChunk)}
+	for i := 0; i < memoChunk; i += 4096 {
+		p.k[i] = 0
+	}
+	for i := 0; i < memoChunk; i += 1024 {
+		p.v[i] = 0
+	}
+	return memoPair{p.k[:0], p.v[:0]}
+}
+
 // sizeFor sizes the store's base for a file of size bytes. A trace entry
 // takes 60 to 90 bytes of pickle (PyTorch's own snapshots; at least about
 // 53 with the keys it writes), so a base of size/48 events holds them all
