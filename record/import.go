@@ -422,6 +422,36 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		problems <- all
 	}()
 	defer func() { res.Problems = <-problems }()
+	// The first device's annotation starts now, before the writer is made
+	// and the stacks added to it (up to 7 ms of the small snapshot's
+	// critical path on the GPU host); each later device's once the writer
+	// reaches it, so that no two devices' models are resident at once.
+	anns := make([]*annotation, len(snap.Devices))
+	startAnn := func(i int) *annotation {
+		p := prep // the first device's, which its annotation takes
+		prep = nil
+		var lastRead func()
+		if spilled && i == len(snap.Devices)-1 {
+			// Validation and this reader are the spill's last readers.
+			lastRead = func() {
+				go func() {
+					<-validated
+					closeSnap()
+				}()
+			}
+		}
+		return startAnnotation(&timer, spilled, func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
+			return annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], snap.Devices[i], rows[i], flips[i], recorded[i].blocksPeak, p, privs[i], full, free, lastRead)
+		})
+	}
+	if len(anns) > 0 {
+		anns[0] = startAnn(0)
+	}
+	defer func() { // an import that fails before reading an annotation lets it end
+		for _, a := range anns {
+			a.drain()
+		}
+	}()
 	// A spilled trace is written a piece of a batch at a time; one decoded
 	// in memory (a large file on many cores), whose memory is the events
 	// anyway, by Create's writer, which lays whole batches out on several
@@ -460,33 +490,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		base := w.Events() // the seq of d's first recorded event
 		// The model annotates block sizes while the writer follows behind
 		// it, a chunk at a time.
-		inFlight := annotationBuffers(spilled)
-		full, free := make(chan []trace.Event, inFlight), make(chan []trace.Event, inFlight)
-		for range inFlight {
-			free <- make([]trace.Event, torchsnap.ChunkSize)
+		if anns[i] == nil {
+			anns[i] = startAnn(i)
 		}
-		var diverged *Divergence
-		var annErr error
-		p := prep // the first device's, which its annotation takes
-		prep = nil
-		go func() {
-			stage := timer.beside("annotate")
-			var lastRead func()
-			if spilled && i == len(snap.Devices)-1 {
-				// Validation and this reader are the spill's last readers.
-				lastRead = func() {
-					go func() {
-						<-validated
-						closeSnap()
-					}()
-				}
-			}
-			diverged, annErr = annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], d, rows[i], flips[i], recorded[i].blocksPeak, p, privs[i], full, free, lastRead)
-			stage.end()
-			close(full)
-		}()
+		a := anns[i]
 		var read int64 // d's events written: its events before are read no more
-		for evs := range full {
+		for evs := range a.full {
 			if err == nil {
 				err = ctx.Err() // a signal stops the import between chunks
 			}
@@ -499,16 +508,16 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 				}
 			}
 			d.DiscardBefore(read)
-			free <- evs[:cap(evs)]
+			a.free <- evs[:cap(evs)]
 		}
 		if err == nil {
-			err = annErr
+			err = a.err
 		}
 		if err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("import %s: device %d: %w", in, d.Index, err)
 		}
-		if diverged != nil {
+		if diverged := a.diverged; diverged != nil {
 			diverged.Device, diverged.Seq = d.Index, base+diverged.Seq
 			res.Diverged = append(res.Diverged, *diverged)
 		}
@@ -521,6 +530,43 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	stage.end()
 	return res, nil
+}
+
+// annotation is a device's annotation running (startAnnotation): the
+// chunks it hands the writer (full, closed when it ends, after which err
+// and diverged hold its result) and those handed back (free).
+type annotation struct {
+	full, free chan []trace.Event
+	diverged   *Divergence
+	err        error
+}
+
+// startAnnotation runs annotate, a device's annotation, on a goroutine of
+// its own, with its chunk buffers.
+func startAnnotation(timer *stageTimer, spilled bool, annotate func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error)) *annotation {
+	inFlight := annotationBuffers(spilled)
+	a := &annotation{full: make(chan []trace.Event, inFlight), free: make(chan []trace.Event, inFlight)}
+	for range inFlight {
+		a.free <- make([]trace.Event, torchsnap.ChunkSize)
+	}
+	go func() {
+		stage := timer.beside("annotate")
+		a.diverged, a.err = annotate(a.full, a.free)
+		stage.end()
+		close(a.full)
+	}()
+	return a
+}
+
+// drain reads what is left of a's chunks, handing each back, until the
+// annotation ends; nil does nothing.
+func (a *annotation) drain() {
+	if a == nil {
+		return
+	}
+	for evs := range a.full {
+		a.free <- evs[:cap(evs)]
+	}
 }
 
 // validateParts is how many goroutines an import's validation takes: the

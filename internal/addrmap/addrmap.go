@@ -15,6 +15,7 @@ package addrmap
 
 import (
 	"math/bits"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/internal/grow"
 )
@@ -339,6 +340,10 @@ func (m *Map[V]) grow() {
 	m.resize(size)
 }
 
+// populateMin is the least table a resize faults in at once (resizeIn):
+// half full after the rehash, whose hash spreads the keys over every page.
+const populateMin = 64 << 10
+
 // resize moves the entries to a table of size slots, a power of two that
 // holds them all below its limit.
 func (m *Map[V]) resize(size int) { m.resizeIn(size, nil) }
@@ -350,6 +355,14 @@ func (m *Map[V]) resizeIn(size int, h *grow.OffHeap) {
 		m.slots = grow.MakeOff[slot[V]](h, size, size, grow.AllHuge)
 	} else {
 		m.slots = grow.Make[slot[V]](size, size) // huge pages, before the rehash touches it
+		if len(old) > 0 && uintptr(size)*unsafe.Sizeof(m.slots[0]) >= populateMin {
+			// The rehash below reads each slot before it writes one: a
+			// fresh page would be mapped to the zero page, then copied,
+			// and each copy flushes the TLB of every core that runs one
+			// of the process's threads. Faulted in for writing at once,
+			// it faults once, beside no other thread's work.
+			grow.PagesOf(m.slots).Populate(0, size)
+		}
 	}
 	m.shift = 64 - uint(bits.TrailingZeros(uint(size)))
 	m.limit = limitOf(size)

@@ -4,7 +4,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand"
+	"os"
+	"runtime"
 	"testing"
+	"unsafe"
+
+	"github.com/tracer-dev/tracer/internal/cputime"
+	"github.com/tracer-dev/tracer/internal/grow"
 )
 
 // check applies one operation to m and to the reference Go map, and
@@ -294,4 +300,31 @@ func TestStridedKeys(t *testing.T) {
 		t.Errorf("%.2f slots past its home a key (%s), want at most 1", worst, at)
 	}
 	t.Logf("at most %.2f slots past its home a key (%s)", worst, at)
+}
+
+// TestResizeFaultsOnce: a large table a map grows into is faulted in for
+// writing at once (resizeIn), so that the rehash, which reads each slot
+// before it writes one, takes a fault a page, not two (the zero page
+// mapped, then copied, with a flush of every core's TLB).
+func TestResizeFaultsOnce(t *testing.T) {
+	if !grow.PagesOf(make([]byte, 1<<16)).Populate(0, 1<<16) {
+		t.Skip("the system cannot fault pages in at once")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var m Map[uint64]
+	const slots = 1 << 20 // 16 MiB: fresh memory from the system
+	for i := range limitOf(slots / 2) {
+		m.Put(uint64(512*(i+1)), uint64(i))
+	}
+	f0 := cputime.ThreadFaults()
+	m.Put(uint64(512*(m.Len()+1)), 0) // grows into slots
+	faults := cputime.ThreadFaults() - f0
+	if len(m.slots) != slots {
+		t.Fatalf("%d slots, want %d", len(m.slots), slots)
+	}
+	pages := slots * int(unsafe.Sizeof(m.slots[0])) / os.Getpagesize()
+	if faults > int64(pages+pages/4) {
+		t.Errorf("growing into %d pages took %d faults, want about one a page", pages, faults)
+	}
 }

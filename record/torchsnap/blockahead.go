@@ -26,8 +26,8 @@ import (
 // flatBlocks takes the worker's reading instead of reading the batch
 // itself (takeAhead), once it has checked on the builder what the worker
 // could not: the memo not stored over since, the lists an inactive block
-// shares, the frames a list refers to past the copy, and the bytes
-// themselves. A place the machine never executes is never used: a false
+// shares, the frames a list refers to past the copy, a state string
+// written past it, and the bytes themselves. A place the machine never executes is never used: a false
 // start (the pattern inside a string, say) costs only the worker's time,
 // and a batch no worker read the machine reads as before. The machine still
 // converts every block, in order, so that blocks, stacks and memo slots are
@@ -73,8 +73,11 @@ type blockAhead struct {
 	cancel   chan struct{}
 	wg       sync.WaitGroup
 	cur      *blockPiece // the machine's: the piece its offset is in
-	// slabs: block slabs made and touched by slabs' goroutine (prepared).
-	slabs chan []Block
+	// slabs and memos: block slabs and memo chunks made and touched by
+	// prepare's goroutine.
+	slabs  chan []Block
+	memos  chan memoPair
+	frames chan []int32
 	// For the report (AheadSpan): the bytes cut (start, and end, the
 	// cutter's), the CPU of the workers and the cutter, the batches taken.
 	start, end int64
@@ -154,8 +157,8 @@ func (u *unpickler) startAhead() {
 	for range pieces {
 		a.free <- &blockPiece{}
 	}
-	a.slabs = make(chan []Block, 1)
-	b.made = a.slabs
+	a.slabs, a.memos, a.frames = make(chan []Block, 1), make(chan memoPair, 1), make(chan []int32, 1)
+	b.made, b.memo.made, b.lists.madeFrames = a.slabs, a.memos, a.frames
 	a.wg.Add(2 + workers)
 	go a.cut(off)
 	go a.prepare()
@@ -171,7 +174,7 @@ func (u *unpickler) stopAhead() {
 	if a == nil {
 		return
 	}
-	u.ahead, u.b.made = nil, nil
+	u.ahead, u.b.made, u.b.memo.made, u.b.lists.madeFrames = nil, nil, nil, nil
 	close(a.cancel)
 	a.wg.Wait()
 	u.b.ahead = AheadSpan{Off: a.start, End: a.end, CPU: time.Duration(a.cpu.Load()), Batches: a.taken}
@@ -207,15 +210,17 @@ func (a *blockAhead) cut(off int64) {
 	}
 }
 
-// prepare makes block slabs for the machine (growBlocks), each touched
-// once a page, so that the page faults of the blocks' memory (32 bytes a
-// block, two million blocks in the seed experiment's segments) are taken
-// here, not on the machine's thread.
+// prepare makes block slabs for the machine (growBlocks), memo chunks
+// (memo.put) and chunks of compact frames lists (listStore.addFrames),
+// each touched once a page, so that the page faults of their memory (32
+// bytes a block, 5 a memo slot, two slots a block, and 4 a frames list:
+// two million blocks in the seed experiment's segments) are taken here,
+// not on the machine's thread.
 func (a *blockAhead) prepare() {
 	defer a.wg.Done()
 	defer a.busy()()
 	const page = 4096 / int(unsafe.Sizeof(Block{}))
-	for {
+	slab := func() []Block {
 		s := make([]Block, blockSlab)
 		for i := 0; i < len(s); i += page {
 			s[i].Size = 1 // a write: reading a fresh page would map the zero page
@@ -223,10 +228,26 @@ func (a *blockAhead) prepare() {
 		for i := 0; i < len(s); i += page {
 			s[i].Size = 0
 		}
+		return s[:0]
+	}
+	frames := func() []int32 {
+		f := make([]int32, framesChunk)
+		for i := 0; i < framesChunk; i += 1024 {
+			f[i] = 0
+		}
+		return f[:0]
+	}
+	s, m, f := slab(), newMemoPair(), frames()
+	for {
 		select {
 		case <-a.cancel:
 			return
-		case a.slabs <- s[:0]:
+		case a.slabs <- s:
+			s = slab()
+		case a.memos <- m:
+			m = newMemoPair()
+		case a.frames <- f:
+			f = frames()
 		}
 	}
 }
@@ -323,8 +344,22 @@ func (u *unpickler) takeAhead(list value) bool {
 		return false
 	}
 	blks := p.blks[bt.lo:bt.hi]
+	k0, v0 := b.memo.k0, b.memo.v0
+	n0 := uint64(min(len(k0), len(v0)))
 	for j := range blks {
 		f := &blks[j]
+		if f.lateState {
+			// As blockReader.read checks a state on the machine's memo.
+			s := uint64(f.state)
+			if s >= n0 || k0[s] != vStr {
+				return false
+			}
+			st, err := parseBlockState(b.strs[v0[s]])
+			if err != nil {
+				return false
+			}
+			f.bl.State, f.lateState = st, false
+		}
 		switch {
 		case f.lateRef:
 			v, ok := b.memo.getDense(uint64(f.ref.i))

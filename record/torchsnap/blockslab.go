@@ -67,6 +67,32 @@ func (b *blockStore) addBlock(bl blockRec) int64 {
 	return n
 }
 
+// addBlocks appends the blocks of blks, for which room made room, as
+// addBlock would each in turn.
+func (b *blockStore) addBlocks(blks []flatBlk) {
+	k := len(b.slabs) - 1
+	if k < 0 || cap(b.slabs[k])-len(b.slabs[k]) < len(blks) {
+		for j := range blks {
+			b.addBlock(blks[j].bl)
+		}
+		return
+	}
+	s := b.slabs[k]
+	for j := range blks {
+		if !blks[j].bl.hasAddr {
+			n := b.blockBase + b.nBlocks + int64(j)
+			if k := len(b.noAddr); k > 0 && b.noAddr[k-1][1] == n {
+				b.noAddr[k-1][1]++
+			} else {
+				b.noAddr = append(b.noAddr, [2]int64{n, n + 1})
+			}
+		}
+		s = append(s, blks[j].bl.Block)
+	}
+	b.slabs[k] = s
+	b.nBlocks += int64(len(blks))
+}
+
 // room makes room in the last slab for more blocks to be appended to a
 // list whose last keep blocks are the last ones converted: where a new
 // slab is needed, those move to it, so that the list's run stays in one.

@@ -340,7 +340,7 @@ done:
 			// Its frames were noted instead of kept: the stack stackOf
 			// would make of them.
 			e.ev.Stack = b.internStack(u.pendingFrames)
-			b.lists.frames[-1-e.frames.i] = int32(e.ev.Stack)
+			*b.lists.frame(-1 - e.frames.i) = int32(e.ev.Stack)
 			if u.pendingSpan != nil {
 				u.spans.put(u.pendingSpan, e.ev.Stack)
 			}

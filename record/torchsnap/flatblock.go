@@ -8,10 +8,13 @@ import (
 )
 
 // Tests: noFlatBlocks leaves every block dict to the general path;
-// flatBlocksRead counts those flatBlocks converted.
+// flatBlocksRead counts those flatBlocks converted; ownAhead counts the
+// batches it read on the machine's goroutine while blockAhead's workers
+// were reading.
 var (
 	noFlatBlocks   bool
 	flatBlocksRead atomic.Int64
+	ownAhead       atomic.Int64
 )
 
 // maxFlatBlocks bounds the block dicts of one batch flatBlocks takes
@@ -37,8 +40,12 @@ type flatBlk struct {
 	// Of a blockAhead worker's reading, for the commit: lateRef, ref.i
 	// is the memo slot of shared frames; late, the frames list refers to
 	// slots past the worker's copy of the memo, and lo and hi index its
-	// references, not its frames.
-	lateRef, late bool
+	// references, not its frames; lateState, the state is the string in
+	// memo slot state, past the copy (a state first written after the
+	// workers started: inactive, in a snapshot whose first batch has no
+	// inactive block).
+	lateRef, late, lateState bool
+	state                    uint32
 }
 
 // flatBlocks executes, in one step, a batch of a segment's block dicts
@@ -84,6 +91,9 @@ func (u *unpickler) flatBlocks() bool {
 		return false
 	}
 	u.pos += 1 + i
+	if u.ahead != nil {
+		ownAhead.Add(1)
+	}
 	u.convertBlocks(list, rd.blocks, rd.ids)
 	if u.par != nil && u.ahead == nil && !u.aheadTried {
 		u.startAhead()
@@ -92,7 +102,9 @@ func (u *unpickler) flatBlocks() bool {
 }
 
 // convertBlocks converts the blocks flatBlocks read (their frames ids[lo:hi]
-// of each) and appends them to list.
+// of each) and appends them to list: their stacks in order, then the
+// blocks and their memo slots (the block, then its frames list, if any)
+// each as one run, as toBlock and a memo store each would have.
 func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 	b := u.b
 	flatBlocksRead.Add(int64(len(blks)))
@@ -102,6 +114,7 @@ func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 	}
 	b.room(keep, int64(len(blks)))
 	first := b.blockBase + b.nBlocks
+	ks, vs := u.slotKinds[:0], u.slotInts[:0]
 	for j := range blks {
 		f := &blks[j]
 		st := trace.NoStack
@@ -118,14 +131,14 @@ func (u *unpickler) convertBlocks(list value, blks []flatBlk, ids []int32) {
 			}
 		}
 		f.bl.Stack = st
-		conv := value{vBlock, b.addBlock(f.bl)}
+		ks, vs = append(ks, vBlock), append(vs, int64(first)+int64(j))
 		if f.frames {
-			u.flatMemo[0] = value{vList, b.lists.addFrames(int32(st))}
-			b.memo.putNext(conv, u.flatMemo[:1])
-		} else {
-			b.memo.putNext(conv, nil)
+			ks, vs = append(ks, vList), append(vs, b.lists.addFrames(int32(st)))
 		}
 	}
+	b.addBlocks(blks)
+	b.memo.putRun(ks, vs)
+	u.slotKinds, u.slotInts = ks, vs
 	b.appendBlocks(list, first, int64(len(blks)))
 }
 
@@ -257,6 +270,10 @@ func (rd *blockReader) read(buf []byte) (end int, ok, short bool) {
 				i += n
 			case kState:
 				s, n := memoRef(q)
+				if n != 0 && rd.b == nil && s >= rd.n && s < memoChunk {
+					f.lateState, f.state, i = true, uint32(s), i+n
+					continue
+				}
 				if n == 0 || s >= uint64(n0) || k0[s] != vStr {
 					return 0, false, false
 				}

@@ -61,7 +61,13 @@ func blocksSnapshot(segs, n int) []byte { return blocksSnapshotRenew(segs, n, -1
 
 // blocksSnapshotRenew is blocksSnapshot whose segment renew's first block
 // brings frames of its own, which every later block refers to.
-func blocksSnapshotRenew(segs, n, renew int) []byte {
+func blocksSnapshotRenew(segs, n, renew int) []byte { return blocksSnapshotGen(segs, n, renew, false) }
+
+// blocksSnapshotGen is blocksSnapshotRenew; with lateInactive, the first
+// segment's blocks are all active, so that the state string "inactive"
+// first comes in the second segment, as in a real snapshot whose first
+// segment is full.
+func blocksSnapshotGen(segs, n, renew int, lateInactive bool) []byte {
 	var buf bytes.Buffer
 	p := newPickleWriter(&buf)
 	k := 0
@@ -113,7 +119,7 @@ func blocksSnapshotRenew(segs, n, renew int) []byte {
 							p.str("requested_size")
 							p.int(int64(size - j%512))
 							p.str("state")
-							if j%3 == 2 {
+							if j%3 == 2 && (s > 0 || !lateInactive) {
 								p.str("inactive")
 								p.str("frames")
 								p.get(empty)

@@ -44,6 +44,9 @@ type unpickler struct {
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
 	// frames).
 	blockRd blockReader
+	// slotKinds and slotInts: convertBlocks' memo slots, reused.
+	slotKinds []vkind
+	slotInts  []int64
 	// ahead decodes the segments' block batches ahead of the machine, on
 	// all cores (blockahead.go); aheadTried: it was started once.
 	ahead      *blockAhead

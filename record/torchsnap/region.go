@@ -295,6 +295,12 @@ type region struct {
 	// workers read the builder's maps, which stay unchanged until finish.
 	strNew   map[string]int32
 	frameNew map[trace.Frame]int32
+
+	// memos has memo chunks made and faulted in by prepareMemos for the
+	// commits (memo.made), until memosStop is closed.
+	memos     chan memoPair
+	memosStop chan struct{}
+	memosDone chan struct{}
 }
 
 func newRegion(u *unpickler, start int64) *region {
@@ -335,7 +341,26 @@ func newRegion(u *unpickler, start int64) *region {
 	for range workers {
 		go r.work()
 	}
+	r.memos, r.memosStop, r.memosDone = make(chan memoPair), make(chan struct{}), make(chan struct{})
+	b.memo.made = r.memos
+	go r.prepareMemos()
 	return r
+}
+
+// prepareMemos makes memo chunks for the commits, each touched once a
+// page, so that their page faults and clearing (a slot or two a trace
+// entry, 5 bytes each) are taken here, not in the commits, the part of a
+// region that does not run in parallel.
+func (r *region) prepareMemos() {
+	defer close(r.memosDone)
+	for {
+		p := newMemoPair()
+		select {
+		case <-r.memosStop:
+			return
+		case r.memos <- p:
+		}
+	}
 }
 
 // finish merges the committer's table additions into the builder; every
@@ -387,6 +412,9 @@ func (r *region) run() (regionEnd, error) {
 	}
 	r.wg.Wait()
 	r.fixes.Wait()
+	close(r.memosStop)
+	<-r.memosDone
+	r.b.memo.made = nil
 	if r.packq != nil {
 		close(r.packq)
 		<-r.packDone

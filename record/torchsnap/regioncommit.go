@@ -111,7 +111,7 @@ func (r *region) commit(c *chunk) error {
 		}
 		ks[i], vs[i] = v.k, v.i
 	}
-	b.memo.appendSlots(ks, vs)
+	b.memo.putRun(ks, vs)
 	// The events' stack ids, on a goroutine of the chunk's own: the rewrite
 	// reads and writes a cache line of every event, which a worker wrote on
 	// another core, and the commits are the part of a region that does not

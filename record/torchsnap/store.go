@@ -49,6 +49,20 @@ type eventStore struct {
 	tmp       cev // get's copy of a spilled event
 }
 
+// newMemoPair makes a chunk's arrays, each touched once a page (a write:
+// reading a fresh page would map the zero page), for the memo to take
+// from made.
+func newMemoPair() memoPair {
+	p := memoPair{make([]vkind, memoChunk), make([]int32, memoChunk)}
+	for i := 0; i < memoChunk; i += 4096 {
+		p.k[i] = 0
+	}
+	for i := 0; i < memoChunk; i += 1024 {
+		p.v[i] = 0
+	}
+	return memoPair{p.k[:0], p.v[:0]}
+}
+
 // sizeFor sizes the store's base for a file of size bytes. A trace entry
 // takes 60 to 90 bytes of pickle (PyTorch's own snapshots; at least about
 // 53 with the keys it writes), so a base of size/48 events holds them all
@@ -219,6 +233,16 @@ type memo struct {
 	// spanCache, which refers to frames alone, holds while it does not
 	// change.
 	rewrites uint64
+	// made, while blockAhead's workers run, has chunks after the first
+	// made and faulted in on another core (blockAhead.prepare).
+	made <-chan memoPair
+}
+
+// memoPair is a memo chunk's kinds and ints, empty, with room for
+// memoChunk slots.
+type memoPair struct {
+	k []vkind
+	v []int32
 }
 
 // sizeFor sizes the memo's first chunk for a file of size bytes: a trace
@@ -256,12 +280,22 @@ func (m *memo) put(idx uint64, v value) {
 		m.k[idx/memoChunk][idx%memoChunk], m.v[idx/memoChunk][idx%memoChunk] = m.slot(idx, v)
 	case idx == m.n:
 		if idx%memoChunk == 0 {
-			n := memoChunk
-			if len(m.k) == 0 {
-				n = max(m.first, 1024)
+			var p memoPair
+			if len(m.k) > 0 && m.made != nil {
+				select {
+				case p = <-m.made:
+				default:
+				}
 			}
-			m.k = append(m.k, make([]vkind, 0, n))
-			m.v = append(m.v, make([]int32, 0, n))
+			if p.k == nil {
+				n := memoChunk
+				if len(m.k) == 0 {
+					n = max(m.first, 1024)
+				}
+				p = memoPair{make([]vkind, 0, n), make([]int32, 0, n)}
+			}
+			m.k = append(m.k, p.k)
+			m.v = append(m.v, p.v)
 		}
 		c := idx / memoChunk
 		k, i := m.slot(idx, v)
@@ -312,12 +346,41 @@ func (m *memo) putNext(v value, vs []value) {
 	}
 }
 
-// appendSlots stores the values of kinds ks and ints vs (as value's
-// fields) in the next slots, as put(m.n, v) for each in turn would (a
-// region commits a slot or more per trace entry).
-func (m *memo) appendSlots(ks []vkind, vs []int64) {
-	for i := range min(len(ks), len(vs)) {
-		m.put(m.n, value{ks[i], vs[i]})
+// putRun stores the values of kinds ks and ints vs in the next slots, as
+// put(m.n, v) for each in turn would: a run that fits the current chunk's
+// spare capacity, and its int32s, is copied there whole (a region commits
+// a slot or more per trace entry, convertBlocks two per block).
+func (m *memo) putRun(ks []vkind, vs []int64) {
+	ks, vs = ks[:min(len(ks), len(vs))], vs[:min(len(ks), len(vs))]
+	for len(ks) > 0 {
+		c, off := m.n/memoChunk, m.n%memoChunk
+		room := 0
+		if off != 0 && c < uint64(len(m.k)) && c < uint64(len(m.v)) {
+			room = int(min(uint64(cap(m.k[c])), uint64(cap(m.v[c])), memoChunk) - off)
+		}
+		room = min(room, len(ks))
+		for j := range room {
+			if int64(int32(vs[j])) != vs[j] || ks[j] == vWide {
+				room = j
+				break
+			}
+		}
+		if room == 0 {
+			m.put(m.n, value{ks[0], vs[0]})
+			ks, vs = ks[1:], vs[1:]
+			continue
+		}
+		kc, vc := m.k[c][:off+uint64(room)], m.v[c][:off+uint64(room)]
+		copy(kc[off:], ks[:room])
+		for j, x := range vs[:room] {
+			vc[off+uint64(j)] = int32(x)
+		}
+		m.k[c], m.v[c] = kc, vc
+		if c == 0 {
+			m.k0, m.v0 = kc, vc
+		}
+		m.n += uint64(room)
+		ks, vs = ks[room:], vs[room:]
 	}
 }
 

@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"math/rand"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -88,17 +89,47 @@ func TestMemoWide(t *testing.T) {
 	if len(m.wide) != 3 { // slots 0, 3, 6 (1 no longer; 2, vUint -1, and 7, a compact list, fit)
 		t.Errorf("%d wide slots, want 3: %v", len(m.wide), m.wide)
 	}
-	// A slot far past the dense part, and appendSlots as a region commits.
+	// A slot far past the dense part, and putRun as a region commits.
 	m.put(1000, intValue(1<<45))
 	if got, ok := m.get(1000); !ok || got != intValue(1<<45) {
 		t.Errorf("sparse slot: %+v %v", got, ok)
 	}
 	n := m.n
-	m.appendSlots([]vkind{vInt, vStr}, []int64{1 << 33, 4})
+	m.putRun([]vkind{vInt, vStr}, []int64{1 << 33, 4})
 	if a, _ := m.get(n); a != intValue(1<<33) {
 		t.Errorf("appended wide slot: %+v", a)
 	}
 	if b, _ := m.get(n + 1); b != (value{vStr, 4}) {
 		t.Errorf("appended slot: %+v", b)
+	}
+}
+
+// TestPutRun: runs stored by putRun, across chunks and with values too
+// wide for a slot, leave the memo as put of each slot in turn does.
+func TestPutRun(t *testing.T) {
+	var want, got memo
+	want.sizeFor(1 << 20)
+	got.sizeFor(1 << 20)
+	rng := rand.New(rand.NewSource(1))
+	for want.n < 3*memoChunk+100 {
+		n := 1 + rng.Intn(3000)
+		ks, vs := make([]vkind, n), make([]int64, n)
+		for i := range n {
+			ks[i], vs[i] = vkind(1+rng.Intn(int(vList))), int64(rng.Intn(1<<20))
+			if rng.Intn(500) == 0 {
+				vs[i] = 1 << 40
+			}
+			want.put(want.n, value{ks[i], vs[i]})
+		}
+		got.putRun(ks, vs)
+	}
+	if got.n != want.n || len(got.k) != len(want.k) || len(got.wide) != len(want.wide) || len(got.k0) != len(want.k0) {
+		t.Fatalf("n %d, %d chunks, %d wide, first chunk %d; want %d, %d, %d, %d", got.n, len(got.k), len(got.wide), len(got.k0), want.n, len(want.k), len(want.wide), len(want.k0))
+	}
+	for i := range want.n {
+		w, _ := want.get(i)
+		if g, _ := got.get(i); g != w {
+			t.Fatalf("slot %d: %+v, want %+v", i, g, w)
+		}
 	}
 }

@@ -99,12 +99,21 @@ type listObj struct {
 type listStore struct {
 	chunks [][]listObj
 	n      int64
-	frames []int32         // the compact lists' stacks (NoStack: empty; pendingStack: not made yet)
-	made   map[int64]int64 // compact list → the listObj made for it
+	// frames holds the compact lists' stacks (NoStack: empty;
+	// pendingStack: not made yet), nFrames of them, in chunks of
+	// framesChunk, so that growing it never copies those already there (a
+	// list a trace entry and a block).
+	frames  [][]int32
+	nFrames int64
+	made    map[int64]int64 // compact list → the listObj made for it
+	// madeFrames, while blockAhead's workers run, has chunks of frames
+	// made and faulted in on another core (blockAhead.prepare).
+	madeFrames <-chan []int32
 }
 
 const (
 	listChunk    = 4096
+	framesChunk  = 1 << 16
 	pendingStack = -3
 )
 
@@ -120,8 +129,29 @@ func (s *listStore) add(o listObj) int64 {
 
 // addFrames adds a compact frames list whose stack is stack.
 func (s *listStore) addFrames(stack int32) int64 {
-	s.frames = append(s.frames, stack)
-	return -int64(len(s.frames)) // -1-j for j = len-1
+	if s.nFrames%framesChunk == 0 {
+		var c []int32
+		if s.nFrames > 0 && s.madeFrames != nil {
+			select {
+			case c = <-s.madeFrames:
+			default:
+			}
+		}
+		if c == nil {
+			// The first chunk grows by append: a small file makes few lists.
+			c = make([]int32, 0, min(framesChunk, max(1024, s.nFrames)))
+		}
+		s.frames = append(s.frames, c)
+	}
+	k := len(s.frames) - 1
+	s.frames[k] = append(s.frames[k], stack)
+	s.nFrames++
+	return -s.nFrames // -1-j for j = nFrames-1
+}
+
+// frame returns compact list j's stack.
+func (s *listStore) frame(j int64) *int32 {
+	return &s.frames[j/framesChunk][j%framesChunk]
 }
 
 // compactStack returns the stack of list i if it is a compact list, made,
@@ -131,10 +161,10 @@ func (s *listStore) compactStack(i int64) (trace.StackID, bool) {
 		return 0, false
 	}
 	j := -1 - i
-	if _, ok := s.made[j]; ok || s.frames[j] == pendingStack {
+	if _, ok := s.made[j]; ok || *s.frame(j) == pendingStack {
 		return 0, false
 	}
-	return trace.StackID(s.frames[j]), true
+	return trace.StackID(*s.frame(j)), true
 }
 
 func (s *listStore) at(i int64) *listObj {
@@ -150,7 +180,7 @@ func (s *listStore) make(j int64) int64 {
 	if i, ok := s.made[j]; ok {
 		return i
 	}
-	o := listObj{stack: s.frames[j]}
+	o := listObj{stack: *s.frame(j)}
 	switch {
 	case o.stack >= 0:
 		o.derived = true
