@@ -107,9 +107,16 @@ func (r *deviceReplay) bareReqs(evs []trace.Event, i, end int) (int, error) {
 			break
 		}
 		i++
-		b, ok := r.live.take(ev.Addr, ev.Ref)
-		if !ok {
-			continue
+		// r.live.take, its numbered case inlined.
+		var b blockRef
+		if s := r.live.slot(ev.Addr, ev.Ref); s != nil {
+			s.used = false
+			b = s.ref()
+		} else {
+			var ok bool
+			if b, ok = r.live.byAddr.Take(ev.Addr); !ok {
+				continue
+			}
 		}
 		if err := r.a.FreeHandle(b.addr, b.h); err != nil {
 			r.res.Events += int64(i + 1 - start)
