@@ -35,13 +35,10 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 	}
 	for ; i < end; i++ {
 		ev := &evs[i]
-		if ev.Device != r.device || ev.Flags&trace.FlagReconstructed != 0 {
+		if !r.calmTakes(ev) {
 			break
 		}
 		if ev.Kind == trace.KindAlloc {
-			if !r.calmAlloc || !ev.Pool.IsDefault() {
-				break
-			}
 			if err := r.alloc(ev); err != nil {
 				return i, eventError(ev, err)
 			}
@@ -51,11 +48,8 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 			}
 			continue
 		}
-		if ev.Kind != trace.KindFreeRequested || i+1 >= len(evs) {
-			break
-		}
-		next := &evs[i+1]
-		if next.Kind != trace.KindFreeCompleted || next.Addr != ev.Addr || next.Device != ev.Device {
+		next := completion(evs, i)
+		if next == nil {
 			break
 		}
 		i++
@@ -64,6 +58,27 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 		}
 	}
 	return i, nil
+}
+
+// calmTakes reports whether the calm loops may replay ev: an event of r's
+// device, not reconstructed, and an alloc only while r.calmAlloc and in
+// the default pools (a free only as completion finds it).
+func (r *deviceReplay) calmTakes(ev *trace.Event) bool {
+	return ev.Device == r.device && ev.Flags&trace.FlagReconstructed == 0 &&
+		(ev.Kind != trace.KindAlloc || r.calmAlloc && ev.Pool.IsDefault())
+}
+
+// completion returns the free_completed right behind evs[i] if that is
+// a free_requested it completes (a synchronous free), else nil.
+func completion(evs []trace.Event, i int) *trace.Event {
+	ev := &evs[i]
+	if ev.Kind != trace.KindFreeRequested || i+1 >= len(evs) {
+		return nil
+	}
+	if next := &evs[i+1]; next.Kind == trace.KindFreeCompleted && next.Addr == ev.Addr && next.Device == ev.Device {
+		return next
+	}
+	return nil
 }
 
 // bare reports whether alloc and freePair would do nothing for r but
@@ -83,13 +98,10 @@ func (r *deviceReplay) bareReqs(evs []trace.Event, i, end int) (int, error) {
 	start := i
 	for ; i < end; i++ {
 		ev := &evs[i]
-		if ev.Device != r.device || ev.Flags&trace.FlagReconstructed != 0 {
+		if !r.calmTakes(ev) {
 			break
 		}
 		if ev.Kind == trace.KindAlloc {
-			if !r.calmAlloc || !ev.Pool.IsDefault() {
-				break
-			}
 			addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
 			if err != nil || !r.live.putNumbered(ev.Addr, ev.Ref, addr, h) {
 				if err = r.allocRest(ev, addr, h, err); err != nil {
@@ -99,11 +111,8 @@ func (r *deviceReplay) bareReqs(evs []trace.Event, i, end int) (int, error) {
 			}
 			continue
 		}
-		if ev.Kind != trace.KindFreeRequested || i+1 >= len(evs) {
-			break
-		}
-		next := &evs[i+1]
-		if next.Kind != trace.KindFreeCompleted || next.Addr != ev.Addr || next.Device != ev.Device {
+		next := completion(evs, i)
+		if next == nil {
 			break
 		}
 		i++
