@@ -450,6 +450,12 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 	a.stats.RequestedBytes.down(st, req)
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
+	if delPrev.id|delNext.id == 0 {
+		// Nothing merged (the commonest free, a hole between allocated
+		// blocks): no pending member or class entry leaves the set.
+		pool.blocks.ReplaceOrInsert(ins)
+		return
+	}
 	if pe := pool.blocks.pendOf(delPrev.id, delNext.id); pe != nil {
 		// The block merged a pending member: the merge is pending. The
 		// other neighbour may be in a class or the other pending member.

@@ -21,9 +21,11 @@ func replayBoth(t *testing.T, name string, evs []trace.Event, opts Options) {
 }
 
 // replayNumbered is replayBoth with the blocks numbered in parts parts.
+// The numbered replay runs once more with no observer, where the calm
+// runs take bareReqs: its results and final segments must be the same.
 func replayNumbered(t *testing.T, name string, evs []trace.Event, opts Options, parts int) {
 	t.Helper()
-	run := func(numbered bool) ([]DeviceResult, []trace.Event, string) {
+	run := func(numbered, observed bool) ([]DeviceResult, []trace.Event, string, [][]allocator.SegmentInfo) {
 		in := slices.Clone(evs)
 		if numbered {
 			numberInParts(in, parts, 7) // batches of any size
@@ -31,18 +33,24 @@ func replayNumbered(t *testing.T, name string, evs []trace.Event, opts Options, 
 		var out []trace.Event
 		o := opts
 		o.Numbered = numbered
-		res, err := Run(context.Background(), NewSliceSource(in), o, ObserverFunc(func(ev *trace.Event) { out = append(out, *ev) }))
+		var obs Observer
+		if observed {
+			obs = ObserverFunc(func(ev *trace.Event) { out = append(out, *ev) })
+		}
+		res, err := Run(context.Background(), NewSliceSource(in), o, obs)
 		if err != nil {
-			return nil, out, err.Error()
+			return nil, out, err.Error(), nil
 		}
 		devs := slices.Clone(res.Devices)
+		var segs [][]allocator.SegmentInfo
 		for i := range devs {
+			segs = append(segs, devs[i].Allocator.Segments())
 			devs[i].Allocator = nil // a pointer of its own in each replay
 		}
-		return devs, out, ""
+		return devs, out, "", segs
 	}
-	want, wantEvs, wantErr := run(false)
-	got, gotEvs, gotErr := run(true)
+	want, wantEvs, wantErr, wantSegs := run(false, true)
+	got, gotEvs, gotErr, _ := run(true, true)
 	if gotErr != wantErr {
 		t.Errorf("%s: numbered replay fails with %q, by address with %q", name, gotErr, wantErr)
 	}
@@ -55,6 +63,13 @@ func replayNumbered(t *testing.T, name string, evs []trace.Event, opts Options, 
 			i++
 		}
 		t.Errorf("%s: numbered replay emits %d events, by address %d; first difference at %d", name, len(gotEvs), len(wantEvs), i)
+	}
+	bare, _, bareErr, bareSegs := run(true, false)
+	if bareErr != wantErr {
+		t.Errorf("%s: numbered replay with no observer fails with %q, by address with %q", name, bareErr, wantErr)
+	}
+	if !reflect.DeepEqual(bare, want) || !reflect.DeepEqual(bareSegs, wantSegs) {
+		t.Errorf("%s: numbered replay with no observer differs:\n got %+v\nwant %+v", name, bare, want)
 	}
 }
 

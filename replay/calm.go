@@ -30,25 +30,26 @@ func (r *deviceReplay) calmRun(evs []trace.Event, i int) (int, error) {
 
 // calmReqs is calmRun's loop over the requests that begin before end.
 func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
+	if r.mayBare && r.bare() {
+		return r.bareReqs(evs, i, end)
+	}
 	for ; i < end; i++ {
 		ev := &evs[i]
-		if ev.Device != r.device || ev.Flags&trace.FlagReconstructed != 0 {
+		if !r.calmTakes(ev) {
 			break
 		}
 		if ev.Kind == trace.KindAlloc {
-			if !r.calmAlloc || !ev.Pool.IsDefault() {
-				break
-			}
 			if err := r.alloc(ev); err != nil {
 				return i, eventError(ev, err)
 			}
+			if r.mayBare && r.bare() {
+				// The run's first alloc followed the segment before it.
+				return r.bareReqs(evs, i+1, end)
+			}
 			continue
 		}
-		if ev.Kind != trace.KindFreeRequested || i+1 >= len(evs) {
-			break
-		}
-		next := &evs[i+1]
-		if next.Kind != trace.KindFreeCompleted || next.Addr != ev.Addr || next.Device != ev.Device {
+		next := completion(evs, i)
+		if next == nil {
 			break
 		}
 		i++
@@ -56,5 +57,81 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 			return i, eventError(next, err)
 		}
 	}
+	return i, nil
+}
+
+// calmTakes reports whether the calm loops may replay ev: an event of r's
+// device, not reconstructed, and an alloc only while r.calmAlloc and in
+// the default pools (a free only as completion finds it).
+func (r *deviceReplay) calmTakes(ev *trace.Event) bool {
+	return ev.Device == r.device && ev.Flags&trace.FlagReconstructed == 0 &&
+		(ev.Kind != trace.KindAlloc || r.calmAlloc && ev.Pool.IsDefault())
+}
+
+// completion returns the free_completed right behind evs[i] if that is
+// a free_requested it completes (a synchronous free), else nil.
+func completion(evs []trace.Event, i int) *trace.Event {
+	ev := &evs[i]
+	if ev.Kind != trace.KindFreeRequested || i+1 >= len(evs) {
+		return nil
+	}
+	if next := &evs[i+1]; next.Kind == trace.KindFreeCompleted && next.Addr == ev.Addr && next.Device == ev.Device {
+		return next
+	}
+	return nil
+}
+
+// bare reports whether alloc and freePair would do nothing for r but
+// replay the request and number its block: mayBare, no annotation, no
+// capture's prologue being followed (called), and no recorded segment
+// planned or followed. Only step and alloc change any of it (alloc ends
+// the following of a segment that step saw), so it holds for the rest of
+// a calm run once it does.
+func (r *deviceReplay) bare() bool {
+	return !r.annotate && !r.called.valid &&
+		len(r.followSegs) == 0 && (r.sim == nil || r.sim.Plans() == 0 && !r.following)
+}
+
+// bareReqs is calmReqs while r is bare: alloc and freePair written out
+// without what bare rules out, the events counted once at the end.
+func (r *deviceReplay) bareReqs(evs []trace.Event, i, end int) (int, error) {
+	start := i
+	for ; i < end; i++ {
+		ev := &evs[i]
+		if !r.calmTakes(ev) {
+			break
+		}
+		if ev.Kind == trace.KindAlloc {
+			addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
+			if err != nil || !r.live.putNumbered(ev.Addr, ev.Ref, addr, h) {
+				if err = r.allocRest(ev, addr, h, err); err != nil {
+					r.res.Events += int64(i + 1 - start)
+					return i, eventError(ev, err)
+				}
+			}
+			continue
+		}
+		next := completion(evs, i)
+		if next == nil {
+			break
+		}
+		i++
+		// r.live.take, its numbered case inlined.
+		var b blockRef
+		if s := r.live.slot(ev.Addr, ev.Ref); s != nil {
+			s.used = false
+			b = s.ref()
+		} else {
+			var ok bool
+			if b, ok = r.live.byAddr.Take(ev.Addr); !ok {
+				continue
+			}
+		}
+		if err := r.a.FreeHandle(b.addr, b.h); err != nil {
+			r.res.Events += int64(i + 1 - start)
+			return i, eventError(next, err)
+		}
+	}
+	r.res.Events += int64(i - start)
 	return i, nil
 }

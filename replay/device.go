@@ -37,7 +37,11 @@ type deviceReplay struct {
 	// event push replayed: only push changes what they test, so the batch
 	// loop reads them instead of testing eight fields per event (recalm).
 	calm, calmAlloc bool
-	peeked          uint64 // peek's loads, kept so they are made
+	// mayBare: the events are numbered, and no observer or comparison
+	// reads the allocator's events, nor so the request's time and stack
+	// (see bare).
+	mayBare bool
+	peeked  uint64 // peek's loads, kept so they are made
 
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).
@@ -114,6 +118,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 	r.slots, _ = obs.(SlotObserver)
 	r.annotate = opts.Annotate && opts.Recorded
 	r.numbered = opts.Numbered
+	r.mayBare = opts.Numbered && obs == nil && !r.recorded
 	r.rows = opts.EmptyCacheRows && !opts.InferEmptyCaches
 	var dev allocator.Device
 	switch {
@@ -291,6 +296,19 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 	}
 	addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
 	r.clearPlan()
+	if err != nil || !r.live.putNumbered(ev.Addr, r.ref(ev), addr, h) {
+		return r.allocRest(ev, addr, h, err)
+	}
+	if r.annotate {
+		r.placed(ev, addr, h)
+	}
+	return nil
+}
+
+// allocRest is the end of alloc past its common case, the block of ev
+// (addr, handle h) kept by putNumbered: a failed malloc (err), or a block
+// the live map must put.
+func (r *deviceReplay) allocRest(ev *trace.Event, addr uint64, h allocator.Handle, err error) error {
 	if err != nil {
 		if !allocator.IsOOM(err) {
 			return err
@@ -302,9 +320,7 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 		r.live.del(ev.Addr, r.ref(ev)) // the recorded address names no block of the replay now
 		return nil
 	}
-	if !r.live.putNumbered(ev.Addr, r.ref(ev), addr, h) {
-		r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
-	}
+	r.live.put(ev.Addr, r.ref(ev), blockRef{addr, h})
 	if r.annotate {
 		r.placed(ev, addr, h)
 	}
