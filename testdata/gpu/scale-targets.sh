@@ -14,8 +14,10 @@
 #     allocator (raw_alloc/raw_delete, testdata/bench/torch_replay.py,
 #     warm) against `tracer replay` (the whole command: read, model,
 #     analysis) and, with .dev/bin/replay.test, the model alone
-#     (BenchmarkReplay/trace-reuse: the trace's blocks numbered, as the
-#     command's reader numbers them on its own goroutine;
+#     (BenchmarkReplay/trace-warm: the trace's blocks numbered, as the
+#     command's reader numbers them on its own goroutine, timed after one
+#     replay outside the measure, as PyTorch is timed after a warm pass;
+#     trace-reuse: the same with its first, cold replay counted;
 #     trace-byaddr: not numbered, each free's block found by address;
 #     trace-number: the numbering alone), and the command's stages
 #     (TRACER_STAGES=1: the CPU of its reader, numbering, model and
@@ -179,10 +181,10 @@ fi
 	echo
 	echo "## replay per request against PyTorch's allocator"
 	echo
-	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of ROUNDS passes, 3 by default, each pass followed by a round of the model's benchmarks), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-reuse (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine); PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request; each round: the same in each of the interleaved rounds, least-most); base model: the same benchmark of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of ROUNDS passes, 3 by default, each pass followed by a round of the model's benchmarks), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-warm (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine; timed after one replay outside the measure, as PyTorch is timed after its warm pass); first replay counted: trace-reuse, whose three timed replays include the first, which makes the model's memory; PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request; each round: the same in each of the interleaved rounds, least-most); base model: trace-reuse of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
 	echo
-	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event | PyTorch / model | PyTorch / model, each round | base model ns/event | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis (+ the analysis's numbering) | stages wall s | peak MiB |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event (warm) | PyTorch / model | PyTorch / model, each round | model ns/event, first replay counted | base model ns/event, first replay counted | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis (+ the analysis's numbering) | stages wall s | peak MiB |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 for f in "${snaps[@]}"; do
 	name=$(basename "$f" .pickle)
@@ -203,7 +205,7 @@ for f in "${snaps[@]}"; do
 		{
 			echo "cd '$root/replay' || exit 0"
 			echo "echo round >>'$bout'; echo round >>'$bbase'"
-			[ -x "$REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-(reuse|byaddr|number)/' -test.benchtime 3x -test.cpu 1 >>'$bout' 2>/dev/null"
+			[ -x "$REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-(reuse|warm|byaddr|number)/' -test.benchtime 3x -test.cpu 1 >>'$bout' 2>/dev/null"
 			[ -n "$BASE_REPLAY_TEST" ] && [ -x "$BASE_REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$BASE_REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-reuse/' -test.benchtime 3x -test.cpu 1 >>'$bbase' 2>/dev/null"
 		} >"$between"
 		req=- tns=- passes=
@@ -221,7 +223,7 @@ for f in "${snaps[@]}"; do
 		bench=$(cat "$bout") based=$(cat "$bbase")
 		# rounds: PyTorch / model in each round, "least-most".
 		rounds=$(awk -v p="$passes" -v q="$req" -v e="${events[$name]:-0}" '
-			$1 == "round" { r++ } $0 ~ /trace-reuse\// { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s") m[r] = 1e9 / $i }
+			$1 == "round" { r++ } $0 ~ /trace-warm\// { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s") m[r] = 1e9 / $i }
 			END { n = split(p, ps, " "); lo = hi = ""
 				for (i = 1; i <= n; i++) if (m[i] > 0 && q > 0 && e > 0) { x = ps[i] * 1e9 / q / (m[i] * e / q)
 					if (lo == "" || x < lo) lo = x; if (hi == "" || x > hi) hi = x }
@@ -229,8 +231,8 @@ for f in "${snaps[@]}"; do
 		# per NAME TEXT: ns an event of benchmark NAME, the best of its runs in TEXT.
 		per() { awk -v b="$1" '$0 ~ b { for (i = 1; i < NF; i++) if ($(i+1) == "events/cpu-s" && $i > best) best = $i }
 			END { if (best > 0) printf "%.1f", 1e9 / best }' <<<"$2"; }
-		mns=$(per trace-reuse/ "$bench") bns=$(per trace-byaddr/ "$bench") nns=$(per trace-number/ "$bench") ons=$(per trace-reuse/ "$based")
-		mns=${mns:--} bns=${bns:--} nns=${nns:--} ons=${ons:--}
+		mns=$(per trace-warm/ "$bench") cns=$(per trace-reuse/ "$bench") bns=$(per trace-byaddr/ "$bench") nns=$(per trace-number/ "$bench") ons=$(per trace-reuse/ "$based")
+		mns=${mns:--} cns=${cns:--} bns=${bns:--} nns=${nns:--} ons=${ons:--}
 		# TRACER_STAGES: "tracer: stages (LABEL): CPU ms: read R, numbering N,
 		# model M, analysis A (its blocks numbered ahead B), finalize F; wall
 		# ms W, ..." per replay (no B from builds before it); a
@@ -248,11 +250,11 @@ for f in "${snaps[@]}"; do
 				else print "- -" }' <<<"$line")"
 			sns=${sns:--} sw=${sw:--}
 		fi
-		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v om="$ons" -v e="${events[$name]:-0}" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" -v rd="$rounds" 'BEGIN {
+		awk -v n="$name" -v c="$label" -v q="$req" -v t="$tns" -v rs="$rs" -v rm="$rm" -v m="$mns" -v cm="$cns" -v om="$ons" -v e="${events[$name]:-0}" -v bm="$bns" -v nm="$nns" -v sn="$sns" -v sw="$sw" -v rd="$rounds" 'BEGIN {
 			per = (rs != "-" && q != "-" && q > 0) ? sprintf("%.0f", rs * 1e9 / q) : "-"
 			x = (per != "-" && t != "-" && per > 0) ? sprintf("%.1f×", t / per) : "-"
 			mx = (m != "-" && t != "-" && q != "-" && q > 0 && e > 0) ? sprintf("%.1f×", t / (m * e / q)) : "-"
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, mx, rd, om, bm, nm, sn, sw, rm }' >>"$md"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, c, q, t, rs, per, x, m, mx, rd, cm, om, bm, nm, sn, sw, rm }' >>"$md"
 	done
 done
 echo >>"$md"
