@@ -593,6 +593,9 @@ func (f *fanout) numberAhead(full <-chan *batch, timed bool) <-chan *batch {
 			f.parts.ReserveOff(f.opt.Analysis.Device, f.numberBlocks, &off)
 		}
 		for b := range full {
+			if b.raw {
+				b.evs = b.emitted.Events(b.evs[:0])
+			}
 			f.parts.Start(b.evs)
 			out <- b
 		}

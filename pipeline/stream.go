@@ -32,6 +32,12 @@ const (
 type batch struct {
 	evs    []trace.Event
 	stacks []trace.Stack
+	// emitted is where a replay's model writes its events
+	// (replay.EmittedObserver), kept with the batch; raw says the batch's
+	// events are there, to be made into evs by the goroutine that numbers
+	// them (fanout.numberAhead).
+	emitted *replay.Emitted
+	raw     bool
 	// refs counts the readers of a readAhead's batch yet to finish with
 	// it: the last gives it back to the pool.
 	refs atomic.Int32
@@ -45,7 +51,7 @@ func newBatchPool() batchPool { return make(batchPool, inFlight+2) }
 func (p batchPool) get() *batch {
 	select {
 	case b := <-p:
-		b.evs = b.evs[:0]
+		b.evs, b.raw = b.evs[:0], false
 		return b
 	default:
 		return &batch{evs: make([]trace.Event, 0, batchRows)}
@@ -59,8 +65,8 @@ func (p batchPool) get() *batch {
 // small.trace). Where the system cannot, it puts none.
 func (p batchPool) fill(n int) {
 	for range n {
-		b := &batch{evs: make([]trace.Event, 0, batchRows)}
-		if !grow.PagesOf(b.evs).Populate(0, batchRows) {
+		b := &batch{evs: make([]trace.Event, 0, batchRows), emitted: replay.NewEmitted()}
+		if !grow.PagesOf(b.evs).Populate(0, batchRows) || !b.emitted.Populate() {
 			return
 		}
 		p.put(b)
@@ -387,14 +393,16 @@ func (ra *readAhead) close() {
 // analyzeBehind runs a fanout on its own goroutine, fed in batches with the
 // events a replay emits.
 type analyzeBehind struct {
-	f      *fanout
-	src    *tap // whose stack table covers the emitted events
-	full   chan *batch
-	pool   batchPool
-	cur    *batch
-	done   chan struct{}
-	cpu    time.Duration // the goroutine's CPU time, when timed (after close)
-	faults int64         // and its thread's minor faults
+	f    *fanout
+	src  *tap // whose stack table covers the emitted events
+	full chan *batch
+	pool batchPool
+	cur  *batch
+	// filling is the batch whose Emitted the replay fills (Emitted).
+	filling *batch
+	done    chan struct{}
+	cpu     time.Duration // the goroutine's CPU time, when timed (after close)
+	faults  int64         // and its thread's minor faults
 }
 
 // startAnalyzeBehind starts the fanout f on its own goroutine, behind a
@@ -446,6 +454,34 @@ func (a *analyzeBehind) Event(ev *trace.Event) {
 func (a *analyzeBehind) flush() {
 	a.cur.stacks = a.src.Stacks()
 	a.full <- a.cur
+}
+
+// Emitted hands on e, the model's events as it wrote them
+// (replay.EmittedObserver), after the events queued before, and returns
+// the next to fill: each is a batch's of the pool.
+func (a *analyzeBehind) Emitted(e *replay.Emitted, more bool) *replay.Emitted {
+	if b := a.filling; b != nil {
+		a.filling = nil
+		if e.Empty() {
+			a.pool.put(b)
+		} else {
+			if len(a.cur.evs) > 0 {
+				a.flush()
+				a.cur = a.pool.get()
+			}
+			b.raw, b.stacks = true, a.src.Stacks()
+			a.full <- b
+		}
+	}
+	if !more {
+		return nil
+	}
+	b := a.pool.get()
+	if b.emitted == nil {
+		b.emitted = replay.NewEmitted()
+	}
+	a.filling = b
+	return b.emitted
 }
 
 // close hands on the last events and waits until the fanout has seen all.

@@ -69,6 +69,27 @@ func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 	}
 }
 
+// checkRaw is check for an event the allocator wrote into the hand-off
+// (handoff.go), of kind.
+func (r *deviceReplay) checkRaw(seq int64, kind trace.Kind, e *allocator.RawEvent) {
+	if r.expectHead >= len(r.expect) {
+		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
+			r.res.NumMismatches++
+			return
+		}
+		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
+		return
+	}
+	w := &r.expect[r.expectHead]
+	r.expectHead++
+	if r.expectHead == len(r.expect) {
+		r.expect, r.expectHead = r.expect[:0], 0
+	}
+	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
+		r.checkMismatch(w, kind, &allocator.Event{Addr: e.Addr, Size: e.Size, Stream: e.Stream})
+	}
+}
+
 // checkMismatch reports a replayed event e of kind that differs from the
 // recorded w. Past the mismatches kept it only counts: the arguments boxed
 // for the message would otherwise cost allocations per mismatch.
@@ -91,8 +112,13 @@ func (r *deviceReplay) mismatch(seq int64, format string, args ...any) {
 	}
 }
 
+// expectEv expects the recorded ev of the allocator, after the events it
+// emitted so far are compared (checkPending, in the hand-off).
 func (r *deviceReplay) expectEv(ev *trace.Event) {
 	if r.recorded {
+		if r.hand.to != nil {
+			r.checkPending()
+		}
 		r.expect = append(r.expect, expected{seq: ev.Seq, addr: ev.Addr, size: ev.Size, stream: ev.Stream, kind: ev.Kind})
 	}
 }

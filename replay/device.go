@@ -87,6 +87,9 @@ type deviceReplay struct {
 	out      trace.Event
 	outSeq   int64
 	res      DeviceResult
+	// hand is the hand-off of the events to an EmittedObserver
+	// (handoff.go).
+	hand handoff
 }
 
 // blockRef is a replayed block: its address, and the allocator's handle for
@@ -284,7 +287,7 @@ func (r *deviceReplay) completes(req, next *trace.Event) bool {
 func (r *deviceReplay) alloc(ev *trace.Event) error {
 	r.res.Events++
 	r.called.request(ev)
-	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.at(ev.TimeUs, ev.Stack)
 	r.expectEv(ev)
 	if len(r.followSegs) > 0 {
 		r.follow()
@@ -316,7 +319,7 @@ func (r *deviceReplay) alloc(ev *trace.Event) error {
 func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	r.res.Events += 2
 	r.called.request(ev)
-	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.at(ev.TimeUs, ev.Stack)
 	r.expectEv(ev)
 	r.expectEv(next)
 	b, ok := r.live.take(ev.Addr, r.ref(ev))
@@ -350,6 +353,7 @@ func (r *deviceReplay) finish() error {
 	for range r.caps.later() {
 		r.a.CountSync() // the empty_cache() of a later capture (captures.go)
 	}
+	r.checkPending() // the hand-off's events not yet compared
 	for _, w := range r.expect[r.expectHead:] {
 		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 			r.res.NumMismatches++
@@ -370,7 +374,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	if err := r.applyRestore(); err != nil {
 		return false, err
 	}
-	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.at(ev.TimeUs, ev.Stack)
 	a := r.a
 	if ev.Kind != trace.KindAlloc && ev.Kind != trace.KindSegmentAlloc && ev.Kind != trace.KindSegmentMap {
 		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
@@ -564,6 +568,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.leave(ev)
 		}
 		if r.recorded {
+			r.checkPending()
 			r.mismatch(ev.Seq, "recorded OOM of %d bytes succeeded in the replay", ev.Size)
 		}
 		return false, a.Free(addr)
@@ -730,9 +735,7 @@ func (r *deviceReplay) afterOOM() {
 	}
 	if r.obs != nil {
 		r.out = at
-		r.out.Seq = r.outSeq
-		r.outSeq++
-		r.obs.Event(&r.out)
+		r.emitEvent(&r.out)
 	}
 }
 
@@ -745,15 +748,12 @@ func (r *deviceReplay) afterOOM() {
 // the comparison with the recording, which has no such row, does not see it.
 func (r *deviceReplay) emptyCache(at *trace.Event, released int64, rel []trace.Event) error {
 	time, stack := r.curTime, r.curStack
-	r.curTime, r.curStack = at.TimeUs, at.Stack
+	r.at(at.TimeUs, at.Stack)
 	if r.obs != nil {
-		o := &r.out
-		*o = trace.Event{Seq: r.outSeq, TimeUs: at.TimeUs, Device: r.device, Kind: trace.KindEmptyCache,
-			Size: released, Stack: at.Stack}
-		r.outSeq++
-		r.obs.Event(o)
+		r.out = trace.Event{TimeUs: at.TimeUs, Kind: trace.KindEmptyCache, Size: released, Stack: at.Stack}
+		r.emitEvent(&r.out)
 	}
 	err := r.emptyCaches(rel)
-	r.curTime, r.curStack = time, stack
+	r.at(time, stack)
 	return err
 }
