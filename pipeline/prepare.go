@@ -38,8 +38,10 @@ const bytesPerBlock = 128
 
 // prepareMin is the least trace file, in bytes, whose model is prepared:
 // below it the arrays are small, and a replay of a small trace (tracer
-// tune's, the tests') would spend more on the goroutines.
-var prepareMin int64 = 16 << 20
+// tune's, the tests') would spend more on the goroutines. From 1 MiB
+// (about 10k events) the model's thread would spend more on the memory
+// than that: at 94k events its first touches were about half of its CPU.
+var prepareMin int64 = 1 << 20
 
 // prefaultAhead is how many block numbers past the greatest handed on are
 // faulted in (about 3 MB of the arena and the table), on top of the
