@@ -59,12 +59,12 @@ func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
 		return
 	}
-	w := &r.expect[r.expectHead]
+	w := r.expect[r.expectHead]
 	r.expectHead++
 	if r.expectHead == len(r.expect) {
 		r.expect, r.expectHead = r.expect[:0], 0
 	}
-	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
+	if w.Kind != kind || w.Size != e.Size || w.Stream != e.Stream || (w.Kind != trace.KindOOM && w.Addr != e.Addr) {
 		r.checkMismatch(w, kind, e)
 	}
 }
@@ -80,12 +80,12 @@ func (r *deviceReplay) checkRaw(seq int64, kind trace.Kind, e *allocator.RawEven
 		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
 		return
 	}
-	w := &r.expect[r.expectHead]
+	w := r.expect[r.expectHead]
 	r.expectHead++
 	if r.expectHead == len(r.expect) {
 		r.expect, r.expectHead = r.expect[:0], 0
 	}
-	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
+	if !matches(w, kind, e) {
 		r.checkMismatch(w, kind, &allocator.Event{Addr: e.Addr, Size: e.Size, Stream: e.Stream})
 	}
 }
@@ -93,13 +93,13 @@ func (r *deviceReplay) checkRaw(seq int64, kind trace.Kind, e *allocator.RawEven
 // checkMismatch reports a replayed event e of kind that differs from the
 // recorded w. Past the mismatches kept it only counts: the arguments boxed
 // for the message would otherwise cost allocations per mismatch.
-func (r *deviceReplay) checkMismatch(w *expected, kind trace.Kind, e *allocator.Event) {
+func (r *deviceReplay) checkMismatch(w *trace.Event, kind trace.Kind, e *allocator.Event) {
 	if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 		r.res.NumMismatches++
 		return
 	}
-	r.mismatch(w.seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
-		w.kind, w.addr, w.size, w.stream, kind, e.Addr, e.Size, e.Stream)
+	r.mismatch(w.Seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
+		w.Kind, w.Addr, w.Size, w.Stream, kind, e.Addr, e.Size, e.Stream)
 }
 
 // mismatch counts a difference from the recording and keeps the first few,
@@ -119,6 +119,26 @@ func (r *deviceReplay) expectEv(ev *trace.Event) {
 		if r.hand.to != nil {
 			r.checkPending()
 		}
-		r.expect = append(r.expect, expected{seq: ev.Seq, addr: ev.Addr, size: ev.Size, stream: ev.Stream, kind: ev.Kind})
+		r.expect = append(r.expect, ev) // kept past its batch by keepExpected
 	}
+}
+
+// keepExpected compares the hand-off's events so far (checkPending) and
+// copies the recorded events still expected, if any, before the source
+// reuses the memory they lie in (its batch, or heldBuf, which keepHeld
+// rewrites): Run calls it where it calls keepHeld, before it. The copies
+// are made afresh each time (the ones kept before may be among them);
+// nearly always none is left.
+func (r *deviceReplay) keepExpected() {
+	r.checkPending()
+	rest := r.expect[r.expectHead:]
+	if len(rest) == 0 {
+		return
+	}
+	kept := make([]trace.Event, len(rest))
+	for i, w := range rest {
+		kept[i] = *w
+		rest[i] = &kept[i]
+	}
+	r.expectKept = kept
 }

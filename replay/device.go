@@ -74,9 +74,12 @@ type deviceReplay struct {
 	// (Kind KindInvalid: none); see afterOOM.
 	quietOOM trace.Event
 
-	// expect holds recorded events the allocator has yet to emit (Recorded mode).
-	expect     []expected
+	// expect holds recorded events the allocator has yet to emit
+	// (Recorded mode): in the source's batch (or heldBuf) until the batch
+	// ends, then in expectKept (keepExpected).
+	expect     []*trace.Event
 	expectHead int
+	expectKept []trace.Event
 
 	pools   poolRoute               // private pools (pools.go)
 	private []allocator.SegmentInfo // Options.PrivateSegments of private pools
@@ -98,15 +101,6 @@ type deviceReplay struct {
 type blockRef struct {
 	addr uint64
 	h    allocator.Handle
-}
-
-// expected is the part of a recorded event the comparison needs.
-type expected struct {
-	seq    int64
-	addr   uint64
-	size   int64
-	stream uint64
-	kind   trace.Kind
 }
 
 // init makes r, zero or recycled (reuse.go), the replay of device d. sim,
@@ -359,7 +353,7 @@ func (r *deviceReplay) finish() error {
 			r.res.NumMismatches++
 			continue
 		}
-		r.mismatch(w.seq, "recorded %s %#x size %d was not replayed", w.kind, w.addr, w.size)
+		r.mismatch(w.Seq, "recorded %s %#x size %d was not replayed", w.Kind, w.Addr, w.Size)
 	}
 	return nil
 }

@@ -51,7 +51,8 @@ func (k *emittedKeeper) Emitted(e *Emitted, more bool) *Emitted {
 // made lazily), on every snapshot under its settings, under other
 // settings, under wrong settings claimed to be the recorded ones (which
 // mismatch), and on two devices; an Emitted of 5 events and 3 extras
-// hands over in the middle of requests and of restores. For one device
+// hands over in the middle of requests and of restores, and the source's
+// batches of 3 events reuse one buffer. For one device
 // the model writes no event one by one, and under 40 bytes an event
 // where a trace.Event is 104: it fails if the replay does not take the
 // hand-off.
@@ -85,7 +86,8 @@ func TestHandoff(t *testing.T) {
 		}
 		two = append(two, ev)
 	}
-	ins = append(ins, input{"two-devices", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}})
+	ins = append(ins, input{"two-devices", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}},
+		input{"two-devices recorded", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40, Recorded: true}})
 	mismatched := 0
 	for _, small := range []bool{false, true} {
 		if small {
@@ -99,7 +101,14 @@ func TestHandoff(t *testing.T) {
 				t.Fatalf("%s: %v", in.name, err)
 			}
 			var k emittedKeeper
-			r2, err := Run(context.Background(), NewSliceSource(in.evs), in.opts, &k)
+			// Batches of 3 events in one buffer, which the source
+			// rewrites: a recorded event still expected at a batch's end
+			// must have been copied (keepExpected).
+			var src Source = NewSliceSource(in.evs)
+			if small {
+				src = &smallBatches{evs: in.evs, buf: make([]trace.Event, 0, 3)}
+			}
+			r2, err := Run(context.Background(), src, in.opts, &k)
 			if err != nil {
 				t.Fatalf("%s: %v", in.name, err)
 			}

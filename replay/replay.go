@@ -309,6 +309,7 @@ func (x *runner) replay(ctx context.Context, src Source, opts Options, obs Obser
 				}
 			}
 			for _, d := range x.list {
+				d.keepExpected()
 				d.keepHeld()
 			}
 		}
@@ -326,6 +327,7 @@ func (x *runner) replay(ctx context.Context, src Source, opts Options, obs Obser
 			if r, err = x.batch(r, unsafe.Slice(src.Event(), 1)); err != nil {
 				return nil, err
 			}
+			r.keepExpected()
 			r.keepHeld()
 		}
 	}
