@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/replay"
 )
 
@@ -55,6 +56,11 @@ const prefaultAhead = 32 << 10
 // prefaultAhead, so that a trace of few blocks live has little resident.
 const prefaultFirst = 4 << 10
 
+// unmapBehind gives back h's memory on a goroutine of its own, off the
+// path to a replay's return (the summaries' tables: their pages' freeing
+// is the caller's wait for nothing); a variable for the tests.
+var unmapBehind = func(h *grow.OffHeap) { go h.Release() }
+
 // prepareModel starts making the model's memory of a replay of in under s
 // with opt, where that pays: a simulated device, no Replayer of the
 // caller's, a trace file of prepareMin bytes or more. It returns nil
@@ -95,7 +101,8 @@ func (p *modelPrep) replayer(top *atomic.Int32, wake <-chan struct{}) *replay.Re
 }
 
 // finish stops the prefaulting, once the Run has returned, and gives the
-// memory back (Replayer.Release: nothing reads the Result's allocator).
+// memory back (Replayer.Release, which unmaps it on a goroutine of its
+// own: nothing reads the Result's allocator).
 func (p *modelPrep) finish() {
 	close(p.stop)
 	if p.follow != nil {

@@ -114,6 +114,27 @@ func TestPreparedSmall(t *testing.T) {
 	}
 }
 
+// TestUnmapBehind: a prepared replay hands the summaries' tables and the
+// numbering's made outside the heap to be unmapped on a goroutine of
+// their own (unmapBehind), still mapped when Replay returns: the caller's
+// path does not wait for their pages to be freed. It fails if finish and
+// numberAhead unmap them themselves.
+func TestUnmapBehind(t *testing.T) {
+	var handed []*grow.OffHeap
+	defer func(f func(*grow.OffHeap)) { unmapBehind = f }(unmapBehind)
+	unmapBehind = func(h *grow.OffHeap) { handed = append(handed, h) }
+	in, set := recorded(t, writeLive(t, 40_000))
+	if _, err := Replay(context.Background(), in, set, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != 2 || handed[0].Mapped()+handed[1].Mapped() == 0 {
+		t.Fatalf("%d OffHeaps handed to be unmapped behind, want 2, still mapped", len(handed))
+	}
+	for _, h := range handed {
+		h.Release()
+	}
+}
+
 // writeLive writes a trace of n blocks allocated, then every other one
 // freed (the seed experiment's shape), and returns its path.
 func writeLive(t *testing.T, n int) string {
