@@ -49,12 +49,20 @@ type batchPool chan *batch
 func newBatchPool() batchPool { return make(batchPool, inFlight+2) }
 
 func (p batchPool) get() *batch {
+	if b := p.take(); b != nil {
+		return b
+	}
+	return &batch{evs: make([]trace.Event, 0, batchRows)}
+}
+
+// take returns a batch of the pool, emptied, or nil if none waits.
+func (p batchPool) take() *batch {
 	select {
 	case b := <-p:
 		b.evs, b.raw = b.evs[:0], false
 		return b
 	default:
-		return &batch{evs: make([]trace.Event, 0, batchRows)}
+		return nil
 	}
 }
 
@@ -476,7 +484,13 @@ func (a *analyzeBehind) Emitted(e *replay.Emitted, more bool) *replay.Emitted {
 	if !more {
 		return nil
 	}
-	b := a.pool.get()
+	// A batch of the pool, else one whose events are made where they are
+	// filled (replay.Emitted.Events, on the numbering's goroutine), not
+	// on the model's thread, which needs only the Emitted.
+	b := a.pool.take()
+	if b == nil {
+		b = new(batch)
+	}
 	if b.emitted == nil {
 		b.emitted = replay.NewEmitted()
 	}
