@@ -100,7 +100,9 @@ func (e *Emitted) Len() int {
 func (e *Emitted) Events(dst []trace.Event) []trace.Event {
 	k := len(dst)
 	if need := k + 2*len(e.raw) + len(e.extras); need > cap(dst) {
-		dst = append(dst[:cap(dst)], make([]trace.Event, need-cap(dst))...)
+		grown := make([]trace.Event, k, max(need, 2*cap(dst)))
+		copy(grown, dst)
+		dst = grown
 	}
 	dst = dst[:cap(dst)]
 	seq, time, stack, pool := e.seq0, e.time0, e.stack0, e.pool0
