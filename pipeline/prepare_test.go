@@ -176,15 +176,15 @@ func TestBatchPoolFill(t *testing.T) {
 	if probe := make([]byte, 1<<16); !grow.PagesOf(probe).Populate(0, len(probe)) {
 		t.Skip("no MADV_POPULATE_WRITE on this system")
 	}
-	p := newBatchPool()
+	p := newBatchPool(behindRows)
 	p.fill(3)
-	if len(p) != 3 {
-		t.Fatalf("%d batches in the pool, want 3", len(p))
+	if len(p.ch) != 3 {
+		t.Fatalf("%d batches in the pool, want 3", len(p.ch))
 	}
 	for range 3 {
 		b := p.get()
 		pages := grow.PagesOf(b.evs)
-		n, ok := pages.Resident(0, batchRows)
+		n, ok := pages.Resident(0, behindRows)
 		want := (pages.Len()*int(unsafe.Sizeof(trace.Event{})) + os.Getpagesize() - 1) / os.Getpagesize()
 		if ok && n < want-1 { // the array's first and last pages may be shared
 			t.Errorf("%d of a batch's %d pages resident, want all", n, want)

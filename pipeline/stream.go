@@ -20,10 +20,14 @@ import (
 // the hand-off (a channel send) vanishes against the work on its events, and
 // enough are in flight that a stage's stall (a collection, a burst of
 // splits) does not stop the others; memory stays bounded by batchRows ×
-// inFlight events (about 3 MiB) whatever the trace's length.
+// inFlight events (about 3 MiB) whatever the trace's length. The
+// replayed events go to the analysis in batches of behindRows, half as
+// large: the model writes them into a replay.Emitted of its batch first
+// (half as many allocator events, 96 KiB), which the batch holds besides.
 const (
-	batchRows = 4096
-	inFlight  = 8
+	batchRows  = 4096
+	behindRows = 2048
+	inFlight   = 8
 )
 
 // batch is a run of events and the stack table they refer to. The table is
@@ -43,22 +47,27 @@ type batch struct {
 	refs atomic.Int32
 }
 
-// batchPool recycles batches between two stages.
-type batchPool chan *batch
+// batchPool recycles batches of rows events between two stages.
+type batchPool struct {
+	ch   chan *batch
+	rows int
+}
 
-func newBatchPool() batchPool { return make(batchPool, inFlight+2) }
+func newBatchPool(rows int) batchPool {
+	return batchPool{ch: make(chan *batch, inFlight+2), rows: rows}
+}
 
 func (p batchPool) get() *batch {
 	if b := p.take(); b != nil {
 		return b
 	}
-	return &batch{evs: make([]trace.Event, 0, batchRows)}
+	return &batch{evs: make([]trace.Event, 0, p.rows)}
 }
 
 // take returns a batch of the pool, emptied, or nil if none waits.
 func (p batchPool) take() *batch {
 	select {
-	case b := <-p:
+	case b := <-p.ch:
 		b.evs, b.raw = b.evs[:0], false
 		return b
 	default:
@@ -69,12 +78,13 @@ func (p batchPool) take() *batch {
 // fill puts n new batches into p, their pages faulted in without being
 // touched (grow.Pages.Populate), for a stage whose thread would otherwise
 // take a page fault a page as it first fills each: the model's, which
-// fills the analysis's batches (about 860 of its 1,000 faults on
-// small.trace). Where the system cannot, it puts none.
+// fills the analysis's batches' Emitted (860 of its 1,000 faults on
+// small.trace were the batches' events it filled itself before). Where
+// the system cannot, it puts none.
 func (p batchPool) fill(n int) {
 	for range n {
-		b := &batch{evs: make([]trace.Event, 0, batchRows), emitted: replay.NewEmitted()}
-		if !grow.PagesOf(b.evs).Populate(0, batchRows) || !b.emitted.Populate() {
+		b := &batch{evs: make([]trace.Event, 0, p.rows), emitted: replay.NewEmitted()}
+		if !grow.PagesOf(b.evs).Populate(0, p.rows) || !b.emitted.Populate() {
 			return
 		}
 		p.put(b)
@@ -83,7 +93,7 @@ func (p batchPool) fill(n int) {
 
 func (p batchPool) put(b *batch) {
 	select {
-	case p <- b:
+	case p.ch <- b:
 	default:
 	}
 }
@@ -140,7 +150,7 @@ type tap struct {
 func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool, taps int) *readAhead {
 	ra := &readAhead{
 		timed:  timed,
-		pool:   newBatchPool(),
+		pool:   newBatchPool(batchRows),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		valid:  onlyValid,
@@ -418,7 +428,7 @@ type analyzeBehind struct {
 // makes the batches the replay will fill, their pages faulted in
 // (batchPool.fill), so that the model's thread does not first touch them.
 func startAnalyzeBehind(f *fanout, src *tap, timed, prefault bool) *analyzeBehind {
-	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(), done: make(chan struct{})}
+	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(behindRows), done: make(chan struct{})}
 	a.cur = a.pool.get()
 	if prefault {
 		go a.pool.fill(inFlight + 1)
@@ -453,7 +463,7 @@ func (a *analyzeBehind) Event(ev *trace.Event) {
 	} else {
 		a.cur.evs = append(a.cur.evs, *ev)
 	}
-	if len(a.cur.evs) == batchRows {
+	if len(a.cur.evs) == behindRows {
 		a.flush()
 		a.cur = a.pool.get()
 	}

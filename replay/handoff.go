@@ -16,10 +16,10 @@ import (
 // where it changes; the observer's side makes the trace.Events (Events).
 
 // emittedRaw is how many allocator events an Emitted holds: up to twice
-// as many trace events (synchronous frees), about the pipeline's batch;
-// and emittedExtras bounds the events of the replay's own (restored
-// blocks, empty_cache rows) it holds. Variables for the tests.
-var emittedRaw, emittedExtras = 2048, 1024
+// as many trace events (synchronous frees), the pipeline's batch to the
+// analysis; and emittedExtras bounds the events of the replay's own
+// (restored blocks, empty_cache rows) it holds. Variables for the tests.
+var emittedRaw, emittedExtras = 1024, 1024
 
 // Emitted is a run of one device's replayed events as the model wrote
 // them; Events makes them trace.Events. The zero Emitted is ready to use.

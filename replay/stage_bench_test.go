@@ -31,7 +31,9 @@ import (
 // trace-reuse: a Replayer's memory reused, nothing observed or compared)
 // and, as the command runs it, prepared-alone (a
 // Replayer prepared and faulted in for the trace's live blocks before
-// each Run), prepared (and the comparison), handoff (and an EmittedObserver taking
+// each Run), prepared (and the comparison), slots and slots-whatif (with
+// and without the comparison, the events handed to a SlotObserver one by
+// one, as the analysis's batches took them before the hand-off), handoff (and an EmittedObserver taking
 // the events as the model writes them, as the analysis's hand-off does)
 // and handoff-whatif (no comparison, as a replay under other settings).
 func BenchmarkModelStage(b *testing.B) {
@@ -93,9 +95,10 @@ func BenchmarkModelStage(b *testing.B) {
 	for _, s := range []struct {
 		name             string
 		handoff, compare bool
-		reuse            bool
-	}{{"reuse", false, false, true}, {"prepared-alone", false, false, false}, {"prepared", false, true, false},
-		{"handoff", true, true, false}, {"handoff-whatif", true, false, false}} {
+		reuse, slots     bool
+	}{{"reuse", false, false, true, false}, {"prepared-alone", false, false, false, false}, {"prepared", false, true, false, false},
+		{"slots", false, true, false, true}, {"slots-whatif", false, false, false, true},
+		{"handoff", true, true, false, false}, {"handoff-whatif", true, false, false, false}} {
 		b.Run(s.name+"/"+filepath.Base(path), func(b *testing.B) {
 			o := opts
 			o.Recorded = s.compare
@@ -104,8 +107,11 @@ func BenchmarkModelStage(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			var obs Observer
-			if s.handoff {
+			switch {
+			case s.handoff:
 				obs = new(discardEmitted)
+			case s.slots:
+				obs = &discardSlots{buf: make([]trace.Event, 4096)}
 			}
 			var reused Replayer
 			for b.Loop() {
