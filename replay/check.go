@@ -51,20 +51,7 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 
 func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 	kind := kinds[e.Action]
-	if r.expectHead >= len(r.expect) {
-		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
-			r.res.NumMismatches++
-			return
-		}
-		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
-		return
-	}
-	w := r.expect[r.expectHead]
-	r.expectHead++
-	if r.expectHead == len(r.expect) {
-		r.expect, r.expectHead = r.expect[:0], 0
-	}
-	if w.Kind != kind || w.Size != e.Size || w.Stream != e.Stream || (w.Kind != trace.KindOOM && w.Addr != e.Addr) {
+	if w := r.nextExpected(seq, kind, e.Addr, e.Size); w != nil && !matches(w, kind, e.Addr, e.Size, e.Stream) {
 		r.checkMismatch(w, kind, e)
 	}
 }
@@ -72,22 +59,27 @@ func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 // checkRaw is check for an event the allocator wrote into the hand-off
 // (handoff.go), of kind.
 func (r *deviceReplay) checkRaw(seq int64, kind trace.Kind, e *allocator.RawEvent) {
+	if w := r.nextExpected(seq, kind, e.Addr, e.Size); w != nil && !matches(w, kind, e.Addr, e.Size, e.Stream) {
+		r.checkMismatch(w, kind, &allocator.Event{Addr: e.Addr, Size: e.Size, Stream: e.Stream})
+	}
+}
+
+// nextExpected takes the recorded event expected next, the one the
+// replayed event seq of kind (at addr, of size) is compared with; where
+// none is, it notes that the recording does not have the replayed event,
+// and returns nil.
+func (r *deviceReplay) nextExpected(seq int64, kind trace.Kind, addr uint64, size int64) *trace.Event {
 	if r.expectHead >= len(r.expect) {
 		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 			r.res.NumMismatches++
-			return
+			return nil
 		}
-		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
-		return
+		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, addr, size)
+		return nil
 	}
 	w := r.expect[r.expectHead]
-	r.expectHead++
-	if r.expectHead == len(r.expect) {
-		r.expect, r.expectHead = r.expect[:0], 0
-	}
-	if !matches(w, kind, e) {
-		r.checkMismatch(w, kind, &allocator.Event{Addr: e.Addr, Size: e.Size, Stream: e.Stream})
-	}
+	r.popExpected(1)
+	return w
 }
 
 // checkMismatch reports a replayed event e of kind that differs from the

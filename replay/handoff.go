@@ -144,17 +144,11 @@ func (e *Emitted) Events(dst []trace.Event) []trace.Event {
 
 // rawKinds is kinds with the sink's synchronous free, whose first event
 // is a free_requested.
-var rawKinds = [...]trace.Kind{
-	allocator.ActAlloc:         trace.KindAlloc,
-	allocator.ActFreeRequested: trace.KindFreeRequested,
-	allocator.ActFreeCompleted: trace.KindFreeCompleted,
-	allocator.ActSegmentAlloc:  trace.KindSegmentAlloc,
-	allocator.ActSegmentFree:   trace.KindSegmentFree,
-	allocator.ActSegmentMap:    trace.KindSegmentMap,
-	allocator.ActSegmentUnmap:  trace.KindSegmentUnmap,
-	allocator.ActOOM:           trace.KindOOM,
-	allocator.ActFreeSync:      trace.KindFreeRequested,
-}
+var rawKinds = func() (k [allocator.ActFreeSync + 1]trace.Kind) {
+	copy(k[:], kinds[:])
+	k[allocator.ActFreeSync] = trace.KindFreeRequested
+	return k
+}()
 
 // handoff is a deviceReplay's side of an EmittedObserver.
 type handoff struct {
@@ -338,7 +332,7 @@ func (r *deviceReplay) checkPending() {
 		w := &raw[h.chk]
 		q := r.expectHead
 		if act := w.Action(); act != allocator.ActFreeSync {
-			if q < len(r.expect) && matches(r.expect[q], rawKinds[act], w) {
+			if q < len(r.expect) && matches(r.expect[q], rawKinds[act], w.Addr, w.Size, w.Stream) {
 				r.popExpected(1)
 			} else {
 				r.checkRaw(h.chkSeq, rawKinds[act], w)
@@ -346,7 +340,8 @@ func (r *deviceReplay) checkPending() {
 			h.chkSeq++
 			continue
 		}
-		if q+1 < len(r.expect) && matches(r.expect[q], trace.KindFreeRequested, w) && matches(r.expect[q+1], trace.KindFreeCompleted, w) {
+		if q+1 < len(r.expect) && matches(r.expect[q], trace.KindFreeRequested, w.Addr, w.Size, w.Stream) &&
+			matches(r.expect[q+1], trace.KindFreeCompleted, w.Addr, w.Size, w.Stream) {
 			r.popExpected(2)
 		} else {
 			r.checkRaw(h.chkSeq, trace.KindFreeRequested, w)
@@ -356,10 +351,11 @@ func (r *deviceReplay) checkPending() {
 	}
 }
 
-// matches reports whether the allocator's event e, of kind, is the
-// recorded w (check's test).
-func matches(w *trace.Event, kind trace.Kind, e *allocator.RawEvent) bool {
-	return w.Kind == kind && w.Size == e.Size && w.Stream == e.Stream && (w.Kind == trace.KindOOM || w.Addr == e.Addr)
+// matches reports whether the allocator's event of kind, at addr, of
+// size, on stream, is the recorded w (an OOM's address is the device's
+// free memory, not compared).
+func matches(w *trace.Event, kind trace.Kind, addr uint64, size int64, stream uint64) bool {
+	return w.Kind == kind && w.Size == size && w.Stream == stream && (w.Kind == trace.KindOOM || w.Addr == addr)
 }
 
 // popExpected takes the first n events expected, which matched.

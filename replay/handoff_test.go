@@ -57,37 +57,18 @@ func (k *emittedKeeper) Emitted(e *Emitted, more bool) *Emitted {
 // where a trace.Event is 104: it fails if the replay does not take the
 // hand-off.
 func TestHandoff(t *testing.T) {
-	type input struct {
-		name string
-		evs  []trace.Event
-		opts Options
+	var ins []replayInput
+	exp, _ := allocator.ParseConf("expandable_segments:True")
+	for _, in := range snapshotInputs(t) {
+		o := in.opts
+		ins = append(ins, in,
+			replayInput{in.name + " expandable", in.evs, Options{Conf: exp, TotalMemory: o.TotalMemory, MemoryLimit: o.MemoryLimit}},
+			replayInput{in.name + " wrong", in.evs, Options{Conf: allocator.DefaultConf(), TotalMemory: o.TotalMemory, Recorded: true, MaxMismatches: 3}})
 	}
-	var ins []input
-	wrong := allocator.DefaultConf()
-	for _, name := range snapshotNames(t) {
-		s := loadSnapshot(t, name)
-		conf, err := allocator.ParseConf(s.conf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: !isWrap(name)}
-		exp, _ := allocator.ParseConf("expandable_segments:True")
-		ins = append(ins, input{name, s.events, o},
-			input{name + " expandable", s.events, Options{Conf: exp, TotalMemory: s.total, MemoryLimit: s.limit}},
-			input{name + " wrong", s.events, Options{Conf: wrong, TotalMemory: s.total, Recorded: true, MaxMismatches: 3}})
-	}
-	var two []trace.Event
-	g := newGenSource(50_000)
-	for g.Next() {
-		ev := *g.Event()
-		ev.Device = int32(ev.Seq / 7 % 2) // runs of 7 events per device
-		if ev.Seq < 20_000 {
-			ev.Device = 0 // the second device comes after some Emitteds
-		}
-		two = append(two, ev)
-	}
-	ins = append(ins, input{"two-devices", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}},
-		input{"two-devices recorded", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40, Recorded: true}})
+	// The second device comes after some Emitteds.
+	two := genTwoDevices(50_000, 20_000)
+	ins = append(ins, replayInput{"two-devices", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}},
+		replayInput{"two-devices recorded", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40, Recorded: true}})
 	mismatched := 0
 	for _, small := range []bool{false, true} {
 		if small {
