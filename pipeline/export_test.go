@@ -13,7 +13,7 @@ import (
 var RecordWorkload = recordWorkload
 
 // BatchRows is how many events the analysis is handed at once.
-const BatchRows = batchRows
+const BatchRows = behindRows
 
 // ReplayedEvents replays the trace at path under its recorded settings and
 // returns the events the model emitted, as the analysis stage sees them,

@@ -508,7 +508,10 @@ func (r *tapReplay) finish(rd *trace.Reader, s Resolved, facts trace.Facts, time
 		}
 	}
 	if r.off != nil {
-		r.off.Release()
+		// Behind: the Run is made, and the caller need not wait for the
+		// tables' pages to be freed.
+		unmapBehind(r.off)
+		r.off = nil
 	}
 	r.final = clock.lap()
 	return run
@@ -582,17 +585,21 @@ func (f *fanout) numberAhead(full <-chan *batch, timed bool) <-chan *batch {
 		defer close(out)
 		clock := startClock(timed)
 		// The table made for the guess outside the Go heap, given back
-		// once the last batch is numbered.
-		var off grow.OffHeap
+		// once the last batch is numbered, behind: the analysis's end
+		// waits for this goroutine's.
+		off := new(grow.OffHeap)
 		defer func() {
 			f.parts.Close()
-			off.Release()
+			unmapBehind(off)
 			f.numCPU = clock.stop() + slices.Max(f.parts.PartCPU())
 		}()
 		if f.numberBlocks > 0 {
-			f.parts.ReserveOff(f.opt.Analysis.Device, f.numberBlocks, &off)
+			f.parts.ReserveOff(f.opt.Analysis.Device, f.numberBlocks, off)
 		}
 		for b := range full {
+			if b.raw {
+				b.evs = b.emitted.Events(b.evs[:0])
+			}
 			f.parts.Start(b.evs)
 			out <- b
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/replay"
 )
 
@@ -38,8 +39,10 @@ const bytesPerBlock = 128
 
 // prepareMin is the least trace file, in bytes, whose model is prepared:
 // below it the arrays are small, and a replay of a small trace (tracer
-// tune's, the tests') would spend more on the goroutines.
-var prepareMin int64 = 16 << 20
+// tune's, the tests') would spend more on the goroutines. From 1 MiB
+// (about 10k events) the model's thread would spend more on the memory
+// than that: at 94k events its first touches were about half of its CPU.
+var prepareMin int64 = 1 << 20
 
 // prefaultAhead is how many block numbers past the greatest handed on are
 // faulted in (about 3 MB of the arena and the table), on top of the
@@ -52,6 +55,11 @@ const prefaultAhead = 32 << 10
 // starts: Follow's lead then doubles with the numbers reached, up to
 // prefaultAhead, so that a trace of few blocks live has little resident.
 const prefaultFirst = 4 << 10
+
+// unmapBehind gives back h's memory on a goroutine of its own, off the
+// path to a replay's return (the summaries' tables: their pages' freeing
+// is the caller's wait for nothing); a variable for the tests.
+var unmapBehind = func(h *grow.OffHeap) { go h.Release() }
 
 // prepareModel starts making the model's memory of a replay of in under s
 // with opt, where that pays: a simulated device, no Replayer of the
@@ -93,7 +101,8 @@ func (p *modelPrep) replayer(top *atomic.Int32, wake <-chan struct{}) *replay.Re
 }
 
 // finish stops the prefaulting, once the Run has returned, and gives the
-// memory back (Replayer.Release: nothing reads the Result's allocator).
+// memory back (Replayer.Release, which unmaps it on a goroutine of its
+// own: nothing reads the Result's allocator).
 func (p *modelPrep) finish() {
 	close(p.stop)
 	if p.follow != nil {

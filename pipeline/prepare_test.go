@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -21,36 +24,7 @@ import (
 // blocks live at once, then every other one freed: the arena and the
 // table a plain replay doubles and first touches on that thread).
 func TestPreparedModel(t *testing.T) {
-	const n = 300_000
-	path := filepath.Join(t.TempDir(), "live.arrows")
-	w, err := trace.Create(path, trace.Meta{}, trace.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq int64
-	write := func(ev trace.Event) {
-		ev.Seq, ev.Stack = seq, trace.NoStack
-		seq++
-		if err := w.Write(&ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range n {
-		addr := uint64(1)<<40 + uint64(i)*512
-		if i%4096 == 0 {
-			write(trace.Event{Kind: trace.KindSegmentAlloc, Addr: addr, Size: 2 << 20})
-		}
-		write(trace.Event{Kind: trace.KindAlloc, Addr: addr, Size: 512, BlockSize: 512})
-	}
-	for i := 0; i < n; i += 2 { // the seed experiment's shape: every other block freed
-		addr := uint64(1)<<40 + uint64(i)*512
-		write(trace.Event{Kind: trace.KindFreeRequested, Addr: addr, Size: 512, BlockSize: 512})
-		write(trace.Event{Kind: trace.KindFreeCompleted, Addr: addr, Size: 512, BlockSize: 512})
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	in, set := recorded(t, path)
+	in, set := recorded(t, writeLive(t, 300_000))
 	var stages []StageTimes
 	OnStages = func(s StageTimes) { stages = append(stages, s) }
 	defer func() { OnStages = nil }()
@@ -88,6 +62,113 @@ func TestPreparedModel(t *testing.T) {
 	}
 }
 
+// TestPreparedSmall: a replay of a trace of a few MiB (40,000 blocks live
+// at once, as TestPreparedModel's, 6.5 MB) is prepared too, at the
+// default prepareMin: in a process of its own, as the command runs it
+// (in this one the heap's pages are resident already), the model's thread
+// takes a quarter of a plain replay's faults at most. It fails with
+// prepareMin at 16 MiB, where such a replay's model made its memory on
+// its own thread.
+func TestPreparedSmall(t *testing.T) {
+	if path := os.Getenv("TRACER_PREPARED_CHILD"); path != "" {
+		if os.Getenv("TRACER_PREPARED_PLAIN") != "" {
+			prepareMin = 1 << 62
+		}
+		in, set := recorded(t, path)
+		var faults int64
+		OnStages = func(s StageTimes) { faults = s.ModelFaults }
+		defer func() { OnStages = nil }()
+		if _, err := Replay(context.Background(), in, set, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("model faults %d\n", faults)
+		return
+	}
+	if runtime.GOOS != "linux" || raceBuild {
+		t.Skip("the model's thread's faults are counted on Linux, without the race detector")
+	}
+	if probe := make([]byte, 1<<16); !grow.PagesOf(probe).Populate(0, len(probe)) {
+		t.Skip("no MADV_POPULATE_WRITE on this system")
+	}
+	path := writeLive(t, 40_000)
+	if st, err := os.Stat(path); err != nil || st.Size() < prepareMin {
+		t.Fatalf("the trace is smaller than prepareMin (%v)", err)
+	}
+	faults := func(plain bool) int64 {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestPreparedSmall$")
+		cmd.Env = append(os.Environ(), "TRACER_PREPARED_CHILD="+path)
+		if plain {
+			cmd.Env = append(cmd.Env, "TRACER_PREPARED_PLAIN=1")
+		}
+		out, err := cmd.CombinedOutput()
+		var n int64
+		if _, serr := fmt.Sscanf(string(out[bytes.Index(out, []byte("model faults")):]), "model faults %d", &n); err != nil || serr != nil {
+			t.Fatalf("%v %v: %s", err, serr, out)
+		}
+		return n
+	}
+	plain, prepared := faults(true), faults(false)
+	t.Logf("the model's thread's minor faults in a process of its own: plain %d, prepared %d", plain, prepared)
+	if prepared*4 > plain {
+		t.Errorf("the model's thread took %d minor faults prepared, %d plain: want a quarter at most", prepared, plain)
+	}
+}
+
+// TestUnmapBehind: a prepared replay hands the summaries' tables and the
+// numbering's made outside the heap to be unmapped on a goroutine of
+// their own (unmapBehind), still mapped when Replay returns: the caller's
+// path does not wait for their pages to be freed. It fails if finish and
+// numberAhead unmap them themselves.
+func TestUnmapBehind(t *testing.T) {
+	var handed []*grow.OffHeap
+	defer func(f func(*grow.OffHeap)) { unmapBehind = f }(unmapBehind)
+	unmapBehind = func(h *grow.OffHeap) { handed = append(handed, h) }
+	in, set := recorded(t, writeLive(t, 40_000))
+	if _, err := Replay(context.Background(), in, set, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != 2 || handed[0].Mapped()+handed[1].Mapped() == 0 {
+		t.Fatalf("%d OffHeaps handed to be unmapped behind, want 2, still mapped", len(handed))
+	}
+	for _, h := range handed {
+		h.Release()
+	}
+}
+
+// writeLive writes a trace of n blocks allocated, then every other one
+// freed (the seed experiment's shape), and returns its path.
+func writeLive(t *testing.T, n int) string {
+	path := filepath.Join(t.TempDir(), "live.arrows")
+	w, err := trace.Create(path, trace.Meta{}, trace.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq int64
+	write := func(ev trace.Event) {
+		ev.Seq, ev.Stack = seq, trace.NoStack
+		seq++
+		if err := w.Write(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		addr := uint64(1)<<40 + uint64(i)*512
+		if i%4096 == 0 {
+			write(trace.Event{Kind: trace.KindSegmentAlloc, Addr: addr, Size: 2 << 20})
+		}
+		write(trace.Event{Kind: trace.KindAlloc, Addr: addr, Size: 512, BlockSize: 512})
+	}
+	for i := 0; i < n; i += 2 { // the seed experiment's shape: every other block freed
+		addr := uint64(1)<<40 + uint64(i)*512
+		write(trace.Event{Kind: trace.KindFreeRequested, Addr: addr, Size: 512, BlockSize: 512})
+		write(trace.Event{Kind: trace.KindFreeCompleted, Addr: addr, Size: 512, BlockSize: 512})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestBatchPoolFill: fill puts the batches asked for, each with every page
 // of its events resident before anything writes them, so that the model's
 // thread, which fills the analysis's batches, takes no fault for them.
@@ -95,15 +176,15 @@ func TestBatchPoolFill(t *testing.T) {
 	if probe := make([]byte, 1<<16); !grow.PagesOf(probe).Populate(0, len(probe)) {
 		t.Skip("no MADV_POPULATE_WRITE on this system")
 	}
-	p := newBatchPool()
+	p := newBatchPool(behindRows)
 	p.fill(3)
-	if len(p) != 3 {
-		t.Fatalf("%d batches in the pool, want 3", len(p))
+	if len(p.ch) != 3 {
+		t.Fatalf("%d batches in the pool, want 3", len(p.ch))
 	}
 	for range 3 {
 		b := p.get()
 		pages := grow.PagesOf(b.evs)
-		n, ok := pages.Resident(0, batchRows)
+		n, ok := pages.Resident(0, behindRows)
 		want := (pages.Len()*int(unsafe.Sizeof(trace.Event{})) + os.Getpagesize() - 1) / os.Getpagesize()
 		if ok && n < want-1 { // the array's first and last pages may be shared
 			t.Errorf("%d of a batch's %d pages resident, want all", n, want)

@@ -20,10 +20,14 @@ import (
 // the hand-off (a channel send) vanishes against the work on its events, and
 // enough are in flight that a stage's stall (a collection, a burst of
 // splits) does not stop the others; memory stays bounded by batchRows ×
-// inFlight events (about 3 MiB) whatever the trace's length.
+// inFlight events (about 3 MiB) whatever the trace's length. The
+// replayed events go to the analysis in batches of behindRows, half as
+// large: the model writes them into a replay.Emitted of its batch first
+// (half as many allocator events, 96 KiB), which the batch holds besides.
 const (
-	batchRows = 4096
-	inFlight  = 8
+	batchRows  = 4096
+	behindRows = 2048
+	inFlight   = 8
 )
 
 // batch is a run of events and the stack table they refer to. The table is
@@ -32,35 +36,55 @@ const (
 type batch struct {
 	evs    []trace.Event
 	stacks []trace.Stack
+	// emitted is where a replay's model writes its events
+	// (replay.EmittedObserver), kept with the batch; raw says the batch's
+	// events are there, to be made into evs by the goroutine that numbers
+	// them (fanout.numberAhead).
+	emitted *replay.Emitted
+	raw     bool
 	// refs counts the readers of a readAhead's batch yet to finish with
 	// it: the last gives it back to the pool.
 	refs atomic.Int32
 }
 
-// batchPool recycles batches between two stages.
-type batchPool chan *batch
+// batchPool recycles batches of rows events between two stages.
+type batchPool struct {
+	ch   chan *batch
+	rows int
+}
 
-func newBatchPool() batchPool { return make(batchPool, inFlight+2) }
+func newBatchPool(rows int) batchPool {
+	return batchPool{ch: make(chan *batch, inFlight+2), rows: rows}
+}
 
 func (p batchPool) get() *batch {
+	if b := p.take(); b != nil {
+		return b
+	}
+	return &batch{evs: make([]trace.Event, 0, p.rows)}
+}
+
+// take returns a batch of the pool, emptied, or nil if none waits.
+func (p batchPool) take() *batch {
 	select {
-	case b := <-p:
-		b.evs = b.evs[:0]
+	case b := <-p.ch:
+		b.evs, b.raw = b.evs[:0], false
 		return b
 	default:
-		return &batch{evs: make([]trace.Event, 0, batchRows)}
+		return nil
 	}
 }
 
 // fill puts n new batches into p, their pages faulted in without being
 // touched (grow.Pages.Populate), for a stage whose thread would otherwise
 // take a page fault a page as it first fills each: the model's, which
-// fills the analysis's batches (about 860 of its 1,000 faults on
-// small.trace). Where the system cannot, it puts none.
+// fills the analysis's batches' Emitted (860 of its 1,000 faults on
+// small.trace were the batches' events it filled itself before). Where
+// the system cannot, it puts none.
 func (p batchPool) fill(n int) {
 	for range n {
-		b := &batch{evs: make([]trace.Event, 0, batchRows)}
-		if !grow.PagesOf(b.evs).Populate(0, batchRows) {
+		b := &batch{evs: make([]trace.Event, 0, p.rows), emitted: replay.NewEmitted()}
+		if !grow.PagesOf(b.evs).Populate(0, p.rows) || !b.emitted.Populate() {
 			return
 		}
 		p.put(b)
@@ -69,7 +93,7 @@ func (p batchPool) fill(n int) {
 
 func (p batchPool) put(b *batch) {
 	select {
-	case p <- b:
+	case p.ch <- b:
 	default:
 	}
 }
@@ -126,7 +150,7 @@ type tap struct {
 func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool, taps int) *readAhead {
 	ra := &readAhead{
 		timed:  timed,
-		pool:   newBatchPool(),
+		pool:   newBatchPool(batchRows),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		valid:  onlyValid,
@@ -387,14 +411,16 @@ func (ra *readAhead) close() {
 // analyzeBehind runs a fanout on its own goroutine, fed in batches with the
 // events a replay emits.
 type analyzeBehind struct {
-	f      *fanout
-	src    *tap // whose stack table covers the emitted events
-	full   chan *batch
-	pool   batchPool
-	cur    *batch
-	done   chan struct{}
-	cpu    time.Duration // the goroutine's CPU time, when timed (after close)
-	faults int64         // and its thread's minor faults
+	f    *fanout
+	src  *tap // whose stack table covers the emitted events
+	full chan *batch
+	pool batchPool
+	cur  *batch
+	// filling is the batch whose Emitted the replay fills (Emitted).
+	filling *batch
+	done    chan struct{}
+	cpu     time.Duration // the goroutine's CPU time, when timed (after close)
+	faults  int64         // and its thread's minor faults
 }
 
 // startAnalyzeBehind starts the fanout f on its own goroutine, behind a
@@ -402,7 +428,7 @@ type analyzeBehind struct {
 // makes the batches the replay will fill, their pages faulted in
 // (batchPool.fill), so that the model's thread does not first touch them.
 func startAnalyzeBehind(f *fanout, src *tap, timed, prefault bool) *analyzeBehind {
-	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(), done: make(chan struct{})}
+	a := &analyzeBehind{f: f, src: src, full: make(chan *batch, inFlight), pool: newBatchPool(behindRows), done: make(chan struct{})}
 	a.cur = a.pool.get()
 	if prefault {
 		go a.pool.fill(inFlight + 1)
@@ -437,7 +463,7 @@ func (a *analyzeBehind) Event(ev *trace.Event) {
 	} else {
 		a.cur.evs = append(a.cur.evs, *ev)
 	}
-	if len(a.cur.evs) == batchRows {
+	if len(a.cur.evs) == behindRows {
 		a.flush()
 		a.cur = a.pool.get()
 	}
@@ -446,6 +472,40 @@ func (a *analyzeBehind) Event(ev *trace.Event) {
 func (a *analyzeBehind) flush() {
 	a.cur.stacks = a.src.Stacks()
 	a.full <- a.cur
+}
+
+// Emitted hands on e, the model's events as it wrote them
+// (replay.EmittedObserver), after the events queued before, and returns
+// the next to fill: each is a batch's of the pool.
+func (a *analyzeBehind) Emitted(e *replay.Emitted, more bool) *replay.Emitted {
+	if b := a.filling; b != nil {
+		a.filling = nil
+		if e.Empty() {
+			a.pool.put(b)
+		} else {
+			if len(a.cur.evs) > 0 {
+				a.flush()
+				a.cur = a.pool.get()
+			}
+			b.raw, b.stacks = true, a.src.Stacks()
+			a.full <- b
+		}
+	}
+	if !more {
+		return nil
+	}
+	// A batch of the pool, else one whose events are made where they are
+	// filled (replay.Emitted.Events, on the numbering's goroutine), not
+	// on the model's thread, which needs only the Emitted.
+	b := a.pool.take()
+	if b == nil {
+		b = new(batch)
+	}
+	if b.emitted == nil {
+		b.emitted = replay.NewEmitted()
+	}
+	a.filling = b
+	return b.emitted
 }
 
 // close hands on the last events and waits until the fanout has seen all.

@@ -235,3 +235,23 @@ func readAll(t *testing.T, in *Input, number bool, mix func(ra *readAhead, k int
 	}
 	return out
 }
+
+// TestEmittedBatch: the batch whose replay.Emitted the model fills is
+// made with no events of its own when the pool has none: the model's
+// thread makes 48 KiB of RawEvents and marks there, not the 208 KiB of a
+// batch's trace.Events, which the numbering's goroutine makes as it fills
+// them.
+func TestEmittedBatch(t *testing.T) {
+	a := &analyzeBehind{pool: newBatchPool(behindRows)}
+	if e := a.Emitted(nil, true); e == nil || a.filling == nil {
+		t.Fatal("no Emitted to fill")
+	}
+	if n := cap(a.filling.evs); n != 0 {
+		t.Errorf("the model's thread made a batch of %d events", n)
+	}
+	a.pool.put(&batch{evs: make([]trace.Event, 0, behindRows)})
+	a.filling = nil
+	if a.Emitted(nil, true); cap(a.filling.evs) != behindRows || a.filling.emitted == nil {
+		t.Errorf("the pool's batch was not taken (%d events), or has no Emitted", cap(a.filling.evs))
+	}
+}

@@ -9,6 +9,43 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
+// replayInput is a trace to replay under opts.
+type replayInput struct {
+	name string
+	evs  []trace.Event
+	opts Options
+}
+
+// snapshotInputs are the snapshots, each under its recorded settings
+// (compared with the recording but for the wrapped ones).
+func snapshotInputs(t *testing.T) []replayInput {
+	var ins []replayInput
+	for _, name := range snapshotNames(t) {
+		s := loadSnapshot(t, name)
+		conf, err := allocator.ParseConf(s.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, replayInput{name, s.events, Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: !isWrap(name)}})
+	}
+	return ins
+}
+
+// genTwoDevices is n generated events in runs of 7 per device of two, but
+// for the first one's first events, before seq first.
+func genTwoDevices(n, first int64) []trace.Event {
+	var two []trace.Event
+	g := newGenSource(n)
+	for g.Next() {
+		ev := *g.Event()
+		if ev.Seq >= first {
+			ev.Device = int32(ev.Seq / 7 % 2)
+		}
+		two = append(two, ev)
+	}
+	return two
+}
+
 // nextOnly hides a source's NextBatch, so Run takes its per-event path.
 type nextOnly struct{ Source }
 
@@ -33,28 +70,7 @@ func (s *smallBatches) NextBatch() []trace.Event {
 // replayed event is compared too), and on a generated trace interleaving
 // two devices, whose frees are held across batch ends.
 func TestBatchPath(t *testing.T) {
-	type input struct {
-		name string
-		evs  []trace.Event
-		opts Options
-	}
-	var ins []input
-	for _, name := range snapshotNames(t) {
-		s := loadSnapshot(t, name)
-		conf, err := allocator.ParseConf(s.conf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ins = append(ins, input{name, s.events, Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: !isWrap(name)}})
-	}
-	var two []trace.Event
-	g := newGenSource(200_000)
-	for g.Next() {
-		ev := *g.Event()
-		ev.Device = int32(ev.Seq / 7 % 2) // runs of 7 events per device
-		two = append(two, ev)
-	}
-	ins = append(ins, input{"two-devices", two, Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}})
+	ins := append(snapshotInputs(t), replayInput{"two-devices", genTwoDevices(200_000, 0), Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40}})
 	for _, in := range ins {
 		var want, got []trace.Event
 		obs := func(out *[]trace.Event) Observer {

@@ -51,34 +51,47 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 
 func (r *deviceReplay) check(seq int64, e *allocator.Event) {
 	kind := kinds[e.Action]
+	if w := r.nextExpected(seq, kind, e.Addr, e.Size); w != nil && !matches(w, kind, e.Addr, e.Size, e.Stream) {
+		r.checkMismatch(w, kind, e)
+	}
+}
+
+// checkRaw is check for an event the allocator wrote into the hand-off
+// (handoff.go), of kind.
+func (r *deviceReplay) checkRaw(seq int64, kind trace.Kind, e *allocator.RawEvent) {
+	if w := r.nextExpected(seq, kind, e.Addr, e.Size); w != nil && !matches(w, kind, e.Addr, e.Size, e.Stream) {
+		r.checkMismatch(w, kind, &allocator.Event{Addr: e.Addr, Size: e.Size, Stream: e.Stream})
+	}
+}
+
+// nextExpected takes the recorded event expected next, the one the
+// replayed event seq of kind (at addr, of size) is compared with; where
+// none is, it notes that the recording does not have the replayed event,
+// and returns nil.
+func (r *deviceReplay) nextExpected(seq int64, kind trace.Kind, addr uint64, size int64) *trace.Event {
 	if r.expectHead >= len(r.expect) {
 		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 			r.res.NumMismatches++
-			return
+			return nil
 		}
-		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, e.Addr, e.Size)
-		return
+		r.mismatch(seq, "replay emitted %s %#x size %d that the recording does not have here", kind, addr, size)
+		return nil
 	}
-	w := &r.expect[r.expectHead]
-	r.expectHead++
-	if r.expectHead == len(r.expect) {
-		r.expect, r.expectHead = r.expect[:0], 0
-	}
-	if w.kind != kind || w.size != e.Size || w.stream != e.Stream || (w.kind != trace.KindOOM && w.addr != e.Addr) {
-		r.checkMismatch(w, kind, e)
-	}
+	w := r.expect[r.expectHead]
+	r.popExpected(1)
+	return w
 }
 
 // checkMismatch reports a replayed event e of kind that differs from the
 // recorded w. Past the mismatches kept it only counts: the arguments boxed
 // for the message would otherwise cost allocations per mismatch.
-func (r *deviceReplay) checkMismatch(w *expected, kind trace.Kind, e *allocator.Event) {
+func (r *deviceReplay) checkMismatch(w *trace.Event, kind trace.Kind, e *allocator.Event) {
 	if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 		r.res.NumMismatches++
 		return
 	}
-	r.mismatch(w.seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
-		w.kind, w.addr, w.size, w.stream, kind, e.Addr, e.Size, e.Stream)
+	r.mismatch(w.Seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
+		w.Kind, w.Addr, w.Size, w.Stream, kind, e.Addr, e.Size, e.Stream)
 }
 
 // mismatch counts a difference from the recording and keeps the first few,
@@ -91,8 +104,33 @@ func (r *deviceReplay) mismatch(seq int64, format string, args ...any) {
 	}
 }
 
+// expectEv expects the recorded ev of the allocator, after the events it
+// emitted so far are compared (checkPending, in the hand-off).
 func (r *deviceReplay) expectEv(ev *trace.Event) {
 	if r.recorded {
-		r.expect = append(r.expect, expected{seq: ev.Seq, addr: ev.Addr, size: ev.Size, stream: ev.Stream, kind: ev.Kind})
+		if r.hand.to != nil {
+			r.checkPending()
+		}
+		r.expect = append(r.expect, ev) // kept past its batch by keepExpected
 	}
+}
+
+// keepExpected compares the hand-off's events so far (checkPending) and
+// copies the recorded events still expected, if any, before the source
+// reuses the memory they lie in (its batch, or heldBuf, which keepHeld
+// rewrites): Run calls it where it calls keepHeld, before it. The copies
+// are made afresh each time (the ones kept before may be among them);
+// nearly always none is left.
+func (r *deviceReplay) keepExpected() {
+	r.checkPending()
+	rest := r.expect[r.expectHead:]
+	if len(rest) == 0 {
+		return
+	}
+	kept := make([]trace.Event, len(rest))
+	for i, w := range rest {
+		kept[i] = *w
+		rest[i] = &kept[i]
+	}
+	r.expectKept = kept
 }

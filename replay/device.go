@@ -78,9 +78,12 @@ type deviceReplay struct {
 	// (Kind KindInvalid: none); see afterOOM.
 	quietOOM trace.Event
 
-	// expect holds recorded events the allocator has yet to emit (Recorded mode).
-	expect     []expected
+	// expect holds recorded events the allocator has yet to emit
+	// (Recorded mode): in the source's batch (or heldBuf) until the batch
+	// ends, then in expectKept (keepExpected).
+	expect     []*trace.Event
 	expectHead int
+	expectKept []trace.Event
 
 	pools   poolRoute               // private pools (pools.go)
 	private []allocator.SegmentInfo // Options.PrivateSegments of private pools
@@ -91,6 +94,9 @@ type deviceReplay struct {
 	out      trace.Event
 	outSeq   int64
 	res      DeviceResult
+	// hand is the hand-off of the events to an EmittedObserver
+	// (handoff.go).
+	hand handoff
 }
 
 // blockRef is a replayed block: its address, and the allocator's handle for
@@ -99,15 +105,6 @@ type deviceReplay struct {
 type blockRef struct {
 	addr uint64
 	h    allocator.Handle
-}
-
-// expected is the part of a recorded event the comparison needs.
-type expected struct {
-	seq    int64
-	addr   uint64
-	size   int64
-	stream uint64
-	kind   trace.Kind
 }
 
 // init makes r, zero or recycled (reuse.go), the replay of device d. sim,
@@ -289,7 +286,7 @@ func (r *deviceReplay) completes(req, next *trace.Event) bool {
 func (r *deviceReplay) alloc(ev *trace.Event) error {
 	r.res.Events++
 	r.called.request(ev)
-	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.at(ev.TimeUs, ev.Stack)
 	r.expectEv(ev)
 	if len(r.followSegs) > 0 {
 		r.follow()
@@ -332,7 +329,7 @@ func (r *deviceReplay) allocRest(ev *trace.Event, addr uint64, h allocator.Handl
 func (r *deviceReplay) freePair(ev, next *trace.Event) error {
 	r.res.Events += 2
 	r.called.request(ev)
-	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.at(ev.TimeUs, ev.Stack)
 	r.expectEv(ev)
 	r.expectEv(next)
 	b, ok := r.live.take(ev.Addr, r.ref(ev))
@@ -366,12 +363,13 @@ func (r *deviceReplay) finish() error {
 	for range r.caps.later() {
 		r.a.CountSync() // the empty_cache() of a later capture (captures.go)
 	}
+	r.checkPending() // the hand-off's events not yet compared
 	for _, w := range r.expect[r.expectHead:] {
 		if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 			r.res.NumMismatches++
 			continue
 		}
-		r.mismatch(w.seq, "recorded %s %#x size %d was not replayed", w.kind, w.addr, w.size)
+		r.mismatch(w.Seq, "recorded %s %#x size %d was not replayed", w.Kind, w.Addr, w.Size)
 	}
 	return nil
 }
@@ -386,7 +384,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 	if err := r.applyRestore(); err != nil {
 		return false, err
 	}
-	r.curTime, r.curStack = ev.TimeUs, ev.Stack
+	r.at(ev.TimeUs, ev.Stack)
 	a := r.a
 	if ev.Kind != trace.KindAlloc && ev.Kind != trace.KindSegmentAlloc && ev.Kind != trace.KindSegmentMap {
 		r.pools.fresh = allocator.SegmentInfo{} // the segment was not an alloc's (an OOM's retry)
@@ -580,6 +578,7 @@ func (r *deviceReplay) step(ev, next *trace.Event) (bool, error) {
 			r.leave(ev)
 		}
 		if r.recorded {
+			r.checkPending()
 			r.mismatch(ev.Seq, "recorded OOM of %d bytes succeeded in the replay", ev.Size)
 		}
 		return false, a.Free(addr)
@@ -746,9 +745,7 @@ func (r *deviceReplay) afterOOM() {
 	}
 	if r.obs != nil {
 		r.out = at
-		r.out.Seq = r.outSeq
-		r.outSeq++
-		r.obs.Event(&r.out)
+		r.emitEvent(&r.out)
 	}
 }
 
@@ -761,15 +758,12 @@ func (r *deviceReplay) afterOOM() {
 // the comparison with the recording, which has no such row, does not see it.
 func (r *deviceReplay) emptyCache(at *trace.Event, released int64, rel []trace.Event) error {
 	time, stack := r.curTime, r.curStack
-	r.curTime, r.curStack = at.TimeUs, at.Stack
+	r.at(at.TimeUs, at.Stack)
 	if r.obs != nil {
-		o := &r.out
-		*o = trace.Event{Seq: r.outSeq, TimeUs: at.TimeUs, Device: r.device, Kind: trace.KindEmptyCache,
-			Size: released, Stack: at.Stack}
-		r.outSeq++
-		r.obs.Event(o)
+		r.out = trace.Event{TimeUs: at.TimeUs, Kind: trace.KindEmptyCache, Size: released, Stack: at.Stack}
+		r.emitEvent(&r.out)
 	}
 	err := r.emptyCaches(rel)
-	r.curTime, r.curStack = time, stack
+	r.at(time, stack)
 	return err
 }

@@ -141,3 +141,35 @@ func TestPartNumbersPrefault(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseBehind: Release drops the prepared memory from the Replayer
+// at once and hands its unmapping to a goroutine (unmapBehind), so that a
+// caller's path does not wait for its pages to be freed: the OffHeap it
+// hands on is still mapped when Release returns. It fails if Release
+// unmaps on the caller's goroutine.
+func TestReleaseBehind(t *testing.T) {
+	var handed []*grow.OffHeap
+	defer func(f func(*grow.OffHeap)) { unmapBehind = f }(unmapBehind)
+	unmapBehind = func(h *grow.OffHeap) { handed = append(handed, h) }
+	var rp Replayer
+	o := Options{Conf: allocator.DefaultConf(), TotalMemory: 1 << 40, Blocks: 50_000}
+	if err := rp.PrepareOffHeap(o); err != nil {
+		t.Fatal(err)
+	}
+	rp.Prefault(1)
+	if _, err := rp.Run(context.Background(), newGenSource(20_000), o, nil); err != nil {
+		t.Fatal(err)
+	}
+	rp.Release()
+	if len(handed) != 1 || handed[0].Mapped() == 0 {
+		t.Fatalf("%d OffHeaps handed to be unmapped behind, want 1 still mapped", len(handed))
+	}
+	handed[0].Release()
+	if rp.off != nil || rp.x.dev0.a != nil {
+		t.Error("the Replayer still holds the released memory")
+	}
+	// It replays again, afresh.
+	if _, err := rp.Run(context.Background(), newGenSource(20_000), o, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -266,6 +266,17 @@ func Run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, 
 
 // run is Run on x: a new runner, or one a Replayer recycled.
 func (x *runner) run(ctx context.Context, src Source, opts Options, obs Observer) (*Result, error) {
+	res, err := x.replay(ctx, src, opts, obs)
+	if err != nil {
+		for _, r := range x.list {
+			r.endHandoff(false, true)
+		}
+	}
+	return res, err
+}
+
+// replay is run but for the hand-off's end after an error.
+func (x *runner) replay(ctx context.Context, src Source, opts Options, obs Observer) (*Result, error) {
 	if opts.TotalMemory == 0 {
 		opts.TotalMemory = 80 << 30
 	}
@@ -298,6 +309,7 @@ func (x *runner) run(ctx context.Context, src Source, opts Options, obs Observer
 				}
 			}
 			for _, d := range x.list {
+				d.keepExpected()
 				d.keepHeld()
 			}
 		}
@@ -315,6 +327,7 @@ func (x *runner) run(ctx context.Context, src Source, opts Options, obs Observer
 			if r, err = x.batch(r, unsafe.Slice(src.Event(), 1)); err != nil {
 				return nil, err
 			}
+			r.keepExpected()
 			r.keepHeld()
 		}
 	}
@@ -334,6 +347,7 @@ func (x *runner) run(ctx context.Context, src Source, opts Options, obs Observer
 		if err := r.finish(); err != nil {
 			return nil, fmt.Errorf("replay: device %d: end of trace: %w", r.device, err)
 		}
+		r.endHandoff(true, true)
 		r.res.Stats = r.a.Stats()
 		res.Devices = append(res.Devices, r.res)
 	}
@@ -383,6 +397,16 @@ func (x *runner) get(d int32) (*deviceReplay, error) {
 	}
 	if err := r.init(d, &x.opts, x.obs, sim); err != nil {
 		return nil, err
+	}
+	// The first device's events go to an EmittedObserver as the model
+	// writes them; from a second device's on, the devices' events
+	// interleave, and go to the Observer one by one.
+	if len(x.list) == 0 {
+		r.startHandoff()
+	} else {
+		for _, o := range x.list {
+			o.endHandoff(true, true)
+		}
 	}
 	x.list = append(x.list, r)
 	return r, nil

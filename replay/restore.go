@@ -186,10 +186,7 @@ func (r *deviceReplay) applyRestore() error {
 	// bytes below zero and its fragmentation negative).
 	for _, c := range r.restoreEvs.chunks[:r.restoreEvs.used] {
 		for i := range c {
-			e := &c[i]
-			e.Seq, e.Device = r.outSeq, r.device
-			r.outSeq++
-			r.obs.Event(e)
+			r.emitEvent(&c[i])
 		}
 	}
 	return nil

@@ -85,7 +85,10 @@ func (rp *Replayer) PrepareOffHeap(opts Options) error {
 // returned and Follow and Prefault are done: the model that holds it is
 // dropped (the Run's Result's DeviceResult.Allocator becomes nil, its
 // Stats stay), and rp's next Run makes one afresh. Without a
-// PrepareOffHeap it does nothing.
+// PrepareOffHeap it does nothing. The unmapping, which frees every page
+// the Run touched (0.4-3.5 ms of small.trace's arena on the development
+// VM, at the end of tracer replay's path), runs on a goroutine of its own
+// (unmapBehind); the memory is dropped from rp before Release returns.
 func (rp *Replayer) Release() {
 	if rp.off == nil {
 		return
@@ -98,9 +101,13 @@ func (rp *Replayer) Release() {
 	}
 	r.a, r.res.Allocator, r.live.byRef = nil, nil, nil
 	rp.arena, rp.table, rp.blocks, rp.arenaFaulted, rp.tableFaulted, rp.nodes = grow.Pages{}, grow.Pages{}, 0, 0, 0, nil
-	rp.off.Release()
+	unmapBehind(rp.off)
 	rp.off = nil
 }
+
+// unmapBehind gives back h's memory on a goroutine of its own; a variable
+// for the tests.
+var unmapBehind = func(h *grow.OffHeap) { go h.Release() }
 
 // prepare is Prepare, with the arena and the table made in h if not nil.
 func (rp *Replayer) prepare(opts Options, h *grow.OffHeap) error {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tracer-dev/tracer/allocator"
+	"github.com/tracer-dev/tracer/internal/cputime"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -24,7 +26,16 @@ import (
 // stage's batches do), and batches (and the events served as the
 // pipeline serves them, 4,096 at a time). Each reports CPU ns/event,
 // split into user and system time, and minor page faults per 1,000
-// events; run it at -cpu 1.
+// events; run it at -cpu 1. Then, with the CPU of the Run's thread alone
+// (thread-ns/event): reuse (the model alone, as BenchmarkReplay's
+// trace-reuse: a Replayer's memory reused, nothing observed or compared)
+// and, as the command runs it, prepared-alone (a
+// Replayer prepared and faulted in for the trace's live blocks before
+// each Run), prepared (and the comparison), slots and slots-whatif (with
+// and without the comparison, the events handed to a SlotObserver one by
+// one, as the analysis's batches took them before the hand-off), handoff (and an EmittedObserver taking
+// the events as the model writes them, as the analysis's hand-off does)
+// and handoff-whatif (no comparison, as a replay under other settings).
 func BenchmarkModelStage(b *testing.B) {
 	path := os.Getenv("TRACER_REPLAY_TRACE")
 	if path == "" {
@@ -80,7 +91,78 @@ func BenchmarkModelStage(b *testing.B) {
 			b.ReportMetric(float64(f1-f0)*1000/n, "faults/kevent")
 		})
 	}
+	live := maxLive(evs)
+	for _, s := range []struct {
+		name             string
+		handoff, compare bool
+		reuse, slots     bool
+	}{{"reuse", false, false, true, false}, {"prepared-alone", false, false, false, false}, {"prepared", false, true, false, false},
+		{"slots", false, true, false, true}, {"slots-whatif", false, false, false, true},
+		{"handoff", true, true, false, false}, {"handoff-whatif", true, false, false, false}} {
+		b.Run(s.name+"/"+filepath.Base(path), func(b *testing.B) {
+			o := opts
+			o.Recorded = s.compare
+			var cpu time.Duration
+			var faults int64
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var obs Observer
+			switch {
+			case s.handoff:
+				obs = new(discardEmitted)
+			case s.slots:
+				obs = &discardSlots{buf: make([]trace.Event, 4096)}
+			}
+			var reused Replayer
+			for b.Loop() {
+				var rp Replayer
+				if s.reuse {
+					// Warm: its first Run's memory, as trace-reuse's.
+					if _, err := reused.Run(context.Background(), NewSliceSource(evs), o, nil); err != nil {
+						b.Fatal(err)
+					}
+				} else if err := rp.Prepare(Options{Conf: o.Conf, TotalMemory: o.TotalMemory, MemoryLimit: o.MemoryLimit, Blocks: live}); err != nil {
+					b.Fatal(err)
+				}
+				rp.Prefault(1)
+				run := rp.Run
+				if s.reuse {
+					run = reused.Run
+				}
+				c0, f0 := cputime.Thread(), cputime.ThreadFaults()
+				res, err := run(context.Background(), &chunkSource{evs: evs, n: 4096}, o, obs)
+				cpu += cputime.Thread() - c0
+				faults += cputime.ThreadFaults() - f0
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.compare && res.Devices[0].NumMismatches != 0 {
+					b.Fatalf("%d mismatches", res.Devices[0].NumMismatches)
+				}
+			}
+			n := float64(b.N) * float64(len(evs))
+			b.ReportMetric(float64(cpu)/n, "thread-ns/event")
+			b.ReportMetric(float64(faults)*1000/n, "faults/kevent")
+		})
+	}
 }
+
+// maxLive is the most blocks live at once in evs (numbered: the greatest
+// number), as tracer replay's guess would make room for.
+func maxLive(evs []trace.Event) int {
+	n := int32(0)
+	for i := range evs {
+		n = max(n, evs[i].Ref)
+	}
+	return int(n) + 1
+}
+
+// discardEmitted is an EmittedObserver that drops what it is handed.
+type discardEmitted struct{ e Emitted }
+
+func (d *discardEmitted) Event(*trace.Event) {}
+
+func (d *discardEmitted) Emitted(e *Emitted, more bool) *Emitted { return &d.e }
 
 // numberedTrace reads the trace at path, numbered (BlockNumbers), and
 // returns its events and metadata, the settings to replay it under (its
