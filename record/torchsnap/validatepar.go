@@ -32,7 +32,7 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	// Whether the final state's blocks are in order, read beside the parts.
 	inOrder := make(chan bool, 1)
 	go func() { inOrder <- liveInOrder(d) }()
-	blocks := st.blocks.Len() + int(max(0, min(more, d.Len())))
+	blocks := len(st.live) + int(max(0, min(more, d.Len())))
 	vs := make([]*validator, parts)
 	for p := range vs {
 		v := &validator{dev: d.Index, byKind: map[string]int{}, part: p, parts: parts, fw: &startState{segs: st.segs}}
@@ -60,17 +60,17 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 			if each != nil {
 				defer each(p)()
 			}
-			// The start state's blocks of the part (st.blocks is only read).
+			// The start state's blocks of the part (st.live is only read).
 			if parts == 1 {
 				v.live.Reserve(blocks)
 			} else {
 				v.live.Reserve(blocks/parts + blocks/parts/8 + 64) // the hash splits them about evenly
 			}
-			st.blocks.All(func(a uint64, b *liveBlock) {
-				if parts == 1 || partOf(a, parts) == p {
-					v.live.Put(a, liveRec{pending: b.pending})
+			for _, b := range st.live {
+				if parts == 1 || partOf(b.addr, parts) == p {
+					v.live.Put(b.addr, liveRec{pending: b.pending})
 				}
-			})
+			}
 			v.live.All(v.track)
 			buf := d.chunkBuf()
 			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
