@@ -111,6 +111,15 @@ func (s *annSource) NextBatch() []trace.Event {
 			return s.initial
 		}
 	}
+	if len(s.initial) >= collectReconstructed {
+		// Gathered by the replay, which restores them as it starts on
+		// d's events: collected now (the writer wrote them as the import
+		// began), their memory serves the restore's, which would
+		// otherwise come on top of it, the next collection coming only
+		// once the heap has grown by a quarter.
+		go runtime.GC()
+	}
+	s.initial = nil
 	if s.left != nil || !s.load() {
 		return nil
 	}
@@ -304,6 +313,7 @@ func readChunks(initial []trace.Event, d *torchsnap.Device, rows []trace.Event, 
 		if len(initial) > 0 {
 			nums.Start(initial)
 			numbering = append(numbering, initial)
+			initial = nil // numbering holds it until it is delivered
 		}
 		n := d.Len()
 		before := 0 // rows before lo

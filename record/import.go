@@ -440,8 +440,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 				}()
 			}
 		}
+		ini := initial[i] // the import lets go of initial[i] once written (below)
 		return startAnnotation(&timer, spilled, func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
-			return annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, initial[i], recorded[i]), initial[i], snap.Devices[i], rows[i], flips[i], recorded[i].blocksPeak, p, privs[i], full, free, lastRead)
+			evs := ini
+			ini = nil
+			return annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, evs, recorded[i]), evs, snap.Devices[i], rows[i], flips[i], recorded[i].blocksPeak, p, privs[i], full, free, lastRead)
 		})
 	}
 	if len(anns) > 0 {
@@ -494,7 +497,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			anns[i] = startAnn(i)
 		}
 		a := anns[i]
-		var read int64 // d's events written: its events before are read no more
+		initial[i] = nil // written: the annotation's alone
+		var read int64   // d's events written: its events before are read no more
 		for evs := range a.full {
 			if err == nil {
 				err = ctx.Err() // a signal stops the import between chunks
@@ -531,6 +535,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	stage.end()
 	return res, nil
 }
+
+// collectReconstructed is the fewest reconstructed events (96 bytes each)
+// whose release by the annotation (annSource.NextBatch) has the import
+// collect its heap.
+const collectReconstructed = 64 << 10
 
 // annotation is a device's annotation running (startAnnotation): the
 // chunks it hands the writer (full, closed when it ends, after which err

@@ -305,6 +305,11 @@ func (m *Map[V]) ReserveOff(n int, h *grow.OffHeap) {
 const lateSlots = bigSlots
 
 // sizeFor is the table of at least least slots that holds n keys.
+// Slots is how many slots the table of an empty map that Reserve(n) makes
+// has: a caller that splits n keys among several maps weighs their tables
+// by it (a small table is kept less full than a large one).
+func Slots(n int) int { return sizeFor(n, 0) }
+
 func sizeFor(n, least int) int {
 	size := max(minSlots, least)
 	for limitOf(size) < n {

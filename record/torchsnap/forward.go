@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -118,7 +119,7 @@ func (f *Forward) block(e *trace.Event) {
 
 // freedBlock is the block undo re-creates from the free e.
 func freedBlock(e *trace.Event, pending bool) liveBlock {
-	return liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: pending, freed: true}
+	return liveBlock{addr: e.Addr, req: e.Size, stack: e.Stack, pending: pending, freed: true}
 }
 
 // Followed reports whether f followed exactly d's events, no more and no
@@ -133,7 +134,7 @@ func (f *Forward) Covers(d *Device) bool { return f.Followed(d) && !f.invalid }
 
 // startState is the state undo derives from d's end state and the events
 // f followed (Covers(d)), and whether the trace holds an unseen free.
-func (f *Forward) startState(d *Device) (st *startState, unseenFree bool) {
+func (f *Forward) startState(d *Device) (st *start, unseenFree bool) {
 	return mergeStart(d, []Forward{*f}, func(uint64) int { return 0 }, f.segEvs)
 }
 
@@ -141,14 +142,26 @@ func (f *Forward) startState(d *Device) (st *startState, unseenFree bool) {
 // the block events fs followed, each those of the addresses that shareOf
 // gives it, and the segment events segEvs, and whether the trace holds an
 // unseen free. The lookups in the shares' tables, most of its work, are
-// made on a goroutine per share (mergeFind); the start state's table is
-// then filled in the order a single walk would fill it.
-func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trace.Event) (st *startState, unseenFree bool) {
-	st = &startState{}
+// made on a goroutine per share (mergeFind). The blocks are made as a list
+// sorted by address, without a table of them (64 bytes or more a slot,
+// grown by doubling: for a wrapped history of 300k live blocks, 64 MB
+// allocated where the list takes 10): the end state's blocks kept, in
+// segment order, and the shares' start blocks, each sorted, merged.
+func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trace.Event) (st *start, unseenFree bool) {
 	acts, starts := mergeFind(d, fs, shareOf)
-	// Blocks: the end state's where the trace does not decide otherwise
-	// (read from the segments: of two blocks at one address the last
-	// counts, as in the end state's table, since r is the address's).
+	n := 0
+	for _, a := range acts {
+		if a != endDropped {
+			n++
+		}
+	}
+	m := 0
+	for i := range starts {
+		m += len(starts[i])
+	}
+	// The end state's blocks where the trace does not decide otherwise.
+	blocks := make([]liveBlock, 0, n+m)
+	inOrder := true
 	i := 0
 	for j := range d.Segments {
 		for k := range d.Segments[j].Blocks {
@@ -157,26 +170,81 @@ func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trac
 				if a == endChained {
 					b.pending, b.freed = false, true
 				}
-				st.blocks.Put(b.addr, b)
+				inOrder = inOrder && (len(blocks) == 0 || blocks[len(blocks)-1].addr < b.addr)
+				blocks = append(blocks, b)
 			}
 			i++
 		}
 	}
+	if !inOrder {
+		// Of two blocks at one address the last counts, as in the end
+		// state's table.
+		slices.SortStableFunc(blocks, byBlockAddr)
+		w := 0
+		for r := range blocks {
+			if r+1 < len(blocks) && blocks[r+1].addr == blocks[r].addr {
+				continue
+			}
+			blocks[w] = blocks[r]
+			w++
+		}
+		blocks = blocks[:w]
+	}
+	// The start blocks the shares' walks gave: one an address (an address
+	// is one share's). A chained one (resChain) yields to an end block at
+	// its address; one a free_completed gave (resBlock) has none beside it
+	// (mergeFind dropped it).
+	var from []liveBlock
 	for i := range fs {
 		for _, x := range starts[i] {
-			if x.res == resBlock || x.res == resChain && st.blocks.Ref(x.b.addr) == nil {
-				st.blocks.Put(x.b.addr, x.b)
-			}
+			from = append(from, x.b)
 		}
+		starts[i] = nil
 		f := &fs[i]
 		unseenFree = unseenFree || f.unseenFree || f.starts.Len() > 0
 	}
+	slices.SortFunc(from, byBlockAddr)
+	blocks = mergeBlocks(blocks, from)
 	// Ranges: the end state's, with the segment events undone, as undo
 	// does (it sees no block event among them).
 	end := &startState{segs: endSegs(d)}
 	end.undoEvents(segEvs, false)
-	st.segs = end.segs
-	return st, unseenFree
+	return &start{segs: end.segs, blocks: blocks}, unseenFree
+}
+
+func byBlockAddr(a, b liveBlock) int { return cmp.Compare(a.addr, b.addr) }
+
+// mergeBlocks merges from into ends, both sorted by address with one block
+// an address, in ends' room (its capacity holds both): at an address in
+// both, ends' block.
+func mergeBlocks(ends, from []liveBlock) []liveBlock {
+	if len(from) == 0 {
+		return ends
+	}
+	i, w := len(ends)-1, len(ends)+len(from)
+	out := ends[:w]
+	for j := len(from) - 1; j >= 0; {
+		w--
+		switch {
+		case i >= 0 && ends[i].addr > from[j].addr:
+			out[w] = ends[i]
+			i--
+		case i >= 0 && ends[i].addr == from[j].addr:
+			out[w] = ends[i]
+			i--
+			j--
+		default:
+			out[w] = from[j]
+			j--
+		}
+	}
+	// The rest of ends is in place; from's blocks that yielded left room
+	// at the front.
+	if gap := w - (i + 1); gap > 0 {
+		copy(out[i+1:], out[w:])
+		out = out[:len(out)-gap]
+	}
+	return out
 }
 
 // What mergeStart does with a live block of the end state: leave it out

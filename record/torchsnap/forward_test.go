@@ -51,10 +51,11 @@ func TestForward_matchesUndo(t *testing.T) {
 	}
 }
 
-// sameStart checks that two start states hold the same blocks and ranges.
-func sameStart(t *testing.T, got, want *startState) {
+// sameStart checks that got, a start state as Forward or parallelStart
+// derives it, holds the same blocks and ranges as undo's want.
+func sameStart(t *testing.T, got *start, want *startState) {
 	t.Helper()
-	if g, w := startBlocks(got), startBlocks(want); !slices.Equal(g, w) {
+	if g, w := got.blocks, startBlocks(want); !slices.Equal(g, w) {
 		t.Errorf("start blocks: forward %d, undo %d", len(g), len(w))
 		for i := range min(len(g), len(w)) {
 			if g[i] != w[i] {

@@ -22,7 +22,7 @@ var parallelStartMin = 1 << 16 // a variable for the tests
 // reads the whole trace. ok is false where d's events are not in memory,
 // are too few to be worth it, or hold more segment events than Forward
 // keeps: then undo derives the state.
-func (d *Device) parallelStart() (st *startState, unseenFree, ok bool) {
+func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	n := int(d.Len())
 	procs := runtime.GOMAXPROCS(0)
 	if d.sp != nil || n < parallelStartMin || procs < 2 || int64(n) > 1<<31-1 {

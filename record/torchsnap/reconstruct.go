@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -50,34 +51,21 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 	if round == nil {
 		return nil, fmt.Errorf("torchsnap: device %d: Reconstruct needs a rounding function", d.Index)
 	}
-	var st *startState
-	var unseenFree bool
-	var ok, undone bool
+	var st *start
+	var unseenFree, ok bool
 	if f.Covers(d) {
 		st, unseenFree = f.startState(d)
 	} else if st, unseenFree, ok = d.parallelStart(); !ok {
-		st, undone = newStartState(d), true
+		u := newStartState(d)
 		var err error
-		if unseenFree, err = st.undoDevice(d); err != nil {
+		if unseenFree, err = u.undoDevice(d); err != nil {
 			return nil, err
 		}
+		st = u.sorted()
 	}
-	segs := st.segs.list()
-	blocks := make([]liveBlock, 0, st.blocks.Len())
-	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
-	if undone {
-		st.compact(blocks) // the others' tables grew only with their blocks
-	}
-	d.start, d.startOf = st, d.Events
-	slices.SortFunc(blocks, func(a, b liveBlock) int {
-		switch {
-		case a.addr < b.addr:
-			return -1
-		case a.addr > b.addr:
-			return 1
-		}
-		return 0
-	})
+	segs, blocks := st.segs.list(), st.blocks
+	d.start, d.startOf = &keptStart{segs: st.segs, live: addrsPending(blocks)}, d.Events
+	st = nil // its blocks are the output's below, and then the collector's
 	blocks = inSegments(segs, blocks)
 	d.Truncated = unseenFree || len(segs) > 0 || len(blocks) > 0
 	if len(segs) == 0 && len(blocks) == 0 {
@@ -101,15 +89,15 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 		out = append(out, trace.Event{TimeUs: t0, Device: d.Index, Kind: k, Addr: s.addr, Size: s.size,
 			Stream: s.stream, Pool: s.pool, Stack: s.stack, Flags: trace.FlagReconstructed})
 	}
-	d.sizeBlocks(segs, blocks, round)
 	for i := range blocks {
 		b := &blocks[i]
+		seg := segAt(segs, b.addr) // one, since inSegments
 		f := trace.FlagReconstructed
 		if b.pending {
 			f |= trace.FlagPending
 		}
 		out = append(out, trace.Event{TimeUs: t0, Device: d.Index, Kind: trace.KindAlloc, Addr: b.addr,
-			Size: b.req, Stream: b.stream, Pool: b.pool, Stack: b.stack, Flags: f, BlockSize: b.size})
+			Size: b.req, Stream: seg.stream, Pool: seg.pool, Stack: b.stack, Flags: f, BlockSize: d.blockSize(seg, blocks, i, round)})
 	}
 	for i := range out {
 		out[i].Seq = int64(i)
@@ -126,26 +114,57 @@ func (d *Device) ReconstructFollowed(f *Forward, round func(requested int64) int
 func inSegments(segs []*segRange, blocks []liveBlock) []liveBlock {
 	kept := blocks[:0]
 	for _, b := range blocks {
-		i := sort.Search(len(segs), func(i int) bool { return segs[i].addr+uint64(segs[i].size) > b.addr })
-		if i < len(segs) && segs[i].addr <= b.addr {
+		if segAt(segs, b.addr) != nil {
 			kept = append(kept, b)
 		}
 	}
 	return kept
 }
 
+// segAt returns the range of segs (sorted by address) that holds addr, or
+// nil.
+func segAt(segs []*segRange, addr uint64) *segRange {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].end() > addr })
+	if i < len(segs) && segs[i].addr <= addr {
+		return segs[i]
+	}
+	return nil
+}
+
+// keptStart is the state just before a device's first event as Validate
+// needs it: the segment ranges, and each live block's address and whether
+// its free is pending, sorted by address (16 bytes a block, where the
+// start state's blocks take 32 and its table of them 64 or more a slot:
+// an import keeps it while its model replays the trace).
+type keptStart struct {
+	segs *segList
+	live []addrPending
+}
+
+// addrsPending lists blocks' addresses and pending frees, in their order.
+func addrsPending(blocks []liveBlock) []addrPending {
+	live := make([]addrPending, len(blocks))
+	for i := range blocks {
+		live[i] = addrPending{blocks[i].addr, blocks[i].pending}
+	}
+	return live
+}
+
 // startState returns the state just before d.Events[0], as undo derives it
 // from d.Segments: the one Reconstruct derived, if d.Events is still the
 // slice it walked (segment ranges copied, since callers change them), or a
 // new one.
-func (d *Device) startState() (*startState, error) {
+func (d *Device) startState() (*keptStart, error) {
 	if st := d.start; st != nil && (d.sp != nil || d.recs != nil || len(d.startOf) == len(d.Events) &&
 		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0])) {
-		return &startState{blocks: st.blocks, segs: st.segs.clone()}, nil
+		return &keptStart{live: st.live, segs: st.segs.clone()}, nil
 	}
 	st := newStartState(d)
-	_, err := st.undoDevice(d)
-	return st, err
+	if _, err := st.undoDevice(d); err != nil {
+		return nil, err
+	}
+	s := st.sorted()
+	return &keptStart{segs: s.segs, live: addrsPending(s.blocks)}, nil
 }
 
 // undoDevice is undo of d's trace, read backwards a chunk at a time.
@@ -179,30 +198,36 @@ func (s *segRange) end() uint64 { return s.addr + uint64(s.size) }
 // liveBlock is a block holding user memory. size is 0 while unknown (the
 // block was re-created from a free event, which carries requested bytes).
 // freed is set, during undo, on a block that a free after that point
-// released: an alloc of it must come before, or the trace lost it.
+// released: an alloc of it must come before, or the trace lost it. Its
+// stream and pool are its segment's (Reconstruct's output takes them from
+// there): a block outside every segment is not restored.
 type liveBlock struct {
-	addr, stream   uint64
-	pool           trace.PoolID
+	addr           uint64
 	req, size      int64
 	stack          trace.StackID
 	pending, freed bool
 }
 
+// startState is the state undo derives, backwards, in a table of blocks by
+// address.
 type startState struct {
 	segs   *segList
 	blocks addrmap.Map[liveBlock]
 }
 
-// compact rebuilds st.blocks from blocks, its entries, in a table sized
-// for them: undo leaves the table as large as the most blocks live at any
-// point of the trace (a million for a trace that allocates a million
-// tensors, even when none was live at its start), and the start state is
-// kept, for Validate, while the import's model replays the trace.
-func (st *startState) compact(blocks []liveBlock) {
-	st.blocks = addrmap.Map[liveBlock]{}
-	for i := range blocks {
-		st.blocks.Put(blocks[i].addr, blocks[i])
-	}
+// start is a start state as Reconstruct uses it: the ranges, and the
+// blocks sorted by address, one an address.
+type start struct {
+	segs   *segList
+	blocks []liveBlock
+}
+
+// sorted is st as a start; st's table is left to the collector.
+func (st *startState) sorted() *start {
+	blocks := make([]liveBlock, 0, st.blocks.Len())
+	st.blocks.All(func(_ uint64, b *liveBlock) { blocks = append(blocks, *b) })
+	slices.SortFunc(blocks, func(a, b liveBlock) int { return cmp.Compare(a.addr, b.addr) })
+	return &start{segs: st.segs, blocks: blocks}
 }
 
 func newStartState(d *Device) *startState {
@@ -238,8 +263,7 @@ func endBlocks(d *Device, fn func(liveBlock)) {
 
 // endBlock is the live block b of segment s, as endBlocks gives it.
 func endBlock(s *Segment, b *Block) liveBlock {
-	return liveBlock{addr: b.Addr, stream: s.Stream, pool: s.Pool, req: b.RequestedSize,
-		size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree}
+	return liveBlock{addr: b.Addr, req: b.RequestedSize, size: b.Size, stack: b.Stack, pending: b.State == ActivePendingFree}
 }
 
 // undo walks evs backwards, turning the end state into the start state. It
@@ -265,10 +289,10 @@ func (st *startState) undoEvents(evs []trace.Event, unseenFree bool) bool {
 				b.pending, b.freed = false, true
 			} else {
 				// free_completed was skipped or lost to a race: the block was allocated.
-				st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, freed: true})
+				st.blocks.Put(e.Addr, liveBlock{addr: e.Addr, req: e.Size, stack: e.Stack, freed: true})
 			}
 		case trace.KindFreeCompleted:
-			b := liveBlock{addr: e.Addr, stream: e.Stream, pool: e.Pool, req: e.Size, stack: e.Stack, pending: true, freed: true}
+			b := liveBlock{addr: e.Addr, req: e.Size, stack: e.Stack, pending: true, freed: true}
 			if old := st.blocks.Ref(e.Addr); old != nil {
 				// Live right after its free_completed: a later free found
 				// no alloc after this one, or the end state holds a block
@@ -308,8 +332,9 @@ func (st *startState) unmap(e *trace.Event) {
 		large: true, expandable: true, stack: trace.NoStack})
 }
 
-// sizeBlocks fills in the size of blocks re-created from free events, and the
-// stream and pool of every block from the segment holding it.
+// blockSize is the size of blocks[i], which lies in seg: its own, or, for
+// a block re-created from a free event (size 0), the size the allocator
+// gave the requested bytes.
 //
 // A freed block's size is round(requested), except in the large pool of a
 // non-expandable segment: there the allocator splits a free block only when
@@ -318,34 +343,27 @@ func (st *startState) unmap(e *trace.Event) {
 // so a gap of at most 1 MiB between a block's rounded end and the next live
 // block (or the segment end) cannot be a free block of its own: it is the
 // remainder the allocation kept.
-func (d *Device) sizeBlocks(segs []*segRange, blocks []liveBlock, round func(int64) int64) {
-	for i := range blocks {
-		b := &blocks[i]
-		j := sort.Search(len(segs), func(k int) bool { return segs[k].end() > b.addr })
-		var seg *segRange
-		if j < len(segs) && segs[j].addr <= b.addr {
-			seg = segs[j]
-			b.stream, b.pool = seg.stream, seg.pool
-		}
-		if b.size != 0 {
-			continue
-		}
-		b.size = round(b.req)
-		if seg == nil || !seg.large || seg.expandable {
-			continue
-		}
-		next := seg.end()
-		if i+1 < len(blocks) && blocks[i+1].addr < next {
-			next = blocks[i+1].addr
-		}
-		end := b.addr + uint64(b.size)
-		if next <= end {
-			continue
-		}
-		gap := int64(next - end)
-		oversize := d.maxSplit > 0 && b.size >= d.maxSplit
-		if gap <= smallSize || (oversize && gap < nonSplitRound) {
-			b.size += gap
-		}
+func (d *Device) blockSize(seg *segRange, blocks []liveBlock, i int, round func(int64) int64) int64 {
+	b := &blocks[i]
+	if b.size != 0 {
+		return b.size
 	}
+	size := round(b.req)
+	if !seg.large || seg.expandable {
+		return size
+	}
+	next := seg.end()
+	if i+1 < len(blocks) && blocks[i+1].addr < next {
+		next = blocks[i+1].addr
+	}
+	end := b.addr + uint64(size)
+	if next <= end {
+		return size
+	}
+	gap := int64(next - end)
+	oversize := d.maxSplit > 0 && size >= d.maxSplit
+	if gap <= smallSize || (oversize && gap < nonSplitRound) {
+		size += gap
+	}
+	return size
 }

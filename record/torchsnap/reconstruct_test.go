@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -346,8 +347,61 @@ func TestReconstruct_startStateCompact(t *testing.T) {
 	if kept := int64(after.HeapAlloc) - int64(before.HeapAlloc); kept > 1<<20 {
 		t.Errorf("the start state of an empty start keeps %d bytes; want under 1 MiB", kept)
 	}
-	if st, err := d.startState(); err != nil || st.blocks.Len() != 0 {
-		t.Errorf("start state: %v blocks, %v; want none", st.blocks.Len(), err)
+	if st, err := d.startState(); err != nil || len(st.live) != 0 {
+		t.Errorf("start state: %v blocks, %v; want none", len(st.live), err)
 	}
+	runtime.KeepAlive(d)
+}
+
+// TestReconstruct_startMemoryPerBlock: a wrapped history's start state,
+// derived on several cores (parallelStart) as an import of a file in
+// memory derives it, costs about its blocks, not a table of them: at most
+// 96 bytes allocated a block live at the start beside the output events
+// (a table of 64-byte slots grown by doubling took over 300), and at most
+// 24 bytes a block kept for Validate once the output is made (the table
+// kept 85 or more).
+func TestReconstruct_startMemoryPerBlock(t *testing.T) {
+	defer func(n, procs int) { parallelStartMin = n; runtime.GOMAXPROCS(procs) }(parallelStartMin, runtime.GOMAXPROCS(4))
+	parallelStartMin = 1
+	const n = 200_000
+	seg := Segment{Addr: 1 << 32, TotalSize: n * 512, Large: true, Blocks: make([]Block, n)}
+	for i := range seg.Blocks {
+		seg.Blocks[i] = Block{Addr: seg.Addr + uint64(i)*512, Size: 512, RequestedSize: 500, State: ActiveAllocated, Stack: trace.NoStack}
+	}
+	// A 64th of the blocks live at the start are freed and allocated
+	// again during the trace: their start blocks come from the trace's
+	// frees, the others from the end state.
+	var evs []trace.Event
+	for i := 0; i < n; i += 64 {
+		a := seg.Addr + uint64(i)*512
+		evs = append(evs, trace.Event{Kind: trace.KindFreeRequested, Addr: a, Size: 400, Stack: trace.NoStack},
+			trace.Event{Kind: trace.KindFreeCompleted, Addr: a, Size: 400, Stack: trace.NoStack},
+			trace.Event{Kind: trace.KindAlloc, Addr: a, Size: 500, Stack: trace.NoStack})
+	}
+	for i := range evs {
+		evs[i].Seq = int64(i)
+	}
+	d := &Device{Events: evs, Segments: []Segment{seg}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	initial, err := d.Reconstruct(roundSize)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(initial) != n+1 {
+		t.Fatalf("Reconstruct: %d events, %v; want %d", len(initial), err, n+1)
+	}
+	out := int64(cap(initial)) * int64(unsafe.Sizeof(trace.Event{}))
+	if per := (int64(after.TotalAlloc-before.TotalAlloc) - out) / n; per > 96 {
+		t.Errorf("the start state allocated %d bytes a live block beside its events; want at most 96", per)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if per := (int64(after.HeapAlloc) - int64(before.HeapAlloc) - out) / n; per > 24 {
+		t.Errorf("the start state kept for Validate holds %d bytes a live block; want at most 24", per)
+	}
+	if st, err := d.startState(); err != nil || len(st.live) != n {
+		t.Errorf("start state: %d blocks, %v; want %d", len(st.live), err, n)
+	}
+	runtime.KeepAlive(initial)
 	runtime.KeepAlive(d)
 }

@@ -86,7 +86,7 @@ type Device struct {
 
 	// The state before Events[0] that Reconstruct derived (by a backward
 	// walk of startOf, the Events it saw), for Validate to reuse.
-	start   *startState
+	start   *keptStart
 	startOf []trace.Event
 
 	// The spilled trace (Open): events [spLo, spLo+spN) of sp.

@@ -26,13 +26,14 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
 		return v.list
 	}
+	blocks := len(st.live) + int(max(0, min(more, d.Len())))
 	if d.sp != nil || parts < 1 {
 		parts = 1
 	}
+	parts = partsFor(blocks, parts)
 	// Whether the final state's blocks are in order, read beside the parts.
 	inOrder := make(chan bool, 1)
 	go func() { inOrder <- liveInOrder(d) }()
-	blocks := st.blocks.Len() + int(max(0, min(more, d.Len())))
 	vs := make([]*validator, parts)
 	for p := range vs {
 		v := &validator{dev: d.Index, byKind: map[string]int{}, part: p, parts: parts, fw: &startState{segs: st.segs}}
@@ -60,17 +61,13 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 			if each != nil {
 				defer each(p)()
 			}
-			// The start state's blocks of the part (st.blocks is only read).
-			if parts == 1 {
-				v.live.Reserve(blocks)
-			} else {
-				v.live.Reserve(blocks/parts + blocks/parts/8 + 64) // the hash splits them about evenly
-			}
-			st.blocks.All(func(a uint64, b *liveBlock) {
-				if parts == 1 || partOf(a, parts) == p {
-					v.live.Put(a, liveRec{pending: b.pending})
+			// The start state's blocks of the part (st.live is only read).
+			v.live.Reserve(partBlocks(blocks, parts))
+			for _, b := range st.live {
+				if parts == 1 || partOf(b.addr, parts) == p {
+					v.live.Put(b.addr, liveRec{pending: b.pending})
 				}
-			})
+			}
 			v.live.All(v.track)
 			buf := d.chunkBuf()
 			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
@@ -106,6 +103,41 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	v := mergeParts(vs)
 	return v.finalParts(d, vs, <-inOrder)
 }
+
+// partBlocks is the blocks each of parts parts reserves its table for,
+// of blocks live at once: the hash splits them about evenly.
+func partBlocks(blocks, parts int) int {
+	if parts == 1 {
+		return blocks
+	}
+	return blocks/parts + blocks/parts/8 + 64
+}
+
+// partsFor is how many parts, of up to parts, validate a trace with up to
+// blocks blocks live at once: the most whose tables of live blocks take
+// together at most a quarter more than one table of them all. A table of
+// few keys is kept less full than a large one (addrmap), so that 8 parts
+// of a trace with 150k blocks live (a 39 MB snapshot) took 8 MiB where 4
+// take 4 MiB, as one table does.
+// Under a table of bigParts slots, the parts are as asked: their
+// tables are small whatever their number.
+func partsFor(blocks, parts int) int {
+	one := addrmap.Slots(blocks)
+	if one < bigParts {
+		return parts
+	}
+	best := 1
+	for p := 2; p <= parts; p++ {
+		if 4*p*addrmap.Slots(partBlocks(blocks, p)) <= 5*one {
+			best = p
+		}
+	}
+	return best
+}
+
+// bigParts is the least table, in slots (16 bytes each), whose parts
+// partsFor weighs.
+const bigParts = 1 << 16
 
 // afterMerge walks the parts' blocks live after the trace, each sorted by
 // address, as one list sorted by address, without making it (for
