@@ -29,7 +29,7 @@
 # It writes $OUT/scale-targets.md (OUT defaults to /tmp/scale-targets) and
 # stops starting steps past BUDGET_S seconds (default 420: under 8
 # minutes). BASE_REPLAY_TEST names an older build's replay.test, whose
-# model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts; LARGE_RUNS (default 1) is how many
+# model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts (0: leave that snapshot out); LARGE_RUNS (default 1) is how many
 # runs the import and pickle.load get on files over 50 MB; EXTRA names more
 # snapshots to measure as the scale ones; ONLY_SCALE=1 leaves out the
 # repository's snapshots (for a run at other sizes); without torch or CUDA it measures
@@ -111,6 +111,7 @@ if [ $torch = 1 ]; then
 	for kind in small seed; do
 		n=$SMALL_N
 		[ $kind = seed ] && n=$SEED_N
+		[ "$n" = 0 ] && continue
 		log "recording the $kind snapshot ($n tensors)"
 		if within 200 python3 testdata/bench/scale_snapshots.py $kind "$work/$kind.pickle" "$n" >&2; then
 			snaps+=("$work/$kind.pickle")
