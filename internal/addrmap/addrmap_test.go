@@ -307,6 +307,9 @@ func TestStridedKeys(t *testing.T) {
 // before it writes one, takes a fault a page, not two (the zero page
 // mapped, then copied, with a flush of every core's TLB).
 func TestResizeFaultsOnce(t *testing.T) {
+	if raceBuild {
+		t.Skip("the race detector's shadow memory faults beside the table")
+	}
 	if !grow.PagesOf(make([]byte, 1<<16)).Populate(0, 1<<16) {
 		t.Skip("the system cannot fault pages in at once")
 	}

@@ -22,6 +22,9 @@ import (
 // is fresh memory. It fails without the populate.
 func TestResizePopulates(t *testing.T) {
 	const n = 700_000
+	if raceBuild {
+		t.Skip("the race detector's shadow memory faults beside the table")
+	}
 	if os.Getenv("ADDRMAP_POPULATE_CHILD") != "" {
 		debug.SetGCPercent(-1)
 		runtime.LockOSThread()

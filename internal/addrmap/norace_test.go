@@ -1,0 +1,5 @@
+//go:build !race
+
+package addrmap
+
+const raceBuild = false
