@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 )
 
@@ -32,6 +33,57 @@ func TestRegionChunkRoom(t *testing.T) {
 	}
 	if room := chunkRoom.Load() - room0; room > int64(len(data))/4 {
 		t.Errorf("chunk buffers of %d bytes for a file of %d (%.2f of it), want at most a quarter", room, len(data), float64(room)/float64(len(data)))
+	} else {
+		t.Logf("chunk buffers of %d bytes for a file of %d (%.2f of it)", room, len(data), float64(room)/float64(len(data)))
+	}
+}
+
+// A region's workers and chunks are sized by the file, not by the cores
+// (regionPlan): a 16 MB file on 16 cores gets the fewest workers and its
+// buffers in flight take a tenth of the file at most, where a worker a
+// core and sixteen chunks a worker took 0.21 of it, which with the
+// workers' tables put the decode of a 39 MB file over twice its size.
+func TestRegionPlanByFile(t *testing.T) {
+	for _, tc := range []struct {
+		left        int64
+		procs, most int
+		least       int
+	}{
+		{16 << 20, 16, 5, 4},
+		{32 << 20, 16, 10, 8},
+		{60 << 20, 16, 16, 16},
+		{600 << 20, 16, 16, 16},
+		{600 << 20, 4, 4, 4},
+	} {
+		w, csize := regionPlan(tc.left, tc.procs)
+		if w < tc.least || w > tc.most {
+			t.Errorf("%d MiB on %d cores: %d workers, want %d-%d", tc.left>>20, tc.procs, w, tc.least, tc.most)
+		}
+		if csize < parChunkMin || csize > parChunkMax {
+			t.Errorf("%d MiB on %d cores: chunks of %d bytes, out of bounds", tc.left>>20, tc.procs, csize)
+		}
+	}
+	if testing.Short() {
+		t.Skip("a 16 MB snapshot")
+	}
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 200_000); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	minFile, minLeft := parMinFile, parMinLeft
+	parMinFile, parMinLeft = 0, 0
+	defer func(p int) { parMinFile, parMinLeft = minFile, minLeft; runtime.GOMAXPROCS(p) }(runtime.GOMAXPROCS(16))
+	room0, events0 := chunkRoom.Load(), regionEvents.Load()
+	s, err := decodeAt(&parSource{ra: bytes.NewReader(data), size: int64(len(data))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := regionEvents.Load() - events0; n < s.Devices[0].Len()*9/10 {
+		t.Fatalf("%d of %d events decoded in regions", n, s.Devices[0].Len())
+	}
+	if room := chunkRoom.Load() - room0; room > int64(len(data))/10 {
+		t.Errorf("chunk buffers of %d bytes for a file of %d (%.2f of it) on 16 cores, want at most a tenth", room, len(data), float64(room)/float64(len(data)))
 	} else {
 		t.Logf("chunk buffers of %d bytes for a file of %d (%.2f of it)", room, len(data), float64(room)/float64(len(data)))
 	}
