@@ -238,17 +238,20 @@ func (l *restoreLog) reset() {
 	l.used = 0
 }
 
-// blockChunk is the blocks in one chunk of a restoreBlocks (32 KiB).
-const blockChunk = 1024
+// blockChunk and maxBlockChunk are the least and most blocks in one chunk
+// of a restoreBlocks (32 and 512 KiB).
+const blockChunk, maxBlockChunk = 1024, 16 * 1024
 
 // restoreBlocks holds the gathered live blocks, in the order they came, in
-// chunks of blockChunk blocks: adding one never copies those held, where
+// chunks of as many blocks as came before, from blockChunk to
+// maxBlockChunk (fewer chunk ends, fewer segments across them to copy):
+// adding one never copies those held, where
 // each segment's blocks grown by append copied them and left the old
 // arrays to the collector (a wrapped snapshot of 225k live blocks: 20 MB
 // allocated for 7 MB of blocks). assign then gives each segment its blocks
 // in place, where they lie in one chunk.
 type restoreBlocks struct {
-	chunks   [][]allocator.BlockInfo // each of capacity blockChunk
+	chunks   [][]allocator.BlockInfo
 	n        int
 	last     uint64 // the address of the latest block
 	unsorted bool   // the blocks did not come in address order
@@ -256,8 +259,8 @@ type restoreBlocks struct {
 
 // add appends a block.
 func (l *restoreBlocks) add(b allocator.BlockInfo) {
-	if k := len(l.chunks); k == 0 || len(l.chunks[k-1]) == blockChunk {
-		l.chunks = append(l.chunks, make([]allocator.BlockInfo, 0, blockChunk))
+	if k := len(l.chunks); k == 0 || len(l.chunks[k-1]) == cap(l.chunks[k-1]) {
+		l.chunks = append(l.chunks, make([]allocator.BlockInfo, 0, min(max(l.n, blockChunk), maxBlockChunk)))
 	}
 	if l.n > 0 && b.Addr < l.last {
 		l.unsorted = true
