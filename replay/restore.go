@@ -244,12 +244,11 @@ const blockChunk, maxBlockChunk = 1024, 16 * 1024
 
 // restoreBlocks holds the gathered live blocks, in the order they came, in
 // chunks of as many blocks as came before, from blockChunk to
-// maxBlockChunk (fewer chunk ends, fewer segments across them to copy):
-// adding one never copies those held, where
-// each segment's blocks grown by append copied them and left the old
-// arrays to the collector (a wrapped snapshot of 225k live blocks: 20 MB
-// allocated for 7 MB of blocks). assign then gives each segment its blocks
-// in place, where they lie in one chunk.
+// maxBlockChunk (the fewer chunk ends, the fewer segments lie across two
+// chunks and are copied): adding one never copies those held, where each
+// segment's blocks grown by append copied them and left the old arrays to
+// the collector, about three times their size. assign then gives each
+// segment its blocks in place where they lie in one chunk.
 type restoreBlocks struct {
 	chunks   [][]allocator.BlockInfo
 	n        int
