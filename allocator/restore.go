@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/tracer-dev/tracer/internal/grow"
 )
 
 // Restore installs a starting state on a fresh allocator: the given
@@ -30,6 +32,9 @@ import (
 func (a *Allocator) Restore(segs []SegmentInfo) error {
 	if len(a.blocks) > 1 {
 		return fmt.Errorf("allocator: restore: allocator is not fresh")
+	}
+	if n := len(a.blocks) + restoreCount(segs); cap(a.blocks) < n {
+		a.blocks = grow.Double(a.blocks, n)
 	}
 	var exp []SegmentInfo
 	for _, s := range segs {
@@ -143,10 +148,49 @@ func (l *chain) link(addr uint64, size, req int64, st BlockState, mapped bool) {
 	l.prev = id
 }
 
-// tile links s's blocks, and free blocks in the space between them.
+// restoreCount returns at least the number of blocks Restore makes of
+// segs, so that the arena grows once for them: each listed block, the free
+// space before each and after the last, and for a mapped range of an
+// expandable segment the unmapped space before it and after it. It is
+// exact for a segment whose blocks are sorted and neither free nor
+// overlapping.
+func restoreCount(segs []SegmentInfo) int {
+	n := 0
+	for i := range segs {
+		s := &segs[i]
+		if s.Expandable {
+			n += 2
+		}
+		if !slices.IsSortedFunc(s.Blocks, blockOrder) {
+			n += 2*len(s.Blocks) + 1
+			continue
+		}
+		pos := s.Addr
+		for _, b := range s.Blocks {
+			if b.Addr > pos {
+				n++
+			}
+			n++
+			pos = b.Addr + uint64(max(b.Size, 0))
+		}
+		if pos < s.Addr+uint64(s.Size) {
+			n++
+		}
+	}
+	return n
+}
+
+func blockOrder(x, y BlockInfo) int { return cmp.Compare(x.Addr, y.Addr) }
+
+// tile links s's blocks, and free blocks in the space between them. It
+// reads sorted blocks in place (a restore from a trace gives them so) and
+// sorts a copy of others.
 func (l *chain) tile(s *SegmentInfo) error {
-	blocks := slices.Clone(s.Blocks)
-	slices.SortFunc(blocks, func(x, y BlockInfo) int { return cmp.Compare(x.Addr, y.Addr) })
+	blocks := s.Blocks
+	if !slices.IsSortedFunc(blocks, blockOrder) {
+		blocks = slices.Clone(blocks)
+		slices.SortFunc(blocks, blockOrder)
+	}
 	pos, end := s.Addr, s.Addr+uint64(s.Size)
 	for _, bl := range blocks {
 		if bl.Addr < pos || bl.Addr+uint64(bl.Size) > end || bl.Size <= 0 {

@@ -48,8 +48,10 @@ type deviceReplay struct {
 	restoreSegs []allocator.SegmentInfo
 	// restoreUnsorted: restoreSegs are not in address order (restoreSeg).
 	restoreUnsorted bool
-	restoreEvs      restoreLog
-	restored        bool
+	// restoreBlocks: the live blocks gathered for restoreSegs.
+	restoreBlocks restoreBlocks
+	restoreEvs    restoreLog
+	restored      bool
 
 	// reclaim holds recorded segment_free/segment_unmap events not yet
 	// attributed to a malloc or to empty_cache; with rows, the empty_cache

@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -48,7 +49,7 @@ func (r *deviceReplay) gatherRestore(ev *trace.Event) error {
 		if ev.Flags&trace.FlagPending != 0 {
 			st = allocator.ActivePendingFree
 		}
-		s.Blocks = append(s.Blocks, allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
+		r.restoreBlocks.add(allocator.BlockInfo{Addr: ev.Addr, Size: size, Requested: ev.Size, State: st})
 		r.live.put(ev.Addr, r.ref(ev), blockRef{addr: ev.Addr})
 	default:
 		return fmt.Errorf("cannot restore a reconstructed %s", ev.Kind)
@@ -64,11 +65,8 @@ var restoreExamined func()
 // search of the segments, sorted by address first if they did not come so
 // (reconstructed segments do), rather than a scan of all of them per block.
 func (r *deviceReplay) restoreSeg(addr uint64) *allocator.SegmentInfo {
+	r.sortRestoreSegs()
 	segs := r.restoreSegs
-	if r.restoreUnsorted {
-		slices.SortFunc(segs, func(x, y allocator.SegmentInfo) int { return cmp.Compare(x.Addr, y.Addr) })
-		r.restoreUnsorted = false
-	}
 	// The first segment above addr; the one before it may hold addr.
 	i := sort.Search(len(segs), func(i int) bool {
 		if restoreExamined != nil {
@@ -84,6 +82,15 @@ func (r *deviceReplay) restoreSeg(addr uint64) *allocator.SegmentInfo {
 		return nil
 	}
 	return s
+}
+
+// sortRestoreSegs sorts the gathered segments by address if they did not
+// come so.
+func (r *deviceReplay) sortRestoreSegs() {
+	if r.restoreUnsorted {
+		slices.SortFunc(r.restoreSegs, func(x, y allocator.SegmentInfo) int { return cmp.Compare(x.Addr, y.Addr) })
+		r.restoreUnsorted = false
+	}
 }
 
 // expandablePools decides the pool of each reconstructed mapped range of an
@@ -174,9 +181,14 @@ func (r *deviceReplay) applyRestore() error {
 	if err != nil {
 		return err
 	}
+	r.sortRestoreSegs()
+	r.restoreBlocks.assign(r.restoreSegs)
 	expandablePools(r.restoreSegs, r.a.Conf(), total)
 	if err := r.a.Restore(r.restoreSegs); err != nil {
 		return err
+	}
+	for i := range r.restoreSegs {
+		r.restoreSegs[i].Blocks = nil // the allocator's now: their memory serves the replay
 	}
 	// Restore installs the state without events. The observer gets the
 	// reconstructed events it came from, as the trace begins with them:
@@ -224,4 +236,81 @@ func (l *restoreLog) reset() {
 		l.chunks[i] = l.chunks[i][:0]
 	}
 	l.used = 0
+}
+
+// blockChunk and maxBlockChunk are the least and most blocks in one chunk
+// of a restoreBlocks (32 and 512 KiB).
+const blockChunk, maxBlockChunk = 1024, 16 * 1024
+
+// restoreBlocks holds the gathered live blocks, in the order they came, in
+// chunks of as many blocks as came before, from blockChunk to
+// maxBlockChunk (the fewer chunk ends, the fewer segments lie across two
+// chunks and are copied): adding one never copies those held, where each
+// segment's blocks grown by append copied them and left the old arrays to
+// the collector, about three times their size. assign then gives each
+// segment its blocks in place where they lie in one chunk.
+type restoreBlocks struct {
+	chunks   [][]allocator.BlockInfo
+	n        int
+	last     uint64 // the address of the latest block
+	unsorted bool   // the blocks did not come in address order
+}
+
+// add appends a block.
+func (l *restoreBlocks) add(b allocator.BlockInfo) {
+	if k := len(l.chunks); k == 0 || len(l.chunks[k-1]) == cap(l.chunks[k-1]) {
+		l.chunks = append(l.chunks, make([]allocator.BlockInfo, 0, min(max(l.n, blockChunk), maxBlockChunk)))
+	}
+	if l.n > 0 && b.Addr < l.last {
+		l.unsorted = true
+	}
+	c := &l.chunks[len(l.chunks)-1]
+	*c = append(*c, b)
+	l.n++
+	l.last = b.Addr
+}
+
+// assign sets the Blocks of each of segs (sorted by address) to the blocks
+// that lie from its address up to the next segment's, sorted by address,
+// and empties l. A segment's blocks are a slice of the chunk that holds
+// them all, or else one slice made to their count. Blocks that did not come
+// in address order are sorted (stably) in one slice first.
+func (l *restoreBlocks) assign(segs []allocator.SegmentInfo) {
+	chunks := l.chunks
+	if l.unsorted {
+		flat := make([]allocator.BlockInfo, 0, l.n)
+		for _, c := range chunks {
+			flat = append(flat, c...)
+		}
+		slices.SortStableFunc(flat, func(x, y allocator.BlockInfo) int { return cmp.Compare(x.Addr, y.Addr) })
+		chunks = [][]allocator.BlockInfo{flat}
+	}
+	*l = restoreBlocks{}
+	ci, off := 0, 0 // the next block: chunks[ci][off]
+	for i := range segs {
+		next := uint64(math.MaxUint64)
+		if i+1 < len(segs) {
+			next = segs[i+1].Addr
+		}
+		// Count the segment's blocks, and whether they lie in one chunk.
+		c0, o0, k := ci, off, 0
+		for ci < len(chunks) && chunks[ci][off].Addr < next {
+			k++
+			if off++; off == len(chunks[ci]) {
+				ci, off = ci+1, 0
+			}
+		}
+		switch {
+		case k == 0:
+			segs[i].Blocks = nil
+		case o0+k <= len(chunks[c0]):
+			segs[i].Blocks = chunks[c0][o0 : o0+k : o0+k]
+		default:
+			bs := make([]allocator.BlockInfo, 0, k)
+			for c, o := c0, o0; len(bs) < k; c, o = c+1, 0 {
+				bs = append(bs, chunks[c][o:min(len(chunks[c]), o+k-len(bs))]...)
+			}
+			segs[i].Blocks = bs
+		}
+	}
 }
