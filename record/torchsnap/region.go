@@ -84,15 +84,7 @@ var (
 	parChunkMin       = 64 << 10  // chunk buffer size bounds
 	parChunkMax       = 2 << 20
 	parMaxEntry       = 64 << 20 // an entry longer than this ends the region
-	parWorkers        = 0        // 0: by the cores and the file (regionPlan)
-	// parFilePerWorker is the least file a region gives each worker
-	// beyond parMinWorkers: a worker's tables and the chunks in flight are
-	// held through the decode whatever the file's size.
-	parFilePerWorker int64 = 3 << 20
-	// parChunksPerWorker: a region's file is cut into this many chunks a
-	// worker (but none under parChunkMin), so that the buffers and results
-	// in flight, a few chunks a worker, are a small part of the file.
-	parChunksPerWorker int64 = 64
+	parWorkers        = 0        // 0: GOMAXPROCS
 	// parSerial makes regions walk their bytes on one goroutine, as when a
 	// parallel walk failed (tests run both).
 	parSerial = false
@@ -102,27 +94,11 @@ var (
 	parMinWorkers = 4
 )
 
-// regionWorkers is the most workers a region may have: the cores.
 func regionWorkers() int {
 	if parWorkers > 0 {
 		return parWorkers
 	}
 	return runtime.GOMAXPROCS(0)
-}
-
-// regionPlan sizes a region over left bytes of file on procs cores: its
-// workers and its chunk size. Its memory is sized by the file, not by the
-// cores: each worker takes parFilePerWorker of the file at least (but
-// parMinWorkers are always there), and the chunks are parChunksPerWorker
-// a worker, so that a mid-size file on a 16-core host decodes within twice
-// its size (issue 22).
-func regionPlan(left int64, procs int) (workers, csize int) {
-	workers = procs
-	if parWorkers == 0 {
-		workers = int(min(int64(procs), max(int64(parMinWorkers), left/parFilePerWorker)))
-	}
-	csize = int(min(int64(parChunkMax), max(int64(parChunkMin), left/(parChunksPerWorker*int64(workers)))))
-	return workers, csize
 }
 
 // Value kinds local to a region worker (never stored in the builder).
@@ -329,9 +305,12 @@ type region struct {
 
 func newRegion(u *unpickler, start int64) *region {
 	b := u.b
-	// The workers+2 buffers, each a chunk and its margin (scanMargin), and
-	// the workers' results are held through the decode (regionPlan).
-	workers, csize := regionPlan(u.par.size-start, regionWorkers())
+	workers := regionWorkers()
+	left := u.par.size - start
+	// Sixteen chunks a worker: the workers+2 buffers, each a chunk and its
+	// margin (scanMargin), are held through the decode, and at eight they
+	// came to a third of a mid-size file's bytes.
+	csize := int(min(int64(parChunkMax), max(int64(parChunkMin), left/int64(16*workers))))
 	r := &region{u: u, b: b, start: start, cancel: make(chan struct{}),
 		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
