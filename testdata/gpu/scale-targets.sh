@@ -31,7 +31,8 @@
 # minutes). BASE_REPLAY_TEST names an older build's replay.test, whose
 # model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts (0: leave that snapshot out); LARGE_RUNS (default 1) is how many
 # runs the import and pickle.load get on files over 50 MB; EXTRA names more
-# snapshots to measure as the scale ones; ONLY_SCALE=1 leaves out the
+# snapshots to measure as the scale ones; CONFS (default "recorded
+# expandable_segments:True") the settings replayed; ONLY_SCALE=1 leaves out the
 # repository's snapshots (for a run at other sizes); without torch or CUDA it measures
 # tracer alone (so it can be tried anywhere).
 set -u
@@ -191,8 +192,9 @@ for f in "${snaps[@]}"; do
 	name=$(basename "$f" .pickle)
 	tr=$work/$name.arrows
 	[ -f "$tr" ] || continue
-	for conf in "" "expandable_segments:True"; do
-		label=${conf:-recorded}
+	for label in ${CONFS:-recorded expandable_segments:True}; do
+		conf=$label
+		[ "$conf" = recorded ] && conf=
 		# PyTorch's passes and the model's benchmarks interleave: after each
 		# of PyTorch's ROUNDS passes (default 3), torch_replay.py runs one
 		# round of this build's and the base's benchmarks
