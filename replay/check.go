@@ -33,7 +33,7 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 		r.pools.ix.touched(e.Pool)
 	}
 	if r.recorded {
-		r.check(seq, e)
+		r.check(seq, kinds[e.Action], e.Addr, e.Size, e.Stream)
 	}
 	if r.obs != nil {
 		o := &r.out
@@ -49,18 +49,11 @@ func (r *deviceReplay) emitted(e *allocator.Event) {
 	}
 }
 
-func (r *deviceReplay) check(seq int64, e *allocator.Event) {
-	kind := kinds[e.Action]
-	if w := r.nextExpected(seq, kind, e.Addr, e.Size); w != nil && !matches(w, kind, e.Addr, e.Size, e.Stream) {
-		r.checkMismatch(w, kind, e)
-	}
-}
-
-// checkRaw is check for an event the allocator wrote into the hand-off
-// (handoff.go), of kind.
-func (r *deviceReplay) checkRaw(seq int64, kind trace.Kind, e *allocator.RawEvent) {
-	if w := r.nextExpected(seq, kind, e.Addr, e.Size); w != nil && !matches(w, kind, e.Addr, e.Size, e.Stream) {
-		r.checkMismatch(w, kind, &allocator.Event{Addr: e.Addr, Size: e.Size, Stream: e.Stream})
+// check compares the replayed event seq, of kind, at addr, of size, on
+// stream, with the recorded event expected next.
+func (r *deviceReplay) check(seq int64, kind trace.Kind, addr uint64, size int64, stream uint64) {
+	if w := r.nextExpected(seq, kind, addr, size); w != nil && !matches(w, kind, addr, size, stream) {
+		r.checkMismatch(w, kind, addr, size, stream)
 	}
 }
 
@@ -82,16 +75,17 @@ func (r *deviceReplay) nextExpected(seq int64, kind trace.Kind, addr uint64, siz
 	return w
 }
 
-// checkMismatch reports a replayed event e of kind that differs from the
-// recorded w. Past the mismatches kept it only counts: the arguments boxed
-// for the message would otherwise cost allocations per mismatch.
-func (r *deviceReplay) checkMismatch(w *trace.Event, kind trace.Kind, e *allocator.Event) {
+// checkMismatch reports a replayed event of kind (at addr, of size, on
+// stream) that differs from the recorded w. Past the mismatches kept it
+// only counts: the arguments boxed for the message would otherwise cost
+// allocations per mismatch.
+func (r *deviceReplay) checkMismatch(w *trace.Event, kind trace.Kind, addr uint64, size int64, stream uint64) {
 	if len(r.res.Mismatches) >= r.opts.MaxMismatches {
 		r.res.NumMismatches++
 		return
 	}
 	r.mismatch(w.Seq, "recorded %s %#x size %d stream %d, replayed %s %#x size %d stream %d",
-		w.Kind, w.Addr, w.Size, w.Stream, kind, e.Addr, e.Size, e.Stream)
+		w.Kind, w.Addr, w.Size, w.Stream, kind, addr, size, stream)
 }
 
 // mismatch counts a difference from the recording and keeps the first few,

@@ -328,14 +328,14 @@ func (r *deviceReplay) checkPending() {
 			h.chkX, h.chkSeq = h.chkX+1, h.chkSeq+1
 		}
 		// The events that match the recorded ones expected take no call
-		// (checkRaw's cases are the rest's).
+		// (check's cases are the rest's).
 		w := &raw[h.chk]
 		q := r.expectHead
 		if act := w.Action(); act != allocator.ActFreeSync {
 			if q < len(r.expect) && matches(r.expect[q], rawKinds[act], w.Addr, w.Size, w.Stream) {
 				r.popExpected(1)
 			} else {
-				r.checkRaw(h.chkSeq, rawKinds[act], w)
+				r.check(h.chkSeq, rawKinds[act], w.Addr, w.Size, w.Stream)
 			}
 			h.chkSeq++
 			continue
@@ -344,8 +344,8 @@ func (r *deviceReplay) checkPending() {
 			matches(r.expect[q+1], trace.KindFreeCompleted, w.Addr, w.Size, w.Stream) {
 			r.popExpected(2)
 		} else {
-			r.checkRaw(h.chkSeq, trace.KindFreeRequested, w)
-			r.checkRaw(h.chkSeq+1, trace.KindFreeCompleted, w)
+			r.check(h.chkSeq, trace.KindFreeRequested, w.Addr, w.Size, w.Stream)
+			r.check(h.chkSeq+1, trace.KindFreeCompleted, w.Addr, w.Size, w.Stream)
 		}
 		h.chkSeq += 2
 	}
