@@ -183,7 +183,7 @@ fi
 	echo
 	echo "## replay per request against PyTorch's allocator"
 	echo
-	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of ROUNDS passes, 3 by default, each pass followed by a round of the model's benchmarks), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-warm (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine; timed after one replay outside the measure, as PyTorch is timed after its warm pass); first replay counted: trace-reuse, whose three timed replays include the first, which makes the model's memory; PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request; each round: the same in each of the interleaved rounds, least-most); base model: trace-reuse of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
+	echo "PyTorch: torch_replay.py (raw_alloc/raw_delete of the trace's allocs and frees, warm, least of ROUNDS passes, 3 by default, each pass followed by a round of the model's benchmarks), under PYTORCH_CUDA_ALLOC_CONF. tracer replay: the whole command (read, model, analysis; wall, least of 3), per the same requests. Model: BenchmarkReplay/trace-warm (one core, per trace event: allocs, frees and their completions, segment events; the blocks numbered beforehand, as the command's reader numbers them on its own goroutine; timed after one replay outside the measure, as PyTorch is timed after its warm pass; the warm benchmarks replay the trace 3 times or about 4M events, whichever is more); first replay counted: trace-reuse, whose three timed replays include the first, which makes the model's memory; PyTorch / model: PyTorch's time a request over the model's (its time an event times the trace's events a request; each round: the same in each of the interleaved rounds, least-most); base model: trace-reuse of BASE_REPLAY_TEST, an older build, when given; by address: trace-byaddr, the model finding each free's block by address; numbering: trace-number, the reader's numbering alone. Stages: one more tracer replay with TRACER_STAGES=1, the CPU of each of the command's stages on its own thread per trace event (read, its numbering, the model with the comparison and the hand-off, the analysis; of the replay under the settings asked for, beside which a what-if runs the recorded settings' too), and that replay's wall time, to set against the command's: on many cores the command takes about its slowest stage. Target: 10× faster than PyTorch."
 	echo
 	echo "| snapshot | settings | requests | PyTorch ns/request | tracer replay s | tracer replay ns/request | PyTorch / tracer replay | model ns/event (warm) | PyTorch / model | PyTorch / model, each round | model ns/event, first replay counted | base model ns/event, first replay counted | model by address ns/event | numbering ns/event | stages ns/event: read / numbering / model / analysis (+ the analysis's numbering) | stages wall s | peak MiB |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -205,10 +205,16 @@ for f in "${snaps[@]}"; do
 		: >"$bout"
 		: >"$bbase"
 		between=$work/between.sh
+		# The warm benchmarks replay the trace at least 3 times and about
+		# 4M events in all: a small trace's replay takes a few ms, which 3
+		# replays measure with a spread of up to 2x between rounds.
+		# trace-reuse keeps 3, the first of them cold.
+		bt=$(((4000000 + ${events[$name]:-1} - 1) / ${events[$name]:-1}))
+		((bt < 3)) && bt=3
 		{
 			echo "cd '$root/replay' || exit 0"
 			echo "echo round >>'$bout'; echo round >>'$bbase'"
-			[ -x "$REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-(reuse|warm|byaddr|number)/' -test.benchtime 3x -test.cpu 1 >>'$bout' 2>/dev/null"
+			[ -x "$REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-(warm|byaddr|number)/' -test.benchtime ${bt}x -test.cpu 1 >>'$bout' 2>/dev/null; TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-reuse/' -test.benchtime 3x -test.cpu 1 >>'$bout' 2>/dev/null"
 			[ -n "$BASE_REPLAY_TEST" ] && [ -x "$BASE_REPLAY_TEST" ] && echo "TRACER_REPLAY_TRACE='$tr' TRACER_REPLAY_CONF='$conf' $one '$BASE_REPLAY_TEST' -test.run XXX -test.bench 'Replay/trace-reuse/' -test.benchtime 3x -test.cpu 1 >>'$bbase' 2>/dev/null"
 		} >"$between"
 		req=- tns=- passes=
