@@ -193,7 +193,7 @@ func decodesInMemory(ins []string) bool {
 // events spilled go to follow, if not nil, as they are decoded.
 func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
-		return torchsnap.ReadFileMapped(in)
+		return torchsnap.ReadFileMappedIn(in, outfile.ScratchDir(out))
 	}
 	dir := outfile.ScratchDir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
