@@ -166,6 +166,12 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 // after decoding reads the events a chunk at a time either way.
 var streamMax int64 = 48 << 20 // a variable for the tests
 
+// recordsInScratch: a file decoded in memory keeps its packed events in
+// a scratch file beside the output (torchsnap.ReadFileMappedIn: up to 64
+// MiB), and is then Spilled; off, they stay in memory, as a larger
+// file's do (tests).
+var recordsInScratch = true
+
 // snapHook, when set, runs as an import starts (tests).
 var snapHook func()
 
@@ -193,6 +199,9 @@ func decodesInMemory(ins []string) bool {
 // events spilled go to follow, if not nil, as they are decoded.
 func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
+		if !recordsInScratch {
+			return torchsnap.ReadFileMapped(in)
+		}
 		return torchsnap.ReadFileMappedIn(in, outfile.ScratchDir(out))
 	}
 	dir := outfile.ScratchDir(out)

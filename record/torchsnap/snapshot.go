@@ -48,9 +48,11 @@ type RegionSpan struct {
 	StartThread       time.Duration
 }
 
-// Spilled reports whether the devices' events are in a spill (Open), not
-// in Device.Events.
-func (s *Snapshot) Spilled() bool { return s.spill != nil }
+// Spilled reports whether the devices' events are in a file, read back a
+// chunk at a time by Chunk: a spill (Open), or the scratch file of
+// ReadFileMappedIn's packed records. Its caller then holds a few chunks
+// of events at a time, as it would for a spill.
+func (s *Snapshot) Spilled() bool { return s.spill != nil || s.rf != nil }
 
 // Close releases the file that holds the events of a snapshot from Open
 // (it is already unlinked), or the memory that holds ReadFileMapped's, and

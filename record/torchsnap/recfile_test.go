@@ -1,0 +1,181 @@
+package torchsnap
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/tracer-dev/tracer/internal/grow"
+)
+
+// ReadFileMappedIn decodes what ReadFile decodes, with regions and
+// without, its packed events in a scratch file that is never seen in its
+// directory, read back through Chunk and by the parallel start state; the
+// mapping keeps none of their memory; a truncated file fails as ReadFile
+// fails, and leaves nothing behind.
+func TestReadFileMappedIn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the events are mapped on Linux only")
+	}
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "synthetic.pickle")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	left := func(when string) {
+		if es, _ := os.ReadDir(dir); len(es) != 0 {
+			t.Fatalf("%s: %d files left in the scratch directory (%s)", when, len(es), es[0].Name())
+		}
+	}
+	defer func(n, procs int) { parallelStartMin = n; runtime.GOMAXPROCS(procs) }(parallelStartMin, runtime.GOMAXPROCS(4))
+	parallelStartMin = 1
+	for _, regions := range []bool{false, true} {
+		if regions {
+			withRegions(t, 64<<10, 4)
+		}
+		got, err := ReadFileMappedIn(path, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left("decoded")
+		if !got.Spilled() || got.rf == nil {
+			t.Fatalf("regions %v: the records are not in a scratch file", regions)
+		}
+		var events int64
+		for _, d := range got.Devices {
+			events += d.Len()
+		}
+		if res := residentBytes(t, got.mapped); res > events*recSize/16 {
+			t.Errorf("regions %v: %d bytes of the events' mapping resident after the decode (the records of %d events take %d)", regions, res, events, events*recSize)
+		}
+		for i, d := range got.Devices {
+			if d.Events != nil || d.recs != nil || d.rf == nil {
+				t.Fatalf("regions %v: device %d's events are not in the scratch file", regions, d.Index)
+			}
+			var evs []cev
+			buf := d.chunkBuf()
+			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, ch...)
+			}
+			if !reflect.DeepEqual(evs, want.Devices[i].Events) {
+				t.Fatalf("regions %v: device %d's events read back differ from ReadFile's", regions, d.Index)
+			}
+			w := want.Devices[i]
+			if !reflect.DeepEqual(d.Segments, w.Segments) || !reflect.DeepEqual(d.Skipped, w.Skipped) {
+				t.Fatalf("regions %v: device %d's state differs from ReadFile's", regions, d.Index)
+			}
+			par, parUnseen, ok := d.parallelStart()
+			if !ok {
+				t.Fatalf("regions %v: parallelStart declined", regions)
+			}
+			undo := newStartState(w)
+			undoUnseen, err := undo.undoDevice(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameStart(t, par, undo)
+			if parUnseen != undoUnseen {
+				t.Errorf("regions %v: unseen free: parallel %v, undo %v", regions, parUnseen, undoUnseen)
+			}
+		}
+		if events < 100_000 || !reflect.DeepEqual(got.Stacks, want.Stacks) {
+			t.Fatalf("regions %v: %d events, or the stacks differ", regions, events)
+		}
+		got.Close()
+		for _, d := range got.Devices {
+			if d.rf != nil || d.Len() != 0 {
+				t.Errorf("regions %v: device %d keeps %d events after Close", regions, d.Index, d.Len())
+			}
+		}
+		got.Close() // twice is harmless
+		left("closed")
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pickle")
+	if err := os.WriteFile(cut, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, werr := ReadFile(cut)
+	_, gerr := ReadFileMappedIn(cut, dir)
+	if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+		t.Errorf("truncated file: ReadFile says %v, ReadFileMappedIn %v", werr, gerr)
+	}
+	left("failed")
+}
+
+// Every repository snapshot, the multi-device one among them, reads back
+// from ReadFileMappedIn's scratch file what ReadFile decodes.
+func TestReadFileMappedInSnapshots(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	files = append(files, more...)
+	if len(files) < 10 {
+		t.Fatalf("%d snapshots", len(files))
+	}
+	dir := t.TempDir()
+	var inFile int
+	for _, path := range files {
+		want, werr := ReadFile(path)
+		got, gerr := ReadFileMappedIn(path, dir)
+		if werr != nil || gerr != nil {
+			if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+				t.Errorf("%s: ReadFile says %v, ReadFileMappedIn %v", path, werr, gerr)
+			}
+			continue
+		}
+		if len(got.Devices) != len(want.Devices) || !reflect.DeepEqual(got.Stacks, want.Stacks) {
+			t.Fatalf("%s: devices or stacks differ", path)
+		}
+		for i, d := range got.Devices {
+			w := want.Devices[i]
+			if d.rf != nil {
+				inFile++
+			}
+			var evs []cev
+			buf := make([]cev, ChunkSize)
+			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, ch...)
+			}
+			if d.Index != w.Index || !reflect.DeepEqual(evs, w.Events) && (len(evs) > 0 || len(w.Events) > 0) ||
+				!reflect.DeepEqual(d.Segments, w.Segments) || !reflect.DeepEqual(d.Skipped, w.Skipped) {
+				t.Errorf("%s: device %d differs from ReadFile's", path, d.Index)
+			}
+		}
+		got.Close()
+	}
+	if runtime.GOOS == "linux" && inFile == 0 {
+		t.Error("no device's events in a scratch file")
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Errorf("%d files left in the scratch directory", len(es))
+	}
+}
+
+// residentBytes is how many bytes of m are resident.
+func residentBytes(t *testing.T, m []byte) int64 {
+	t.Helper()
+	g := grow.PagesOf(m)
+	n, ok := g.Resident(0, g.Len())
+	if !ok {
+		t.Skip("mincore failed")
+	}
+	return int64(n) * int64(os.Getpagesize())
+}
