@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tracer-dev/tracer/internal/grow"
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // ReadFileMappedIn decodes what ReadFile decodes, with regions and
@@ -178,4 +179,48 @@ func residentBytes(t *testing.T, m []byte) int64 {
 		t.Skip("mincore failed")
 	}
 	return int64(n) * int64(os.Getpagesize())
+}
+
+// A store whose packing stopped part of the way (a chunk outside its base)
+// reads the packed events back from its scratch file, one at a time (get)
+// and in a device's run copied whole (gatherRun), as they were added.
+func TestRecFilePartlyPacked(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the events are mapped on Linux only")
+	}
+	b := newBuilder()
+	b.events.offHeap, b.events.scratch = true, t.TempDir()
+	b.events.sizeFor(1 << 20)
+	defer b.events.release()
+	if b.events.rf == nil {
+		t.Fatal("no scratch file for a 1 MiB file's records")
+	}
+	const n, packed = 5000, 3000
+	want := make([]cev, n)
+	for i := range want {
+		e := cev{Kind: trace.KindAlloc, Addr: 1<<32 + uint64(i)*512, Size: int64(512 + i), Stream: 7, TimeUs: int64(i), Stack: trace.StackID(i % 5)}
+		b.events.add(&e)
+		want[i] = e
+	}
+	b.events.packTo(packed)
+	b.events.packStop = true
+	if b.events.packed != packed {
+		t.Fatalf("%d events packed, want %d", b.events.packed, packed)
+	}
+	for _, i := range []int64{0, 1, packed - 1, packed, n - 1} {
+		if e, ok := b.events.get(i); !ok || *e != want[i] {
+			t.Fatalf("event %d: %+v (%v), want %+v", i, e, ok, want[i])
+		}
+	}
+	d := &Device{Index: 3}
+	got, err := b.gatherRun(&listObj{evLo: 0, evN: n}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		want[i].Device = 3
+	}
+	if d.rf != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("the run copied differs from the events added (device reads the file: %v)", d.rf != nil)
+	}
 }
