@@ -1,9 +1,7 @@
 package torchsnap
 
 import (
-	"bytes"
 	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"testing"
@@ -21,14 +19,7 @@ func TestReadFileMappedIn(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the events are mapped on Linux only")
 	}
-	var buf bytes.Buffer
-	if err := writeSyntheticSnapshot(&buf, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "synthetic.pickle")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, cut := syntheticFiles(t)
 	want, err := ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -64,16 +55,7 @@ func TestReadFileMappedIn(t *testing.T) {
 			if d.Events != nil || d.recs != nil || d.rf == nil {
 				t.Fatalf("regions %v: device %d's events are not in the scratch file", regions, d.Index)
 			}
-			var evs []cev
-			buf := d.chunkBuf()
-			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
-				if err != nil {
-					t.Fatal(err)
-				}
-				evs = append(evs, ch...)
-			}
-			if !reflect.DeepEqual(evs, want.Devices[i].Events) {
+			if !reflect.DeepEqual(chunked(t, d), want.Devices[i].Events) {
 				t.Fatalf("regions %v: device %d's events read back differ from ReadFile's", regions, d.Index)
 			}
 			w := want.Devices[i]
@@ -106,10 +88,6 @@ func TestReadFileMappedIn(t *testing.T) {
 		got.Close() // twice is harmless
 		left("closed")
 	}
-	cut := filepath.Join(t.TempDir(), "cut.pickle")
-	if err := os.WriteFile(cut, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
-		t.Fatal(err)
-	}
 	_, werr := ReadFile(cut)
 	_, gerr := ReadFileMappedIn(cut, dir)
 	if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
@@ -121,48 +99,9 @@ func TestReadFileMappedIn(t *testing.T) {
 // Every repository snapshot, the multi-device one among them, reads back
 // from ReadFileMappedIn's scratch file what ReadFile decodes.
 func TestReadFileMappedInSnapshots(t *testing.T) {
-	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
-	more, _ := filepath.Glob("testdata/*.pickle")
-	files = append(files, more...)
-	if len(files) < 10 {
-		t.Fatalf("%d snapshots", len(files))
-	}
 	dir := t.TempDir()
-	var inFile int
-	for _, path := range files {
-		want, werr := ReadFile(path)
-		got, gerr := ReadFileMappedIn(path, dir)
-		if werr != nil || gerr != nil {
-			if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
-				t.Errorf("%s: ReadFile says %v, ReadFileMappedIn %v", path, werr, gerr)
-			}
-			continue
-		}
-		if len(got.Devices) != len(want.Devices) || !reflect.DeepEqual(got.Stacks, want.Stacks) {
-			t.Fatalf("%s: devices or stacks differ", path)
-		}
-		for i, d := range got.Devices {
-			w := want.Devices[i]
-			if d.rf != nil {
-				inFile++
-			}
-			var evs []cev
-			buf := make([]cev, ChunkSize)
-			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
-				if err != nil {
-					t.Fatal(err)
-				}
-				evs = append(evs, ch...)
-			}
-			if d.Index != w.Index || !reflect.DeepEqual(evs, w.Events) && (len(evs) > 0 || len(w.Events) > 0) ||
-				!reflect.DeepEqual(d.Segments, w.Segments) || !reflect.DeepEqual(d.Skipped, w.Skipped) {
-				t.Errorf("%s: device %d differs from ReadFile's", path, d.Index)
-			}
-		}
-		got.Close()
-	}
-	if runtime.GOOS == "linux" && inFile == 0 {
+	read := func(path string) (*Snapshot, error) { return ReadFileMappedIn(path, dir) }
+	if n := readsAsReadFile(t, read, func(d *Device) bool { return d.rf != nil }); runtime.GOOS == "linux" && n == 0 {
 		t.Error("no device's events in a scratch file")
 	}
 	if es, _ := os.ReadDir(dir); len(es) != 0 {
