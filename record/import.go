@@ -157,14 +157,23 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 
 // streamMax is the largest file imported through a spill (torchsnap.Open)
 // where the parallel decoder would otherwise run: on 4 cores or more,
-// larger files are decoded in memory by torchsnap.ReadFileMapped, whose
+// larger files are decoded in memory by torchsnap.ReadFileMappedIn, whose
 // regions decode a large trace several times faster than the sequential
-// decoder that a spill is filled by. In memory an import's peak is about
-// 35 MB and 1.3 times the file (the process, the packed events, the
-// decoder's tables, the start state), within twice the file from about 50
-// MB on; a spill's stays within twice the file from about 20 MB. Everything
-// after decoding reads the events a chunk at a time either way.
-var streamMax int64 = 48 << 20 // a variable for the tests
+// decoder that a spill is filled by. Up to 64 MiB its packed events go to
+// a scratch file, as a spill's do, and the import's peak is then about 33
+// MiB and 0.55 times the file (the process, the decoder's tables, the
+// annotation's model), within twice the file from about 25 MB on; with a
+// few MiB more of process on some hosts, and a peak that varies by 10%
+// from run to run, files from 32 MiB on. A spill's stays within twice the
+// file from about 20 MB. Everything after decoding reads the events a
+// chunk at a time either way.
+var streamMax int64 = 32 << 20 // a variable for the tests
+
+// recordsInScratch: a file decoded in memory keeps its packed events in
+// a scratch file beside the output (torchsnap.ReadFileMappedIn: up to 64
+// MiB), and is then Spilled; off, they stay in memory, as a larger
+// file's do (tests).
+var recordsInScratch = true
 
 // snapHook, when set, runs as an import starts (tests).
 var snapHook func()
@@ -193,7 +202,10 @@ func decodesInMemory(ins []string) bool {
 // events spilled go to follow, if not nil, as they are decoded.
 func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
-		return torchsnap.ReadFileMapped(in)
+		if !recordsInScratch {
+			return torchsnap.ReadFileMapped(in)
+		}
+		return torchsnap.ReadFileMappedIn(in, outfile.ScratchDir(out))
 	}
 	dir := outfile.ScratchDir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

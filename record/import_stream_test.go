@@ -22,18 +22,23 @@ import (
 // writer) writes the same bytes, and finds the same problems, as the import
 // it replaced, which held every event in memory (importInMemory, below, is
 // that import as it was), for every snapshot in testdata/snapshots; and so
-// does the import of a snapshot decoded in memory (a large file on many
-// cores: ReadFile, the chunked passes and Create's writer).
+// does the import of a snapshot decoded in memory (a file over streamMax
+// on many cores: ReadFileMappedIn and the spilled import's passes and
+// writer; over 64 MiB, ReadFileMapped, the chunked passes and Create's
+// writer).
 func TestImportStreamMatchesInMemory(t *testing.T) {
 	t.Run("spill", func(t *testing.T) { testImportMatches(t) })
-	t.Run("in-memory", func(t *testing.T) {
-		defer func(max int64, procs int) {
-			streamMax = max
-			runtime.GOMAXPROCS(procs)
-		}(streamMax, runtime.GOMAXPROCS(4))
-		streamMax = -1
-		testImportMatches(t)
-	})
+	for _, scratch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in-memory, records in a scratch file %v", scratch), func(t *testing.T) {
+			defer func(max int64, procs int, scr bool) {
+				streamMax = max
+				runtime.GOMAXPROCS(procs)
+				recordsInScratch = scr
+			}(streamMax, runtime.GOMAXPROCS(4), recordsInScratch)
+			streamMax, recordsInScratch = -1, scratch
+			testImportMatches(t)
+		})
+	}
 }
 
 func testImportMatches(t *testing.T) {
@@ -42,6 +47,12 @@ func testImportMatches(t *testing.T) {
 		t.Fatalf("no snapshots in ../testdata/snapshots (%v)", err)
 	}
 	dir := t.TempDir()
+	spilled := 0
+	defer func() {
+		if streamMax < 0 && recordsInScratch && spilled == 0 {
+			t.Errorf("no snapshot decoded in memory had its records in a scratch file")
+		}
+	}()
 	for _, in := range ins {
 		want, got := filepath.Join(dir, "want.arrows"), filepath.Join(dir, "got.arrows")
 		wres, err := importInMemory(in, want, ImportOptions{})
@@ -52,9 +63,14 @@ func testImportMatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if snap, err := openSnapshot(in, dir, nil); err != nil || snap.Spilled() != (streamMax >= 0) {
+		// Decoded in memory with a scratch file, a snapshot too small to
+		// have its events mapped is not spilled.
+		if snap, err := openSnapshot(in, dir, nil); err != nil || (streamMax >= 0 || !recordsInScratch) && snap.Spilled() != (streamMax >= 0) {
 			t.Fatalf("%s: openSnapshot: spilled %v, error %v", in, snap != nil && snap.Spilled(), err)
 		} else {
+			if snap.Spilled() {
+				spilled++
+			}
 			snap.Close()
 		}
 		a, _ := os.ReadFile(want)

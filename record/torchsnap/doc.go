@@ -76,15 +76,17 @@
 // checks it against Reconstruct on every real snapshot).
 //
 // Regions write into the store in place, so Open never uses them. tracer
-// import opens files up to 64 MB (and any file on fewer than 4 cores) with
-// Open, and decodes larger ones with ReadFileMapped: ReadFile with the events
-// mapped outside the Go heap and given back by Close (or, behind the
+// import opens files up to 32 MiB (and any file on fewer than 4 cores) with
+// Open, and decodes larger ones with ReadFileMappedIn: ReadFile with the
+// events mapped outside the Go heap and given back by Close (or, behind the
 // import's writer and Validate, by Device.DiscardBefore), so that the store,
 // sized for the most entries a file could hold, does not set the collector's
-// goal. There, a region's committed events are packed in place into the
-// spill's records as the next ones decode (pack.go), and a device whose run
-// was packed reads it through Device.Chunk as a spilled one does (Events
-// nil): 56 bytes an event at the decode's end instead of 88.
+// goal. There, a region's committed events are packed into the spill's
+// records as the next ones decode (pack.go): for a file of up to 64 MiB
+// into an unlinked scratch file (recfile.go), the mapping's pages behind
+// them given back, and for a larger one in place, 56 bytes an event at the
+// decode's end instead of 88. A device whose run was packed reads it
+// through Device.Chunk as a spilled one does (Events nil).
 // testdata/bench/PERFORMANCE.md has the measurements behind these choices.
 //
 // # Wrapped histories

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -28,9 +29,15 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	if d.sp != nil || n < parallelStartMin || procs < 2 || int64(n) > 1<<31-1 {
 		return nil, false, false
 	}
-	// at returns event i: d.Events[i], or its record widened into tmp.
-	at := func(i int, tmp *trace.Event) *trace.Event {
-		if d.recs != nil {
+	// at returns event i: d.Events[i], or its record widened into tmp;
+	// where the records are in a scratch file, the record of window w
+	// (a range of them read by the caller, from index w.lo).
+	at := func(i int, tmp *trace.Event, w *recWindow) *trace.Event {
+		switch {
+		case d.rf != nil:
+			w.recs[int64(i)-w.lo].widen(tmp, int64(i), d.Index)
+			return tmp
+		case d.recs != nil:
 			d.recs[i].widen(tmp, int64(i), d.Index)
 			return tmp
 		}
@@ -46,6 +53,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	parts := make([]part, k)
 	per := (n + k - 1) / k
 	var wg sync.WaitGroup
+	var failed atomic.Bool // a read of the scratch file
 	for r := range parts {
 		wg.Go(func() {
 			p := &parts[r]
@@ -55,8 +63,15 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 			for s := range p.idx {
 				p.idx[s] = make([]int32, 0, (hi-lo)/k+(hi-lo)/(4*k)+16)
 			}
+			var w recWindow
 			for i := lo; i < hi; i++ {
-				e := at(i, &tmp)
+				if d.rf != nil && int64(i) >= w.lo+int64(len(w.recs)) {
+					if !w.read(d, int64(i), int64(min(hi, i+ChunkSize))) {
+						failed.Store(true)
+						return
+					}
+				}
+				e := at(i, &tmp, &w)
 				switch e.Kind {
 				case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
 					s := share(e.Addr, shift)
@@ -68,6 +83,9 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 		})
 	}
 	wg.Wait()
+	if failed.Load() {
+		return nil, false, false
+	}
 	var segEvs []trace.Event
 	for r := range parts {
 		segEvs = append(segEvs, parts[r].segEvs...)
@@ -78,21 +96,61 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	}
 	// Pass 2: each share's block events, in order.
 	fs := make([]Forward, k)
-	for s := range fs {
-		wg.Go(func() {
-			f := &fs[s]
-			var tmp trace.Event
-			for r := range parts {
-				for _, i := range parts[r].idx[s] {
-					f.block(at(int(i), &tmp))
-				}
-				parts[r].idx[s] = nil
+	if d.rf != nil {
+		// A range of the scratch file's records at a time, read once,
+		// which the shares go through before the next is read.
+		var w recWindow
+		for r := range parts {
+			lo, hi := min(n, r*per), min(n, (r+1)*per)
+			if !w.read(d, int64(lo), int64(hi)) {
+				return nil, false, false
 			}
-		})
+			for s := range fs {
+				wg.Go(func() {
+					var tmp trace.Event
+					for _, i := range parts[r].idx[s] {
+						fs[s].block(at(int(i), &tmp, &w))
+					}
+					parts[r].idx[s] = nil
+				})
+			}
+			wg.Wait()
+		}
+	} else {
+		for s := range fs {
+			wg.Go(func() {
+				f := &fs[s]
+				var tmp trace.Event
+				for r := range parts {
+					for _, i := range parts[r].idx[s] {
+						f.block(at(int(i), &tmp, nil))
+					}
+					parts[r].idx[s] = nil
+				}
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	st, unseenFree = mergeStart(d, fs, func(a uint64) int { return share(a, shift) }, segEvs)
 	return st, unseenFree, true
+}
+
+// recWindow is a range of a device's records read from its scratch file
+// (Device.rf), from index lo.
+type recWindow struct {
+	lo   int64
+	recs []srec
+	buf  []srec
+}
+
+// read reads d's records [lo, hi) into w (its buffer grown as needed);
+// false where the file could not be read.
+func (w *recWindow) read(d *Device, lo, hi int64) bool {
+	if int64(cap(w.buf)) < hi-lo {
+		w.buf = make([]srec, hi-lo)
+	}
+	w.lo, w.recs = lo, w.buf[:hi-lo]
+	return d.rf.read(w.recs, d.rfLo+lo) == nil
 }
 
 // share is the share of block address a among 1<<shift. It mixes the

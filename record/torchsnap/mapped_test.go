@@ -14,14 +14,7 @@ import (
 // keeps the events out of the Go heap (on Linux), and after Close leaves
 // no device a view of the memory it gave back.
 func TestReadFileMapped(t *testing.T) {
-	var buf bytes.Buffer
-	if err := writeSyntheticSnapshot(&buf, 100_000); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "synthetic.pickle")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, cut := syntheticFiles(t)
 	for _, regions := range []bool{false, true} {
 		if regions {
 			withRegions(t, 64<<10, 4)
@@ -67,16 +60,7 @@ func TestReadFileMapped(t *testing.T) {
 				if d.Events != nil || d.recs == nil {
 					t.Fatalf("regions %v: device %d is not packed", regions, d.Index)
 				}
-				var evs []cev
-				buf := d.chunkBuf()
-				for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-					ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
-					if err != nil {
-						t.Fatal(err)
-					}
-					evs = append(evs, ch...)
-				}
-				if !reflect.DeepEqual(evs, want.Devices[i].Events) {
+				if !reflect.DeepEqual(chunked(t, d), want.Devices[i].Events) {
 					t.Fatalf("regions %v: device %d's packed events differ from ReadFile's", regions, d.Index)
 				}
 			}
@@ -127,10 +111,6 @@ func TestReadFileMapped(t *testing.T) {
 		got.Close() // twice is harmless
 	}
 	// A truncated file fails as ReadFile fails, and gives its memory back.
-	cut := filepath.Join(t.TempDir(), "cut.pickle")
-	if err := os.WriteFile(cut, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
-		t.Fatal(err)
-	}
 	_, werr := ReadFile(cut)
 	_, gerr := ReadFileMapped(cut)
 	if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
@@ -142,19 +122,31 @@ func TestReadFileMapped(t *testing.T) {
 // Chunk from ReadFileMapped's packed records what ReadFile decodes, with
 // the same devices, segments and stacks.
 func TestReadFileMappedSnapshots(t *testing.T) {
+	packed := readsAsReadFile(t, ReadFileMapped, func(d *Device) bool { return d.recs != nil })
+	if runtime.GOOS == "linux" && packed == 0 {
+		t.Error("no device packed")
+	}
+}
+
+// readsAsReadFile checks that read gives every repository snapshot's
+// devices, segments, stacks and, through Chunk, events as ReadFile does,
+// or fails as it fails, and returns how many devices were in whatever
+// form in says.
+func readsAsReadFile(t *testing.T, read func(path string) (*Snapshot, error), in func(*Device) bool) int {
+	t.Helper()
 	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
 	more, _ := filepath.Glob("testdata/*.pickle")
 	files = append(files, more...)
 	if len(files) < 10 {
 		t.Fatalf("%d snapshots", len(files))
 	}
-	var packed int
+	var n int
 	for _, path := range files {
 		want, werr := ReadFile(path)
-		got, gerr := ReadFileMapped(path)
+		got, gerr := read(path)
 		if werr != nil || gerr != nil {
 			if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
-				t.Errorf("%s: ReadFile says %v, ReadFileMapped %v", path, werr, gerr)
+				t.Errorf("%s: ReadFile says %v, the other reader %v", path, werr, gerr)
 			}
 			continue
 		}
@@ -163,18 +155,10 @@ func TestReadFileMappedSnapshots(t *testing.T) {
 		}
 		for i, d := range got.Devices {
 			w := want.Devices[i]
-			if d.recs != nil {
-				packed++
+			if in(d) {
+				n++
 			}
-			var evs []cev
-			buf := make([]cev, ChunkSize)
-			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-				ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
-				if err != nil {
-					t.Fatal(err)
-				}
-				evs = append(evs, ch...)
-			}
+			evs := chunked(t, d)
 			if d.Index != w.Index || !reflect.DeepEqual(evs, w.Events) && (len(evs) > 0 || len(w.Events) > 0) ||
 				!reflect.DeepEqual(d.Segments, w.Segments) || !reflect.DeepEqual(d.Skipped, w.Skipped) {
 				t.Errorf("%s: device %d differs from ReadFile's", path, d.Index)
@@ -182,7 +166,39 @@ func TestReadFileMappedSnapshots(t *testing.T) {
 		}
 		got.Close()
 	}
-	if runtime.GOOS == "linux" && packed == 0 {
-		t.Error("no device packed")
+	return n
+}
+
+// chunked reads d's events through Chunk, a chunk at a time.
+func chunked(t *testing.T, d *Device) []cev {
+	t.Helper()
+	var evs []cev
+	buf := make([]cev, ChunkSize)
+	for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+		ch, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ch...)
 	}
+	return evs
+}
+
+// syntheticFiles writes a synthetic snapshot of 100k events, and its first
+// half, to files of their own.
+func syntheticFiles(t *testing.T) (path, cut string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, cut = filepath.Join(dir, "synthetic.pickle"), filepath.Join(dir, "cut.pickle")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cut, buf.Bytes()[:buf.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, cut
 }

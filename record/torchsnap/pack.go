@@ -24,6 +24,22 @@ func (s *eventStore) packTo(hi int64) {
 	if s.mapped == nil || hi <= s.packed || hi > int64(len(s.base)) {
 		return
 	}
+	g := discardGrain(s.mapped)
+	if s.rf != nil {
+		// The records go to the scratch file, and every whole granule
+		// below event hi goes back: all of it is packed events.
+		if err := s.rf.write(s.base[s.packed:hi], s.packed); err != nil {
+			// The events stay where they are, unpacked from here on.
+			s.packStop = true
+			return
+		}
+		s.packed = hi
+		if end := (uintptr(hi) * uintptr(evSize)) &^ (g - 1); end > s.discarded {
+			discardEvents(s.mapped[s.discarded:end])
+			s.discarded = end
+		}
+		return
+	}
 	recs := s.records()
 	for i := s.packed; i < hi; i++ {
 		e := &s.base[i]
@@ -32,7 +48,6 @@ func (s *eventStore) packTo(hi int64) {
 		r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = t, a, sz, st, p, sk, k
 	}
 	s.packed = hi
-	g := discardGrain(s.mapped)
 	lo := (uintptr(hi)*uintptr(recSize) + g - 1) &^ (g - 1)
 	end := (uintptr(hi) * uintptr(evSize)) &^ (g - 1)
 	if end > lo {
@@ -57,7 +72,7 @@ func (s *eventStore) packAll(last bool) {
 	if hi > s.packed {
 		s.packTo(hi)
 	}
-	s.packStop = last || hi < min(s.n, int64(len(s.base)))
+	s.packStop = s.packStop || last || hi < min(s.n, int64(len(s.base))) // packTo may stop it
 }
 
 // records returns the mapping as records, record i at 56i.

@@ -155,7 +155,7 @@ func addrsPending(blocks []liveBlock) []addrPending {
 // slice it walked (segment ranges copied, since callers change them), or a
 // new one.
 func (d *Device) startState() (*keptStart, error) {
-	if st := d.start; st != nil && (d.sp != nil || d.recs != nil || len(d.startOf) == len(d.Events) &&
+	if st := d.start; st != nil && (d.sp != nil || d.recs != nil || d.rf != nil || len(d.startOf) == len(d.Events) &&
 		(len(d.Events) == 0 || &d.startOf[0] == &d.Events[0])) {
 		return &keptStart{live: st.live, segs: st.segs.clone()}, nil
 	}

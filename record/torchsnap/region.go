@@ -73,8 +73,11 @@ type parSource struct {
 	// serialWalk: a parallel walk failed to cut the file (parallelWalk), so
 	// later regions walk it serially.
 	serialWalk bool
-	// offHeap puts the events outside the Go heap (ReadFileMapped).
+	// offHeap puts the events outside the Go heap (ReadFileMapped), and
+	// scratch, if not empty, their packed records in a file there
+	// (ReadFileMappedIn).
 	offHeap bool
+	scratch string
 }
 
 // Tunables (variables so that tests can make regions of small inputs).

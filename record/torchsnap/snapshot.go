@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -29,8 +30,9 @@ type Snapshot struct {
 	// the decoder did, if any ran.
 	Ahead AheadSpan
 
-	spill  *spill // Open's events, if any
-	mapped []byte // ReadFileMapped's events, if outside the heap
+	spill  *spill   // Open's events, if any
+	mapped []byte   // ReadFileMapped's events, if outside the heap
+	rf     *recFile // ReadFileMappedIn's packed events, if in a scratch file
 }
 
 // RegionSpan is a span of the file that a region decoded in parallel: its
@@ -46,9 +48,11 @@ type RegionSpan struct {
 	StartThread       time.Duration
 }
 
-// Spilled reports whether the devices' events are in a spill (Open), not
-// in Device.Events.
-func (s *Snapshot) Spilled() bool { return s.spill != nil }
+// Spilled reports whether the devices' events are in a file, read back a
+// chunk at a time by Chunk: a spill (Open), or the scratch file of
+// ReadFileMappedIn's packed records. Its caller then holds a few chunks
+// of events at a time, as it would for a spill.
+func (s *Snapshot) Spilled() bool { return s.spill != nil || s.rf != nil }
 
 // Close releases the file that holds the events of a snapshot from Open
 // (it is already unlinked), or the memory that holds ReadFileMapped's, and
@@ -56,13 +60,17 @@ func (s *Snapshot) Spilled() bool { return s.spill != nil }
 // Decode's.
 func (s *Snapshot) Close() {
 	s.spill.close()
-	if s.mapped != nil {
+	if s.mapped != nil || s.rf != nil {
 		for _, d := range s.Devices {
-			d.Events, d.recs = nil, nil // no view of the memory given back below
+			d.Events, d.recs, d.rf = nil, nil, nil // no view of the memory given back below
 		}
+	}
+	if s.mapped != nil {
 		unmapEvents(s.mapped)
 		s.mapped = nil
 	}
+	s.rf.close()
+	s.rf = nil
 }
 
 // Device is one CUDA device's trace and final allocator state.
@@ -95,8 +103,11 @@ type Device struct {
 
 	disc *discarder // ReadFileMapped's: see DiscardBefore
 
-	// The packed trace (ReadFileMapped): records of the store's mapping.
-	recs []srec
+	// The packed trace (ReadFileMapped): records of the store's mapping,
+	// or records [rfLo, rfLo+rfN) of its scratch file (ReadFileMappedIn).
+	recs      []srec
+	rf        *recFile
+	rfLo, rfN int64
 }
 
 // Len returns the number of events in d's trace.
@@ -106,6 +117,9 @@ func (d *Device) Len() int64 {
 	}
 	if d.recs != nil {
 		return int64(len(d.recs))
+	}
+	if d.rf != nil {
+		return d.rfN
 	}
 	return int64(len(d.Events))
 }
@@ -121,6 +135,13 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 		widenRecs(evs, d.recs[lo:hi], lo, d.Index)
 		return evs, nil
 	}
+	if d.rf != nil {
+		evs := buf[:hi-lo]
+		if err := d.rf.readAs(evs, d.rfLo+lo, lo, d.Index); err != nil {
+			return nil, fmt.Errorf("torchsnap: device %d: %w", d.Index, err)
+		}
+		return evs, nil
+	}
 	if d.sp == nil {
 		return d.Events[lo:hi], nil
 	}
@@ -134,7 +155,7 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 // chunkBuf returns a buffer for Chunk: ChunkSize events for a spilled
 // trace, none for one in memory, whose chunks are views.
 func (d *Device) chunkBuf() []trace.Event {
-	if d.sp == nil && d.recs == nil {
+	if d.sp == nil && d.recs == nil && d.rf == nil {
 		return nil
 	}
 	return make([]trace.Event, ChunkSize)
@@ -191,7 +212,7 @@ func (s BlockState) String() string {
 func (s BlockState) Live() bool { return s == ActiveAllocated || s == ActivePendingFree }
 
 // ReadFile decodes the snapshot in the file at path.
-func ReadFile(path string) (*Snapshot, error) { return readFile(path, false) }
+func ReadFile(path string) (*Snapshot, error) { return readFile(path, false, "") }
 
 // ReadFileMapped is ReadFile with the events in memory mapped outside the
 // Go heap, given back by Close: after Close the devices' Events are nil,
@@ -202,9 +223,17 @@ func ReadFile(path string) (*Snapshot, error) { return readFile(path, false) }
 // the file could hold (about twice what a real snapshot has); on the heap,
 // that size would set the collector's goal, and the garbage of decoding
 // would grow with it.
-func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true) }
+func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true, "") }
 
-func readFile(path string, offHeap bool) (*Snapshot, error) {
+// ReadFileMappedIn is ReadFileMapped that, for a file of up to 64 MiB,
+// keeps the packed events in an unlinked scratch file in dir rather than
+// in memory (recfile.go), as Open keeps its spill: the decode holds only
+// the events not yet packed, and Chunk reads the rest back from the file.
+// Where the file cannot be made, it is ReadFileMapped. An importer passes
+// the output's directory, as it does to Open.
+func ReadFileMappedIn(path, dir string) (*Snapshot, error) { return readFile(path, true, dir) }
+
+func readFile(path string, offHeap bool, scratch string) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
@@ -212,7 +241,7 @@ func readFile(path string, offHeap bool) (*Snapshot, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err == nil && st.Mode().IsRegular() && st.Size() >= parMinFile {
-		s, err := decodeAt(&parSource{ra: f, size: st.Size(), offHeap: offHeap})
+		s, err := decodeAt(&parSource{ra: f, size: st.Size(), offHeap: offHeap, scratch: scratch})
 		if err != errParFallback {
 			if err != nil {
 				return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -223,12 +252,12 @@ func readFile(path string, offHeap bool) (*Snapshot, error) {
 			return nil, fmt.Errorf("torchsnap: %w", err)
 		}
 	}
-	return readSequential(f, path, nil, offHeap)
+	return readSequential(f, path, nil, offHeap, scratch)
 }
 
 // readSequential decodes the file f (at path) with the sequential decoder,
-// into sp when it is not nil.
-func readSequential(f *os.File, path string, sp *spill, offHeap bool) (*Snapshot, error) {
+// into sp when it is not nil; offHeap and scratch are ReadFileMappedIn's.
+func readSequential(f *os.File, path string, sp *spill, offHeap bool, scratch string) (*Snapshot, error) {
 	var r io.Reader = f
 	var size int64
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
@@ -243,7 +272,7 @@ func readSequential(f *os.File, path string, sp *spill, offHeap bool) (*Snapshot
 			r = ra
 		}
 	}
-	s, err := decodeWith(r, size, sp, offHeap)
+	s, err := decodeWith(r, size, sp, offHeap, scratch)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -280,7 +309,7 @@ func OpenFollowed(path, spillDir string, follow func([]trace.Event)) (*Snapshot,
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
-	s, err := readSequential(f, path, sp, false)
+	s, err := readSequential(f, path, sp, false, "")
 	if err == nil {
 		if err = sp.finish(); err != nil {
 			err = fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -322,12 +351,13 @@ func decode(r io.Reader, size int64) (*Snapshot, error) { return decodeInto(r, s
 
 // decodeInto is decode, with the events written to sp when it is not nil.
 func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
-	return decodeWith(r, size, sp, false)
+	return decodeWith(r, size, sp, false, "")
 }
 
 // decodeWith is decodeInto, with the events outside the Go heap when
-// offHeap is set and sp is nil (ReadFileMapped).
-func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool) (_ *Snapshot, err error) {
+// offHeap is set and sp is nil (ReadFileMapped), and their packed records
+// in a scratch file in scratch if not empty (ReadFileMappedIn).
+func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string) (_ *Snapshot, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	b := newBuilder()
 	defer func() {
@@ -336,7 +366,7 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool) (_ *Snapshot, 
 		}
 	}()
 	if b.events.sp = sp; sp == nil {
-		b.events.offHeap = offHeap
+		b.events.offHeap, b.events.scratch = offHeap, scratch
 		b.events.sizeFor(size)
 	}
 	b.memo.sizeFor(size)
@@ -379,7 +409,7 @@ func decodeAt(src *parSource) (_ *Snapshot, err error) {
 			b.events.release()
 		}
 	}()
-	b.events.offHeap = src.offHeap
+	b.events.offHeap, b.events.scratch = src.offHeap, src.scratch
 	b.events.sizeFor(src.size)
 	b.memo.sizeFor(src.size)
 	u := newUnpickler(nil, b)
@@ -424,7 +454,7 @@ func (b *builder) assembleOwned(top value) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mapped = b.events.mapped
+	s.mapped, s.rf = b.events.mapped, b.events.rf
 	s.Regions, s.Ahead = b.regions, b.ahead
 	if s.mapped != nil {
 		for _, d := range s.Devices {
@@ -616,7 +646,11 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 	if o.evN > 0 && o.evLo+o.evN <= b.events.packed {
 		// Packed: the device reads its run from the records.
 		if _, ok := b.events.inBase(o.evLo, o.evN); ok {
-			d.recs = b.events.records()[o.evLo : o.evLo+o.evN : o.evLo+o.evN]
+			if b.events.rf != nil {
+				d.rf, d.rfLo, d.rfN = b.events.rf, o.evLo, o.evN
+			} else {
+				d.recs = b.events.records()[o.evLo : o.evLo+o.evN : o.evLo+o.evN]
+			}
 			b.events.releaseBelow(o.evLo + o.evN)
 			return nil, nil
 		}
@@ -646,17 +680,26 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 	}
 	evs := make([]trace.Event, o.evN)
 	adviseHuge(evs)
-	copyRange := func(lo, hi int64) { // evs[lo:hi]
+	var readErr [2]error                        // of the scratch file, by the two halves of a part
+	copyRange := func(lo, hi int64, half int) { // evs[lo:hi]
 		for j := lo; j < hi; {
 			i := o.evLo + j
 			ch := b.events.chunks[i>>chunkBits][i&(1<<chunkBits-1):]
 			n := min(int64(len(ch)), hi-j)
 			out := evs[j : j+n]
-			if i < b.events.packed {
+			switch {
+			case i < b.events.packed && b.events.rf != nil:
+				n = min(n, b.events.packed-i)
+				out = evs[j : j+n]
+				if err := b.events.rf.readAs(out, i, 0, 0); err != nil {
+					readErr[half] = err
+					return
+				}
+			case i < b.events.packed:
 				n = min(n, b.events.packed-i)
 				out = evs[j : j+n]
 				widenRecs(out, b.events.records()[i:i+n], 0, 0)
-			} else {
+			default:
 				copy(out, ch[:n])
 			}
 			for k := range out {
@@ -670,13 +713,16 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 	for lo := int64(0); lo < o.evN; lo += part {
 		hi := min(o.evN, lo+part)
 		if hi-lo < 1<<chunkBits {
-			copyRange(lo, hi)
+			copyRange(lo, hi, 0)
 		} else {
 			mid := lo + (hi-lo)/2
 			done := make(chan struct{})
-			go func() { copyRange(lo, mid); close(done) }()
-			copyRange(mid, hi)
+			go func() { copyRange(lo, mid, 0); close(done) }()
+			copyRange(mid, hi, 1)
 			<-done
+		}
+		if err := cmp.Or(readErr[0], readErr[1]); err != nil {
+			return nil, err
 		}
 		// Release the chunks entirely copied (another device's run may
 		// start in the last one).

@@ -37,6 +37,12 @@ type eventStore struct {
 	// mapped is that memory, given back by release.
 	offHeap bool
 	mapped  []byte
+	// scratch, if not empty, is where sizeFor makes rf, the file the
+	// records of a mid-size file's packed events go to (recfile.go);
+	// discarded is the end of the mapping's memory given back so far.
+	scratch   string
+	rf        *recFile
+	discarded uintptr
 	// packed: events [0, packed) of the base are records now (pack.go);
 	// packStop: no more are packed.
 	packed   int64
@@ -72,6 +78,11 @@ func (s *eventStore) sizeFor(size int64) {
 	if n := size / 48; n >= 256 {
 		if s.offHeap {
 			if s.base, s.mapped = mapEvents(n); s.base != nil {
+				if s.scratch != "" && size <= scratchMax {
+					// Where it cannot be made, the records stay in the
+					// mapping, as a larger file's do.
+					s.rf, _ = newRecFile(s.scratch)
+				}
 				return
 			}
 		}
@@ -80,8 +91,11 @@ func (s *eventStore) sizeFor(size int64) {
 	}
 }
 
-// release gives back an off-heap base; its events must not be used after.
+// release gives back an off-heap base and closes rf; its events must not
+// be used after.
 func (s *eventStore) release() {
+	s.rf.close()
+	s.rf = nil
 	if s.mapped != nil {
 		unmapEvents(s.mapped)
 		s.mapped, s.base, s.chunks = nil, nil, nil
@@ -178,6 +192,12 @@ func (s *eventStore) get(i int64) (*cev, bool) {
 		return nil, false
 	}
 	if i < s.packed {
+		if s.rf != nil {
+			if s.rf.readAs(unsafeOne(&s.tmp), i, i, 0) != nil {
+				return nil, false
+			}
+			return &s.tmp, true
+		}
 		s.records()[i].widen(&s.tmp, i, 0)
 		return &s.tmp, true
 	}

@@ -93,8 +93,9 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	wg.Wait()
 	for _, err := range failed {
 		if err != nil {
-			// Only a spill's reads fail, and a spill is one part: the
-			// problems found before the chunk that failed, then why.
+			// Only a file's reads fail (a spill's, in one part, or a
+			// scratch file's records): the problems found before the
+			// chunk that failed, then why.
 			v := mergeParts(vs)
 			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
 			return v.list
