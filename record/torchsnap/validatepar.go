@@ -87,7 +87,7 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 			v.after = make([]addrPending, 0, v.live.Len())
 			v.live.All(func(a uint64, r *liveRec) { v.after = append(v.after, addrPending{a, r.pending}) })
 			v.live = addrmap.Map[liveRec]{}
-			slices.SortFunc(v.after, byAddr)
+			sortByAddr(v.after)
 		}()
 	}
 	wg.Wait()
