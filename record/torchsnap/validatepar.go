@@ -126,13 +126,13 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 
 // spillParts is how many of parts validate a spilled trace with up to
 // blocks blocks live at once: as many whose tables take together no more
-// than one table of them all (or two of bigParts slots, 2 MiB), where
+// than one table of them all (or bigParts slots, 1 MiB), where
 // partsFor allows a quarter more: a spilled import is one whose memory
 // counts. Its chunks are read once for them all (readShared), so the
 // parts cost the cores they run on, not another read of the trace each.
 func spillParts(blocks, parts int) int {
 	one := addrmap.Slots(blocks)
-	for parts > 1 && parts*addrmap.Slots(partBlocks(blocks, parts)) > max(one, 2*bigParts) {
+	for parts > 1 && parts*addrmap.Slots(partBlocks(blocks, parts)) > max(one, bigParts) {
 		parts--
 	}
 	return parts
@@ -157,7 +157,7 @@ func (c *sharedChunk) release() {
 
 // sharedChunks is how many chunk buffers readShared fills ahead of the
 // slowest part.
-const sharedChunks = 6
+const sharedChunks = 4
 
 // readShared reads d's chunks in order on a goroutine of its own and hands
 // each to every one of parts parts, on the part's channel; a read error

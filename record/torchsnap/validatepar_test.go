@@ -149,18 +149,18 @@ func TestValidateParts_spilled(t *testing.T) {
 }
 
 // TestSpillParts: a spilled trace's parts take no more table than one
-// table of its blocks (or 2 MiB): at the 75k blocks of a 20 MB snapshot,
+// table of its blocks (or 1 MiB): at the 75k blocks of a 20 MB snapshot,
 // two parts, where partsFor allows five; at 150k, four; at 37k, whose one
-// table is 1 MiB, eight of 256 KiB.
+// table is 1 MiB, one.
 func TestSpillParts(t *testing.T) {
 	for _, c := range []struct{ blocks, parts, want int }{
-		{75_000, 8, 2}, {150_000, 8, 4}, {150_000, 3, 2}, {1000, 8, 8}, {37_000, 8, 8}, {1_000_000, 8, 8}, {300_000, 1, 1},
+		{75_000, 8, 2}, {150_000, 8, 4}, {150_000, 3, 2}, {1000, 8, 8}, {37_000, 8, 1}, {1_000_000, 8, 8}, {300_000, 1, 1},
 	} {
 		got := spillParts(c.blocks, c.parts)
 		if got != c.want {
 			t.Errorf("%d blocks, %d parts asked: %d, want %d", c.blocks, c.parts, got, c.want)
 		}
-		if one := addrmap.Slots(c.blocks); got > 1 && got*addrmap.Slots(partBlocks(c.blocks, got)) > max(one, 2*bigParts) {
+		if one := addrmap.Slots(c.blocks); got > 1 && got*addrmap.Slots(partBlocks(c.blocks, got)) > max(one, bigParts) {
 			t.Errorf("%d blocks: %d parts take more than one table", c.blocks, got)
 		}
 	}
