@@ -372,7 +372,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	defer func() { prep.discard() }() // one the import did not reach
 	if len(snap.Devices) > 0 {
 		if blocks := annotationBlocks(recorded[0].blocksPeak, initial[0]); blocks > 0 {
-			prep = prepareAnnotation(conf, snap.Devices[0].Index, blocks)
+			prep = prepareAnnotation(conf, snap.Devices[0].Index, blocks, spilled)
 		}
 	}
 	stage.end()

@@ -8,14 +8,15 @@ import (
 	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/internal/addrmap"
+	"github.com/tracer-dev/tracer/trace"
 )
 
 // ValidateParts is ValidateReserved on up to parts goroutines, with the
 // same result: the block events are split by address (partOf), each part
 // keeping its own table of live blocks and its own copy of the segments,
 // whose events every part replays; the parts' problems are then joined in
-// the order one pass finds them. A spilled trace, which each part would
-// read back once more, is validated in one part.
+// the order one pass finds them. A spilled trace is read back once for
+// all of its parts (readShared), which are fewer (spillParts).
 // each, if not nil, is called on each part's goroutine as it starts, with
 // the part's number, and the func it returns as the part ends (to measure
 // the parts).
@@ -27,10 +28,15 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		return v.list
 	}
 	blocks := len(st.live) + int(max(0, min(more, d.Len())))
-	if d.sp != nil || parts < 1 {
-		parts = 1
+	var shared []chan *sharedChunk // a spilled trace's chunks, read once for every part
+	if d.sp != nil {
+		parts = spillParts(blocks, max(1, parts))
+		if parts > 1 {
+			shared = readShared(d, parts)
+		}
+	} else {
+		parts = partsFor(blocks, max(1, parts))
 	}
-	parts = partsFor(blocks, parts)
 	// Whether the final state's blocks are in order, read beside the parts.
 	inOrder := make(chan bool, 1)
 	go func() { inOrder <- liveInOrder(d) }()
@@ -69,9 +75,20 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 				}
 			}
 			v.live.All(v.track)
-			buf := d.chunkBuf()
+			var buf []trace.Event
+			if shared == nil {
+				buf = d.chunkBuf()
+			}
 			for lo := int64(0); lo < d.Len(); lo += ChunkSize {
-				evs, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				var evs []trace.Event
+				var err error
+				var c *sharedChunk
+				if shared != nil {
+					c = <-shared[p]
+					evs, err = c.evs, c.err
+				} else {
+					evs, err = d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+				}
 				if err != nil {
 					failed[p] = err
 					return
@@ -82,20 +99,23 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 					}
 				}
 				v.events(evs, int(lo))
+				if c != nil {
+					c.release()
+				}
 				progress(p, lo+int64(len(evs)))
 			}
 			v.after = make([]addrPending, 0, v.live.Len())
 			v.live.All(func(a uint64, r *liveRec) { v.after = append(v.after, addrPending{a, r.pending}) })
 			v.live = addrmap.Map[liveRec]{}
-			slices.SortFunc(v.after, byAddr)
+			sortByAddr(v.after)
 		}()
 	}
 	wg.Wait()
 	for _, err := range failed {
 		if err != nil {
-			// Only a file's reads fail (a spill's, in one part, or a
-			// scratch file's records): the problems found before the
-			// chunk that failed, then why.
+			// Only a file's reads fail (a spill's or a scratch file's
+			// records), and every part stops at the chunk that failed:
+			// the problems found before it, then why.
 			v := mergeParts(vs)
 			v.add("trace that could not be read back ("+err.Error()+")", -1, 0)
 			return v.list
@@ -103,6 +123,71 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	}
 	v := mergeParts(vs)
 	return v.finalParts(d, vs, <-inOrder)
+}
+
+// spillParts is how many of parts validate a spilled trace with up to
+// blocks blocks live at once: as many whose tables take together no more
+// than one table of them all (or bigParts slots, 1 MiB), where
+// partsFor allows a quarter more: a spilled import is one whose memory
+// counts. Its chunks are read once for them all (readShared), so the
+// parts cost the cores they run on, not another read of the trace each.
+func spillParts(blocks, parts int) int {
+	one := addrmap.Slots(blocks)
+	for parts > 1 && parts*addrmap.Slots(partBlocks(blocks, parts)) > max(one, bigParts) {
+		parts--
+	}
+	return parts
+}
+
+// sharedChunk is a chunk of a spilled trace read once for every part of a
+// validation (readShared): its buffer goes back once the last part is
+// done with it.
+type sharedChunk struct {
+	evs  []trace.Event
+	err  error
+	left atomic.Int32 // the parts not done with it
+	free chan<- []trace.Event
+}
+
+// release tells that a part is done with c.
+func (c *sharedChunk) release() {
+	if c.left.Add(-1) == 0 {
+		c.free <- c.evs[:cap(c.evs)]
+	}
+}
+
+// sharedChunks is how many chunk buffers readShared fills ahead of the
+// slowest part: two, so that the next chunk is read while the parts
+// validate one (at the import's peak, each more costs 90 KB).
+const sharedChunks = 2
+
+// readShared reads d's chunks in order on a goroutine of its own and hands
+// each to every one of parts parts, on the part's channel; a read error
+// goes to every part in place of the chunk, and ends the reading.
+func readShared(d *Device, parts int) []chan *sharedChunk {
+	free := make(chan []trace.Event, sharedChunks)
+	for range sharedChunks {
+		free <- make([]trace.Event, ChunkSize)
+	}
+	out := make([]chan *sharedChunk, parts)
+	for p := range out {
+		out[p] = make(chan *sharedChunk, sharedChunks+1)
+	}
+	go func() {
+		for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+			buf := <-free
+			evs, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+			c := &sharedChunk{evs: evs, err: err, free: free}
+			c.left.Store(int32(parts))
+			for _, ch := range out {
+				ch <- c
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // partBlocks is the blocks each of parts parts reserves its table for,

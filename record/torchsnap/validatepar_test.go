@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -95,10 +96,42 @@ func TestValidateParts(t *testing.T) {
 	}
 }
 
-// TestValidateParts_spilled: a spilled trace is validated in one part,
-// whatever the parts asked, and a read of its spill that fails ends the
+// TestValidateParts_spilled: a spilled trace is validated in the parts
+// asked (its chunks read once for them all, readShared) with the problems
+// of one pass, on every snapshot; a read of its spill that fails ends the
 // validation with the problems found so far and one that says so.
 func TestValidateParts_spilled(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
+	more, _ := filepath.Glob("testdata/*.pickle")
+	checked := 0
+	for _, f := range append(files, more...) {
+		s, err := Open(f, t.TempDir())
+		if err != nil {
+			continue // the hostile ones
+		}
+		for _, d := range s.Devices {
+			if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
+				continue
+			}
+			want := problemsText(d.Validate())
+			var mu sync.Mutex
+			var started []int
+			each := func(p int) func() {
+				mu.Lock()
+				started = append(started, p)
+				mu.Unlock()
+				return func() {}
+			}
+			if got := problemsText(d.ValidateParts(0, 3, each)); got != want || len(started) != 3 {
+				t.Fatalf("%s device %d, spilled, 3 parts asked: parts %v, problems:\n%s\none pass:\n%s", f, d.Index, started, got, want)
+			}
+			checked++
+		}
+		s.Close()
+	}
+	if checked < 10 {
+		t.Fatalf("%d devices checked", checked)
+	}
 	s, err := Open("testdata/oom_p2.pickle", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -108,16 +141,28 @@ func TestValidateParts_spilled(t *testing.T) {
 	if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
 		t.Fatal(err)
 	}
-	want := problemsText(d.Validate())
-	var started []int
-	each := func(p int) func() { started = append(started, p); return func() {} }
-	if got := problemsText(d.ValidateParts(0, 3, each)); got != want || len(started) != 1 {
-		t.Fatalf("spilled, 3 parts asked: parts %v, problems:\n%s\none pass:\n%s", started, got, want)
-	}
 	s.spill.f.Close()
 	got := d.ValidateParts(0, 3, nil)
 	if len(got) != 1 || !strings.HasPrefix(got[0].Kind, "trace that could not be read back (") {
 		t.Fatalf("spill unreadable: problems:\n%s", problemsText(got))
+	}
+}
+
+// TestSpillParts: a spilled trace's parts take no more table than one
+// table of its blocks (or 1 MiB): at the 75k blocks of a 20 MB snapshot,
+// two parts, where partsFor allows five; at 150k, four; at 37k, whose one
+// table is 1 MiB, one.
+func TestSpillParts(t *testing.T) {
+	for _, c := range []struct{ blocks, parts, want int }{
+		{75_000, 8, 2}, {150_000, 8, 4}, {150_000, 3, 2}, {1000, 8, 8}, {37_000, 8, 1}, {1_000_000, 8, 8}, {300_000, 1, 1},
+	} {
+		got := spillParts(c.blocks, c.parts)
+		if got != c.want {
+			t.Errorf("%d blocks, %d parts asked: %d, want %d", c.blocks, c.parts, got, c.want)
+		}
+		if one := addrmap.Slots(c.blocks); got > 1 && got*addrmap.Slots(partBlocks(c.blocks, got)) > max(one, bigParts) {
+			t.Errorf("%d blocks: %d parts take more than one table", c.blocks, got)
+		}
 	}
 }
 

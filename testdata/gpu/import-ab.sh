@@ -11,7 +11,7 @@
 # region (the head's work on its core), the first sequential part's wall
 # (the head as the import waits for it), the annotate stage's thread CPU
 # and the validate stage's own goroutine CPU, each with the range of its
-# minor faults; the end of validate less the end of annotate (negative:
+# minor faults; the CPU of the longest of validation's parts; the end of validate less the end of annotate (negative:
 # validate ends first; the largest of the rounds); and the median and
 # highest peak RSS (/usr/bin/time's).
 set -u
@@ -21,8 +21,8 @@ shift 2
 ROUNDS=${ROUNDS:-5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "| snapshot | build | import wall ms | decoder's thread CPU ms | head wall ms | annotate CPU ms | its faults | validate CPU ms | its faults | validate end - annotate end ms | peak MiB (median, highest) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| snapshot | build | import wall ms | decoder's thread CPU ms | head wall ms | annotate CPU ms | its faults | validate CPU ms | its faults | longest validation part CPU ms | validate end - annotate end ms | peak MiB (median, highest) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for in in "$@"; do
 	for ((r = 0; r < ROUNDS; r++)); do
 		for b in old new; do
@@ -34,18 +34,19 @@ for in in "$@"; do
 			hw=$(sed -n 's/.*decode, sequential, bytes 0-[0-9]*: CPU ms [0-9.]* (the process.s); wall ms from \([0-9.]*\) to \([0-9.]*\);.*/\1 \2/p' "$work/err" | awk '{print $2-$1}')
 			a=$(sed -n 's/.*) annotate: CPU ms \([0-9.]*\) .* to \([0-9.]*\);.*minor faults \([0-9]*\).*/\1 \2 \3/p' "$work/err")
 			v=$(sed -n 's/.*) validate: CPU ms \([0-9.]*\) .* to \([0-9.]*\);.*minor faults \([0-9]*\).*/\1 \2 \3/p' "$work/err")
+			vp=$(sed -n 's/.*) validate, part [0-9]* of [0-9]*: CPU ms \([0-9.]*\) .*/\1/p' "$work/err" | sort -n | tail -1)
 			m=$(sed -n 's/^TIME //p' "$work/err")
-			echo "${w:--1} ${th:--1} ${hw:--1} ${a:--1 0 0} ${v:--1 0 0} ${m:-0}" >>"$work/$b"
+			echo "${w:--1} ${th:--1} ${hw:--1} ${a:--1 0 0} ${v:--1 0 0} ${m:-0} ${vp:--1}" >>"$work/$b"
 		done
 	done
 	for b in old new; do
 		awk -v name="$(basename "$in")" -v b=$b '
 			function lo(a, n,  i, x) { x = a[1]; for (i = 2; i <= n; i++) if (a[i] < x) x = a[i]; return x }
 			function hi(a, n,  i, x) { x = a[1]; for (i = 2; i <= n; i++) if (a[i] > x) x = a[i]; return x }
-			{ n++; w[n] = $1; th[n] = $2; hw[n] = $3; ac[n] = $4; af[n] = $6; vc[n] = $7; vf[n] = $9; d[n] = $8 - $5; m[n] = $10 / 1024 }
+			{ n++; w[n] = $1; th[n] = $2; hw[n] = $3; ac[n] = $4; af[n] = $6; vc[n] = $7; vf[n] = $9; d[n] = $8 - $5; m[n] = $10 / 1024; vp[n] = $11 }
 			END {
 				for (i = 1; i <= n; i++) { s[i] = m[i]; for (j = i; j > 1 && s[j-1] > s[j]; j--) { t = s[j]; s[j] = s[j-1]; s[j-1] = t } }
-				printf "| %s | %s | %.1f | %.1f | %.1f | %.1f | %d-%d | %.1f | %d-%d | %+.1f | %.1f, %.1f |\n", name, b, lo(w, n), lo(th, n), lo(hw, n), lo(ac, n), lo(af, n), hi(af, n), lo(vc, n), lo(vf, n), hi(vf, n), hi(d, n), s[int((n + 1) / 2)], s[n]
+				printf "| %s | %s | %.1f | %.1f | %.1f | %.1f | %d-%d | %.1f | %d-%d | %.1f | %+.1f | %.1f, %.1f |\n", name, b, lo(w, n), lo(th, n), lo(hw, n), lo(ac, n), lo(af, n), hi(af, n), lo(vc, n), lo(vf, n), hi(vf, n), lo(vp, n), hi(d, n), s[int((n + 1) / 2)], s[n]
 			}' "$work/$b"
 	done
 	rm -f "$work/old" "$work/new"
