@@ -40,11 +40,8 @@ func (a *Allocator) CheckInvariants() error {
 			if k.id == 0 {
 				continue
 			}
-			if k.stream != p.blocks.lastSt || a.blocks[k.id].exp != 0 {
-				bad("pending free block %d (%#x) is on stream %d, not the last found, or expandable", k.id, k.addr, k.stream)
-			}
-			if a.conf.ExpandableSegments { // MallocHandle's expandable path tests for none
-				bad("pending free block %d (%#x) under expandable_segments", k.id, k.addr)
+			if k.stream != p.blocks.lastSt || a.blocks[k.id].exp != 0 && !a.conf.ExpandableSegments {
+				bad("pending free block %d (%#x) is on stream %d, not the last found, or expandable without expandable_segments", k.id, k.addr, k.stream)
 			}
 			member(k)
 		}

@@ -54,7 +54,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if sb == nil || p.blocks.lastSt != stream {
 		return a.mallocSlow(size, stream)
 	}
-	if pe := &p.blocks.pend[0]; pe.size >= rs {
+	if pe := &p.blocks.pend[0]; pe.size >= rs && !a.conf.ExpandableSegments {
 		if addr, id, ok := a.splitPend(size, rs, small, p, sb); ok {
 			return addr, id, nil
 		}
@@ -70,38 +70,46 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
-	// An expandable block found in the classes starts the scan under
-	// expandable_segments, where nothing is pending (pend.go), and takes
-	// mallocSlow without (a restored one); otherwise the pending member
-	// (on this stream, the last found; size 0 if none) is the best fit if
-	// it fits and comes before the classes' lower bound. Block 0, no
-	// block, is not expandable.
-	id, bs, ii := h.id, h.size, 0
+	// The best fit is the classes' lower bound or a pending member (on
+	// this stream, the last found; size 0 if none), if one fits and
+	// comes before it. Block 0, no block, is not expandable.
+	ps := &p.blocks.pend
+	id, fs, fa, ii := h.id, h.size, h.addr, 0
+	if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+		id, fs, fa = pe.id, pe.size, pe.addr
+	}
+	if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+		id, fs = pe.id, pe.size
+	}
+	if id == 0 {
+		return a.mallocSlow(size, stream)
+	}
+	bs := fs
+	// An expandable best fit takes mallocSlow without
+	// expandable_segments (a restored one), and under it starts the
+	// scan, which moves only from a block with unmapped memory after it
+	// (expandableScan).
 	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
 		if !a.conf.ExpandableSegments {
 			return a.mallocSlow(size, stream)
 		}
-		// The scan moves only from a block with unmapped memory after it
-		// (expandableScan).
 		if b := &a.blocks[id]; b.next != 0 && !a.blocks[b.next].mapped {
-			ci, ii = a.expandableScan(sb, h, ci, 0, id)
-			h = sb.binAt(ci)
-			e := h.at(ii)
-			id, bs = e.id, e.size
+			if id == h.id {
+				// A pending member that fits comes after the class entry,
+				// where the scan over the classes would miss it.
+				if ps[0].size >= rs || ps[1].size >= rs {
+					return a.mallocSlow(size, stream)
+				}
+				ci, ii = a.expandableScan(sb, h, ci, 0, id)
+				h = sb.binAt(ci)
+				e := h.at(ii)
+				id, bs = e.id, e.size
+			} else if !a.scanFromPend(h, ps, rs, id) {
+				return a.mallocSlow(size, stream)
+			} else if h.id != 0 && h.size < a.expSize(id) {
+				id, bs = h.id, h.size // the scan's one step, to the classes
+			}
 		}
-	} else {
-		ps := &p.blocks.pend
-		fs, fa := h.size, h.addr
-		if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
-			id, fs, fa = pe.id, pe.size, pe.addr
-		}
-		if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
-			id, fs = pe.id, pe.size
-		}
-		if id == 0 {
-			return a.mallocSlow(size, stream)
-		}
-		bs = fs
 	}
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
@@ -188,11 +196,13 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	}
 	if split {
 		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
-		if !a.conf.ExpandableSegments { // none pending under it
-			p.blocks.setPend(k)
-		} else {
-			p.blocks.ReplaceOrInsert(k)
+		if a.conf.ExpandableSegments && a.isTail(ps[1].id) {
+			// The older member is an expandable segment's mapped end,
+			// which most of the segment's mallocs split: the newer one
+			// goes into its class instead.
+			ps[0], ps[1] = ps[1], ps[0]
 		}
+		p.blocks.setPend(k)
 	}
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
@@ -492,6 +502,29 @@ func (a *Allocator) findFree(r *request) blockID {
 		p.blocks.deleteAt(sb, ci, h, ii)
 	}
 	return it.id
+}
+
+// scanFromPend reports whether the expandable scan from the pending
+// member id, the best fit for a request of rs bytes and a block with
+// unmapped memory after it, stops at once or at h's smallest entry, so
+// that MallocHandle may take one of them: its successor in the set is the
+// classes' lower bound h (every class entry from (rs, 0) on comes after
+// id) unless the other pending member fits too, and the scan goes on past
+// h's entry only if that too has unmapped memory after it.
+func (a *Allocator) scanFromPend(h *bin, ps *[2]freeKey, rs int64, id blockID) bool {
+	if ps[0].size >= rs && ps[1].size >= rs {
+		return false
+	}
+	return h.id == 0 || !a.isTail(h.id)
+}
+
+// isTail reports whether block id (0: none) has unmapped memory after it.
+func (a *Allocator) isTail(id blockID) bool {
+	if id == 0 {
+		return false
+	}
+	b := &a.blocks[id]
+	return b.next != 0 && !a.blocks[b.next].mapped
 }
 
 // expSize is a block's size plus the unmapped block right after it (§5).
