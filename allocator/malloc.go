@@ -63,6 +63,11 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	h := sb.look(ci)
 	if h.id == 0 {
 		if ci = sb.next(ci + 1); ci < 0 {
+			if p.blocks.pend[2].size >= rs { // under expandable_segments only
+				if addr, id, ok := a.splitTail(size, rs, small, p); ok {
+					return addr, id, nil
+				}
+			}
 			h = &topBin // none in the classes; pend may fit
 		} else {
 			h = sb.binAt(ci)
@@ -79,38 +84,40 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		id, fs, fa = pe.id, pe.size, pe.addr
 	}
 	if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
-		id, fs = pe.id, pe.size
+		id, fs, fa = pe.id, pe.size, pe.addr
+	}
+	// pend[2] is set only under expandable_segments, and so only once
+	// there is an expandable segment. An expandable best fit takes
+	// mallocSlow without expandable_segments (a restored one), and under
+	// it starts the scan, which moves only from a block with unmapped
+	// memory after it (expandableScan). Block 0, no block, is not
+	// expandable.
+	if len(a.expTab) != 0 {
+		if pe := &ps[2]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+			id, fs = pe.id, pe.size
+		}
+		if b := &a.blocks[id]; b.exp != 0 {
+			if !a.conf.ExpandableSegments {
+				return a.mallocSlow(size, stream)
+			}
+			if b.next != 0 && !a.blocks[b.next].mapped {
+				c, i, ok := a.scanFast(sb, h, ci, &p.blocks, rs, id)
+				if !ok {
+					return a.mallocSlow(size, stream)
+				}
+				if c >= 0 {
+					ci, ii = c, i
+					h = sb.binAt(ci)
+					e := h.at(ii)
+					id, fs = e.id, e.size
+				}
+			}
+		}
 	}
 	if id == 0 {
 		return a.mallocSlow(size, stream)
 	}
 	bs := fs
-	// An expandable best fit takes mallocSlow without
-	// expandable_segments (a restored one), and under it starts the
-	// scan, which moves only from a block with unmapped memory after it
-	// (expandableScan).
-	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments {
-			return a.mallocSlow(size, stream)
-		}
-		if b := &a.blocks[id]; b.next != 0 && !a.blocks[b.next].mapped {
-			if id == h.id {
-				// A pending member that fits comes after the class entry,
-				// where the scan over the classes would miss it.
-				if ps[0].size >= rs || ps[1].size >= rs {
-					return a.mallocSlow(size, stream)
-				}
-				ci, ii = a.expandableScan(sb, h, ci, 0, id)
-				h = sb.binAt(ci)
-				e := h.at(ii)
-				id, bs = e.id, e.size
-			} else if !a.scanFromPend(h, ps, rs, id) {
-				return a.mallocSlow(size, stream)
-			} else if h.id != 0 && h.size < a.expSize(id) {
-				id, bs = h.id, h.size // the scan's one step, to the classes
-			}
-		}
-	}
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
 	}
@@ -181,28 +188,31 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	a.stats.RequestedBytes.up(st, size)
 	addr := b.addr
 	switch {
-	case rid == p.blocks.pend[0].id: // the best fit was pending (never id 0)
-		p.blocks.pend[0].taken(split, rem, addr+uint64(rs))
-		split = false
-	case rid == p.blocks.pend[1].id:
-		p.blocks.pend[1].taken(split, rem, addr+uint64(rs))
-		split = false
-	case h.nrest == 0: // then ii is 0
-		p.blocks.emptyClass(sb, ci, h)
-	case ii == 0:
-		p.blocks.takeHead(h)
-	default:
+	case rid == h.id: // the smallest entry of its class
+		if h.nrest == 0 {
+			p.blocks.emptyClass(sb, ci, h)
+		} else {
+			p.blocks.takeHead(h)
+		}
+	case ii != 0:
 		p.blocks.deleteAt(sb, ci, h, ii)
+	default: // the best fit was pending
+		pe := &p.blocks.pend[0]
+		if rid == p.blocks.pend[1].id {
+			pe = &p.blocks.pend[1]
+		} else if rid == p.blocks.pend[2].id {
+			pe = &p.blocks.pend[2]
+		}
+		pe.taken(split, rem, addr+uint64(rs))
+		split = false
 	}
 	if split {
 		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
-		if a.conf.ExpandableSegments && a.isTail(ps[1].id) {
-			// The older member is an expandable segment's mapped end,
-			// which most of the segment's mallocs split: the newer one
-			// goes into its class instead.
-			ps[0], ps[1] = ps[1], ps[0]
+		if a.conf.ExpandableSegments && a.isTail(rid) {
+			p.blocks.setTail(k) // the segment's mapped end, which most of its mallocs split
+		} else {
+			p.blocks.setPend(k)
 		}
-		p.blocks.setPend(k)
 	}
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
@@ -235,12 +245,10 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 		return 0, 0, false
 	}
 	// The first non-empty class from the request's: its smallest entry is
-	// the classes' lower bound unless it is below the request, and an
-	// expandable one sends MallocHandle to mallocSlow.
+	// the classes' lower bound unless it is below the request.
 	if c := sb.next(sizeClass(rs)); c >= 0 {
 		h := sb.binAt(c)
-		if h.size < rs || !(bs < h.size || bs == h.size && ba < h.addr) ||
-			len(a.expTab) != 0 && a.blocks[h.id].exp != 0 {
+		if h.size < rs || !(bs < h.size || bs == h.size && ba < h.addr) {
 			return 0, 0, false
 		}
 	}
@@ -285,6 +293,63 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 		a.allocNoted(id, size, p)
 	}
 	return ba, Handle(id), true
+}
+
+// splitTail is splitPend under expandable_segments for pend[2], the
+// pending mapped end of an expandable segment, where no class entry fits a
+// request of rs bytes: the best fit where no other pending member fits
+// either, which leaves the expandable scan from it nowhere to move (§5).
+// It reports false, having changed nothing, where anything else holds.
+func (a *Allocator) splitTail(size, rs int64, small bool, p *blockPool) (uint64, Handle, bool) {
+	pe := &p.blocks.pend[2]
+	bs, ba, rid := pe.size, pe.addr, pe.id
+	rem := bs - rs
+	if bs >= a.conf.MaxSplitSize || rem < a.conf.MinBlockSize ||
+		p.blocks.pend[0].size >= rs || p.blocks.pend[1].size >= rs {
+		return 0, 0, false
+	}
+	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
+		a.growBlocks()
+	}
+	id := a.takeSlot()
+	if a.gcEnabled() {
+		p.gcClock++
+	}
+	st := statTypes(1)
+	if small {
+		st = 0
+	}
+	// The block is expandable (its next is unmapped): no inactive split
+	// statistics.
+	a.carve(id, rid, ba, rs, size, p)
+	pe.size, pe.addr = rem, ba+uint64(rs)
+	a.stats.Allocation.up(st, 1)
+	a.stats.AllocatedBytes.up(st, rs)
+	if a.activeApart {
+		a.stats.Active.up(st, 1)
+		a.stats.ActiveBytes.up(st, rs)
+	}
+	a.stats.RequestedBytes.up(st, size)
+	if a.indexed || a.observed {
+		a.allocNoted(id, size, p)
+	}
+	return ba, Handle(id), true
+}
+
+// carve makes block id the first rs bytes of the free block rid, at ba,
+// allocated for a request of size bytes, and rid the rest.
+func (a *Allocator) carve(id, rid blockID, ba uint64, rs, size int64, p *blockPool) {
+	rb, b := &a.blocks[rid], &a.blocks[id]
+	b.addr, b.size, b.stream, b.requested, b.gcBase = ba, rs, rb.stream, size, 0
+	b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, rb.exp, 0
+	b.allocated, b.mapped, b.live, b.used = true, true, true, false
+	if rb.prev != 0 {
+		a.blocks[rb.prev].next = id
+	}
+	rb.prev = id
+	rb.addr = ba + uint64(rs)
+	rb.size -= rs
+	rb.gcBase = p.gcClock
 }
 
 // growBlocks doubles the block arena's capacity, out of MallocHandle's
@@ -504,18 +569,40 @@ func (a *Allocator) findFree(r *request) blockID {
 	return it.id
 }
 
-// scanFromPend reports whether the expandable scan from the pending
-// member id, the best fit for a request of rs bytes and a block with
-// unmapped memory after it, stops at once or at h's smallest entry, so
-// that MallocHandle may take one of them: its successor in the set is the
-// classes' lower bound h (every class entry from (rs, 0) on comes after
-// id) unless the other pending member fits too, and the scan goes on past
-// h's entry only if that too has unmapped memory after it.
-func (a *Allocator) scanFromPend(h *bin, ps *[2]freeKey, rs int64, id blockID) bool {
-	if ps[0].size >= rs && ps[1].size >= rs {
-		return false
+// scanFast is the expandable scan (§5) for MallocHandle from its best fit
+// id, a block with unmapped memory after it, for a request of rs bytes:
+// either the smallest entry of class ci (h), the classes' lower bound, or
+// a pending member of s, sb's set. It returns the class and position the
+// scan stops at, or c < 0 where it stays at the pending member; ok is false
+// where a pending member lies on the scan's way, for mallocSlow to take.
+//
+// The pending members that fit come after the class entry (else one would
+// be the best fit), where a scan of the classes would miss them. From a
+// pending member the scan's only step is to its successor in the set: the
+// classes' lower bound (every class entry from (rs, 0) on comes after the
+// member) unless another member fits too, and it goes on past that entry
+// only if the entry too has unmapped memory after it.
+func (a *Allocator) scanFast(sb *streamBins, h *bin, ci int, s *sizeSet, rs int64, id blockID) (c, i int, ok bool) {
+	fit := 0
+	for j := range s.pend {
+		if s.pend[j].size >= rs {
+			fit++
+		}
 	}
-	return h.id == 0 || !a.isTail(h.id)
+	if id == h.id {
+		if fit > 0 {
+			return 0, 0, false
+		}
+		c, i = a.expandableScan(sb, h, ci, 0, id)
+		return c, i, true
+	}
+	if fit > 1 || h.id != 0 && a.isTail(h.id) {
+		return 0, 0, false
+	}
+	if h.id != 0 && h.size < a.expSize(id) {
+		return ci, 0, true
+	}
+	return -1, 0, true
 }
 
 // isTail reports whether block id (0: none) has unmapped memory after it.

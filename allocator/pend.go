@@ -2,8 +2,10 @@ package allocator
 
 import "math"
 
-// A pool's free set keeps two members out of its classes, pend: the
-// remainders of the last two splits that MallocHandle's common case made.
+// A pool's free set keeps up to three members out of its classes, pend:
+// the remainders of the last two splits that MallocHandle's common case
+// made, and under expandable_segments the mapped end of an expandable
+// segment (pend[2]).
 // Most mallocs of a run of small tensors find their exact class empty and
 // split a segment's remainder, which moved the remainder from one class to
 // another on each of them; kept pending, the next split of it, or a free
@@ -16,11 +18,15 @@ import "math"
 // size, address), and freeBlockIn merges into them; Delete of a key clears
 // its member. Everything else that looks into the classes (the walks,
 // bestFit and findFree, FitsUpTo) first puts them into their classes
-// (flush). Only blocks outside expandable segments are pending, so the
-// expandable scan, which walks the classes from a block it found, never
-// meets one; and nothing is pending under expandable_segments (MallocHandle
-// makes a member pending only without), so that MallocHandle's expandable
-// path tests for none.
+// (flush). Under expandable_segments the segment's end, the block before
+// its unmapped tail, is the best fit of most of its mallocs (until it is
+// the largest free block): kept in pend[2], apart from the two others, it
+// is split in place (splitTail) rather than moved from class to class.
+// The expandable scan (§5) from a best fit with unmapped memory after it
+// walks the set in order, which the classes alone do not hold:
+// MallocHandle scans only where no pending member lies on the way
+// (scanFast), and leaves the rest to mallocSlow, which flushes. Without
+// expandable_segments nothing expandable is pending, and pend[2] is unused.
 //
 // The pending members are on the set's stream found last (lastSt): the
 // set puts them into their classes before it finds another. An unused
@@ -32,14 +38,14 @@ var topBin = bin{size: math.MaxInt64}
 
 // flush puts the pending members into their classes.
 func (s *sizeSet) flush() {
-	if s.pend[0].id|s.pend[1].id != 0 {
+	if s.pend[0].id|s.pend[1].id|s.pend[2].id != 0 {
 		s.flushSlow()
 	}
 }
 
 func (s *sizeSet) flushSlow() {
 	ks := s.pend
-	s.pend = [2]freeKey{}
+	s.pend = [3]freeKey{}
 	for _, k := range ks {
 		if k.id != 0 {
 			s.ReplaceOrInsert(k)
@@ -61,6 +67,15 @@ func (s *sizeSet) setPend(k freeKey) {
 	s.pend[0] = k
 }
 
+// setTail makes k, a key the set does not hold, the pending end of an
+// expandable segment (pend[2]); the one before goes into its class.
+func (s *sizeSet) setTail(k freeKey) {
+	if o := s.pend[2]; o.id != 0 {
+		s.ReplaceOrInsert(o)
+	}
+	s.pend[2] = k
+}
+
 // deletePend clears the pending member k, if one is, and reports whether
 // one was.
 func (s *sizeSet) deletePend(k freeKey) bool {
@@ -76,7 +91,7 @@ func (s *sizeSet) deletePend(k freeKey) bool {
 // pendOf returns the pending member that is block x or y (non-zero ids
 // of blocks a free merges), or nil.
 func (s *sizeSet) pendOf(x, y blockID) *freeKey {
-	if s.pend[0].id|s.pend[1].id == 0 {
+	if s.pend[0].id|s.pend[1].id|s.pend[2].id == 0 {
 		return nil
 	}
 	for j := range s.pend {
