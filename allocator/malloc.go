@@ -54,7 +54,7 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	if sb == nil || p.blocks.lastSt != stream {
 		return a.mallocSlow(size, stream)
 	}
-	if pe := &p.blocks.pend[0]; pe.size >= rs && !a.conf.ExpandableSegments {
+	if pe := &p.blocks.pend[0]; pe.size >= rs {
 		if addr, id, ok := a.splitPend(size, rs, small, p, sb); ok {
 			return addr, id, nil
 		}
@@ -226,7 +226,10 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 // is sb's, and is split again, its remainder staying pending. It reports
 // false, having changed nothing, where anything else holds: the older
 // member or a class's entry comes first, the member would not be split,
-// or the classes' lower bound is what MallocHandle leaves to mallocSlow.
+// or the classes' lower bound is what MallocHandle leaves to mallocSlow;
+// and always under expandable_segments, where pend[2] and the expandable
+// scan are MallocHandle's (the test is made where the split rule reads
+// the setting anyway).
 func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *streamBins) (uint64, Handle, bool) {
 	pe := &p.blocks.pend[0]
 	bs, ba, rid := pe.size, pe.addr, pe.id
@@ -234,11 +237,11 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 		return 0, 0, false
 	}
 	rem := bs - rs
-	if small || a.conf.ExpandableSegments {
-		if rem < a.conf.MinBlockSize {
+	if small {
+		if rem < a.conf.MinBlockSize || a.conf.ExpandableSegments {
 			return 0, 0, false
 		}
-	} else if rem <= a.conf.SmallSize {
+	} else if a.conf.ExpandableSegments || rem <= a.conf.SmallSize {
 		return 0, 0, false
 	}
 	if o := &p.blocks.pend[1]; o.size >= rs && (o.size < bs || o.size == bs && o.addr < ba) {
@@ -300,6 +303,8 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 // request of rs bytes: the best fit where no other pending member fits
 // either, which leaves the expandable scan from it nowhere to move (§5).
 // It reports false, having changed nothing, where anything else holds.
+// Its split is splitPend's written out again, not shared: the compiler
+// does not inline a helper of that size into splitPend, the commonest path.
 func (a *Allocator) splitTail(size, rs int64, small bool, p *blockPool) (uint64, Handle, bool) {
 	pe := &p.blocks.pend[2]
 	bs, ba, rid := pe.size, pe.addr, pe.id
@@ -321,7 +326,17 @@ func (a *Allocator) splitTail(size, rs int64, small bool, p *blockPool) (uint64,
 	}
 	// The block is expandable (its next is unmapped): no inactive split
 	// statistics.
-	a.carve(id, rid, ba, rs, size, p)
+	rb, b := &a.blocks[rid], &a.blocks[id]
+	b.addr, b.size, b.stream, b.requested, b.gcBase = ba, rs, rb.stream, size, 0
+	b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, rb.exp, 0
+	b.allocated, b.mapped, b.live, b.used = true, true, true, false
+	if rb.prev != 0 {
+		a.blocks[rb.prev].next = id
+	}
+	rb.prev = id
+	rb.addr = ba + uint64(rs)
+	rb.size = rem
+	rb.gcBase = p.gcClock
 	pe.size, pe.addr = rem, ba+uint64(rs)
 	a.stats.Allocation.up(st, 1)
 	a.stats.AllocatedBytes.up(st, rs)
@@ -334,22 +349,6 @@ func (a *Allocator) splitTail(size, rs int64, small bool, p *blockPool) (uint64,
 		a.allocNoted(id, size, p)
 	}
 	return ba, Handle(id), true
-}
-
-// carve makes block id the first rs bytes of the free block rid, at ba,
-// allocated for a request of size bytes, and rid the rest.
-func (a *Allocator) carve(id, rid blockID, ba uint64, rs, size int64, p *blockPool) {
-	rb, b := &a.blocks[rid], &a.blocks[id]
-	b.addr, b.size, b.stream, b.requested, b.gcBase = ba, rs, rb.stream, size, 0
-	b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, rb.exp, 0
-	b.allocated, b.mapped, b.live, b.used = true, true, true, false
-	if rb.prev != 0 {
-		a.blocks[rb.prev].next = id
-	}
-	rb.prev = id
-	rb.addr = ba + uint64(rs)
-	rb.size -= rs
-	rb.gcBase = p.gcClock
 }
 
 // growBlocks doubles the block arena's capacity, out of MallocHandle's
