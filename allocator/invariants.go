@@ -36,15 +36,15 @@ func (a *Allocator) CheckInvariants() error {
 		}
 		// The pending member is checked where it is: a check that put it
 		// into its class would change what the next step does.
-		for _, k := range p.blocks.pend {
+		for j, k := range p.blocks.pend {
 			if k.id == 0 {
 				continue
 			}
-			if k.stream != p.blocks.lastSt || a.blocks[k.id].exp != 0 {
-				bad("pending free block %d (%#x) is on stream %d, not the last found, or expandable", k.id, k.addr, k.stream)
+			if j == 2 && (!a.conf.ExpandableSegments || a.blocks[k.id].exp == 0) {
+				bad("pending segment end %d (%#x) is not an expandable segment's under expandable_segments", k.id, k.addr)
 			}
-			if a.conf.ExpandableSegments { // MallocHandle's expandable path tests for none
-				bad("pending free block %d (%#x) under expandable_segments", k.id, k.addr)
+			if k.stream != p.blocks.lastSt || a.blocks[k.id].exp != 0 && !a.conf.ExpandableSegments {
+				bad("pending free block %d (%#x) is on stream %d, not the last found, or expandable without expandable_segments", k.id, k.addr, k.stream)
 			}
 			member(k)
 		}

@@ -63,6 +63,11 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	h := sb.look(ci)
 	if h.id == 0 {
 		if ci = sb.next(ci + 1); ci < 0 {
+			if p.blocks.pend[2].size >= rs { // under expandable_segments only
+				if addr, id, ok := a.splitTail(size, rs, small, p); ok {
+					return addr, id, nil
+				}
+			}
 			h = &topBin // none in the classes; pend may fit
 		} else {
 			h = sb.binAt(ci)
@@ -70,39 +75,49 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	} else if h.size < rs {
 		return a.mallocSlow(size, stream)
 	}
-	// An expandable block found in the classes starts the scan under
-	// expandable_segments, where nothing is pending (pend.go), and takes
-	// mallocSlow without (a restored one); otherwise the pending member
-	// (on this stream, the last found; size 0 if none) is the best fit if
-	// it fits and comes before the classes' lower bound. Block 0, no
-	// block, is not expandable.
-	id, bs, ii := h.id, h.size, 0
-	if len(a.expTab) != 0 && a.blocks[id].exp != 0 {
-		if !a.conf.ExpandableSegments {
-			return a.mallocSlow(size, stream)
-		}
-		// The scan moves only from a block with unmapped memory after it
-		// (expandableScan).
-		if b := &a.blocks[id]; b.next != 0 && !a.blocks[b.next].mapped {
-			ci, ii = a.expandableScan(sb, h, ci, 0, id)
-			h = sb.binAt(ci)
-			e := h.at(ii)
-			id, bs = e.id, e.size
-		}
-	} else {
-		ps := &p.blocks.pend
-		fs, fa := h.size, h.addr
-		if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
-			id, fs, fa = pe.id, pe.size, pe.addr
-		}
-		if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+	// The best fit is the classes' lower bound or a pending member (on
+	// this stream, the last found; size 0 if none), if one fits and
+	// comes before it. Block 0, no block, is not expandable.
+	ps := &p.blocks.pend
+	id, fs, fa, ii := h.id, h.size, h.addr, 0
+	if pe := &ps[0]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+		id, fs, fa = pe.id, pe.size, pe.addr
+	}
+	if pe := &ps[1]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
+		id, fs, fa = pe.id, pe.size, pe.addr
+	}
+	// pend[2] is set only under expandable_segments, and so only once
+	// there is an expandable segment. An expandable best fit takes
+	// mallocSlow without expandable_segments (a restored one), and under
+	// it starts the scan, which moves only from a block with unmapped
+	// memory after it (expandableScan). Block 0, no block, is not
+	// expandable.
+	if len(a.expTab) != 0 {
+		if pe := &ps[2]; pe.size >= rs && (pe.size < fs || pe.size == fs && pe.addr < fa) {
 			id, fs = pe.id, pe.size
 		}
-		if id == 0 {
-			return a.mallocSlow(size, stream)
+		if b := &a.blocks[id]; b.exp != 0 {
+			if !a.conf.ExpandableSegments {
+				return a.mallocSlow(size, stream)
+			}
+			if b.next != 0 && !a.blocks[b.next].mapped {
+				c, i, ok := a.scanFast(sb, h, ci, &p.blocks, rs, id)
+				if !ok {
+					return a.mallocSlow(size, stream)
+				}
+				if c >= 0 {
+					ci, ii = c, i
+					h = sb.binAt(ci)
+					e := h.at(ii)
+					id, fs = e.id, e.size
+				}
+			}
 		}
-		bs = fs
 	}
+	if id == 0 {
+		return a.mallocSlow(size, stream)
+	}
+	bs := fs
 	if bs >= a.conf.MaxSplitSize {
 		return a.mallocSlow(size, stream)
 	}
@@ -173,108 +188,36 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 	a.stats.RequestedBytes.up(st, size)
 	addr := b.addr
 	switch {
-	case rid == p.blocks.pend[0].id: // the best fit was pending (never id 0)
-		p.blocks.pend[0].taken(split, rem, addr+uint64(rs))
-		split = false
-	case rid == p.blocks.pend[1].id:
-		p.blocks.pend[1].taken(split, rem, addr+uint64(rs))
-		split = false
-	case h.nrest == 0: // then ii is 0
-		p.blocks.emptyClass(sb, ci, h)
-	case ii == 0:
-		p.blocks.takeHead(h)
-	default:
+	case rid == h.id: // the smallest entry of its class
+		if h.nrest == 0 {
+			p.blocks.emptyClass(sb, ci, h)
+		} else {
+			p.blocks.takeHead(h)
+		}
+	case ii != 0:
 		p.blocks.deleteAt(sb, ci, h, ii)
+	default: // the best fit was pending
+		pe := &p.blocks.pend[0]
+		if rid == p.blocks.pend[1].id {
+			pe = &p.blocks.pend[1]
+		} else if rid == p.blocks.pend[2].id {
+			pe = &p.blocks.pend[2]
+		}
+		pe.taken(split, rem, addr+uint64(rs))
+		split = false
 	}
 	if split {
 		k := freeKey{stream: stream, size: rem, addr: addr + uint64(rs), id: rid}
-		if !a.conf.ExpandableSegments { // none pending under it
-			p.blocks.setPend(k)
+		if a.conf.ExpandableSegments && a.isTail(rid) {
+			p.blocks.setTail(k) // the segment's mapped end, which most of its mallocs split
 		} else {
-			p.blocks.ReplaceOrInsert(k)
+			p.blocks.setPend(k)
 		}
 	}
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
 	}
 	return addr, Handle(id), nil
-}
-
-// splitPend is MallocHandle's commonest case, alone and in one line: the
-// newer pending member (a remainder split last, never expandable) is the
-// best fit for a request of rs bytes (size asked) in pool p, whose stream
-// is sb's, and is split again, its remainder staying pending. It reports
-// false, having changed nothing, where anything else holds: the older
-// member or a class's entry comes first, the member would not be split,
-// or the classes' lower bound is what MallocHandle leaves to mallocSlow.
-func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *streamBins) (uint64, Handle, bool) {
-	pe := &p.blocks.pend[0]
-	bs, ba, rid := pe.size, pe.addr, pe.id
-	if bs >= a.conf.MaxSplitSize {
-		return 0, 0, false
-	}
-	rem := bs - rs
-	if small || a.conf.ExpandableSegments {
-		if rem < a.conf.MinBlockSize {
-			return 0, 0, false
-		}
-	} else if rem <= a.conf.SmallSize {
-		return 0, 0, false
-	}
-	if o := &p.blocks.pend[1]; o.size >= rs && (o.size < bs || o.size == bs && o.addr < ba) {
-		return 0, 0, false
-	}
-	// The first non-empty class from the request's: its smallest entry is
-	// the classes' lower bound unless it is below the request, and an
-	// expandable one sends MallocHandle to mallocSlow.
-	if c := sb.next(sizeClass(rs)); c >= 0 {
-		h := sb.binAt(c)
-		if h.size < rs || !(bs < h.size || bs == h.size && ba < h.addr) ||
-			len(a.expTab) != 0 && a.blocks[h.id].exp != 0 {
-			return 0, 0, false
-		}
-	}
-	if len(a.freeIDs) == 0 && len(a.blocks) == cap(a.blocks) {
-		a.growBlocks()
-	}
-	id := a.takeSlot()
-	if a.gcEnabled() {
-		p.gcClock++
-	}
-	st := statTypes(1)
-	if small {
-		st = 0
-	}
-	rb := &a.blocks[rid]
-	if rb.isSplit() {
-		a.stats.InactiveSplitBytes.dec(st, rs)
-	} else {
-		a.stats.InactiveSplit.inc(st, 1)
-		a.stats.InactiveSplitBytes.inc(st, rem)
-	}
-	b := &a.blocks[id]
-	b.addr, b.size, b.stream, b.requested, b.gcBase = ba, rs, rb.stream, size, 0
-	b.prev, b.next, b.pool, b.exp, b.events = rb.prev, rid, rb.pool, 0, 0
-	b.allocated, b.mapped, b.live, b.used = true, true, true, false
-	if rb.prev != 0 {
-		a.blocks[rb.prev].next = id
-	}
-	rb.prev = id
-	rb.addr = ba + uint64(rs)
-	rb.size = rem
-	rb.gcBase = p.gcClock
-	pe.size, pe.addr = rem, ba+uint64(rs)
-	a.stats.Allocation.up(st, 1)
-	a.stats.AllocatedBytes.up(st, rs)
-	if a.activeApart {
-		a.stats.Active.up(st, 1)
-		a.stats.ActiveBytes.up(st, rs)
-	}
-	a.stats.RequestedBytes.up(st, size)
-	if a.indexed || a.observed {
-		a.allocNoted(id, size, p)
-	}
-	return ba, Handle(id), true
 }
 
 // growBlocks doubles the block arena's capacity, out of MallocHandle's

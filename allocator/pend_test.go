@@ -19,8 +19,9 @@ func flushPends(a *Allocator) {
 // to step, and allocator 1, flushed after every step, through data's
 // operations in lockstep (same results, events, statistics and layout),
 // and returns the steps that began with a pending member, those that
-// began with two, and those that changed them.
-func runPend(t testing.TB, conf string, data []byte) (held, both, used int) {
+// began with two, those that began with an expandable segment's end
+// pending (pend[2]), and those that changed them.
+func runPend(t testing.TB, conf string, data []byte) (held, both, tail, used int) {
 	c, err := ParseConf(conf)
 	if err != nil {
 		t.Fatal(err)
@@ -42,14 +43,17 @@ func runPend(t testing.TB, conf string, data []byte) (held, both, used int) {
 		if before[1].id != 0 {
 			both++
 		}
+		if before[2].id != 0 {
+			tail++
+		}
 		l.step(step, data[:4])
-		if after := as[0].small.blocks.pend; before[0].id != 0 && after != before {
+		if after := as[0].small.blocks.pend; before[0].id|before[2].id != 0 && after != before {
 			used++
 		}
 		flushPends(as[1])
 		data = data[4:]
 	}
-	return held, both, used
+	return held, both, tail, used
 }
 
 // pendOps makes n operations for runPend: mostly small mallocs and frees
@@ -80,17 +84,22 @@ func pendOps(r *rand.Rand, n int) []byte {
 
 // TestPendLockstep: a free set with a pending member gives what the plain
 // set gives, through frees merging into it from either side, mallocs on
-// another stream, record_stream, captures and releases while it is set.
+// another stream, record_stream, captures and releases while it is set;
+// under expandable_segments with the segment's end pending too, through
+// the expandable scan from it and to it.
 func TestPendLockstep(t *testing.T) {
 	for _, conf := range []string{"", "max_split_size_mb:20", "garbage_collection_threshold:0.5", "expandable_segments:True"} {
-		held, both, used := 0, 0, 0
+		held, both, tail, used := 0, 0, 0, 0
 		for seed := range uint64(6) {
-			h, b, u := runPend(t, conf, pendOps(rand.New(rand.NewPCG(seed, 7)), 3000))
-			held, both, used = held+h, both+b, used+u
+			h, b, e, u := runPend(t, conf, pendOps(rand.New(rand.NewPCG(seed, 7)), 3000))
+			held, both, tail, used = held+h, both+b, tail+e, used+u
 		}
-		t.Logf("%q: %d steps began with a pending member, %d with two, %d changed them", conf, held, both, used)
-		if conf != "expandable_segments:True" && (held < 1000 || both < 500 || used < 500) {
+		t.Logf("%q: %d steps began with a pending member, %d with two, %d with a segment's end; %d changed them", conf, held, both, tail, used)
+		if held < 1000 || both < 500 || used < 500 {
 			t.Errorf("%q: %d steps began with a pending member, %d with two, %d changed them: the test drives too little of them", conf, held, both, used)
+		}
+		if exp := conf == "expandable_segments:True"; exp != (tail > 500) || !exp && tail != 0 {
+			t.Errorf("%q: %d steps began with a segment's end pending", conf, tail)
 		}
 	}
 }

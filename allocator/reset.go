@@ -271,7 +271,7 @@ func (s *sizeSet) reset() {
 		}
 	}
 	s.streams, s.idx, s.lastSt, s.lastB, s.n, s.ownRefs = nil, nil, 0, nil, 0, [2]streamRef{}
-	s.pend = [2]freeKey{}
+	s.pend = [3]freeKey{}
 }
 
 // emptyClasses empties every non-empty class of b, keeping its rest

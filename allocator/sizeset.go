@@ -35,8 +35,9 @@ type sizeSet struct {
 	// pend are members of the set kept out of its classes (id 0: none):
 	// the remainders of the last two splits on the malloc path, which the
 	// next split of one or a free merging into one updates in place, with
-	// no class update (see pend.go). pend[0] is the newer.
-	pend [2]freeKey
+	// no class update (see pend.go). pend[0] is the newer; pend[2] is an
+	// expandable segment's mapped end, under expandable_segments only.
+	pend [3]freeKey
 	slab *pageSlab // shared by the allocator's sets (see take); never nil
 	// own is the first stream's bins and ownRefs room for two streams,
 	// made with the set: most pools see one or two streams, and a fresh
@@ -539,7 +540,7 @@ func (s *sizeSet) insertIn(b *streamBins, h *bin, c int, e sEntry) {
 // smallest entry of its class) takes no call, and the other cases are
 // tail calls.
 func (s *sizeSet) Delete(k freeKey) {
-	if s.pend[0].id|s.pend[1].id != 0 && s.deletePend(k) {
+	if s.pend[0].id|s.pend[1].id|s.pend[2].id != 0 && s.deletePend(k) {
 		return
 	}
 	b := s.lastB
