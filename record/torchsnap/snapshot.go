@@ -62,7 +62,18 @@ func (s *Snapshot) Close() {
 	s.spill.close()
 	if s.mapped != nil || s.rf != nil {
 		for _, d := range s.Devices {
-			d.Events, d.recs, d.rf = nil, nil, nil // no view of the memory given back below
+			// No view of the memory given back below. A reader done with
+			// the events may still say so (DiscardBefore, an import's
+			// writer after the spill's last reader closed it): under its
+			// lock, with the mapping forgotten, it gives back nothing.
+			if dc := d.disc; dc != nil {
+				dc.mu.Lock()
+				dc.mapped = nil
+				d.Events, d.recs, d.rf = nil, nil, nil
+				dc.mu.Unlock()
+				continue
+			}
+			d.Events, d.recs, d.rf = nil, nil, nil
 		}
 	}
 	if s.mapped != nil {
