@@ -150,7 +150,7 @@ func (w *recWindow) read(d *Device, lo, hi int64) bool {
 		w.buf = make([]srec, hi-lo)
 	}
 	w.lo, w.recs = lo, w.buf[:hi-lo]
-	return d.rf.read(w.recs, d.rfLo+lo) == nil
+	return d.rf.readRecs(w.recs, d.rfLo+lo) == nil
 }
 
 // share is the share of block address a among 1<<shift. It mixes the

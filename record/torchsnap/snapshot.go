@@ -148,7 +148,7 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 	}
 	if d.rf != nil {
 		evs := buf[:hi-lo]
-		if err := d.rf.readAs(evs, d.rfLo+lo, lo, d.Index); err != nil {
+		if err := d.rf.readWide(evs, d.rfLo+lo, lo, d.Index); err != nil {
 			return nil, fmt.Errorf("torchsnap: device %d: %w", d.Index, err)
 		}
 		return evs, nil
@@ -702,7 +702,7 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 			case i < b.events.packed && b.events.rf != nil:
 				n = min(n, b.events.packed-i)
 				out = evs[j : j+n]
-				if err := b.events.rf.readAs(out, i, 0, 0); err != nil {
+				if err := b.events.rf.readWide(out, i, 0, 0); err != nil {
 					readErr[half] = err
 					return
 				}

@@ -2,9 +2,6 @@ package torchsnap
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"os"
 	"unsafe"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -23,8 +20,7 @@ import (
 // and fills page-cache pages), so a goroutine of the spill's own writes
 // while the decoder fills the next buffer.
 type spill struct {
-	f       *os.File
-	name    string // to remove at close, where it could not be unlinked at once
+	recordFile
 	buf     []srec // events [flushed, flushed+len(buf)), not yet handed to the writer
 	flushed int64  // events handed to the writer
 	err     error  // the first write error, once the writer has stopped
@@ -57,6 +53,11 @@ type srec struct {
 	Stack  trace.StackID
 	Kind   trace.Kind
 	_      [3]byte // zero from make, never written: the file's bytes are all set
+}
+
+// pack sets r to the fields of e that a record holds.
+func (r *srec) pack(e *cev) {
+	r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = e.TimeUs, e.Addr, e.Size, e.Stream, e.Pool, e.Stack, e.Kind
 }
 
 // widen sets *e to the event r holds, with Seq seq and Device dev. It
@@ -94,18 +95,14 @@ const (
 // newSpill creates a spill in dir (os.TempDir() when empty), whose writer
 // hands the events it writes to follow, if not nil.
 func newSpill(dir string, follow func([]trace.Event)) (*spill, error) {
-	f, err := os.CreateTemp(dir, ".tracer-spill-*")
+	f, err := createRecordFile(dir, ".tracer-spill-*", "spill file")
 	if err != nil {
-		return nil, fmt.Errorf("spill file: %w", err)
+		return nil, err
 	}
-	s := &spill{f: f, buf: make([]srec, 0, spillChunk), work: make(chan spillWrite, spillBuffers),
+	s := &spill{recordFile: f, buf: make([]srec, 0, spillChunk), work: make(chan spillWrite, spillBuffers),
 		free: make(chan []srec, spillBuffers), done: make(chan error, 1), follow: follow}
 	if follow != nil {
 		s.wide = make([]cev, spillChunk)
-	}
-	if os.Remove(f.Name()) != nil {
-		// Systems that cannot remove an open file (Windows): at close.
-		s.name = f.Name()
 	}
 	for range spillBuffers - 1 {
 		s.free <- make([]srec, 0, spillChunk)
@@ -120,9 +117,7 @@ func (s *spill) writer(work <-chan spillWrite, free chan<- []srec, done chan<- e
 	var err error
 	for w := range work {
 		if err == nil {
-			if _, werr := s.f.WriteAt(recBytes(w.evs), w.at*recSize); werr != nil {
-				err = fmt.Errorf("spill file: %w", werr)
-			} else if s.follow != nil {
+			if err = s.writeRecs(w.evs, w.at); err == nil && s.follow != nil {
 				wide := s.wide[:len(w.evs)]
 				for j := range w.evs {
 					w.evs[j].widen(&wide[j], w.at+int64(j), 0)
@@ -147,8 +142,7 @@ func (s *spill) add(e *cev) {
 	} else {
 		s.buf = append(s.buf, srec{})
 	}
-	r := &s.buf[n]
-	r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = e.TimeUs, e.Addr, e.Size, e.Stream, e.Pool, e.Stack, e.Kind
+	s.buf[n].pack(e)
 	if n+1 == cap(s.buf) {
 		s.flush()
 	}
@@ -204,19 +198,8 @@ func (s *spill) readAs(dst []cev, lo, seq0 int64, dev int32) error {
 		s.wait() // while decoding (gather, for a list that is not a run)
 	}
 	inFile := min(int64(len(dst)), max(0, s.flushed-lo))
-	if inFile > 0 {
-		recs := tailRecords(dst[:inFile])
-		if _, err := s.f.ReadAt(recBytes(recs), lo*recSize); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return fmt.Errorf("spill file: %w", err)
-		}
-		for j := range recs {
-			// Event j may overlap record j, which widen reads first, but
-			// ends at or below record j+1's start (tailRecords).
-			recs[j].widen(&dst[j], seq0+int64(j), dev)
-		}
+	if err := s.readWide(dst[:inFile], lo, seq0, dev); err != nil {
+		return err
 	}
 	if rest := dst[inFile:]; len(rest) > 0 {
 		off := lo + inFile - s.flushed
@@ -243,12 +226,8 @@ func (s *spill) close() {
 	if s != nil && s.work != nil {
 		s.finish()
 	}
-	if s != nil && s.f != nil {
-		s.f.Close()
-		s.f = nil
-		if s.name != "" {
-			os.Remove(s.name)
-		}
+	if s != nil {
+		s.closeFile()
 	}
 }
 

@@ -193,7 +193,7 @@ func (s *eventStore) get(i int64) (*cev, bool) {
 	}
 	if i < s.packed {
 		if s.rf != nil {
-			if s.rf.readAs(unsafeOne(&s.tmp), i, i, 0) != nil {
+			if s.rf.readWide(unsafeOne(&s.tmp), i, i, 0) != nil {
 				return nil, false
 			}
 			return &s.tmp, true
