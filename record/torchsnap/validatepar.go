@@ -15,8 +15,9 @@ import (
 // same result: the block events are split by address (partOf), each part
 // keeping its own table of live blocks and its own copy of the segments,
 // whose events every part replays; the parts' problems are then joined in
-// the order one pass finds them. A spilled trace is read back once for
-// all of its parts (readShared), which are fewer (spillParts).
+// the order one pass finds them. A trace in a file (a spill, or packed
+// records in a scratch file) is read back once for all of its parts
+// (readShared); a spill's parts are fewer (spillParts).
 // each, if not nil, is called on each part's goroutine as it starts, with
 // the part's number, and the func it returns as the part ends (to measure
 // the parts).
@@ -28,14 +29,14 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		return v.list
 	}
 	blocks := len(st.live) + int(max(0, min(more, d.Len())))
-	var shared []chan *sharedChunk // a spilled trace's chunks, read once for every part
 	if d.sp != nil {
 		parts = spillParts(blocks, max(1, parts))
-		if parts > 1 {
-			shared = readShared(d, parts)
-		}
 	} else {
 		parts = partsFor(blocks, max(1, parts))
+	}
+	var shared []chan *sharedChunk // chunks read back from a file, once for every part
+	if (d.sp != nil || d.rf != nil) && parts > 1 {
+		shared = readShared(d, parts)
 	}
 	// Whether the final state's blocks are in order, read beside the parts.
 	inOrder := make(chan bool, 1)
@@ -139,8 +140,8 @@ func spillParts(blocks, parts int) int {
 	return parts
 }
 
-// sharedChunk is a chunk of a spilled trace read once for every part of a
-// validation (readShared): its buffer goes back once the last part is
+// sharedChunk is a chunk of a trace in a file read once for every part of
+// a validation (readShared): its buffer goes back once the last part is
 // done with it.
 type sharedChunk struct {
 	evs  []trace.Event
@@ -173,10 +174,13 @@ func readShared(d *Device, parts int) []chan *sharedChunk {
 	for p := range out {
 		out[p] = make(chan *sharedChunk, sharedChunks+1)
 	}
+	// The length is read here: once the parts have the last chunk, the
+	// device may be closed (an import's last reader closes its file).
+	n := d.Len()
 	go func() {
-		for lo := int64(0); lo < d.Len(); lo += ChunkSize {
+		for lo := int64(0); lo < n; lo += ChunkSize {
 			buf := <-free
-			evs, err := d.Chunk(lo, min(d.Len(), lo+ChunkSize), buf)
+			evs, err := d.Chunk(lo, min(n, lo+ChunkSize), buf)
 			c := &sharedChunk{evs: evs, err: err, free: free}
 			c.left.Store(int32(parts))
 			for _, ch := range out {

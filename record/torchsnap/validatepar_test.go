@@ -5,6 +5,7 @@ import (
 	"github.com/tracer-dev/tracer/internal/addrmap"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -96,41 +97,36 @@ func TestValidateParts(t *testing.T) {
 	}
 }
 
-// TestValidateParts_spilled: a spilled trace is validated in the parts
-// asked (its chunks read once for them all, readShared) with the problems
-// of one pass, on every snapshot; a read of its spill that fails ends the
-// validation with the problems found so far and one that says so.
+// TestValidateParts_spilled: a trace in a file (a spill, or packed records
+// in a scratch file) is validated in the parts asked (its chunks read once
+// for them all, readShared) with the problems of one pass, on every
+// snapshot; a read of its spill that fails ends the validation with the
+// problems found so far and one that says so.
 func TestValidateParts_spilled(t *testing.T) {
 	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
 	more, _ := filepath.Glob("testdata/*.pickle")
-	checked := 0
-	for _, f := range append(files, more...) {
-		s, err := Open(f, t.TempDir())
-		if err != nil {
-			continue // the hostile ones
-		}
-		for _, d := range s.Devices {
-			if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
-				continue
-			}
-			want := problemsText(d.Validate())
-			var mu sync.Mutex
-			var started []int
-			each := func(p int) func() {
-				mu.Lock()
-				started = append(started, p)
-				mu.Unlock()
-				return func() {}
-			}
-			if got := problemsText(d.ValidateParts(0, 3, each)); got != want || len(started) != 3 {
-				t.Fatalf("%s device %d, spilled, 3 parts asked: parts %v, problems:\n%s\none pass:\n%s", f, d.Index, started, got, want)
-			}
-			checked++
-		}
-		s.Close()
+	checked, inScratch := 0, 0
+	opens := []func(string) (*Snapshot, error){
+		func(f string) (*Snapshot, error) { return Open(f, t.TempDir()) },
+		func(f string) (*Snapshot, error) { return ReadFileMappedIn(f, t.TempDir()) },
 	}
-	if checked < 10 {
-		t.Fatalf("%d devices checked", checked)
+	for _, f := range append(files, more...) {
+		for _, open := range opens {
+			s, err := open(f)
+			if err != nil {
+				continue // the hostile ones
+			}
+			checked += validatesInParts(t, f, s)
+			for _, d := range s.Devices {
+				if d.rf != nil {
+					inScratch++
+				}
+			}
+			s.Close()
+		}
+	}
+	if checked < 20 || runtime.GOOS == "linux" && inScratch == 0 {
+		t.Fatalf("%d devices checked, %d of them with records in a scratch file", checked, inScratch)
 	}
 	s, err := Open("testdata/oom_p2.pickle", t.TempDir())
 	if err != nil {
@@ -278,4 +274,31 @@ func TestPartsFor(t *testing.T) {
 			t.Errorf("%d blocks in %d parts: tables of %d slots, one table %d", c.blocks, got, all, one)
 		}
 	}
+}
+
+// validatesInParts checks that each device of s (from file f) that
+// reconstructs is validated in the 3 parts asked with the problems of one
+// pass, and returns how many it checked.
+func validatesInParts(t *testing.T, f string, s *Snapshot) int {
+	t.Helper()
+	checked := 0
+	for _, d := range s.Devices {
+		if _, err := d.Reconstruct(func(n int64) int64 { return n }); err != nil {
+			continue
+		}
+		want := problemsText(d.Validate())
+		var mu sync.Mutex
+		var started []int
+		each := func(p int) func() {
+			mu.Lock()
+			started = append(started, p)
+			mu.Unlock()
+			return func() {}
+		}
+		if got := problemsText(d.ValidateParts(0, 3, each)); got != want || len(started) != 3 {
+			t.Fatalf("%s device %d (records in a scratch file: %v), 3 parts asked: parts %v, problems:\n%s\none pass:\n%s", f, d.Index, d.rf != nil, started, got, want)
+		}
+		checked++
+	}
+	return checked
 }
