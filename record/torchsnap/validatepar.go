@@ -15,9 +15,8 @@ import (
 // same result: the block events are split by address (partOf), each part
 // keeping its own table of live blocks and its own copy of the segments,
 // whose events every part replays; the parts' problems are then joined in
-// the order one pass finds them. A trace in a file (a spill, or packed
-// records in a scratch file) is read back once for all of its parts
-// (readShared); a spill's parts are fewer (spillParts).
+// the order one pass finds them. A spilled trace is read back once for
+// all of its parts (readShared), which are fewer (spillParts).
 // each, if not nil, is called on each part's goroutine as it starts, with
 // the part's number, and the func it returns as the part ends (to measure
 // the parts).
@@ -34,8 +33,12 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 	} else {
 		parts = partsFor(blocks, max(1, parts))
 	}
-	var shared []chan *sharedChunk // chunks read back from a file, once for every part
-	if (d.sp != nil || d.rf != nil) && parts > 1 {
+	// A spill's chunks are read once for every part. Packed records in a
+	// scratch file are read by each part, on its own core: one reader for
+	// all put the validation of a mid-size import in memory after its
+	// annotation, on the import's critical path.
+	var shared []chan *sharedChunk
+	if d.sp != nil && parts > 1 {
 		shared = readShared(d, parts)
 	}
 	// Whether the final state's blocks are in order, read beside the parts.
@@ -140,8 +143,8 @@ func spillParts(blocks, parts int) int {
 	return parts
 }
 
-// sharedChunk is a chunk of a trace in a file read once for every part of
-// a validation (readShared): its buffer goes back once the last part is
+// sharedChunk is a chunk of a spilled trace read once for every part of a
+// validation (readShared): its buffer goes back once the last part is
 // done with it.
 type sharedChunk struct {
 	evs  []trace.Event

@@ -97,11 +97,11 @@ func TestValidateParts(t *testing.T) {
 	}
 }
 
-// TestValidateParts_spilled: a trace in a file (a spill, or packed records
-// in a scratch file) is validated in the parts asked (its chunks read once
-// for them all, readShared) with the problems of one pass, on every
-// snapshot; a read of its spill that fails ends the validation with the
-// problems found so far and one that says so.
+// TestValidateParts_spilled: a trace in a file is validated in the parts
+// asked with the problems of one pass, on every snapshot: a spill (its
+// chunks read once for them all, readShared) and packed records in a
+// scratch file (read by each part); a read of a spill that fails ends the
+// validation with the problems found so far and one that says so.
 func TestValidateParts_spilled(t *testing.T) {
 	files, _ := filepath.Glob("../../testdata/snapshots/*.pickle")
 	more, _ := filepath.Glob("testdata/*.pickle")
