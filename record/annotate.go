@@ -247,9 +247,8 @@ func (p *annotationPrep) discard() {
 // annotation: replay.NumberParts of the cores, but one for a spilled
 // trace (a file under streamMax, whose memory counts), whose reader then
 // numbers each chunk itself: several parts' tables, each kept less full
-// than one large table, cost a 19.7 MB snapshot's import 1.5-2 MiB of
-// peak on 16 cores, where one part numbers a chunk in less time than the
-// replay takes for it.
+// than one large table, raise a mid-size import's peak, where one part
+// numbers a chunk in less time than the replay takes for it.
 func numberParts(spilled bool) int {
 	if spilled {
 		return 1

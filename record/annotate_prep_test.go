@@ -106,7 +106,7 @@ func blocksDevice(n int) *torchsnap.Device {
 // TestPrepareSpilledOnePart: a spilled trace's annotation numbers its
 // blocks in one part on any number of cores (numberParts), where one
 // decoded in memory takes replay.NumberParts of them: several parts'
-// tables cost a 19.7 MB snapshot's import 1.5-2 MiB of its peak.
+// tables raise a mid-size import's peak.
 func TestPrepareSpilledOnePart(t *testing.T) {
 	old := runtime.GOMAXPROCS(16)
 	defer runtime.GOMAXPROCS(old)
