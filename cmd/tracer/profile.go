@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // startProfile starts the profiles named by the hidden environment
 // variables TRACER_CPUPROFILE (a CPU profile of the whole command) and
 // TRACER_MEMPROFILE (the heap's allocations, written as the command ends),
-// for measuring a command as the user runs it, and TRACER_STAGES, which
+// TRACER_EXECTRACE (Go's execution trace: which goroutine waited for what,
+// for `go tool trace`), for measuring a command as the user runs it, and TRACER_STAGES, which
 // has each replay and import say on stderr what its stages cost
 // (pipeline.OnStages, record.OnImportStage).
 // The returned function stops them; a profile that cannot be written is
@@ -66,7 +68,9 @@ func startProfile(stderr io.Writer) (stop func()) {
 	if mem != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
+	execTrace := startExecTrace(os.Getenv("TRACER_EXECTRACE"), stderr)
 	return func() {
+		execTrace()
 		if stages {
 			pipeline.OnStages = nil
 			record.OnImportStage = nil
@@ -82,6 +86,30 @@ func startProfile(stderr io.Writer) (stop func()) {
 			if err := writeHeapProfile(mem); err != nil {
 				fmt.Fprintf(stderr, "tracer: TRACER_MEMPROFILE: %v\n", err)
 			}
+		}
+	}
+}
+
+// startExecTrace starts Go's execution tracer writing to path, if set, and
+// returns what stops it and closes the file.
+func startExecTrace(path string, stderr io.Writer) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = trace.Start(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tracer: TRACER_EXECTRACE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "tracer: TRACER_EXECTRACE: %v\n", err)
 		}
 	}
 }

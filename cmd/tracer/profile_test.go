@@ -10,18 +10,20 @@ import (
 	"testing"
 )
 
-// TestStartProfile: TRACER_CPUPROFILE and TRACER_MEMPROFILE write their
-// profiles when the command ends, and a profile that cannot be written is
-// said on stderr without stopping anything.
+// TestStartProfile: TRACER_CPUPROFILE, TRACER_MEMPROFILE and
+// TRACER_EXECTRACE write their profiles when the command ends, and a
+// profile that cannot be written is said on stderr without stopping
+// anything.
 func TestStartProfile(t *testing.T) {
 	dir := t.TempDir()
-	cpu, mem := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	cpu, mem, exec := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof"), filepath.Join(dir, "exec.trace")
 	t.Setenv("TRACER_CPUPROFILE", cpu)
 	t.Setenv("TRACER_MEMPROFILE", mem)
+	t.Setenv("TRACER_EXECTRACE", exec)
 	var stderr bytes.Buffer
 	stop := startProfile(&stderr)
 	stop()
-	for _, p := range []string{cpu, mem} {
+	for _, p := range []string{cpu, mem, exec} {
 		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v (want a profile)", p, err)
 		}
@@ -31,10 +33,13 @@ func TestStartProfile(t *testing.T) {
 	}
 	t.Setenv("TRACER_CPUPROFILE", filepath.Join(dir, "no", "cpu.pprof"))
 	t.Setenv("TRACER_MEMPROFILE", "")
+	t.Setenv("TRACER_EXECTRACE", filepath.Join(dir, "no", "exec.trace"))
 	stop = startProfile(&stderr)
 	stop()
-	if !bytes.Contains(stderr.Bytes(), []byte("TRACER_CPUPROFILE")) {
-		t.Errorf("stderr %q: want the unwritable profile named", stderr.String())
+	for _, name := range []string{"TRACER_CPUPROFILE", "TRACER_EXECTRACE"} {
+		if !bytes.Contains(stderr.Bytes(), []byte(name)) {
+			t.Errorf("stderr %q: want the unwritable %s named", stderr.String(), name)
+		}
 	}
 }
 
