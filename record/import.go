@@ -202,7 +202,9 @@ func decodesInMemory(ins []string) bool {
 // events spilled go to follow, if not nil, as they are decoded.
 func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
-		defer paceDecode()()
+		if st, err := os.Stat(in); err == nil {
+			defer paceDecode(st.Size())()
+		}
 		if !recordsInScratch {
 			return torchsnap.ReadFileMapped(in)
 		}
