@@ -228,6 +228,7 @@ func (u *unpickler) tryRegion() (bool, error) {
 		}
 	}
 	u.stopAhead() // the segments' blocks are behind: the cores are the region's
+	u.collectHead()
 	r := newRegion(u, start)
 	span := RegionSpan{Off: start, Start: time.Now(), StartCPU: cputime.Process(), StartThread: cputime.Thread()}
 	end, err := r.run()
@@ -257,6 +258,27 @@ func (u *unpickler) tryRegion() (bool, error) {
 	}
 	u.openAt(end.off)
 	return true, nil
+}
+
+// headCollections counts collectHead's collections (for tests).
+var headCollections atomic.Int64
+
+// collectHead collects the garbage of the decode's head before its first
+// region, where the file is mid-size (its records go to a scratch file):
+// the blocks-ahead workers' pieces, the read-ahead's buffers, the slabs
+// and memo chunks made ahead and not taken. The collector's goal is then
+// far above the heap (the import decodes at GOGC 400, paceDecode), so
+// without a collection here the region's chunk buffers, workers' tables
+// and memo are all new memory beside that garbage, a quarter of such a
+// decode's peak; after it they reuse it. A larger file's decode is left
+// as it was: its head's garbage is a small part of its peak.
+func (u *unpickler) collectHead() {
+	if u.headCollected || u.par.scratch == "" || u.par.size > scratchMax {
+		return
+	}
+	u.headCollected = true
+	runtime.GC()
+	headCollections.Add(1)
 }
 
 // regionEnd is where a region stopped.
