@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // A mid-size file's regions, on a 16-core host, make chunk buffers of at
@@ -34,5 +35,40 @@ func TestRegionChunkRoom(t *testing.T) {
 		t.Errorf("chunk buffers of %d bytes for a file of %d (%.2f of it), want at most a quarter", room, len(data), float64(room)/float64(len(data)))
 	} else {
 		t.Logf("chunk buffers of %d bytes for a file of %d (%.2f of it)", room, len(data), float64(room)/float64(len(data)))
+	}
+}
+
+// Where the commits lag behind the workers, a region cuts at most
+// regionSlack chunks beyond one a worker ahead of the commit, each of
+// which holds its worker's result and its events unpacked, once decoded:
+// the channels alone let 2 a worker and 4 more wait.
+func TestRegionSlots(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 40_000); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	const workers = 16
+	withRegions(t, 8<<10, workers)
+	defer func() { commitHook = nil }()
+	for _, serial := range []bool{false, true} {
+		parSerial = serial
+		waiting, commits := 0, 0
+		commitHook = func(r *region) {
+			if commits++; commits == 2 { // the walker cuts all it may meanwhile
+				time.Sleep(50 * time.Millisecond)
+			}
+			waiting = max(waiting, len(r.order))
+		}
+		events0 := regionEvents.Load()
+		if _, err := decodeAt(&parSource{ra: bytes.NewReader(data), size: int64(len(data))}); err != nil {
+			t.Fatal(err)
+		}
+		if regionEvents.Load() == events0 || commits < 20 {
+			t.Fatalf("serial walk %v: %d commits", serial, commits)
+		}
+		if waiting > workers+regionSlack {
+			t.Errorf("serial walk %v: %d chunks waiting for their commit with %d workers, want at most %d", serial, waiting, workers, workers+regionSlack)
+		}
 	}
 }
