@@ -284,13 +284,15 @@ func (u *unpickler) collectHead() {
 	headCollections.Add(1)
 }
 
-// regionSlack is how many chunks a region cuts beyond one a worker before
-// the committer takes the oldest: a decoded chunk waiting for its commit
-// holds its worker's result (its memo slots, strings and frames lists)
-// and its events, unpacked, in the store's memory, and where the commits
-// lag, the channels alone let two a worker wait (on 16 cores, 4 MiB of a
-// 20 MB file's decode). Four keep every worker busy while the committer
-// catches up.
+// regionSlack is how many chunks a mid-size file's region (its records
+// in a scratch file) cuts beyond one a worker before the committer takes
+// the oldest: a decoded chunk waiting for its commit holds its worker's
+// result (its memo slots, strings and frames lists) and its events,
+// unpacked, in the store's memory, and where the commits lag, the
+// channels alone let two a worker wait (on 16 cores, 4 MiB of a 20 MB
+// file's decode). Four keep every worker busy while the committer catches
+// up. A larger file's decode, within twice the file already, is left as
+// it was.
 const regionSlack = 4
 
 // regionEnd is where a region stopped.
@@ -354,8 +356,15 @@ func newRegion(u *unpickler, start int64) *region {
 	r := &region{u: u, b: b, start: start, cancel: make(chan struct{}),
 		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
-		slots:  make(chan struct{}, workers+regionSlack),
+
 		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}, stopWalk: make(chan struct{})}
+	// A larger file's region is bounded by its channels alone, as before
+	// (regionSlack).
+	slack := 2*workers + 8
+	if u.par.scratch != "" && u.par.size <= scratchMax {
+		slack = regionSlack
+	}
+	r.slots = make(chan struct{}, workers+slack)
 	r.view = regionView{strs: b.strs, strIdx: b.strIdx, frameIdx: b.frameIdx,
 		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int32(nil), b.memo.v...), memoN: b.memo.n}
 	// A buffer is held by a chunk from its cut to the end of its decoding
