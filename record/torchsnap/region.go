@@ -314,7 +314,7 @@ type region struct {
 	order   chan *chunk       // to the committer, in order
 	free    chan []byte
 	// slots holds a token for each chunk cut and not yet taken by the
-	// committer (regionSlots).
+	// committer (regionSlack).
 	slots chan struct{}
 	wg    sync.WaitGroup
 	fixes sync.WaitGroup // the committed chunks' fixStacks
@@ -356,7 +356,6 @@ func newRegion(u *unpickler, start int64) *region {
 	r := &region{u: u, b: b, start: start, cancel: make(chan struct{}),
 		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
-
 		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}, stopWalk: make(chan struct{})}
 	// A larger file's region is bounded by its channels alone, as before
 	// (regionSlack).
