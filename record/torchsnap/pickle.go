@@ -51,7 +51,9 @@ type unpickler struct {
 	// all cores (blockahead.go); aheadTried: it was started once.
 	ahead      *blockAhead
 	aheadTried bool
-	slow       int // opcodes through loop's general path (see bounded)
+	// headCollected: collectHead ran (once per decode).
+	headCollected bool
+	slow          int // opcodes through loop's general path (see bounded)
 	// par, when set, is the file itself: the machine reads it through ra
 	// (read ahead, from an offset), and hands trace lists to regions.
 	par *parSource

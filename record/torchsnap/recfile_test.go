@@ -163,3 +163,37 @@ func TestRecFilePartlyPacked(t *testing.T) {
 		t.Fatalf("the run copied differs from the events added (device reads the file: %v)", d.rf != nil)
 	}
 }
+
+// A mid-size file decoded with its records in a scratch file collects
+// its head's garbage once, before its first region, so that the region's
+// buffers and tables reuse it (collectHead); ReadFileMapped, as a larger
+// file's decode, does not.
+func TestCollectHead(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the events are mapped on Linux only")
+	}
+	path, _ := syntheticFiles(t)
+	withRegions(t, 64<<10, 4)
+	for _, scratch := range []bool{true, false} {
+		n0 := headCollections.Load()
+		var s *Snapshot
+		var err error
+		if scratch {
+			s, err = ReadFileMappedIn(path, t.TempDir())
+		} else {
+			s, err = ReadFileMapped(path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		regions := len(s.Regions)
+		s.Close()
+		want := int64(0)
+		if scratch {
+			want = 1
+		}
+		if n := headCollections.Load() - n0; n != want || regions == 0 {
+			t.Errorf("scratch file %v: %d collections before the regions (%d regions), want %d", scratch, n, regions, want)
+		}
+	}
+}

@@ -63,6 +63,9 @@ var chunkRoom atomic.Int64
 // tests).
 var walkFailures atomic.Int64
 
+// commitHook, when set, runs before each commit (tests).
+var commitHook func(*region)
+
 // errParFallback makes ReadFile decode the file again without regions.
 var errParFallback = errors.New("torchsnap: parallel decode fell back")
 
@@ -228,6 +231,7 @@ func (u *unpickler) tryRegion() (bool, error) {
 		}
 	}
 	u.stopAhead() // the segments' blocks are behind: the cores are the region's
+	u.collectHead()
 	r := newRegion(u, start)
 	span := RegionSpan{Off: start, Start: time.Now(), StartCPU: cputime.Process(), StartThread: cputime.Thread()}
 	end, err := r.run()
@@ -259,6 +263,38 @@ func (u *unpickler) tryRegion() (bool, error) {
 	return true, nil
 }
 
+// headCollections counts collectHead's collections (for tests).
+var headCollections atomic.Int64
+
+// collectHead collects the garbage of the decode's head before its first
+// region, where the file is mid-size (its records go to a scratch file):
+// the blocks-ahead workers' pieces, the read-ahead's buffers, the slabs
+// and memo chunks made ahead and not taken. The collector's goal is then
+// far above the heap (the import decodes at GOGC 400, paceDecode), so
+// without a collection here the region's chunk buffers, workers' tables
+// and memo are all new memory beside that garbage, a quarter of such a
+// decode's peak; after it they reuse it. A larger file's decode is left
+// as it was: its head's garbage is a small part of its peak.
+func (u *unpickler) collectHead() {
+	if u.headCollected || u.par.scratch == "" || u.par.size > scratchMax {
+		return
+	}
+	u.headCollected = true
+	runtime.GC()
+	headCollections.Add(1)
+}
+
+// regionSlack is how many chunks a mid-size file's region (its records
+// in a scratch file) cuts beyond one a worker before the committer takes
+// the oldest: a decoded chunk waiting for its commit holds its worker's
+// result (its memo slots, strings and frames lists) and its events,
+// unpacked, in the store's memory, and where the commits lag, the
+// channels alone let two a worker wait (on 16 cores, 4 MiB of a 20 MB
+// file's decode). Four keep every worker busy while the committer catches
+// up. A larger file's decode, within twice the file already, is left as
+// it was.
+const regionSlack = 4
+
 // regionEnd is where a region stopped.
 type regionEnd struct {
 	off     int64 // file offset where the sequential machine goes on
@@ -277,8 +313,11 @@ type region struct {
 	results chan *chunkResult // committed, for reuse
 	order   chan *chunk       // to the committer, in order
 	free    chan []byte
-	wg      sync.WaitGroup
-	fixes   sync.WaitGroup // the committed chunks' fixStacks
+	// slots holds a token for each chunk cut and not yet taken by the
+	// committer (regionSlack).
+	slots chan struct{}
+	wg    sync.WaitGroup
+	fixes sync.WaitGroup // the committed chunks' fixStacks
 	// The committed chunks to pack (pack.go), in order, and closed when the
 	// store's packer has packed them; nil where the events are not packed.
 	packq      chan packJob
@@ -318,6 +357,13 @@ func newRegion(u *unpickler, start int64) *region {
 		jobs: make(chan *chunk, 2*workers), order: make(chan *chunk, 2*workers+4),
 		free: make(chan []byte, workers+4), results: make(chan *chunkResult, 2*workers+8), csize: csize,
 		strNew: map[string]int32{}, frameNew: map[trace.Frame]int32{}, stopWalk: make(chan struct{})}
+	// A larger file's region is bounded by its channels alone, as before
+	// (regionSlack).
+	slack := 2*workers + 8
+	if u.par.scratch != "" && u.par.size <= scratchMax {
+		slack = regionSlack
+	}
+	r.slots = make(chan struct{}, workers+slack)
 	r.view = regionView{strs: b.strs, strIdx: b.strIdx, frameIdx: b.frameIdx,
 		memoK: append([][]vkind(nil), b.memo.k...), memoV: append([][]int32(nil), b.memo.v...), memoN: b.memo.n}
 	// A buffer is held by a chunk from its cut to the end of its decoding
@@ -384,6 +430,7 @@ func (r *region) run() (regionEnd, error) {
 	var ferr error
 	for c := range r.order {
 		<-c.done
+		<-r.slots
 		if c.dead {
 			continue
 		}
@@ -395,6 +442,9 @@ func (r *region) run() (regionEnd, error) {
 			ferr = errParFallback
 			close(r.cancel)
 			continue
+		}
+		if commitHook != nil {
+			commitHook(r)
 		}
 		if err := r.commit(c); err != nil {
 			ferr = err

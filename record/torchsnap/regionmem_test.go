@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // A mid-size file's regions, on a 16-core host, make chunk buffers of at
@@ -34,5 +35,47 @@ func TestRegionChunkRoom(t *testing.T) {
 		t.Errorf("chunk buffers of %d bytes for a file of %d (%.2f of it), want at most a quarter", room, len(data), float64(room)/float64(len(data)))
 	} else {
 		t.Logf("chunk buffers of %d bytes for a file of %d (%.2f of it)", room, len(data), float64(room)/float64(len(data)))
+	}
+}
+
+// Where the commits lag behind the workers, a mid-size file's region
+// (its records in a scratch file) cuts at most regionSlack chunks beyond
+// one a worker ahead of the commit, each of which holds its worker's
+// result and its events unpacked, once decoded: the channels alone let 2
+// a worker and 4 more wait, as they still do in a larger file's.
+func TestRegionSlots(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeSyntheticSnapshot(&buf, 40_000); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	const workers = 16
+	withRegions(t, 8<<10, workers)
+	defer func() { commitHook = nil }()
+	for _, c := range []struct{ serial, scratch bool }{{false, true}, {true, true}, {false, false}} {
+		parSerial = c.serial
+		waiting, commits := 0, 0
+		commitHook = func(r *region) {
+			if commits++; commits == 2 { // the walker cuts all it may meanwhile
+				time.Sleep(50 * time.Millisecond)
+			}
+			waiting = max(waiting, len(r.order))
+		}
+		events0 := regionEvents.Load()
+		src := &parSource{ra: bytes.NewReader(data), size: int64(len(data))}
+		if c.scratch {
+			src.offHeap, src.scratch = true, t.TempDir()
+		}
+		s, err := decodeAt(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if regionEvents.Load() == events0 || commits < 20 {
+			t.Fatalf("%+v: %d commits", c, commits)
+		}
+		if bounded := waiting <= workers+regionSlack; bounded != c.scratch {
+			t.Errorf("%+v: %d chunks waiting for their commit with %d workers (bound %d)", c, waiting, workers, workers+regionSlack)
+		}
 	}
 }

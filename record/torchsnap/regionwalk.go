@@ -61,6 +61,11 @@ func (r *region) walk() {
 			}
 		}
 		c.end, c.entries = i, entries
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.cancel:
+			return
+		}
 		c.dst = r.b.events.reserve(int64(entries))
 		events += int64(entries)
 		memoBase += uint64(memos)
@@ -102,6 +107,13 @@ func (r *region) parallelWalk() {
 	var prev *chunk
 	size := r.u.par.size
 	for off := r.start; off < size; off += int64(r.csize) {
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.cancel:
+			return
+		case <-r.stopWalk:
+			return
+		}
 		var buf []byte
 		select {
 		case buf = <-r.free:
