@@ -55,3 +55,35 @@ func TestNodesAhead(t *testing.T) {
 		t.Error("a run with nodes made ahead ends in other statistics or segments than a plain one's")
 	}
 }
+
+// TestNodesAheadLate: one call of NodesAhead covers frees that take three
+// slabs' leaves, as where the goroutine that calls it is late: the
+// allocator takes the slabs it made together, and the frees allocate next
+// to no nodes of their own.
+func TestNodesAheadLate(t *testing.T) {
+	n := 2 * 3 * slabLeaves * leafCap * 3 / 4 // every other block freed: three slabs of leaves split at 3/4
+	a, err := New(DefaultConf(), NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		addrs[i] = mustMalloc(t, a, 512, 0)
+	}
+	a.NodesAhead()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.Mallocs
+	for i := 0; i < n; i += 2 {
+		mustFree(t, a, addrs[i])
+	}
+	runtime.ReadMemStats(&ms)
+	// The tree's own slices, which grow by doubling, are the few left;
+	// each leaf allocated (two slabs' worth: 128) would be one more.
+	if got := ms.Mallocs - before; got > slabLeaves/2 {
+		t.Errorf("%d frees after one NodesAhead allocated %d objects, want at most %d", n/2, got, slabLeaves/2)
+	}
+	if err := a.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
