@@ -16,14 +16,7 @@ import (
 func TestNodesAhead(t *testing.T) {
 	const n, batch = 40_000, 2_000
 	run := func(ahead bool) (*Allocator, uint64) {
-		a, err := New(DefaultConf(), NewSimDevice(1<<40))
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs := make([]uint64, n)
-		for i := range addrs {
-			addrs[i] = mustMalloc(t, a, 512, 0)
-		}
+		a, addrs := mallocMany(t, n)
 		var ms runtime.MemStats
 		mallocs := uint64(0)
 		for lo := 0; lo < n; lo += 2 * batch {
@@ -62,14 +55,7 @@ func TestNodesAhead(t *testing.T) {
 // to no nodes of their own.
 func TestNodesAheadLate(t *testing.T) {
 	n := 2 * 3 * slabLeaves * leafCap * 3 / 4 // every other block freed: three slabs of leaves split at 3/4
-	a, err := New(DefaultConf(), NewSimDevice(1<<40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := make([]uint64, n)
-	for i := range addrs {
-		addrs[i] = mustMalloc(t, a, 512, 0)
-	}
+	a, addrs := mallocMany(t, n)
 	a.NodesAhead()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -86,4 +72,18 @@ func TestNodesAheadLate(t *testing.T) {
 	if err := a.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mallocMany returns a new allocator and the addresses of n blocks of 512
+// bytes it allocated, in ascending order.
+func mallocMany(t *testing.T, n int) (*Allocator, []uint64) {
+	a, err := New(DefaultConf(), NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		addrs[i] = mustMalloc(t, a, 512, 0)
+	}
+	return a, addrs
 }

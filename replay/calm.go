@@ -143,18 +143,14 @@ func (r *deviceReplay) bareAnnotated(evs []trace.Event, i, end int) (int, error)
 		}
 		i++
 		// r.live.take, its numbered case inlined.
-		var b blockRef
-		if s := r.live.slot(ev.Addr, ev.Ref); s != nil {
-			s.used = false
-			b = s.ref()
-		} else {
-			var ok bool
+		b, ok := r.live.takeNumbered(ev.Addr, ev.Ref)
+		if !ok {
 			if b, ok = r.live.byAddr.Take(ev.Addr); !ok {
 				continue
 			}
 		}
-		size, ok := r.a.AllocatedSize(b.addr, b.h)
-		if !ok {
+		size, sized := r.a.AllocatedSize(b.addr, b.h)
+		if !sized {
 			size, _ = r.a.HandleSize(b.addr, b.h)
 		}
 		ev.BlockSize, next.BlockSize = size, size
