@@ -439,6 +439,22 @@ func (a *Allocator) HandleSize(addr uint64, h Handle) (int64, bool) {
 	return a.BlockSize(addr)
 }
 
+// MallocSize is HandleSize of the block that MallocHandle has just
+// returned with h, not 0, before anything else changes the allocator: its
+// size, without HandleSize's checks (small enough to inline), for the
+// replay that annotates the size of each block it makes.
+func (a *Allocator) MallocSize(h Handle) int64 { return a.blocks[h].size }
+
+// AllocatedSize is HandleSize's common case, small enough to inline: the
+// size of the allocated block at addr that h names; false if h names none
+// (HandleSize then answers).
+func (a *Allocator) AllocatedSize(addr uint64, h Handle) (int64, bool) {
+	if id := a.handleAt(addr, h); id != 0 {
+		return a.blocks[id].size, true
+	}
+	return 0, false
+}
+
 // BlockSize returns the size of the allocated or pending block at addr.
 func (a *Allocator) BlockSize(addr uint64) (int64, bool) {
 	id := a.activeID(addr)

@@ -10,7 +10,8 @@ import (
 // asks whether a free waits for events (FreeHandlePending) and completes
 // those events (MarkEventsDoneHandle) without the allocator ever building
 // its address index, and gets the answers, events and statistics that the
-// same calls by address give.
+// same calls by address give; MallocSize and AllocatedSize give the sizes
+// BlockSize gives, and AllocatedSize none once the block is freed.
 func TestHandleCallsKeepNoIndex(t *testing.T) {
 	a, _ := New(DefaultConf(), NewSimDevice(1<<40))
 	ha, _ := New(DefaultConf(), NewSimDevice(1<<40))
@@ -33,6 +34,9 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 			if err != nil || herr != nil || addr != haddr {
 				t.Fatalf("step %d: malloc %#x %v, by handle %#x %v", step, addr, err, haddr, herr)
 			}
+			if want, _ := a.BlockSize(addr); ha.MallocSize(h) != want {
+				t.Fatalf("step %d: MallocSize %d, BlockSize %d", step, ha.MallocSize(h), want)
+			}
 			live = append(live, buf{addr, h})
 		case op < 9:
 			i := rng.IntN(len(live))
@@ -47,10 +51,17 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			want, _ := a.BlockSize(b.addr)
+			if got, ok := ha.AllocatedSize(b.addr, b.h); !ok || got != want {
+				t.Fatalf("step %d: AllocatedSize %d %v, BlockSize %d", step, got, ok, want)
+			}
 			if err := a.Free(b.addr); err != nil {
 				t.Fatal(err)
 			}
 			p, err := ha.FreeHandlePending(b.addr, b.h)
+			if got, ok := ha.AllocatedSize(b.addr, b.h); ok {
+				t.Fatalf("step %d: AllocatedSize %d of a freed block", step, got)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

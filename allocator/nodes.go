@@ -11,23 +11,33 @@ import "sync/atomic"
 // there. Without a slab made ahead (the default: nothing calls
 // NodesAhead) the nodes are allocated one by one, as before.
 type nodeSupply struct {
-	// cur is the slab being handed out, on the allocator's goroutine only.
-	cur nodeSlab
-	// ready is the next slab, made by NodesAhead; nil once taken.
+	// cur is the slab being handed out, and more the slabs taken from
+	// ready after it, on the allocator's goroutine only.
+	cur  nodeSlab
+	more *nodeSlab
+	// ready is the next slabsAhead slabs, made by NodesAhead; nil once
+	// taken.
 	ready atomic.Pointer[nodeSlab]
 }
 
 // nodeSlab is nodes not yet handed out: leaves, and inner nodes in the
 // proportion an ascending run of keys makes them (a split inner node
-// keeps half of its children; a split leaf three quarters of its keys).
+// keeps half of its children; a split leaf three quarters of its keys);
+// next is the slab made after it.
 type nodeSlab struct {
 	leaves []kLeaf
 	inners []kInner
+	next   *nodeSlab
 }
 
 const (
 	slabLeaves = 64 // 134 KiB
 	slabInners = slabLeaves / (fanCap / 2)
+	// slabsAhead is how many slabs NodesAhead makes at once: the
+	// allocator takes them together, and finds nodes made ahead until the
+	// goroutine that calls NodesAhead has been late by as many slabs (on
+	// a busy machine it was late by more than one).
+	slabsAhead = 4
 )
 
 // leaf returns a zero leaf from the slabs, or nil if none is left.
@@ -47,13 +57,16 @@ func takeNode[N any](ns *nodeSupply, free *[]N) *N {
 	return n
 }
 
-// next takes the slab made ahead, if there is one, keeping what is left
-// of the current slab's other kind of node.
+// next takes the next slab made ahead, if there is one, keeping what is
+// left of the current slab's other kind of node.
 func (ns *nodeSupply) next() bool {
-	s := ns.ready.Swap(nil)
+	s := ns.more
 	if s == nil {
-		return false
+		if s = ns.ready.Swap(nil); s == nil {
+			return false
+		}
 	}
+	ns.more, s.next = s.next, nil
 	if len(ns.cur.leaves) > 0 {
 		s.leaves = ns.cur.leaves
 	}
@@ -64,24 +77,29 @@ func (ns *nodeSupply) next() bool {
 	return true
 }
 
-// NodesAhead makes the next slab of a's free sets' tree nodes and faults
-// it in, unless one is waiting: a goroutine beside a's replay calls it now
-// and then, often enough that the replay finds one ready when it needs
-// nodes (a slab holds 64 leaves, 3,072 free blocks or more). It is safe
-// to call while a is in use (the only method of a that is); what a
-// replays and reports is the same with and without it.
+// NodesAhead makes the next slabs of a's free sets' tree nodes and faults
+// them in, unless some are waiting: a goroutine beside a's replay calls it
+// now and then, often enough that the replay finds one ready when it needs
+// nodes (a slab holds 64 leaves, 3,072 free blocks or more; it makes
+// slabsAhead of them). It is safe to call while a is in use (the only
+// method of a that is); what a replays and reports is the same with and
+// without it.
 func (a *Allocator) NodesAhead() {
 	ns := &a.pages.nodes
 	if ns.ready.Load() != nil {
 		return
 	}
-	s := &nodeSlab{leaves: make([]kLeaf, slabLeaves), inners: make([]kInner, slabInners)}
-	// Fault the pages in: one write to each leaf (2 KiB apart) and inner node.
-	for i := range s.leaves {
-		s.leaves[i].n = 0
+	var first *nodeSlab
+	for range slabsAhead {
+		s := &nodeSlab{leaves: make([]kLeaf, slabLeaves), inners: make([]kInner, slabInners), next: first}
+		// Fault the pages in: one write to each leaf (2 KiB apart) and inner node.
+		for i := range s.leaves {
+			s.leaves[i].n = 0
+		}
+		for i := range s.inners {
+			s.inners[i].n = 0
+		}
+		first = s
 	}
-	for i := range s.inners {
-		s.inners[i].n = 0
-	}
-	ns.ready.Store(s)
+	ns.ready.Store(first)
 }

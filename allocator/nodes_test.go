@@ -16,14 +16,7 @@ import (
 func TestNodesAhead(t *testing.T) {
 	const n, batch = 40_000, 2_000
 	run := func(ahead bool) (*Allocator, uint64) {
-		a, err := New(DefaultConf(), NewSimDevice(1<<40))
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs := make([]uint64, n)
-		for i := range addrs {
-			addrs[i] = mustMalloc(t, a, 512, 0)
-		}
+		a, addrs := mallocMany(t, n)
 		var ms runtime.MemStats
 		mallocs := uint64(0)
 		for lo := 0; lo < n; lo += 2 * batch {
@@ -54,4 +47,43 @@ func TestNodesAhead(t *testing.T) {
 	if !reflect.DeepEqual(a.Stats(), plain.Stats()) || !reflect.DeepEqual(a.Segments(), plain.Segments()) {
 		t.Error("a run with nodes made ahead ends in other statistics or segments than a plain one's")
 	}
+}
+
+// TestNodesAheadLate: one call of NodesAhead covers frees that take three
+// slabs' leaves, as where the goroutine that calls it is late: the
+// allocator takes the slabs it made together, and the frees allocate next
+// to no nodes of their own.
+func TestNodesAheadLate(t *testing.T) {
+	n := 2 * 3 * slabLeaves * leafCap * 3 / 4 // every other block freed: three slabs of leaves split at 3/4
+	a, addrs := mallocMany(t, n)
+	a.NodesAhead()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.Mallocs
+	for i := 0; i < n; i += 2 {
+		mustFree(t, a, addrs[i])
+	}
+	runtime.ReadMemStats(&ms)
+	// The tree's own slices, which grow by doubling, are the few left;
+	// each leaf allocated (two slabs' worth: 128) would be one more.
+	if got := ms.Mallocs - before; got > slabLeaves/2 {
+		t.Errorf("%d frees after one NodesAhead allocated %d objects, want at most %d", n/2, got, slabLeaves/2)
+	}
+	if err := a.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mallocMany returns a new allocator and the addresses of n blocks of 512
+// bytes it allocated, in ascending order.
+func mallocMany(t *testing.T, n int) (*Allocator, []uint64) {
+	a, err := New(DefaultConf(), NewSimDevice(1<<40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		addrs[i] = mustMalloc(t, a, 512, 0)
+	}
+	return a, addrs
 }

@@ -213,13 +213,21 @@ func BenchmarkReplay(b *testing.B) {
 		// as torch_replay.py times PyTorch's allocator after a pass that
 		// fills its cache: trace-reuse's first replay makes the Replayer's
 		// memory (the arena doubled, its pages first touched).
+		// trace-annotate-warm is trace-warm under the import's annotation's
+		// options (annotateOptions): what the annotation's code adds to
+		// the model's, its memory warm.
 		for _, m := range []struct {
-			name           string
-			numbered, warm bool
-		}{{"trace-reuse/", true, false}, {"trace-byaddr/", false, false}, {"trace-warm/", true, true}} {
+			name                     string
+			numbered, warm, annotate bool
+		}{{"trace-reuse/", true, false, false}, {"trace-byaddr/", false, false, false}, {"trace-warm/", true, true, false},
+			{"trace-annotate-warm/", true, true, true}} {
 			b.Run(m.name+filepath.Base(path), func(b *testing.B) {
 				var rp Replayer
 				opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit, Numbered: m.numbered}
+				if m.annotate {
+					opts.EmptyCacheRows = meta.EmptyCacheRows
+					annotateOptions(b, &opts, evs)
+				}
 				if m.warm {
 					if _, err := rp.Run(context.Background(), NewSliceSource(evs), opts, nil); err != nil {
 						b.Fatal(err)
@@ -250,12 +258,7 @@ func BenchmarkReplay(b *testing.B) {
 				opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: meta.MemoryLimit, Numbered: true,
 					EmptyCacheRows: meta.EmptyCacheRows}
 				if m.annotate {
-					if os.Getenv("TRACER_REPLAY_CONF") != "" {
-						b.Skip("the annotation replays under the recorded settings only")
-					}
-					opts.Recorded, opts.SkipCompare, opts.Annotate, opts.InferPools = true, true, true, true
-					opts.Blocks = livePeak(evs)
-					opts.Left = func(ev *trace.Event) { b.Fatalf("the model left the recording at event %d", ev.Seq) }
+					annotateOptions(b, &opts, evs)
 				}
 				b.ReportAllocs()
 				cpu0 := cpuTime()
@@ -315,6 +318,19 @@ func BenchmarkReplay(b *testing.B) {
 
 // livePeak is the most blocks live at once in evs, which tracer import
 // gives its annotation (Options.Blocks).
+// annotateOptions sets the options of tracer import's annotation in
+// opts, its model sized for evs' peak of live blocks; it skips b under
+// TRACER_REPLAY_CONF, as the annotation replays under the recorded
+// settings only.
+func annotateOptions(b *testing.B, opts *Options, evs []trace.Event) {
+	if os.Getenv("TRACER_REPLAY_CONF") != "" {
+		b.Skip("the annotation replays under the recorded settings only")
+	}
+	opts.Recorded, opts.SkipCompare, opts.Annotate, opts.InferPools = true, true, true, true
+	opts.Blocks = livePeak(evs)
+	opts.Left = func(ev *trace.Event) { b.Fatalf("the model left the recording at event %d", ev.Seq) }
+}
+
 func livePeak(evs []trace.Event) int {
 	live, peak := 0, 0
 	for i := range evs {

@@ -31,7 +31,7 @@ func (r *deviceReplay) calmRun(evs []trace.Event, i int) (int, error) {
 // calmReqs is calmRun's loop over the requests that begin before end.
 func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 	if r.mayBare && r.bare() {
-		return r.bareReqs(evs, i, end)
+		return r.bareRun(evs, i, end)
 	}
 	for ; i < end; i++ {
 		ev := &evs[i]
@@ -44,7 +44,7 @@ func (r *deviceReplay) calmReqs(evs []trace.Event, i, end int) (int, error) {
 			}
 			if r.mayBare && r.bare() {
 				// The run's first alloc followed the segment before it.
-				return r.bareReqs(evs, i+1, end)
+				return r.bareRun(evs, i+1, end)
 			}
 			continue
 		}
@@ -82,14 +82,87 @@ func completion(evs []trace.Event, i int) *trace.Event {
 }
 
 // bare reports whether alloc and freePair would do nothing for r but
-// replay the request and number its block: mayBare, no annotation, no
-// capture's prologue being followed (called), and no recorded segment
-// planned or followed. Only step and alloc change any of it (alloc ends
-// the following of a segment that step saw), so it holds for the rest of
-// a calm run once it does.
+// replay the request, number its block and, annotating, write its size:
+// mayBare, no capture's prologue being followed (called), and no
+// recorded segment planned or followed. Only step and alloc change any of
+// it (alloc ends the following of a segment that step saw), so it holds
+// for the rest of a calm run once it does.
 func (r *deviceReplay) bare() bool {
-	return !r.annotate && !r.called.valid &&
+	return !r.called.valid &&
 		len(r.followSegs) == 0 && (r.sim == nil || r.sim.Plans() == 0 && !r.following)
+}
+
+// bareRun is calmReqs while r is bare: bareAnnotated while r annotates,
+// bareReqs from where it does not (or no longer: the model left the
+// recording).
+func (r *deviceReplay) bareRun(evs []trace.Event, i, end int) (int, error) {
+	if r.annotate {
+		var err error
+		if i, err = r.bareAnnotated(evs, i, end); err != nil || r.annotate {
+			return i, err
+		}
+	}
+	return r.bareReqs(evs, i, end)
+}
+
+// bareAnnotated is bareReqs that also annotates (Options.Annotate): it
+// writes the model's block size into each alloc it puts at its recorded
+// address and into both events of each free, as alloc and freePair do.
+// It returns after the event where the model left the recording.
+func (r *deviceReplay) bareAnnotated(evs []trace.Event, i, end int) (int, error) {
+	start := i
+	for ; i < end; i++ {
+		ev := &evs[i]
+		if !r.calmTakes(ev) {
+			break
+		}
+		if ev.Kind == trace.KindAlloc {
+			addr, h, err := r.a.MallocHandle(ev.Size, ev.Stream)
+			switch {
+			case err != nil || !r.live.putNumbered(ev.Addr, ev.Ref, addr, h):
+				err = r.allocRest(ev, addr, h, err)
+			case addr != ev.Addr || h == 0:
+				r.placed(ev, addr, h)
+			default:
+				ev.BlockSize = r.a.MallocSize(h)
+				continue
+			}
+			if err != nil || !r.annotate {
+				r.res.Events += int64(i + 1 - start)
+				r.annotatedBare += int64(i + 1 - start)
+				if err != nil {
+					return i, eventError(ev, err)
+				}
+				return i + 1, nil
+			}
+			continue
+		}
+		next := completion(evs, i)
+		if next == nil {
+			break
+		}
+		i++
+		// r.live.take, its numbered case inlined.
+		b, ok := r.live.takeNumbered(ev.Addr, ev.Ref)
+		if !ok {
+			if b, ok = r.live.byAddr.Take(ev.Addr); !ok {
+				continue
+			}
+		}
+		size, sized := r.a.AllocatedSize(b.addr, b.h)
+		if !sized {
+			size, _ = r.a.HandleSize(b.addr, b.h)
+		}
+		ev.BlockSize, next.BlockSize = size, size
+		if err := r.a.FreeHandle(b.addr, b.h); err != nil {
+			r.res.Events += int64(i + 1 - start)
+			r.annotatedBare += int64(i + 1 - start)
+			return i, eventError(next, err)
+		}
+	}
+	r.res.Events += int64(i - start)
+	r.annotatedBare += int64(i - start)
+	return i, nil
 }
 
 // bareReqs is calmReqs while r is bare: alloc and freePair written out

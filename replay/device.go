@@ -42,6 +42,8 @@ type deviceReplay struct {
 	// (see bare).
 	mayBare bool
 	peeked  uint64 // peek's loads, kept so they are made
+	// annotatedBare counts the events bareAnnotated replayed (for tests).
+	annotatedBare int64
 
 	// restore state gathered from leading FlagReconstructed events, and
 	// the events themselves when an observer wants them (restoreEvs).

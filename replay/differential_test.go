@@ -204,8 +204,11 @@ func TestSnapshots_otherConf(t *testing.T) {
 // recorded alloc and free must get its block size and Left is never
 // called; under settings that make the model leave the recording, Left is
 // called once, where the oracle says, and nothing after it is annotated.
+// Numbered, most events under the own settings take the calm runs'
+// annotating loop (bareAnnotated), with the same sizes.
 func TestAnnotate(t *testing.T) {
 	left := 0
+	var own, bare int64
 	for _, name := range snapshotNames(t) {
 		if strings.Contains(name, "wrap") {
 			continue // starts mid-run: no Recorded replay of these events alone
@@ -218,9 +221,12 @@ func TestAnnotate(t *testing.T) {
 			}
 			opts := Options{Conf: conf, TotalMemory: s.total, MemoryLimit: s.limit, Recorded: true, SkipCompare: true,
 				PrivateSegments: s.segments}
-			wantLeft, sized := checkAnnotate(t, name+" under "+strconv.Quote(cs), s.events, opts)
+			wantLeft, sized, b := checkAnnotate(t, name+" under "+strconv.Quote(cs), s.events, opts)
 			if wantLeft >= 0 {
 				left++
+			}
+			if cs == s.conf {
+				own, bare = own+int64(len(s.events)), bare+b
 			}
 			if cs == s.conf && (wantLeft >= 0 || sized == 0) {
 				t.Errorf("%s: under its own settings the model left at %d, %d events annotated", name, wantLeft, sized)
@@ -229,6 +235,9 @@ func TestAnnotate(t *testing.T) {
 	}
 	if left == 0 {
 		t.Errorf("no replay left the recording: Left is unchecked")
+	}
+	if bare < own/2 {
+		t.Errorf("under their own settings %d of %d events took bareAnnotated, want at least half", bare, own)
 	}
 }
 
@@ -239,7 +248,10 @@ func TestAnnotate(t *testing.T) {
 // shows as an extra alloc), each free getting the size of the model's live
 // block at its address. It returns the index of the event where the model
 // left the recording (-1 if none), and how many events were annotated.
-func checkAnnotate(t *testing.T, what string, events []trace.Event, opts Options) (int, int) {
+// It checks the replay with the events numbered too (Options.Numbered,
+// whose calm runs annotate in bareAnnotated), and returns how many events
+// bareAnnotated replayed there.
+func checkAnnotate(t *testing.T, what string, events []trace.Event, opts Options) (int, int, int64) {
 	t.Helper()
 	var allocs []trace.Event
 	plain, err := Run(context.Background(), NewSliceSource(events), opts,
@@ -315,7 +327,24 @@ func checkAnnotate(t *testing.T, what string, events []trace.Event, opts Options
 			sized++
 		}
 	}
-	return wantLeft, sized
+	numbered := append([]trace.Event(nil), events...)
+	numberInParts(numbered, 1, 1024)
+	opts.Numbered = true
+	var leftNumbered []int64
+	opts.Left = func(ev *trace.Event) { leftNumbered = append(leftNumbered, ev.Seq) }
+	var rp Replayer
+	if _, err := rp.Run(context.Background(), NewSliceSource(numbered), opts, nil); err != nil {
+		t.Fatalf("%s, numbered: %v", what, err)
+	}
+	if !slices.Equal(leftNumbered, leftAt) {
+		t.Errorf("%s, numbered: Left called at %v, unnumbered at %v", what, leftNumbered, leftAt)
+	}
+	for i := range want {
+		if numbered[i].BlockSize != want[i].BlockSize {
+			t.Fatalf("%s, numbered: event %d (%s %#x): block size %d, want %d", what, i, want[i].Kind, want[i].Addr, numbered[i].BlockSize, want[i].BlockSize)
+		}
+	}
+	return wantLeft, sized, rp.x.dev0.annotatedBare
 }
 
 // FuzzAnnotate records a random request stream on the allocator under one
@@ -351,7 +380,7 @@ func FuzzAnnotate(f *testing.F) {
 				t.Fatal(err)
 			}
 			opts := Options{Conf: conf, TotalMemory: total, MemoryLimit: limit, Recorded: true, SkipCompare: true}
-			wantLeft, _ := checkAnnotate(t, strconv.Quote(cs), events, opts)
+			wantLeft, _, _ := checkAnnotate(t, strconv.Quote(cs), events, opts)
 			if cs == confs[int(c1)%len(confs)] && wantLeft >= 0 {
 				t.Fatalf("under its own settings %q the model left its recording at event %d", cs, wantLeft)
 			}

@@ -53,11 +53,21 @@ func (l *liveBlocks) get(addr uint64, n int32) (blockRef, bool) {
 
 // take removes the block at addr (number n, or 0) and returns it.
 func (l *liveBlocks) take(addr uint64, n int32) (blockRef, bool) {
+	if b, ok := l.takeNumbered(addr, n); ok {
+		return b, true
+	}
+	return l.byAddr.Take(addr)
+}
+
+// takeNumbered is take's numbered case, small enough to inline: false,
+// having changed nothing, where n does not name the block at addr (take
+// then looks it up by address).
+func (l *liveBlocks) takeNumbered(addr uint64, n int32) (blockRef, bool) {
 	if s := l.slot(addr, n); s != nil {
 		s.used = false
 		return s.ref(), true
 	}
-	return l.byAddr.Take(addr)
+	return blockRef{}, false
 }
 
 // del removes the block at addr (number n, or 0), if any.
