@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -48,6 +49,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	// Pass 1: the events of range r of the trace, by share, and its segment events.
 	type part struct {
 		idx    [][]int32
+		allocs []int // of each share
 		segEvs []trace.Event
 	}
 	parts := make([]part, k)
@@ -57,7 +59,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	for r := range parts {
 		wg.Go(func() {
 			p := &parts[r]
-			p.idx = make([][]int32, k)
+			p.idx, p.allocs = make([][]int32, k), make([]int, k)
 			lo, hi := min(n, r*per), min(n, (r+1)*per)
 			var tmp trace.Event
 			for s := range p.idx {
@@ -76,6 +78,9 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 				case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
 					s := share(e.Addr, shift)
 					p.idx[s] = append(p.idx[s], int32(i))
+					if e.Kind == trace.KindAlloc {
+						p.allocs[s]++
+					}
 				case trace.KindSegmentAlloc, trace.KindSegmentFree, trace.KindSegmentMap, trace.KindSegmentUnmap:
 					p.segEvs = append(p.segEvs, *e)
 				}
@@ -94,8 +99,17 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 			return nil, false, false
 		}
 	}
-	// Pass 2: each share's block events, in order.
+	// Pass 2: each share's block events, in order, into a table sized
+	// at once (reserveShare).
 	fs := make([]Forward, k)
+	for s := range fs {
+		allocs := 0
+		for r := range parts {
+			allocs += parts[r].allocs[s]
+		}
+		wg.Go(func() { fs[s].reserveShare(allocs) })
+	}
+	wg.Wait()
 	if d.rf != nil {
 		// A range of the scratch file's records at a time, read once,
 		// which the shares go through before the next is read.
@@ -107,10 +121,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 			}
 			for s := range fs {
 				wg.Go(func() {
-					var tmp trace.Event
-					for _, i := range parts[r].idx[s] {
-						fs[s].block(at(int(i), &tmp, &w))
-					}
+					fs[s].followRecs(w.recs, lo, parts[r].idx[s])
 					parts[r].idx[s] = nil
 				})
 			}
@@ -120,10 +131,11 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 		for s := range fs {
 			wg.Go(func() {
 				f := &fs[s]
-				var tmp trace.Event
 				for r := range parts {
-					for _, i := range parts[r].idx[s] {
-						f.block(at(int(i), &tmp, nil))
+					if d.recs != nil {
+						f.followRecs(d.recs, 0, parts[r].idx[s])
+					} else {
+						f.followEvents(d.Events, parts[r].idx[s])
 					}
 					parts[r].idx[s] = nil
 				}
@@ -133,6 +145,18 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	}
 	st, unseenFree = mergeStart(d, fs, func(a uint64) int { return share(a, shift) }, segEvs)
 	return st, unseenFree, true
+}
+
+// reserveShare sizes f's table of addresses for a share with allocs
+// allocs, and faults it in: a complete history has at most an address an
+// alloc, and a real program reuses addresses (the small program has 1.5
+// allocs an address), so room for two thirds of them; a share that
+// outgrows it doubles once. The table's pages are faulted in for writing
+// at once, not a fault (and a copy of the zero page) for each as the
+// probes reach it.
+func (f *Forward) reserveShare(allocs int) {
+	f.addrs.Reserve(allocs - allocs/3)
+	f.addrs.Pages().Populate(0, math.MaxInt)
 }
 
 // recWindow is a range of a device's records read from its scratch file
