@@ -2,9 +2,9 @@ package torchsnap
 
 import (
 	"os"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/tracer-dev/tracer/internal/cputime"
 )
 
 // BenchmarkParallelStart derives the start state of the file named by
@@ -24,7 +24,7 @@ func BenchmarkParallelStart(b *testing.B) {
 	defer s.Close()
 	d := s.Devices[0]
 	n := d.Len()
-	c0 := cpuTime()
+	c0 := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		if _, _, ok := d.parallelStart(); !ok {
@@ -33,14 +33,5 @@ func BenchmarkParallelStart(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*n), "ns/event")
-	b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(int64(b.N)*n), "cpu-ns/event")
-}
-
-// cpuTime is the process's CPU time so far, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputime.Process()-c0).Nanoseconds())/float64(int64(b.N)*n), "cpu-ns/event")
 }
