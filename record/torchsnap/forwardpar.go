@@ -73,16 +73,27 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 						return
 					}
 				}
-				e := at(i, &tmp, &w)
-				switch e.Kind {
+				// The kind and address alone: only a segment event is widened.
+				var k trace.Kind
+				var a uint64
+				switch {
+				case d.rf != nil:
+					r := &w.recs[int64(i)-w.lo]
+					k, a = r.Kind, r.Addr
+				case d.recs != nil:
+					k, a = d.recs[i].Kind, d.recs[i].Addr
+				default:
+					k, a = d.Events[i].Kind, d.Events[i].Addr
+				}
+				switch k {
 				case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
-					s := share(e.Addr, shift)
+					s := share(a, shift)
 					p.idx[s] = append(p.idx[s], int32(i))
-					if e.Kind == trace.KindAlloc {
+					if k == trace.KindAlloc {
 						p.allocs[s]++
 					}
 				case trace.KindSegmentAlloc, trace.KindSegmentFree, trace.KindSegmentMap, trace.KindSegmentUnmap:
-					p.segEvs = append(p.segEvs, *e)
+					p.segEvs = append(p.segEvs, *at(i, &tmp, &w))
 				}
 			}
 		})
