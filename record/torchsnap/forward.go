@@ -44,6 +44,7 @@ type Forward struct {
 	segEvs []trace.Event          // the segment events, in order
 
 	unseenFree bool
+	peeked     uint64 // the peeks' keys, kept so that they are made
 }
 
 // maxSegEvents bounds the segment events a Forward keeps (88 bytes each).
@@ -85,37 +86,84 @@ func (f *Forward) Add(evs []trace.Event) {
 }
 
 func (f *Forward) block(e *trace.Event) {
-	r := f.addrs.Ref(e.Addr)
-	if r == nil {
-		switch e.Kind {
-		case trace.KindAlloc:
-			f.addrs.Put(e.Addr, fwdAddr{res: resNone, last: e.Kind})
-		case trace.KindFreeCompleted:
-			f.addrs.Put(e.Addr, fwdAddr{res: resBlock, last: e.Kind})
-			f.starts.Put(e.Addr, freedBlock(e, true))
-		default:
-			f.addrs.Put(e.Addr, fwdAddr{res: resChain, last: e.Kind})
-			f.starts.Put(e.Addr, freedBlock(e, false))
-		}
-		return
-	}
-	if e.Kind != trace.KindAlloc && r.last == trace.KindFreeCompleted {
-		f.unseenFree = true
-	}
-	r.last = e.Kind
-	if r.res != resChain {
-		return
-	}
-	switch e.Kind {
-	case trace.KindAlloc:
-		r.res = resBlock
-	case trace.KindFreeCompleted:
-		r.res = resBlock
-		*f.starts.Ref(e.Addr) = freedBlock(e, false)
-	default:
-		*f.starts.Ref(e.Addr) = freedBlock(e, false)
+	if dst, pending := f.step(e.Addr, e.Kind); dst != nil {
+		*dst = freedBlock(e, pending)
 	}
 }
+
+// step follows a block event of kind k at address a. Where the event's
+// block is the address's start block so far, it returns where to put it
+// (freedBlock's, with pending): the caller reads the event's size and
+// stack only then, a few times an address at most.
+func (f *Forward) step(a uint64, k trace.Kind) (dst *liveBlock, pending bool) {
+	r, had := f.addrs.Upsert(a) // one probe for a new address
+	if !had {
+		switch k {
+		case trace.KindAlloc:
+			*r = fwdAddr{res: resNone, last: k}
+			return nil, false
+		case trace.KindFreeCompleted:
+			*r = fwdAddr{res: resBlock, last: k}
+			dst, _ = f.starts.Upsert(a)
+			return dst, true
+		}
+		*r = fwdAddr{res: resChain, last: k}
+		dst, _ = f.starts.Upsert(a)
+		return dst, false
+	}
+	if k != trace.KindAlloc && r.last == trace.KindFreeCompleted {
+		f.unseenFree = true
+	}
+	r.last = k
+	if r.res != resChain {
+		return nil, false
+	}
+	if k == trace.KindAlloc {
+		r.res = resBlock
+		return nil, false
+	}
+	if k == trace.KindFreeCompleted {
+		r.res = resBlock
+	}
+	return f.starts.Ref(a), false
+}
+
+// followRecs follows the block events of recs whose indexes, less base,
+// idx lists, in order. It peeks at the next events' slots a batch at a
+// time, so that their cache misses overlap (the tables are larger than
+// the caches: a miss an event was most of the start state's CPU).
+func (f *Forward) followRecs(recs []srec, base int, idx []int32) {
+	peekAt := 0
+	for j, i := range idx {
+		if j >= peekAt {
+			peekAt = min(j+fwdPeek, len(idx))
+			for _, x := range idx[j:peekAt] {
+				f.peeked += f.addrs.Peek(recs[int(x)-base].Addr)
+			}
+		}
+		r := &recs[int(i)-base]
+		if dst, pending := f.step(r.Addr, r.Kind); dst != nil {
+			*dst = liveBlock{addr: r.Addr, req: r.Size, stack: r.Stack, pending: pending, freed: true}
+		}
+	}
+}
+
+// followEvents is followRecs for events not packed.
+func (f *Forward) followEvents(evs []trace.Event, idx []int32) {
+	peekAt := 0
+	for j, i := range idx {
+		if j >= peekAt {
+			peekAt = min(j+fwdPeek, len(idx))
+			for _, x := range idx[j:peekAt] {
+				f.peeked += f.addrs.Peek(evs[x].Addr)
+			}
+		}
+		f.block(&evs[i])
+	}
+}
+
+// fwdPeek is how many events' slots followRecs peeks at ahead.
+const fwdPeek = 16
 
 // freedBlock is the block undo re-creates from the free e.
 func freedBlock(e *trace.Event, pending bool) liveBlock {
@@ -278,11 +326,24 @@ func mergeFind(d *Device, fs []Forward, shareOf func(uint64) int) (acts []uint8,
 	var wg sync.WaitGroup
 	for w := range len(fs) {
 		wg.Go(func() {
+			var peeked uint64
+			defer func() { fs[w].peeked += peeked }()
 			lo, hi := w*n/len(fs), (w+1)*n/len(fs)
 			j, _ := slices.BinarySearch(first, lo+1)
 			for j--; lo < hi; j++ {
 				seg := d.Segments[j].Blocks
-				for _, b := range seg[lo-first[j] : min(len(seg), hi-first[j])] {
+				blocks := seg[lo-first[j] : min(len(seg), hi-first[j])]
+				peekAt := 0
+				for k, b := range blocks {
+					if k >= peekAt {
+						// The next blocks' slots, so that their misses overlap.
+						peekAt = min(k+fwdPeek, len(blocks))
+						for _, p := range blocks[k:peekAt] {
+							if p.State.Live() {
+								peeked += fs[shareOf(p.Addr)].addrs.Peek(p.Addr)
+							}
+						}
+					}
 					if b.State.Live() {
 						switch r := fs[shareOf(b.Addr)].addrs.Ref(b.Addr); {
 						case r == nil:

@@ -281,3 +281,24 @@ func TestMergeFind(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveShare: a share's table, sized from its allocs before its
+// walk, holds a history of 1.5 allocs an address (the small program's)
+// without growing, and one of an address an alloc with one doubling at
+// most.
+func TestReserveShare(t *testing.T) {
+	for _, c := range []struct{ addrs, allocs, most int }{{100_000, 150_000, 1}, {100_000, 100_000, 2}} {
+		var f Forward
+		f.reserveShare(c.allocs)
+		reserved := f.addrs.Pages().Len()
+		for i := range c.allocs {
+			a := uint64(1<<32 + (i%c.addrs)*512)
+			f.step(a, trace.KindAlloc)
+			f.step(a, trace.KindFreeRequested)
+			f.step(a, trace.KindFreeCompleted)
+		}
+		if got := f.addrs.Pages().Len(); f.addrs.Len() != c.addrs || got > c.most*reserved {
+			t.Errorf("%d allocs at %d addresses: %d keys, table of %d slots; reserved %d, want at most %dx", c.allocs, c.addrs, f.addrs.Len(), got, reserved, c.most)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -48,6 +49,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	// Pass 1: the events of range r of the trace, by share, and its segment events.
 	type part struct {
 		idx    [][]int32
+		allocs []int // of each share
 		segEvs []trace.Event
 	}
 	parts := make([]part, k)
@@ -57,7 +59,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	for r := range parts {
 		wg.Go(func() {
 			p := &parts[r]
-			p.idx = make([][]int32, k)
+			p.idx, p.allocs = make([][]int32, k), make([]int, k)
 			lo, hi := min(n, r*per), min(n, (r+1)*per)
 			var tmp trace.Event
 			for s := range p.idx {
@@ -71,13 +73,27 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 						return
 					}
 				}
-				e := at(i, &tmp, &w)
-				switch e.Kind {
+				// The kind and address alone: only a segment event is widened.
+				var k trace.Kind
+				var a uint64
+				switch {
+				case d.rf != nil:
+					r := &w.recs[int64(i)-w.lo]
+					k, a = r.Kind, r.Addr
+				case d.recs != nil:
+					k, a = d.recs[i].Kind, d.recs[i].Addr
+				default:
+					k, a = d.Events[i].Kind, d.Events[i].Addr
+				}
+				switch k {
 				case trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted:
-					s := share(e.Addr, shift)
+					s := share(a, shift)
 					p.idx[s] = append(p.idx[s], int32(i))
+					if k == trace.KindAlloc {
+						p.allocs[s]++
+					}
 				case trace.KindSegmentAlloc, trace.KindSegmentFree, trace.KindSegmentMap, trace.KindSegmentUnmap:
-					p.segEvs = append(p.segEvs, *e)
+					p.segEvs = append(p.segEvs, *at(i, &tmp, &w))
 				}
 			}
 		})
@@ -94,8 +110,17 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 			return nil, false, false
 		}
 	}
-	// Pass 2: each share's block events, in order.
+	// Pass 2: each share's block events, in order, into a table sized
+	// at once (reserveShare).
 	fs := make([]Forward, k)
+	for s := range fs {
+		allocs := 0
+		for r := range parts {
+			allocs += parts[r].allocs[s]
+		}
+		wg.Go(func() { fs[s].reserveShare(allocs) })
+	}
+	wg.Wait()
 	if d.rf != nil {
 		// A range of the scratch file's records at a time, read once,
 		// which the shares go through before the next is read.
@@ -107,10 +132,7 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 			}
 			for s := range fs {
 				wg.Go(func() {
-					var tmp trace.Event
-					for _, i := range parts[r].idx[s] {
-						fs[s].block(at(int(i), &tmp, &w))
-					}
+					fs[s].followRecs(w.recs, lo, parts[r].idx[s])
 					parts[r].idx[s] = nil
 				})
 			}
@@ -120,10 +142,11 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 		for s := range fs {
 			wg.Go(func() {
 				f := &fs[s]
-				var tmp trace.Event
 				for r := range parts {
-					for _, i := range parts[r].idx[s] {
-						f.block(at(int(i), &tmp, nil))
+					if d.recs != nil {
+						f.followRecs(d.recs, 0, parts[r].idx[s])
+					} else {
+						f.followEvents(d.Events, parts[r].idx[s])
 					}
 					parts[r].idx[s] = nil
 				}
@@ -133,6 +156,18 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	}
 	st, unseenFree = mergeStart(d, fs, func(a uint64) int { return share(a, shift) }, segEvs)
 	return st, unseenFree, true
+}
+
+// reserveShare sizes f's table of addresses for a share with allocs
+// allocs, and faults it in: a complete history has at most an address an
+// alloc, and a real program reuses addresses (the small program has 1.5
+// allocs an address), so room for two thirds of them; a share that
+// outgrows it doubles once. The table's pages are faulted in for writing
+// at once, not a fault (and a copy of the zero page) for each as the
+// probes reach it.
+func (f *Forward) reserveShare(allocs int) {
+	f.addrs.Reserve(allocs - allocs/3)
+	f.addrs.Pages().Populate(0, math.MaxInt)
 }
 
 // recWindow is a range of a device's records read from its scratch file
