@@ -7,13 +7,13 @@ import (
 	"os"
 )
 
-// scratchMax is the largest file whose packed records ReadFileMappedIn
+// ScratchMax is the largest file whose packed records ReadFileMappedIn
 // keeps in a scratch file (recFile) rather than in its mapping. A mid-size
 // file's records (56 bytes an event, two thirds of the file's bytes) would
 // otherwise be most of its import's memory beside the process's own and
 // the decoder's; larger files are within twice their size with the
 // records in memory, and their decode is left as it was.
-const scratchMax = 64 << 20
+const ScratchMax = 64 << 20
 
 // recordFile is an unlinked file of records (srec), record i at 56i,
 // written and read with pwrite and pread, never mapped, so that its pages

@@ -276,7 +276,7 @@ var headCollections atomic.Int64
 // decode's peak; after it they reuse it. A larger file's decode is left
 // as it was: its head's garbage is a small part of its peak.
 func (u *unpickler) collectHead() {
-	if u.headCollected || u.par.scratch == "" || u.par.size > scratchMax {
+	if u.headCollected || u.par.scratch == "" || u.par.size > ScratchMax {
 		return
 	}
 	u.headCollected = true
@@ -360,7 +360,7 @@ func newRegion(u *unpickler, start int64) *region {
 	// A larger file's region is bounded by its channels alone, as before
 	// (regionSlack).
 	slack := 2*workers + 8
-	if u.par.scratch != "" && u.par.size <= scratchMax {
+	if u.par.scratch != "" && u.par.size <= ScratchMax {
 		slack = regionSlack
 	}
 	r.slots = make(chan struct{}, workers+slack)

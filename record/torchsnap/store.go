@@ -78,7 +78,7 @@ func (s *eventStore) sizeFor(size int64) {
 	if n := size / 48; n >= 256 {
 		if s.offHeap {
 			if s.base, s.mapped = mapEvents(n); s.base != nil {
-				if s.scratch != "" && size <= scratchMax {
+				if s.scratch != "" && size <= ScratchMax {
 					// Where it cannot be made, the records stay in the
 					// mapping, as a larger file's do.
 					s.rf, _ = newRecFile(s.scratch)
