@@ -13,7 +13,8 @@
 # and the validate stage's own goroutine CPU, each with the range of its
 # minor faults; the CPU of the longest of validation's parts; the end of validate less the end of annotate (negative:
 # validate ends first; the largest of the rounds); and the median and
-# highest peak RSS (/usr/bin/time's).
+# highest peak RSS (/usr/bin/time's). Each import writes a new file, as a
+# first import does: the last round's output is removed before it.
 set -u
 [ $# -ge 3 ] || { echo "usage: import-ab.sh OLD/tracer NEW/tracer SNAPSHOT.pickle..." >&2; exit 2; }
 old=$1 new=$2
@@ -28,6 +29,7 @@ for in in "$@"; do
 		for b in old new; do
 			bin=$old
 			[ $b = new ] && bin=$new
+			rm -f "$work/t.trace" # a first import's: replacing the last round's output frees its pages on the critical path
 			TRACER_STAGES=1 /usr/bin/time -f 'TIME %M' "$bin" import "$in" -o "$work/t.trace" 2>"$work/err" >/dev/null
 			w=$(sed -n 's/^tracer: stages: \([0-9.]*\) ms from main to the end$/\1/p' "$work/err")
 			th=$(sed -n "s/.*decoder's thread, bytes [0-9-]*: CPU ms \([0-9.]*\) .*/\1/p" "$work/err")
