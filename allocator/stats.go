@@ -1,6 +1,9 @@
 package allocator
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Stat is one of c10's Stat counters (§11).
 type Stat struct {
@@ -229,7 +232,8 @@ var statTypeNames = [3]string{"all", "small_pool", "large_pool"}
 
 // statNames are the memory_stats() keys of every Stat, in the order Map
 // visits them: each array's three types, then the two oversize stats.
-var statNames = func() [][4]string {
+// Built at the first Map, not at package init: most commands never call it.
+var statNames = sync.OnceValue(func() [][4]string {
 	var out [][4]string
 	add := func(prefix string) {
 		out = append(out, [4]string{prefix + ".current", prefix + ".peak", prefix + ".allocated", prefix + ".freed"})
@@ -242,7 +246,7 @@ var statNames = func() [][4]string {
 	add("oversize_allocations")
 	add("oversize_segments")
 	return out
-}()
+})
 
 // Map flattens s as torch.cuda.memory_stats() does: "allocated_bytes.all.peak",
 // "oversize_allocations.current", "num_alloc_retries", "max_split_size" (-1
@@ -255,13 +259,14 @@ func (s Stats) Map() map[string]int64 {
 		m[names[2]] = st.Allocated
 		m[names[3]] = st.Freed
 	}
+	names := statNames()
 	for j, a := range s.arrays() {
 		for i := range statTypeNames {
-			put(&statNames[j*3+i], a.s[i])
+			put(&names[j*3+i], a.s[i])
 		}
 	}
-	put(&statNames[len(statNames)-2], s.OversizeAllocations)
-	put(&statNames[len(statNames)-1], s.OversizeSegments)
+	put(&names[len(names)-2], s.OversizeAllocations)
+	put(&names[len(names)-1], s.OversizeSegments)
 	m["num_alloc_retries"] = s.NumAllocRetries
 	m["num_ooms"] = s.NumOOMs
 	m["num_sync_all_streams"] = s.NumSyncAllStreams

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -146,8 +147,9 @@ func Compare(a, b *Summary, top int) *Diff {
 	return d
 }
 
-// noStackLabel is the Label of the site of the blocks without a stack.
-var noStackLabel = (&Site{Stack: trace.NoStack}).Label()
+// noStackLabel is the Label of the site of the blocks without a stack,
+// made at first use rather than at package init.
+var noStackLabel = sync.OnceValue(func() string { return (&Site{Stack: trace.NoStack}).Label() })
 
 // siteKey identifies a site across traces: its label and its frames.
 func siteKey(s *Site) string {
@@ -228,7 +230,7 @@ func WriteDiff(w io.Writer, d *Diff, nameA, nameB string) error {
 	if d.RestSites > 0 {
 		t.f("%12s %12s %12s  (%d other sites)\n", d.Rest.ABytes, d.Rest.BBytes, signed(d.Rest.ChangeBytes), d.RestSites)
 	}
-	if d.Unchanged == 0 && d.RestSites == 0 && len(d.Sites) == 1 && d.Sites[0].Site == noStackLabel {
+	if d.Unchanged == 0 && d.RestSites == 0 && len(d.Sites) == 1 && d.Sites[0].Site == noStackLabel() {
 		t.f("(the runs were recorded without stacks, so there are no sites to compare: record with\n" +
 			" torch.cuda.memory._record_memory_history(context=\"all\", stacks=\"python\"))\n")
 	}

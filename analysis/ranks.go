@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -16,13 +17,16 @@ import (
 // NoRank is the Rank of a trace whose rank is not known.
 const NoRank = -1
 
+// The expressions are compiled at first use, not at package init.
 var (
 	// rankWord finds "rank3", "rank_3", "rank-3" or "rank.3", the last one
 	// in a name that has several.
-	rankWord = regexp.MustCompile(`(?i)(?:^|[^a-z])rank[_.-]?([0-9]{1,6})(?:[^0-9]|$)`)
+	rankWord = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)(?:^|[^a-z])rank[_.-]?([0-9]{1,6})(?:[^0-9]|$)`)
+	})
 	// rankTail finds a number ending the name after a separator
 	// ("snapshot_3"), or making all of it ("3").
-	rankTail = regexp.MustCompile(`(?:^|[_.-])([0-9]{1,5})$`)
+	rankTail = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|[_.-])([0-9]{1,5})$`) })
 )
 
 // rankExts are the extensions RankOf strips before it looks for a number
@@ -43,9 +47,9 @@ func RankOf(path string) (int, bool) {
 		}
 		name = name[:len(name)-len(ext)]
 	}
-	m := rankWord.FindAllStringSubmatch(name, -1)
+	m := rankWord().FindAllStringSubmatch(name, -1)
 	if len(m) == 0 {
-		m = rankTail.FindAllStringSubmatch(name, -1)
+		m = rankTail().FindAllStringSubmatch(name, -1)
 	}
 	if len(m) == 0 {
 		return NoRank, false

@@ -3,6 +3,7 @@ package trace
 import (
 	"context"
 	"io"
+	"sync"
 
 	"github.com/apache/arrow/go/v15/parquet"
 	"github.com/apache/arrow/go/v15/parquet/compress"
@@ -185,20 +186,22 @@ type parquetBuf struct {
 	allocDefs, stackDefs, frameDefs, lineDefs []int16
 }
 
-var actionBytes = func() map[Kind]parquet.ByteArray {
+// actionBytes are the action column's values, made at the first export, not
+// at package init.
+var actionBytes = sync.OnceValue(func() map[Kind]parquet.ByteArray {
 	m := map[Kind]parquet.ByteArray{}
 	for k := Kind(0); k < numKinds; k++ {
 		m[k] = parquet.ByteArray(k.String())
 	}
 	return m
-}()
+})
 
 func (b *parquetBuf) add(ev *Event, allocSeq int64, sb *stackBytes) {
 	b.n++
 	b.seq = append(b.seq, ev.Seq)
 	b.time = append(b.time, ev.TimeUs)
 	b.device = append(b.device, ev.Device)
-	b.action = append(b.action, actionBytes[ev.Kind])
+	b.action = append(b.action, actionBytes()[ev.Kind])
 	b.addr = append(b.addr, int64(ev.Addr))
 	b.size = append(b.size, ev.Size)
 	b.stream = append(b.stream, int64(ev.Stream))

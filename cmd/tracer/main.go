@@ -18,12 +18,14 @@ import (
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/internal/textpages"
 	"github.com/tracer-dev/tracer/pipeline"
+	"github.com/tracer-dev/tracer/plots"
 )
 
 func main() {
-	// Initialization touched pages of nearly every package linked in;
-	// let only those the command uses stay resident (see textpages).
-	textpages.Release()
+	// Initialization touched pages of nearly every package linked in, and
+	// gonum/plot's parsed the plot fonts; let only those the command uses
+	// stay resident (see textpages and plots.EmbeddedFonts).
+	textpages.Release(plots.EmbeddedFonts()...)
 	// A heap of many live blocks grows by a bounded amount between
 	// collections, not by as much again (see gcpace).
 	gcpace.Start()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -38,13 +39,16 @@ func flagError(cmd *cobra.Command, err error) error {
 	return &usageError{msg}
 }
 
-var unknownCommand = regexp.MustCompile(`^unknown command "(.*)" for "tracer"`)
+// unknownCommand is compiled at the first error, not at every start.
+var unknownCommand = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^unknown command "(.*)" for "tracer"`)
+})
 
 // commandError rewrites cobra's unknown-command error, several lines with
 // its suggestions, as one: `unknown command "replya" (did you mean
 // replay?)`. Other errors pass through.
 func commandError(root *cobra.Command, err error) error {
-	m := unknownCommand.FindStringSubmatch(err.Error())
+	m := unknownCommand().FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
 	}

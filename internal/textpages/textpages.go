@@ -18,11 +18,14 @@ import (
 )
 
 // Release drops the executable's code and read-only data pages from the
-// process's resident set and returns how many bytes of mappings it
+// process's resident set, and the whole pages inside each of data that lie
+// in a private file mapping, and returns how many bytes of mappings it
 // released; 0 where it could not or need not (other systems, or
-// /proc/self/maps unreadable). It never changes what a page holds: see
-// the Linux implementation.
-func Release() int { return release() }
+// /proc/self/maps unreadable). data must be embedded bytes that are only
+// ever read (the plot fonts): their pages are the executable's, wherever
+// the linker put them. It never changes what a page holds: see the Linux
+// implementation. One read of /proc/self/maps serves both.
+func Release(data ...[]byte) int { return release(data) }
 
 // Mapping is a mapping of a file in the text of /proc/PID/maps.
 type Mapping struct {
@@ -50,4 +53,20 @@ func FileMappings(maps []byte) []Mapping {
 		}
 	}
 	return ms
+}
+
+// pageInterior returns the whole pages within [start, end): [lo, hi), with
+// lo >= hi when there are none.
+func pageInterior(start, end, page uint64) (lo, hi uint64) {
+	return (start + page - 1) &^ (page - 1), end &^ (page - 1)
+}
+
+// within says whether [lo, hi) lies wholly inside one of the mappings.
+func within(ms []Mapping, lo, hi uint64) bool {
+	for _, m := range ms {
+		if m.Lo <= lo && hi <= m.Hi {
+			return true
+		}
+	}
+	return false
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // release drops the pages of the executable's read-only segments that lie
-// in private, read-only file mappings of /proc/self/maps.
+// in private, read-only file mappings of /proc/self/maps, and the page
+// interiors of data that lie wholly in one private file mapping.
 //
 // Why it is safe: madvise(MADV_DONTNEED) on a private file mapping unmaps
 // its pages; the next access faults the same bytes back in from the file
@@ -21,10 +23,13 @@ import (
 // link addresses and need no relocation, only within its read-only
 // PT_LOAD segments, and never within its RELRO range (.got, .dynamic),
 // whatever the mappings look like. Anything else (a PIE build, an
-// unreadable /proc) releases nothing.
-func release() int {
+// unreadable /proc) releases nothing of the segments. data, never written
+// (the caller's word), is released only in whole pages of its own and only
+// where the mappings show a file under it: on an anonymous mapping
+// MADV_DONTNEED would zero the bytes instead.
+func release(data [][]byte) int {
 	segs, relro := readOnlySegments()
-	if len(segs) == 0 {
+	if len(segs) == 0 && len(data) == 0 {
 		return 0
 	}
 	maps, err := os.ReadFile("/proc/self/maps")
@@ -41,12 +46,32 @@ func release() int {
 			if lo >= hi || (lo < rhi && rlo < hi) {
 				continue // nothing, or a page of the relocated range
 			}
-			if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), syscall.MADV_DONTNEED); e == 0 {
-				released += int(hi - lo)
-			}
+			released += dontNeed(lo, hi)
+		}
+	}
+	return released + releaseData(FileMappings(maps), data, page)
+}
+
+// releaseData releases the whole pages inside each of data that lie
+// wholly in one of files, and returns how many bytes it released.
+func releaseData(files []Mapping, data [][]byte, page uint64) (released int) {
+	for _, d := range data {
+		start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(d))))
+		lo, hi := pageInterior(start, start+uint64(len(d)), page)
+		if lo < hi && within(files, lo, hi) {
+			released += dontNeed(lo, hi)
 		}
 	}
 	return released
+}
+
+// dontNeed is madvise(MADV_DONTNEED) on [lo, hi): the bytes released, or 0
+// where it failed (and changed nothing).
+func dontNeed(lo, hi uint64) int {
+	if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), syscall.MADV_DONTNEED); e != 0 {
+		return 0
+	}
+	return int(hi - lo)
 }
 
 // readOnlySegments returns the address ranges of the executable's PT_LOAD

@@ -121,3 +121,64 @@ func TestReadOnlySegments(t *testing.T) {
 		}
 	}
 }
+
+func TestWithinPageInterior(t *testing.T) {
+	maps := []byte(`00400000-0040f000 r--p 00000000 08:01 1234                               /usr/bin/tracer
+00f65000-00f66000 r--p 00b65000 08:01 1234                               /usr/bin/tracer
+00f66000-01495000 rw-p 00b66000 08:01 1234                               /usr/bin/tracer
+01495000-03554000 rw-p 00000000 00:00 0 
+0431c000-0433d000 rw-p 00000000 00:00 0                                  [heap]
+7f1000000000-7f1000002000 r--p 00000000 08:01 99                         /path with spaces/lib.so
+garbage
+`)
+	files := FileMappings(maps)
+	if len(files) != 4 || files[2] != (Mapping{0xf66000, 0x1495000, "rw-p"}) {
+		t.Fatalf("FileMappings = %x", files)
+	}
+	for _, c := range []struct {
+		lo, hi uint64
+		want   bool
+	}{
+		{0x1000000, 0x1010000, true},  // inside the rw-p file mapping
+		{0xf66000, 0x1495000, true},   // all of it
+		{0x1490000, 0x1496000, false}, // runs into the bss (anonymous)
+		{0xf60000, 0xf67000, false},   // across two file mappings
+		{0x1496000, 0x1497000, false}, // the bss alone
+		{0x431c000, 0x431d000, false}, // [heap]
+	} {
+		if got := within(files, c.lo, c.hi); got != c.want {
+			t.Errorf("within(%#x, %#x) = %v, want %v", c.lo, c.hi, got, c.want)
+		}
+	}
+	for _, c := range []struct{ start, end, lo, hi uint64 }{
+		{0x1000, 0x3000, 0x1000, 0x3000},
+		{0x1001, 0x3fff, 0x2000, 0x3000},
+		{0x1580, 0x2fff, 0x2000, 0x2000}, // no whole page: lo >= hi
+		{0x1580, 0x1600, 0x2000, 0x1000},
+	} {
+		if lo, hi := pageInterior(c.start, c.end, 0x1000); lo != c.lo || hi != c.hi {
+			t.Errorf("pageInterior(%#x, %#x) = %#x, %#x; want %#x, %#x", c.start, c.end, lo, hi, c.lo, c.hi)
+		}
+	}
+}
+
+// TestReleaseData_notFileBacked: data on the heap (anonymous memory, which
+// MADV_DONTNEED would zero) is never released, whatever the mappings say
+// of other addresses.
+func TestReleaseData_notFileBacked(t *testing.T) {
+	page := uint64(os.Getpagesize())
+	heap := bytes.Repeat([]byte{0xA5}, 4*int(page))
+	files := []Mapping{{Lo: 0x1000, Hi: 0x2000, Perms: "r--p"}}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip(err)
+	}
+	for name, fs := range map[string][]Mapping{"none": nil, "elsewhere": files, "this process's": FileMappings(maps)} {
+		if n := releaseData(fs, [][]byte{heap}, page); n != 0 {
+			t.Errorf("%s mappings: released %d bytes of heap data", name, n)
+		}
+	}
+	if !bytes.Equal(heap, bytes.Repeat([]byte{0xA5}, 4*int(page))) {
+		t.Fatal("heap data changed")
+	}
+}
