@@ -181,11 +181,12 @@ type annotationPrep struct {
 }
 
 // prefaultAhead is how many block numbers past the greatest handed on the
-// model's memory is faulted in (~12 MB of the arena and the table), so
+// model's memory is faulted in (~6 MB of the arena and the table), so
 // that the goroutine that faults it in keeps ahead of the model when it
-// wakes late (16k numbers left it behind on a busy 2-core VM). It costs
-// no peak: what is faulted in stops at the most blocks live at once.
-const prefaultAhead = 128 << 10
+// wakes late (16k numbers left it behind on a busy 2-core VM). What it
+// faults in ahead is resident at the import's peak where the peak comes
+// before the most blocks live at once (an import decoded in memory).
+const prefaultAhead = 64 << 10
 
 // prepareAnnotation makes device's annotation's memory for conf and
 // blocks live at once, on goroutines of its own: the numbering of its

@@ -364,6 +364,13 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	res.Truncated = meta.Truncated
 	recorded := sc.recorded
+	if !spilled {
+		// The decoder's garbage and the start state's tables, which a
+		// spilled import hands back after decoding (above), before the
+		// annotation's model and numbering and validation's tables are
+		// made: what the model does not reach of them stays unfaulted.
+		debug.FreeOSMemory()
+	}
 	// The first device's annotation's memory is made now that its size is
 	// known, on a goroutine of its own (prepareAnnotation), beside what
 	// comes before the annotation. (The devices' annotations run one after
@@ -435,6 +442,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		stage.end() // before the import can end: said before the command's end
 		close(validated)
 		problems <- all
+		if !spilled {
+			// Validation's tables (16 bytes a live block) are garbage now,
+			// while the annotation's model, outside them, still grows:
+			// hand them back (the import does not wait for it).
+			debug.FreeOSMemory()
+		}
 	}()
 	defer func() { res.Problems = <-problems }()
 	// The first device's annotation starts now, before the writer is made
