@@ -212,6 +212,9 @@ func partBlocks(blocks, parts int) int {
 // few keys is kept less full than a large one (addrmap), so that 8 parts
 // of a trace with 150k blocks live (a 39 MB snapshot) took 8 MiB where 4
 // take 4 MiB, as one table does.
+// Of those, one fewer while it takes less memory: at the seed's 500k
+// blocks, 6 parts take 12 MiB where 8 take 16 (each part's table a power
+// of two, the 7th and 8th only add slots).
 // Under a table of bigParts slots, the parts are as asked: their
 // tables are small whatever their number.
 func partsFor(blocks, parts int) int {
@@ -225,8 +228,14 @@ func partsFor(blocks, parts int) int {
 			best = p
 		}
 	}
+	for best > 1 && partSlots(blocks, best-1) < partSlots(blocks, best) {
+		best--
+	}
 	return best
 }
+
+// partSlots is the slots of the tables of parts parts of blocks blocks.
+func partSlots(blocks, parts int) int { return parts * addrmap.Slots(partBlocks(blocks, parts)) }
 
 // bigParts is the least table, in slots (16 bytes each), whose parts
 // partsFor weighs.

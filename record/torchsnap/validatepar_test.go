@@ -256,14 +256,15 @@ func BenchmarkValidateFinal(b *testing.B) {
 }
 
 // TestPartsFor: a validation's parts take together at most a quarter more
-// memory for their tables of live blocks than one table of them all:
-// fewer parts than asked where the blocks are a few hundred thousand (8
-// parts of 150k blocks took 8 MiB, one table 4), as many as asked where
-// each part's table is large, or all are small.
+// memory for their tables of live blocks than one table of them all, and
+// one fewer would take more: fewer parts than asked where the blocks are
+// a few hundred thousand (8 parts of 150k blocks took 8 MiB, one table 4)
+// or where the last parts only add slots (6 of 8 at the seed's 500k
+// blocks and at 1M), as many as asked where all tables are small.
 func TestPartsFor(t *testing.T) {
 	for _, c := range []struct{ blocks, asked, want int }{
-		{1000, 8, 8}, {37_000, 8, 1}, {75_000, 8, 2}, {150_000, 8, 5}, {184_000, 8, 5},
-		{300_000, 8, 8}, {1_000_000, 8, 8}, {150_000, 1, 1}, {150_000, 3, 2},
+		{1000, 8, 8}, {37_000, 8, 1}, {75_000, 8, 2}, {150_000, 8, 4}, {184_000, 8, 5},
+		{300_000, 8, 7}, {500_000, 8, 6}, {1_000_000, 8, 6}, {150_000, 1, 1}, {150_000, 3, 2},
 	} {
 		got := partsFor(c.blocks, c.asked)
 		if got != c.want {
@@ -272,6 +273,9 @@ func TestPartsFor(t *testing.T) {
 		one := addrmap.Slots(c.blocks)
 		if all := got * addrmap.Slots(partBlocks(c.blocks, got)); one >= bigParts && 4*all > 5*one {
 			t.Errorf("%d blocks in %d parts: tables of %d slots, one table %d", c.blocks, got, all, one)
+		}
+		if one >= bigParts && got > 1 && partSlots(c.blocks, got-1) < partSlots(c.blocks, got) {
+			t.Errorf("%d blocks: %d parts take more than %d", c.blocks, got, got-1)
 		}
 	}
 }
