@@ -18,7 +18,7 @@ func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 	var buf bytes.Buffer
 	p := newPickleWriter(&buf)
 	p.dict(func() {
-		p.str("padding") // a key the decoder ignores, taking memo slots
+		p.str("padding")     // a key the decoder ignores, taking memo slots
 		var frameSlots []int // frames written before the traces, as segments' are
 		p.list(pad, func(i int) {
 			if i >= 40 {
