@@ -231,17 +231,28 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 func (u *unpickler) flatEvent() bool {
 	b := u.b
 	buf := u.buf[u.pos+3 : u.end : u.end] // past EMPTY_DICT MEMOIZE MARK
-	// The memo's first chunk, where the keys are: nothing below stores into
-	// the memo, so it stays valid. Its kinds and ints are as long: cut to
-	// one length, a lookup checks its index once.
-	k0, v0 := b.memo.k0, b.memo.v0
-	n0 := min(len(k0), len(v0))
-	k0, v0 = k0[:n0], v0[:n0]
 	// The first key is "action", as convert expects of a trace entry.
 	if len(buf) < 10 {
 		return false
 	}
-	if a, n := memoRef((*[10]byte)(buf[:10])); n == 0 || a >= uint64(n0) || k0[a] != vStr || v0[a] != kAction {
+	first, n := memoRef((*[10]byte)(buf[:10]))
+	if n == 0 {
+		return false
+	}
+	// The memo chunk of that key, where the other keys are too (PyTorch's
+	// keys are memoized together, by the first entry: in the first chunk
+	// unless the segments before the traces took more slots): nothing
+	// below stores into the memo, so it stays valid. Its kinds and ints are
+	// cut to one length, so that a lookup checks its index once; an index
+	// is made relative to the chunk (one below it wraps past n0).
+	c := first / memoChunk
+	if c >= uint64(len(b.memo.k)) || c >= uint64(len(b.memo.v)) {
+		return false
+	}
+	k0, v0, base := b.memo.k[c], b.memo.v[c], c*memoChunk
+	n0 := min(len(k0), len(v0))
+	k0, v0 = k0[:n0], v0[:n0]
+	if a := first - base; a >= uint64(n0) || k0[a] != vStr || v0[a] != kAction {
 		return false
 	}
 	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
@@ -270,7 +281,7 @@ func (u *unpickler) flatEvent() bool {
 		default:
 			return false
 		}
-		if idx >= uint64(n0) || k0[idx] != vStr {
+		if idx -= base; idx >= uint64(n0) || k0[idx] != vStr {
 			return false
 		}
 		key := int64(v0[idx])
@@ -282,8 +293,8 @@ func (u *unpickler) flatEvent() bool {
 		// path cheaper than flatValue's.
 		switch key {
 		case kAction:
-			if a, n := memoRef(q); n != 0 && a < uint64(n0) && k0[a] == vStr {
-				id := int64(v0[a])
+			if a, n := memoRef(q); n != 0 && a-base < uint64(n0) && k0[a-base] == vStr {
+				id := int64(v0[a-base])
 				kind, ok := b.knownKind(id)
 				if !ok {
 					kind, ok = b.kindOf(id)
@@ -322,7 +333,7 @@ func (u *unpickler) flatEvent() bool {
 		default:
 			// A key toEvent ignores (user_metadata): a reference to what
 			// flatItem would accept is skipped.
-			if a, n := memoRef(q); n != 0 && a < uint64(n0) && k0[a] != vDict && k0[a] != vWide {
+			if a, n := memoRef(q); n != 0 && a-base < uint64(n0) && k0[a-base] != vDict && k0[a-base] != vWide {
 				i += n
 				continue
 			}

@@ -1,0 +1,97 @@
+package torchsnap
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestFlatEventKeysPastFirstChunk: a snapshot whose trace entries' keys are
+// memoized past the memo's first chunk (as in a real program's snapshot
+// whose segments take more than 65,536 slots) decodes as the reference
+// reader does, and its entries take flatEvent's path (their frames lists
+// made compact, not as lists of frames).
+func TestFlatEventKeysPastFirstChunk(t *testing.T) {
+	const pad, entries = memoChunk + 5000, 3000
+	var buf bytes.Buffer
+	p := newPickleWriter(&buf)
+	p.dict(func() {
+		p.str("padding")     // a key the decoder ignores, taking memo slots
+		var frameSlots []int // frames written before the traces, as segments' are
+		p.list(pad, func(i int) {
+			if i >= 40 {
+				p.str(fmt.Sprintf("s%d", i))
+				return
+			}
+			frameSlots = append(frameSlots, p.memo)
+			p.dict(func() {
+				p.str("name")
+				p.str(fmt.Sprintf("fn%d", i))
+				p.str("filename")
+				p.str("a.py")
+				p.str("line")
+				p.int(int64(10 + i))
+			})
+		})
+		p.str("segments")
+		p.list(0, nil)
+		p.str("device_traces")
+		p.list(1, func(int) {
+			var frames []int
+			p.list(entries, func(i int) {
+				p.dict(func() {
+					p.str("action")
+					p.str([]string{"alloc", "free_requested", "free_completed"}[i%3])
+					p.str("addr")
+					p.int(0x7f0000000000 + int64(i/3)*512)
+					p.str("size")
+					p.int(512)
+					p.str("stream")
+					p.int(0)
+					p.str("time_us")
+					p.int(1795280419000000 + int64(i))
+					p.str("compile_context")
+					p.str("N/A")
+					p.str("user_metadata")
+					p.str("")
+					p.str("frames")
+					if i%2 == 1 {
+						p.get(frames[i%len(frames)])
+						return
+					}
+					frames = append(frames, p.list(2, func(j int) {
+						p.get(frameSlots[(i/2+j*7)%len(frameSlots)])
+					}))
+				})
+			})
+		})
+	})
+	p.op(opStop)
+	if err := p.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "padded.pickle")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Devices[0].Events); n != entries {
+		t.Fatalf("%d events, want %d", n, entries)
+	}
+	sameSnapshot(t, got, refDecode(t, path))
+
+	u := newUnpickler(bytes.NewReader(buf.Bytes()), newBuilder())
+	if _, err := u.run(); err != nil {
+		t.Fatal(err)
+	}
+	// The padding, the segments and the traces' lists; flatDict would
+	// make a list for each new frames list.
+	if n := u.b.lists.n; n > 10 {
+		t.Errorf("%d lists made, want the few that are not frames", n)
+	}
+}
