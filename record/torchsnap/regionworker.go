@@ -60,7 +60,7 @@ func (w *pworker) decodeChunk(c *chunk, res *chunkResult) (_ *chunkResult) {
 		clear(w.extStack)
 	}
 	in, pending := c.in, c.pending
-	ev := 0
+	ev, items := 0, 0
 	dst, dj := c.dst, 0
 	buf := w.buf
 loop:
@@ -87,11 +87,14 @@ loop:
 			dst, dj = dst[1:], 0
 		}
 		m := w.mark()
-		j, ok := w.entry(i, c.firstEvent+int64(ev), &dst[0][dj])
+		j, flat, ok := w.entry(i, c.firstEvent+int64(ev), &dst[0][dj])
 		if !ok {
 			w.undo(m)
 			res.stopped, res.stopOff = true, i
 			break loop
+		}
+		if !flat {
+			items++
 		}
 		dj++
 		i = j
@@ -99,18 +102,20 @@ loop:
 		pending++
 	}
 	res.n, res.in, res.pending = ev, in, pending
+	if items > 0 {
+		regionItemsEntries.Add(int64(items))
+	}
 	return res
 }
 
 // get resolves memo slot idx for a worker.
 func (w *pworker) get(idx uint64) (value, bool) {
-	v := w.view
-	if idx < v.memoN {
-		c, o := idx/memoChunk, idx%memoChunk
-		if c >= uint64(len(v.memoK)) || o >= uint64(len(v.memoK[c])) || o >= uint64(len(v.memoV[c])) {
+	if idx < w.view.memoN {
+		k, i, ok := w.prefixSlot(idx)
+		if !ok {
 			return value{}, false
 		}
-		x := value{v.memoK[c][o], int64(v.memoV[c][o])}
+		x := value{k, i}
 		switch x.k {
 		case vDict, vMark, vWide: // a wide slot: left to the sequential machine
 			return value{}, false
