@@ -107,9 +107,8 @@ func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 
 // TestRegionEntryKeysPastFirstChunk: the same snapshot decoded by regions
 // gives what the sequential decoder and the reference reader give, and the
-// regions decode as many of its entries on flatEntry's path (all but those
-// with a new frames list, which itemsEntry reads) as when the keys are in
-// the memo's first chunk.
+// regions decode nearly all its entries (half with a new frames list) on
+// flatEntry's path, as many as when the keys are in the memo's first chunk.
 func TestRegionEntryKeysPastFirstChunk(t *testing.T) {
 	const entries = 3000
 	withRegions(t, 4<<10, 4)
@@ -128,7 +127,8 @@ func TestRegionEntryKeysPastFirstChunk(t *testing.T) {
 		sameSnapshot(t, got, refDecode(t, path))
 		n := regionEvents.Load() - events
 		slow[pad] = regionItemsEntries.Load() - items
-		if n < entries/2 {
+		t.Logf("pad %d: %d of %d entries in regions, %d by items", pad, n, entries, slow[pad])
+		if n < entries/2 || slow[pad] > n/100 {
 			t.Fatalf("pad %d: regions decoded %d of %d entries, %d of them by collecting items", pad, n, entries, slow[pad])
 		}
 	}

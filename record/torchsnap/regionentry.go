@@ -35,13 +35,9 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 	items := &w.items
 	n := 0
 	j := i + 3
-	// The prefix memo's first chunk, where the keys and most shared objects
-	// are, one indirection closer.
-	var k0 []vkind
-	var v0 []int32
-	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
-		k0, v0 = w.view.memoK[0], w.view.memoV[0]
-	}
+	// The prefix memo's chunk of the first key, as flatEntry's, one
+	// indirection closer.
+	k0, v0, base := w.keyChunk(buf, j)
 	for {
 		if n == maxFlatItems {
 			return 0, cev{}, false
@@ -61,8 +57,8 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 				} else {
 					idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
 				}
-				if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < w.view.memoN {
-					v = value{k0[idx], int64(v0[idx])}
+				if r := idx - base; r < uint64(len(k0)) {
+					v = value{k0[r], int64(v0[r])}
 					switch v.k {
 					case vDict, vMark, vWide:
 						return 0, cev{}, false
@@ -144,7 +140,8 @@ done:
 // collecting the items and converting them after. It returns false for
 // anything else, and for any entry event would refuse or convert otherwise
 // than simply (an oom, a pool id, a second frames), having changed nothing
-// but *ev (entry then decodes it its own way).
+// but *ev and the items buffer (entry then decodes it its own way): what a
+// new frames list or string added to the tables and maps is undone.
 func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	buf := w.buf
 	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
@@ -159,7 +156,8 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	// below it wraps past its length). Other slots are looked up in their
 	// own chunks.
 	k0, v0, base := w.keyChunk(buf, i+3)
-	slot := len(w.res.memo.k)
+	m := w.mark()
+	slot := m.memo
 	w.memoize(value{k: vOpen})
 	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
 	frames, hasAddr := value{k: vMark}, false // none yet
@@ -240,8 +238,16 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		case opNewFalse:
 			v = boolValue(false)
 			j++
-		default:
-			goto fail
+		case opEmptyList: // a new frames list, as itemsEntry reads one
+			var ok bool
+			if v, j, ok = w.framesList(j); !ok {
+				goto fail
+			}
+		default: // a new string, as itemsEntry reads one
+			var ok bool
+			if v, j, ok = w.scalar(j); !ok || v.k == vOpen {
+				goto fail
+			}
 		}
 		// As event, with wInt and wUint's conversions.
 		isInt := v.k == vInt || v.k == vBool
@@ -285,7 +291,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		}
 	}
 fail:
-	w.res.memo.truncate(slot)
+	w.undo(m)
 	return 0, false
 done:
 	if frames.k != vMark {

@@ -31,10 +31,18 @@ func (w *pworker) mark() wmark {
 	return wmark{len(r.memo.k), len(r.strs), len(r.frames), len(r.lists), len(r.stacks)}
 }
 
-// undo drops what a partly decoded entry added. The maps may keep entries
-// past the tables' ends: nothing decodes after a stop.
+// undo drops what a partly decoded entry added, its new strings and frames
+// from the maps too (flatEntry's entry is decoded again by itemsEntry). The
+// stack maps may keep entries past the tables' ends: a stack is made last,
+// once nothing can fail, and nothing decodes after a stop.
 func (w *pworker) undo(m wmark) {
 	r := w.res
+	for _, s := range r.strs[m.strs:] {
+		delete(w.strIdx, s)
+	}
+	for _, f := range r.frames[m.frames:] {
+		delete(w.frameIdx, f)
+	}
 	r.memo.truncate(m.memo)
 	r.strs, r.frames, r.lists, r.stacks = r.strs[:m.strs], r.frames[:m.frames], r.lists[:m.lists], r.stacks[:m.stacks]
 }
