@@ -8,13 +8,11 @@ import (
 	"testing"
 )
 
-// TestFlatEventKeysPastFirstChunk: a snapshot whose trace entries' keys are
-// memoized past the memo's first chunk (as in a real program's snapshot
-// whose segments take more than 65,536 slots) decodes as the reference
-// reader does, and its entries take flatEvent's path (their frames lists
-// made compact, not as lists of frames).
-func TestFlatEventKeysPastFirstChunk(t *testing.T) {
-	const pad, entries = memoChunk + 5000, 3000
+// paddedSnapshot writes a snapshot of entries trace entries whose keys are
+// memoized after pad memo slots (a padding list of strings and of frames
+// that the entries' frames lists refer to, as segments' are).
+func paddedSnapshot(tb testing.TB, pad, entries int) []byte {
+	tb.Helper()
 	var buf bytes.Buffer
 	p := newPickleWriter(&buf)
 	p.dict(func() {
@@ -70,13 +68,24 @@ func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 	})
 	p.op(opStop)
 	if err := p.w.Flush(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return buf.Bytes()
+}
+
+// TestFlatEventKeysPastFirstChunk: a snapshot whose trace entries' keys are
+// memoized past the memo's first chunk (as in a real program's snapshot
+// whose segments take more than 65,536 slots) decodes as the reference
+// reader does, and its entries take flatEvent's path (their frames lists
+// made compact, not as lists of frames).
+func TestFlatEventKeysPastFirstChunk(t *testing.T) {
+	const pad, entries = memoChunk + 5000, 3000
+	data := paddedSnapshot(t, pad, entries)
 	path := filepath.Join(t.TempDir(), "padded.pickle")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Decode(bytes.NewReader(buf.Bytes()))
+	got, err := Decode(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +94,7 @@ func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 	}
 	sameSnapshot(t, got, refDecode(t, path))
 
-	u := newUnpickler(bytes.NewReader(buf.Bytes()), newBuilder())
+	u := newUnpickler(bytes.NewReader(data), newBuilder())
 	if _, err := u.run(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +102,37 @@ func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 	// make a list for each new frames list.
 	if n := u.b.lists.n; n > 10 {
 		t.Errorf("%d lists made, want the few that are not frames", n)
+	}
+}
+
+// TestRegionEntryKeysPastFirstChunk: the same snapshot decoded by regions
+// gives what the sequential decoder and the reference reader give, and the
+// regions decode nearly all its entries (half with a new frames list) on
+// flatEntry's path, as many as when the keys are in the memo's first chunk.
+func TestRegionEntryKeysPastFirstChunk(t *testing.T) {
+	const entries = 3000
+	withRegions(t, 4<<10, 4)
+	slow := map[int]int64{}
+	for _, pad := range []int{1000, memoChunk + 5000} {
+		data := paddedSnapshot(t, pad, entries)
+		path := filepath.Join(t.TempDir(), "padded.pickle")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		events, items := regionEvents.Load(), regionItemsEntries.Load()
+		got, ok := decodeBoth(t, data)
+		if !ok {
+			t.Fatal("fell back to sequential decoding")
+		}
+		sameSnapshot(t, got, refDecode(t, path))
+		n := regionEvents.Load() - events
+		slow[pad] = regionItemsEntries.Load() - items
+		t.Logf("pad %d: %d of %d entries in regions, %d by items", pad, n, entries, slow[pad])
+		if n < entries/2 || slow[pad] > n/100 {
+			t.Fatalf("pad %d: regions decoded %d of %d entries, %d of them by collecting items", pad, n, entries, slow[pad])
+		}
+	}
+	if slow[memoChunk+5000] != slow[1000] {
+		t.Errorf("keys past the first chunk: %d entries decoded by collecting items, %d with keys in it", slow[memoChunk+5000], slow[1000])
 	}
 }

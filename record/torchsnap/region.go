@@ -56,6 +56,10 @@ import (
 // regionEvents counts the events decoded by regions (for tests).
 var regionEvents atomic.Int64
 
+// regionItemsEntries counts the entries regions decoded by collecting their
+// items (itemsEntry), not on flatEntry's path (for tests).
+var regionItemsEntries atomic.Int64
+
 // chunkRoom counts the bytes made for regions' chunk buffers (for tests).
 var chunkRoom atomic.Int64
 

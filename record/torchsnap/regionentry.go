@@ -8,18 +8,19 @@ import (
 
 // entry decodes the trace entry dict at buf[i] into *out, event evIdx of
 // the store (its Seq, as eventStore.add sets it), as flatDict and toEvent
-// would, and returns the offset past it. ok is false for anything this
-// subset does not cover (*out is then undefined).
-func (w *pworker) entry(i int, evIdx int64, out *cev) (int, bool) {
+// would, and returns the offset past it and whether flatEntry decoded it.
+// ok is false for anything this subset does not cover (*out is then
+// undefined).
+func (w *pworker) entry(i int, evIdx int64, out *cev) (_ int, flat, ok bool) {
 	if j, ok := w.flatEntry(i, evIdx, out); ok {
-		return j, true
+		return j, true, true
 	}
 	j, e, ok := w.itemsEntry(i, evIdx)
 	if ok {
 		e.Seq = evIdx
 		*out = e
 	}
-	return j, ok
+	return j, false, ok
 }
 
 // itemsEntry is entry for any entry of the subset: it collects the items,
@@ -34,13 +35,9 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 	items := &w.items
 	n := 0
 	j := i + 3
-	// The prefix memo's first chunk, where the keys and most shared objects
-	// are, one indirection closer.
-	var k0 []vkind
-	var v0 []int32
-	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
-		k0, v0 = w.view.memoK[0], w.view.memoV[0]
-	}
+	// The prefix memo's chunk of the first key, as flatEntry's, one
+	// indirection closer.
+	k0, v0, base := w.keyChunk(buf, j)
 	for {
 		if n == maxFlatItems {
 			return 0, cev{}, false
@@ -60,8 +57,8 @@ func (w *pworker) itemsEntry(i int, evIdx int64) (int, cev, bool) {
 				} else {
 					idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
 				}
-				if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < w.view.memoN {
-					v = value{k0[idx], int64(v0[idx])}
+				if r := idx - base; r < uint64(len(k0)) {
+					v = value{k0[r], int64(v0[r])}
 					switch v.k {
 					case vDict, vMark, vWide:
 						return 0, cev{}, false
@@ -143,21 +140,24 @@ done:
 // collecting the items and converting them after. It returns false for
 // anything else, and for any entry event would refuse or convert otherwise
 // than simply (an oom, a pool id, a second frames), having changed nothing
-// but *ev (entry then decodes it its own way).
+// but *ev and the items buffer (entry then decodes it its own way): what a
+// new frames list or string added to the tables and maps is undone.
 func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 	buf := w.buf
 	if i+3 > len(buf) || buf[i] != opEmptyDict || buf[i+1] != opMemoize || buf[i+2] != opMark {
 		return 0, false
 	}
-	// The prefix memo's first chunk, where the keys and most shared objects
-	// are, one indirection closer.
-	var k0 []vkind
-	var v0 []int32
-	if len(w.view.memoK) > 0 && len(w.view.memoV) > 0 {
-		k0, v0 = w.view.memoK[0], w.view.memoV[0]
-	}
-	memoN := w.view.memoN
-	slot := len(w.res.memo.k)
+	// The prefix memo's chunk that holds the first key ("action"), where
+	// most keys and the actions' strings are (memoized by the first entry:
+	// past the first chunk when the segments before the traces took more
+	// slots; keys the segments' blocks have too, addr and size, are in
+	// theirs), cut to the prefix's slots and to one length, so that a lookup
+	// checks its index once; an index is made relative to the chunk (one
+	// below it wraps past its length). Other slots are looked up in their
+	// own chunks.
+	k0, v0, base := w.keyChunk(buf, i+3)
+	m := w.mark()
+	slot := m.memo
 	w.memoize(value{k: vOpen})
 	*ev = cev{Seq: evIdx, Stack: trace.NoStack}
 	frames, hasAddr := value{k: vMark}, false // none yet
@@ -182,10 +182,17 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		default:
 			goto fail
 		}
-		if idx >= uint64(len(k0)) || idx >= uint64(len(v0)) || idx >= memoN || k0[idx] != vStr {
+		var key int64
+		if r := idx - base; r < uint64(len(k0)) {
+			if k0[r] != vStr {
+				goto fail
+			}
+			key = int64(v0[r])
+		} else if k, v, ok := w.prefixSlot(idx); ok && k == vStr {
+			key = v // a key first memoized elsewhere (by a segment's block)
+		} else {
 			goto fail
 		}
-		key := int64(v0[idx])
 		if pairs == 0 && key != kAction || j+10 > len(buf) {
 			goto fail
 		}
@@ -200,8 +207,8 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 			} else {
 				idx, j = uint64(binary.LittleEndian.Uint32(p[1:5])), j+5
 			}
-			if idx < uint64(len(k0)) && idx < uint64(len(v0)) && idx < memoN {
-				v = value{k0[idx], int64(v0[idx])}
+			if r := idx - base; r < uint64(len(k0)) {
+				v = value{k0[r], int64(v0[r])}
 				switch v.k {
 				case vDict, vMark, vWide:
 					goto fail
@@ -231,8 +238,16 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		case opNewFalse:
 			v = boolValue(false)
 			j++
-		default:
-			goto fail
+		case opEmptyList: // a new frames list, as itemsEntry reads one
+			var ok bool
+			if v, j, ok = w.framesList(j); !ok {
+				goto fail
+			}
+		default: // a new string, as itemsEntry reads one
+			var ok bool
+			if v, j, ok = w.scalar(j); !ok || v.k == vOpen {
+				goto fail
+			}
 		}
 		// As event, with wInt and wUint's conversions.
 		isInt := v.k == vInt || v.k == vBool
@@ -276,7 +291,7 @@ func (w *pworker) flatEntry(i int, evIdx int64, ev *cev) (int, bool) {
 		}
 	}
 fail:
-	w.res.memo.truncate(slot)
+	w.undo(m)
 	return 0, false
 done:
 	if frames.k != vMark {
@@ -285,6 +300,43 @@ done:
 	}
 	w.res.memo.set(slot, value{vEvent, evIdx})
 	return j, true
+}
+
+// prefixSlot returns the kind and value of the prefix memo's slot idx, as
+// stored; ok is false past the prefix.
+func (w *pworker) prefixSlot(idx uint64) (vkind, int64, bool) {
+	v := w.view
+	if idx >= v.memoN {
+		return 0, 0, false
+	}
+	c, o := idx/memoChunk, idx%memoChunk
+	if c >= uint64(len(v.memoK)) || c >= uint64(len(v.memoV)) || o >= uint64(len(v.memoK[c])) || o >= uint64(len(v.memoV[c])) {
+		return 0, 0, false
+	}
+	return v.memoK[c][o], int64(v.memoV[c][o]), true
+}
+
+// keyChunk returns the prefix memo's chunk that holds the slot buf[j]
+// refers to (the entry's first key), cut to the prefix's slots and to one
+// length, and the chunk's first slot; an empty chunk if buf[j] is no memo
+// reference or its slot is past the prefix.
+func (w *pworker) keyChunk(buf []byte, j int) ([]vkind, []int32, uint64) {
+	v := w.view
+	if j+10 > len(buf) {
+		return nil, nil, 0
+	}
+	first, n := memoRef((*[10]byte)(buf[j : j+10]))
+	if n == 0 || first >= v.memoN {
+		return nil, nil, 0
+	}
+	c := first / memoChunk
+	if c >= uint64(len(v.memoK)) || c >= uint64(len(v.memoV)) {
+		return nil, nil, 0
+	}
+	base := c * memoChunk
+	k, vv := v.memoK[c], v.memoV[c]
+	m := min(uint64(len(k)), uint64(len(vv)), v.memoN-base)
+	return k[:m], vv[:m], base
 }
 
 // event converts an entry's items as toEvent does.

@@ -31,10 +31,18 @@ func (w *pworker) mark() wmark {
 	return wmark{len(r.memo.k), len(r.strs), len(r.frames), len(r.lists), len(r.stacks)}
 }
 
-// undo drops what a partly decoded entry added. The maps may keep entries
-// past the tables' ends: nothing decodes after a stop.
+// undo drops what a partly decoded entry added, its new strings and frames
+// from the maps too (flatEntry's entry is decoded again by itemsEntry). The
+// stack maps may keep entries past the tables' ends: a stack is made last,
+// once nothing can fail, and nothing decodes after a stop.
 func (w *pworker) undo(m wmark) {
 	r := w.res
+	for _, s := range r.strs[m.strs:] {
+		delete(w.strIdx, s)
+	}
+	for _, f := range r.frames[m.frames:] {
+		delete(w.frameIdx, f)
+	}
 	r.memo.truncate(m.memo)
 	r.strs, r.frames, r.lists, r.stacks = r.strs[:m.strs], r.frames[:m.frames], r.lists[:m.lists], r.stacks[:m.stacks]
 }
@@ -60,7 +68,7 @@ func (w *pworker) decodeChunk(c *chunk, res *chunkResult) (_ *chunkResult) {
 		clear(w.extStack)
 	}
 	in, pending := c.in, c.pending
-	ev := 0
+	ev, items := 0, 0
 	dst, dj := c.dst, 0
 	buf := w.buf
 loop:
@@ -87,11 +95,14 @@ loop:
 			dst, dj = dst[1:], 0
 		}
 		m := w.mark()
-		j, ok := w.entry(i, c.firstEvent+int64(ev), &dst[0][dj])
+		j, flat, ok := w.entry(i, c.firstEvent+int64(ev), &dst[0][dj])
 		if !ok {
 			w.undo(m)
 			res.stopped, res.stopOff = true, i
 			break loop
+		}
+		if !flat {
+			items++
 		}
 		dj++
 		i = j
@@ -99,18 +110,20 @@ loop:
 		pending++
 	}
 	res.n, res.in, res.pending = ev, in, pending
+	if items > 0 {
+		regionItemsEntries.Add(int64(items))
+	}
 	return res
 }
 
 // get resolves memo slot idx for a worker.
 func (w *pworker) get(idx uint64) (value, bool) {
-	v := w.view
-	if idx < v.memoN {
-		c, o := idx/memoChunk, idx%memoChunk
-		if c >= uint64(len(v.memoK)) || o >= uint64(len(v.memoK[c])) || o >= uint64(len(v.memoV[c])) {
+	if idx < w.view.memoN {
+		k, i, ok := w.prefixSlot(idx)
+		if !ok {
 			return value{}, false
 		}
-		x := value{v.memoK[c][o], int64(v.memoV[c][o])}
+		x := value{k, i}
 		switch x.k {
 		case vDict, vMark, vWide: // a wide slot: left to the sequential machine
 			return value{}, false
