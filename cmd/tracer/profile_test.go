@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -103,5 +104,20 @@ func TestImportStagesHook(t *testing.T) {
 		if beside := strings.Contains(rest, "(its goroutine's)"); beside != strings.Contains(rest, " MiB; minor faults ") {
 			t.Errorf("stage %q: %q: its thread's minor faults said %v, want %v", name, rest, !beside, beside)
 		}
+	}
+}
+
+// TestStartProfile_noMemProfile: without TRACER_MEMPROFILE the runtime
+// samples no allocations for a memory profile (none is written): no
+// stack walks, no buckets.
+func TestStartProfile_noMemProfile(t *testing.T) {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	t.Setenv("TRACER_MEMPROFILE", "")
+	t.Setenv("TRACER_CPUPROFILE", "")
+	t.Setenv("TRACER_EXECTRACE", "")
+	runtime.MemProfileRate = 512 << 10
+	startProfile(io.Discard)()
+	if runtime.MemProfileRate != 0 {
+		t.Errorf("MemProfileRate %d, want 0", runtime.MemProfileRate)
 	}
 }
