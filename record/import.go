@@ -304,14 +304,15 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	closeSnap := sync.OnceFunc(snap.Close)
 	defer closeSnap()
 	spilled := snap.Spilled()
+	followed := follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0])
 	st, statErr := os.Stat(in)
 	bigSpill := statErr == nil && st.Size() >= giveBackMin && spilled
-	if bigSpill {
+	if bigSpill && !followed {
 		// Decoding's garbage (the pickle memo above all: a slot or two per
 		// trace entry) is the largest part of the heap the import has had
 		// so far; hand it back now, or it stays resident beside the
-		// buffers of the passes below. A collection of what is left is
-		// cheap.
+		// buffers of the passes below, which read the spill back. A
+		// collection of what is left is cheap.
 		giveBack("decode")
 	}
 	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
@@ -329,7 +330,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// (importFollow).
 	scanned := make(chan scan, 1)
 	var fw *torchsnap.Forward // the start state, derived as the trace was decoded
-	if follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0]) {
+	if followed {
 		fw = &follow.fw
 		scanned <- scan{recorded: []reservedScan{follow.reserved}, noStack: [][]uint64{follow.noStack}}
 	} else {
@@ -366,11 +367,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	res.Truncated = meta.Truncated
 	recorded := sc.recorded
-	if !spilled || bigSpill {
-		// The start state's tables (the follower's of a spill; with the
-		// decoder's garbage where decoded in memory), before the
-		// annotation's model and numbering and validation's tables are
-		// made: what the model does not reach of them stays unfaulted.
+	if !spilled || bigSpill && followed {
+		// The decoder's garbage and the start state's tables (a followed
+		// spill's too: one collection for both), before the annotation's
+		// model and numbering and validation's tables are made: what the
+		// model does not reach of them stays unfaulted.
 		giveBack("start state")
 	}
 	// The first device's annotation's memory is made now that its size is
