@@ -417,7 +417,7 @@ func (u *unpickler) loop() (value, error) {
 				return value{}, err
 			}
 			b.reserveList(*l, items)
-			for _, it := range items {
+			for _, it := range items[b.appendEvents(*l, items):] {
 				if err := b.appendItem(*l, it); err != nil {
 					return value{}, err
 				}
