@@ -26,12 +26,9 @@ const maxFlatItems = 32
 // and the generic loop runs the same opcodes; what it changed by then
 // (strings interned, frames lists created) is invisible to the decoded
 // result. A trace entry whose keys are memo references (every one but the
-// first few of a file) goes through flatEvent, which converts it as it
-// reads it.
+// first few of a file) is flatEvent's, which loop tries first and which
+// converts it as it reads it.
 func (u *unpickler) flatDict() bool {
-	if u.flatEvent() {
-		return true
-	}
 	b := u.b
 	buf := u.buf[u.pos+3 : u.end] // past EMPTY_DICT MEMOIZE MARK
 	// Not local arrays: those would be zeroed on every call.

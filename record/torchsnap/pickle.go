@@ -194,7 +194,7 @@ func (u *unpickler) loop() (value, error) {
 					continue
 				}
 			case opEmptyDict:
-				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && u.flatDict() {
+				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && (u.flatEvent() || u.flatDict()) {
 					continue
 				}
 			}
