@@ -258,9 +258,9 @@ func (u *unpickler) flatEvent() bool {
 	u.pendingList, u.pendingSpan = noList, nil
 	i, hasAddr := 0, false
 	for pairs := 0; ; pairs++ {
-		// The key, a reference to a string in the memo, and
-		// q, the opcode and argument of the value after it. (Compared
-		// unsigned, as the slice's bounds check is, which it spares.)
+		// The key, a reference to a string in the memo, and q, the
+		// opcode and argument of the value after it. (Compared unsigned,
+		// as the slice's bounds check is, which it spares.)
 		if uint(i+15) > uint(len(buf)) || pairs == maxFlatItems/2 {
 			return false
 		}
