@@ -208,6 +208,33 @@ func (b *builder) appendItem(l value, v value) error {
 	return nil
 }
 
+// appendEvents appends to list l the leading items that are events, each
+// the one after the one before it, as appendItem for each in turn would: to
+// the list's run of events (evLo, evN). It returns how many it appended; the
+// rest are left to appendItem. A trace list's APPENDS adds 1,000 entries
+// this way, converted by flatEvent.
+func (b *builder) appendEvents(l value, items []value) int {
+	if l.k != vList || len(items) == 0 || items[0].k != vEvent {
+		return 0
+	}
+	o := b.lists.at(l.i)
+	if o.derived || len(o.vals) != 0 || o.blkN != 0 {
+		return 0
+	}
+	n := 0
+	for _, v := range items {
+		if v.k != vEvent || o.evN != 0 && v.i != o.evLo+o.evN {
+			break
+		}
+		if o.evN == 0 {
+			o.evLo = v.i
+		}
+		o.evN++
+		n++
+	}
+	return n
+}
+
 // appendBlocks appends blocks lo to lo+n-1 to list l, a list, as
 // appendItem for each in turn would: as a run of blocks (blkLo, blkN) where
 // l is empty or such a run ending at lo, else as values.

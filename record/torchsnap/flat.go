@@ -26,12 +26,9 @@ const maxFlatItems = 32
 // and the generic loop runs the same opcodes; what it changed by then
 // (strings interned, frames lists created) is invisible to the decoded
 // result. A trace entry whose keys are memo references (every one but the
-// first few of a file) goes through flatEvent, which converts it as it
-// reads it.
+// first few of a file) is flatEvent's, which loop tries first and which
+// converts it as it reads it.
 func (u *unpickler) flatDict() bool {
-	if u.flatEvent() {
-		return true
-	}
 	b := u.b
 	buf := u.buf[u.pos+3 : u.end] // past EMPTY_DICT MEMOIZE MARK
 	// Not local arrays: those would be zeroed on every call.
@@ -239,12 +236,14 @@ func (u *unpickler) flatEvent() bool {
 	if n == 0 {
 		return false
 	}
-	// The memo chunk of that key, where the other keys are too (PyTorch's
+	// The memo chunk of that key, where most other keys are too (PyTorch's
 	// keys are memoized together, by the first entry: in the first chunk
-	// unless the segments before the traces took more slots): nothing
-	// below stores into the memo, so it stays valid. Its kinds and ints are
-	// cut to one length, so that a lookup checks its index once; an index
-	// is made relative to the chunk (one below it wraps past n0).
+	// unless the segments before the traces took more slots; those the
+	// segments' blocks have too, such as size, are in theirs, and looked
+	// up in their own chunk): nothing below stores into the memo, so it
+	// stays valid. Its kinds and ints are cut to one length, so that a
+	// lookup checks its index once; an index is made relative to the chunk
+	// (one below it wraps past n0).
 	c := first / memoChunk
 	if c >= uint64(len(b.memo.k)) || c >= uint64(len(b.memo.v)) {
 		return false
@@ -259,9 +258,9 @@ func (u *unpickler) flatEvent() bool {
 	u.pendingList, u.pendingSpan = noList, nil
 	i, hasAddr := 0, false
 	for pairs := 0; ; pairs++ {
-		// The key, a reference to a string of the memo's first chunk, and
-		// q, the opcode and argument of the value after it. (Compared
-		// unsigned, as the slice's bounds check is, which it spares.)
+		// The key, a reference to a string in the memo, and q, the
+		// opcode and argument of the value after it. (Compared unsigned,
+		// as the slice's bounds check is, which it spares.)
 		if uint(i+15) > uint(len(buf)) || pairs == maxFlatItems/2 {
 			return false
 		}
@@ -281,10 +280,17 @@ func (u *unpickler) flatEvent() bool {
 		default:
 			return false
 		}
-		if idx -= base; idx >= uint64(n0) || k0[idx] != vStr {
+		var key int64
+		if r := idx - base; r < uint64(n0) {
+			if k0[r] != vStr {
+				return false
+			}
+			key = int64(v0[r])
+		} else if k, ok := b.memo.getDense(idx); ok && k.k == vStr {
+			key = k.i // memoized elsewhere (a seed's size, by a segment's block)
+		} else {
 			return false
 		}
-		key := int64(v0[idx])
 		// The value, in the opcodes PyTorch writes for its key, converted
 		// here as flatValue would; any other, and the values that need
 		// calls (frames, strings), by flatValue. Dispatching on the key
@@ -293,8 +299,19 @@ func (u *unpickler) flatEvent() bool {
 		// path cheaper than flatValue's.
 		switch key {
 		case kAction:
-			if a, n := memoRef(q); n != 0 && a-base < uint64(n0) && k0[a-base] == vStr {
-				id := int64(v0[a-base])
+			if a, n := memoRef(q); n != 0 {
+				// The action string, in the key's chunk or, first written
+				// after it (a seed-shaped file's frees), in its own.
+				s, ok := value{}, false
+				if r := a - base; r < uint64(n0) {
+					s, ok = value{k0[r], int64(v0[r])}, true
+				} else {
+					s, ok = b.memo.getDense(a)
+				}
+				if !ok || s.k != vStr {
+					break
+				}
+				id := s.i
 				kind, ok := b.knownKind(id)
 				if !ok {
 					kind, ok = b.kindOf(id)

@@ -10,8 +10,10 @@ import (
 
 // paddedSnapshot writes a snapshot of entries trace entries whose keys are
 // memoized after pad memo slots (a padding list of strings and of frames
-// that the entries' frames lists refer to, as segments' are).
-func paddedSnapshot(tb testing.TB, pad, entries int) []byte {
+// that the entries' frames lists refer to, as segments' are), but for the
+// keys in early, memoized first (as a seed-shaped snapshot's segments'
+// blocks memoize size and stream).
+func paddedSnapshot(tb testing.TB, pad, entries int, early ...string) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
 	p := newPickleWriter(&buf)
@@ -19,7 +21,11 @@ func paddedSnapshot(tb testing.TB, pad, entries int) []byte {
 		p.str("padding")     // a key the decoder ignores, taking memo slots
 		var frameSlots []int // frames written before the traces, as segments' are
 		p.list(pad, func(i int) {
-			if i >= 40 {
+			if i < len(early) {
+				p.str(early[i])
+				return
+			}
+			if i >= 40+len(early) {
 				p.str(fmt.Sprintf("s%d", i))
 				return
 			}
@@ -75,33 +81,37 @@ func paddedSnapshot(tb testing.TB, pad, entries int) []byte {
 
 // TestFlatEventKeysPastFirstChunk: a snapshot whose trace entries' keys are
 // memoized past the memo's first chunk (as in a real program's snapshot
-// whose segments take more than 65,536 slots) decodes as the reference
-// reader does, and its entries take flatEvent's path (their frames lists
-// made compact, not as lists of frames).
+// whose segments take more than 65,536 slots), some of them in the first
+// chunk (as in a seed-shaped one, whose segments' blocks memoize size and
+// stream), decodes as the reference reader does, and its entries take
+// flatEvent's path (their frames lists made compact, not as lists of
+// frames).
 func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 	const pad, entries = memoChunk + 5000, 3000
-	data := paddedSnapshot(t, pad, entries)
-	path := filepath.Join(t.TempDir(), "padded.pickle")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := Decode(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(got.Devices[0].Events); n != entries {
-		t.Fatalf("%d events, want %d", n, entries)
-	}
-	sameSnapshot(t, got, refDecode(t, path))
+	for _, early := range [][]string{nil, {"size", "stream"}, {"addr", "size", "stream", "frames"}} {
+		data := paddedSnapshot(t, pad, entries, early...)
+		path := filepath.Join(t.TempDir(), "padded.pickle")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(got.Devices[0].Events); n != entries {
+			t.Fatalf("early %q: %d events, want %d", early, n, entries)
+		}
+		sameSnapshot(t, got, refDecode(t, path))
 
-	u := newUnpickler(bytes.NewReader(data), newBuilder())
-	if _, err := u.run(); err != nil {
-		t.Fatal(err)
-	}
-	// The padding, the segments and the traces' lists; flatDict would
-	// make a list for each new frames list.
-	if n := u.b.lists.n; n > 10 {
-		t.Errorf("%d lists made, want the few that are not frames", n)
+		u := newUnpickler(bytes.NewReader(data), newBuilder())
+		if _, err := u.run(); err != nil {
+			t.Fatal(err)
+		}
+		// The padding, the segments and the traces' lists; flatDict would
+		// make a list for each new frames list.
+		if n := u.b.lists.n; n > 10 {
+			t.Errorf("early %q: %d lists made, want the few that are not frames", early, n)
+		}
 	}
 }
 

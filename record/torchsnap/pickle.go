@@ -194,7 +194,7 @@ func (u *unpickler) loop() (value, error) {
 					continue
 				}
 			case opEmptyDict:
-				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && u.flatDict() {
+				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && (u.flatEvent() || u.flatDict()) {
 					continue
 				}
 			}
@@ -417,7 +417,7 @@ func (u *unpickler) loop() (value, error) {
 				return value{}, err
 			}
 			b.reserveList(*l, items)
-			for _, it := range items {
+			for _, it := range items[b.appendEvents(*l, items):] {
 				if err := b.appendItem(*l, it); err != nil {
 					return value{}, err
 				}

@@ -381,6 +381,7 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string
 		b.events.sizeFor(size)
 	}
 	b.memo.sizeFor(size)
+	b.lists.sizeFor(size)
 	var top value
 	first, err := sniff(br)
 	if err != nil {
@@ -423,6 +424,7 @@ func decodeAt(src *parSource) (_ *Snapshot, err error) {
 	b.events.offHeap, b.events.scratch = src.offHeap, src.scratch
 	b.events.sizeFor(src.size)
 	b.memo.sizeFor(src.size)
+	b.lists.sizeFor(src.size)
 	u := newUnpickler(nil, b)
 	u.par = src
 	u.openAt(0)

@@ -105,6 +105,7 @@ type listStore struct {
 	// list a trace entry and a block).
 	frames  [][]int32
 	nFrames int64
+	first   int             // capacity of the first frames chunk (sizeFor); 0: 1024, grown by append
 	made    map[int64]int64 // compact list → the listObj made for it
 	// madeFrames, while blockAhead's workers run, has chunks of frames
 	// made and faulted in on another core (blockAhead.prepare).
@@ -138,8 +139,9 @@ func (s *listStore) addFrames(stack int32) int64 {
 			}
 		}
 		if c == nil {
-			// The first chunk grows by append: a small file makes few lists.
-			c = make([]int32, 0, min(framesChunk, max(1024, s.nFrames)))
+			// The first chunk grows by append from its size (sizeFor): a
+			// small file makes few lists.
+			c = make([]int32, 0, min(framesChunk, max(1024, int64(s.first), s.nFrames)))
 		}
 		s.frames = append(s.frames, c)
 	}
@@ -147,6 +149,15 @@ func (s *listStore) addFrames(stack int32) int64 {
 	s.frames[k] = append(s.frames[k], stack)
 	s.nFrames++
 	return -s.nFrames // -1-j for j = nFrames-1
+}
+
+// sizeFor sizes the first frames chunk for a file of size bytes, as
+// memo.sizeFor does the memo's: a trace entry (about 80 bytes) or a block
+// makes at most one compact list, so a file of a few MB fills the chunk,
+// which is then allocated whole rather than grown by append (about 16
+// copies from 1,024 lists).
+func (s *listStore) sizeFor(size int64) {
+	s.first = int(min(size/128, framesChunk))
 }
 
 // frame returns compact list j's stack.
