@@ -123,12 +123,23 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 	wg.Wait()
 	if d.rf != nil {
 		// A range of the scratch file's records at a time, read once,
-		// which the shares go through before the next is read.
-		var w recWindow
+		// which the shares go through while the next range is read into
+		// the other window: the reads, on one core, no longer wait for
+		// the shares nor the shares for them.
+		var ws [2]recWindow
+		if !ws[0].read(d, 0, int64(min(n, per))) {
+			return nil, false, false
+		}
 		for r := range parts {
-			lo, hi := min(n, r*per), min(n, (r+1)*per)
-			if !w.read(d, int64(lo), int64(hi)) {
-				return nil, false, false
+			lo := min(n, r*per)
+			w := &ws[r%2]
+			if r+1 < len(parts) {
+				next := &ws[(r+1)%2]
+				wg.Go(func() {
+					if !next.read(d, int64(min(n, (r+1)*per)), int64(min(n, (r+2)*per))) {
+						failed.Store(true)
+					}
+				})
 			}
 			for s := range fs {
 				wg.Go(func() {
@@ -137,6 +148,9 @@ func (d *Device) parallelStart() (st *start, unseenFree, ok bool) {
 				})
 			}
 			wg.Wait()
+			if failed.Load() {
+				return nil, false, false
+			}
 		}
 	} else {
 		for s := range fs {
