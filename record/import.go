@@ -279,8 +279,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		snapHook()
 	}
 	var follow *importFollow
-	inMemory := decodesInMemory([]string{in})
-	if !inMemory && !noFollow {
+	if !decodesInMemory([]string{in}) && !noFollow {
 		follow = &importFollow{}
 	}
 	timer := newStageTimer(in)
@@ -308,23 +307,13 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	followed := follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0])
 	st, statErr := os.Stat(in)
 	bigSpill := statErr == nil && st.Size() >= giveBackMin && spilled
-	gaveBack := func() {}
 	if bigSpill && !followed {
 		// Decoding's garbage (the pickle memo above all: a slot or two per
 		// trace entry) is the largest part of the heap the import has had
 		// so far; hand it back now, or it stays resident beside the
 		// buffers of the passes below, which read the spill back. A
-		// collection of what is left is cheap. After the decode in memory
-		// it runs beside the start state's passes, which allocate little,
-		// and is waited for before the annotation's memory is made: on
-		// the GPU host it was 6 of real25's 18 ms of start state.
-		if inMemory {
-			done := make(chan struct{})
-			go func() { giveBack("decode"); close(done) }()
-			gaveBack = func() { <-done }
-		} else {
-			giveBack("decode")
-		}
+		// collection of what is left is cheap.
+		giveBack("decode")
 	}
 	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
 	if err != nil {
@@ -370,7 +359,6 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		follow.fw = torchsnap.Forward{} // its tables gave the start state: the collector's before the replay's
 	}
 	sc := <-scanned
-	gaveBack()
 	if err != nil {
 		return nil, err
 	}
