@@ -534,16 +534,22 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			if err == nil {
 				err = ctx.Err() // a signal stops the import between chunks
 			}
-			if err == nil {
-				err = put(evs)
-			}
 			for j := range evs {
 				if evs[j].Kind != trace.KindEmptyCache { // a row of rows, not one of d's events
 					read++
 				}
 			}
+			// The buffer goes back as soon as the writer has copied it,
+			// before it waits for a piece's encoding and before the
+			// discard: the reader, which the annotation may be waiting
+			// for, waits for it.
+			back := func() { a.free <- evs[:cap(evs)] }
+			if err == nil {
+				err = putThen(w, evs, stackMap, back)
+			} else {
+				back()
+			}
 			d.DiscardBefore(read)
-			a.free <- evs[:cap(evs)]
 		}
 		if err == nil {
 			err = a.err
@@ -694,6 +700,18 @@ func importMeta(in string, snap *torchsnap.Snapshot, opts ImportOptions) trace.M
 		meta.Extra[trace.ExtraEmptyCacheAfterOOM] = "given: the program empties the cache when it catches an OOM"
 	}
 	return meta
+}
+
+// putThen writes evs to w, as WriteEvents does, and calls copied once w
+// has copied them: for a stream writer before it waits for a piece's
+// encoding (trace.StreamWriter.WriteEventsThen), else once it returns.
+func putThen(w eventWriter, evs []trace.Event, stackMap []trace.StackID, copied func()) error {
+	if sw, ok := w.(*trace.StreamWriter); ok {
+		return sw.WriteEventsThen(evs, stackMap, copied)
+	}
+	err := w.WriteEvents(evs, stackMap)
+	copied()
+	return err
 }
 
 // eventWriter is what importOne needs of a trace writer: *trace.Writer or

@@ -105,6 +105,13 @@ func (s *StreamWriter) Events() int64 { return s.w.nextSeq }
 // WriteEvents appends evs, as Writer.WriteEvents does (stack ids mapped
 // through stackMap when it is not nil). An error ends the writer.
 func (s *StreamWriter) WriteEvents(evs []Event, stackMap []StackID) error {
+	return s.WriteEventsThen(evs, stackMap, nil)
+}
+
+// WriteEventsThen is WriteEvents calling copied, if not nil, once evs are
+// copied (or the writer failed), before it waits for the last piece's
+// encoding: the caller may then reuse evs' memory while the writer waits.
+func (s *StreamWriter) WriteEventsThen(evs []Event, stackMap []StackID, copied func()) error {
 	w := s.w
 	for w.err == nil && len(evs) > 0 {
 		if s.done == s.rows {
@@ -120,9 +127,16 @@ func (s *StreamWriter) WriteEvents(evs []Event, stackMap []StackID) error {
 		w.nextSeq += int64(k)
 		s.done += k
 		evs = evs[k:]
+		if len(evs) == 0 && copied != nil {
+			copied()
+			copied = nil
+		}
 		if s.piece.n == streamPiece || s.done == s.rows {
 			w.err = s.flushPiece()
 		}
+	}
+	if copied != nil {
+		copied()
 	}
 	return w.err
 }

@@ -11,7 +11,7 @@ import (
 
 // A StreamWriter writes the bytes a Writer from Create writes for the same
 // events, whatever the number of batches, their null counts and the calls'
-// sizes.
+// sizes, the events' memory reused once WriteEventsThen has copied them.
 func TestStreamWriter(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []int{0, 1, 7, 4097, trace.DefaultBatchRows, trace.DefaultBatchRows + 1, 2*trace.DefaultBatchRows + 4100} {
@@ -54,10 +54,18 @@ func TestStreamWriter(t *testing.T) {
 			} {
 				sw.AddStack(st)
 			}
+			// Through WriteEventsThen, whose copied clears the events
+			// it was handed: once copied they are the caller's again.
+			var buf []trace.Event
 			for lo := 0; lo < n; {
 				hi := min(n, lo+1+lo%5000)
-				if err := sw.WriteEvents(evs[lo:hi], nil); err != nil {
+				buf = append(buf[:0], evs[lo:hi]...)
+				calls := 0
+				if err := sw.WriteEventsThen(buf, nil, func() { calls++; clear(buf) }); err != nil {
 					t.Fatal(err)
+				}
+				if calls != 1 {
+					t.Fatalf("events %d-%d: copied called %d times, want 1", lo, hi, calls)
 				}
 				lo = hi
 			}
