@@ -7,8 +7,10 @@ import (
 )
 
 // giveBackMin is the smallest spilled file whose import hands its garbage
-// back (giveBack) once the decode is over: below it, the decode's heap is
-// too small for a forced collection to pay (a variable for the tests).
+// back (giveBack): after the decode, or after the start state where the
+// spill's follower derived it (its tables go back too). Below it, the
+// decode's heap is too small for a forced collection to pay (a variable
+// for the tests).
 var giveBackMin int64 = 1 << 20
 
 // giveBackHook, when set, receives the stage at whose end each giveBack
