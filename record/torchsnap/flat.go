@@ -256,8 +256,11 @@ func (u *unpickler) flatEvent() bool {
 	}
 	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
 	u.pendingList, u.pendingSpan = noList, nil
-	i, hasAddr := 0, false
-	for pairs := 0; ; pairs++ {
+	i, head, hasAddr := u.flatHead(buf, n, k0, v0, base, &e)
+	if head < 0 {
+		return false
+	}
+	for pairs := head; ; pairs++ {
 		// The key, a reference to a string in the memo, and q, the
 		// opcode and argument of the value after it. (Compared unsigned,
 		// as the slice's bounds check is, which it spares.)

@@ -41,6 +41,11 @@ type unpickler struct {
 	// stack is made.
 	spans       spanCache
 	pendingSpan []byte
+	// heads: flatHead's key references (addr, size, stream, time_us, two
+	// keys toEvent ignores, frames), and
+	// headsEpoch, memo.rewrites+1 when they were learnt (0: never).
+	heads      [7]keyRef
+	headsEpoch uint64
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
 	// frames).
 	blockRd blockReader

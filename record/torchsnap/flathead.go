@@ -1,0 +1,202 @@
+package torchsnap
+
+import (
+	"encoding/binary"
+
+	"github.com/tracer-dev/tracer/trace"
+)
+
+// flatHead converts, for flatEvent, the pairs PyTorch writes first in every
+// trace entry, in this order: action (whose key flatEvent has checked, n0
+// bytes of buf), addr, size, stream and time_us, each value in the form
+// flatEvent's loop converts itself. It returns the offset past the pairs it
+// converted, how many (-1: the entry is not one flatEvent converts), and
+// whether one was addr. It stops at the first pair
+// that is not the one expected, or is in another form, leaving it and the
+// rest to the loop, which converts them as it would have from the first:
+// nothing here changes anything but e and the key references it learns
+// (u.heads). Each key is matched by the bytes of its memo reference, as the
+// entry before wrote it, in straight-line code: without the loop's
+// dispatch on the key's opcode, its memo lookup and the dispatch on the key.
+func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base uint64, e *flatEntry) (int, int, bool) {
+	if r := u.b.memo.rewrites + 1; u.headsEpoch != r {
+		// A memo slot was stored again: a reference may name another
+		// string now (headsEpoch 0: none learnt yet).
+		for j := range u.heads {
+			u.heads[j] = keyRef{word: 1} // matches nothing (mask 0)
+		}
+		u.headsEpoch = r
+	}
+	if uint(n0+10) > uint(len(buf)) {
+		return 0, 0, false
+	}
+	a, n := memoRef((*[10]byte)(buf[n0 : n0+10]))
+	if n == 0 {
+		return 0, 0, false
+	}
+	r := a - base
+	if r >= uint64(len(k0)) || r >= uint64(len(v0)) || k0[r] != vStr {
+		return 0, 0, false
+	}
+	kind, ok := u.b.knownKind(int64(v0[r]))
+	if !ok || kind == trace.KindOOM {
+		return 0, 0, false
+	}
+	e.ev.Kind = kind
+	i := n0 + n
+	var x int64
+	var m int
+	// addr: LONG1.
+	if uint(i+15) > uint(len(buf)) {
+		return i, 1, false
+	}
+	p := (*[15]byte)(buf[i : i+15])
+	q, n := u.heads[0].match(p)
+	if n == 0 {
+		if q, n = u.heads[0].learn(p, kAddr, k0, v0, base); n == 0 {
+			return i, 1, false
+		}
+	}
+	if x, m = long1At(q); m == 0 {
+		return i, 1, false
+	}
+	e.ev.Addr, i = uint64(x), i+n+m
+	// size: BININT1, BININT2, BININT or LONG1.
+	if uint(i+15) > uint(len(buf)) {
+		return i, 2, true
+	}
+	p = (*[15]byte)(buf[i : i+15])
+	if q, n = u.heads[1].match(p); n == 0 {
+		if q, n = u.heads[1].learn(p, kSize, k0, v0, base); n == 0 {
+			return i, 2, true
+		}
+	}
+	if x, m = binIntAt(q); m == 0 {
+		x, m = long1At(q)
+	}
+	if m == 0 {
+		return i, 2, true
+	}
+	e.ev.Size, i = x, i+n+m
+	// stream: BININT1, BININT2 or BININT.
+	if uint(i+15) > uint(len(buf)) {
+		return i, 3, true
+	}
+	p = (*[15]byte)(buf[i : i+15])
+	if q, n = u.heads[2].match(p); n == 0 {
+		if q, n = u.heads[2].learn(p, kStream, k0, v0, base); n == 0 {
+			return i, 3, true
+		}
+	}
+	if x, m = binIntAt(q); m == 0 {
+		return i, 3, true
+	}
+	e.ev.Stream, i = uint64(x), i+n+m
+	// time_us: LONG1.
+	if uint(i+15) > uint(len(buf)) {
+		return i, 4, true
+	}
+	p = (*[15]byte)(buf[i : i+15])
+	if q, n = u.heads[3].match(p); n == 0 {
+		if q, n = u.heads[3].learn(p, kTimeUs, k0, v0, base); n == 0 {
+			return i, 4, true
+		}
+	}
+	if x, m = long1At(q); m == 0 {
+		return i, 4, true
+	}
+	e.ev.TimeUs, i = x, i+n+m
+	// Up to two keys toEvent ignores (compile_context, user_metadata): a
+	// short string, interned and memoized as flatValue does, or a
+	// reference to what flatItem would accept, skipped as the loop does.
+	pairs := 5
+	for h := 4; h < 6; h, pairs = h+1, pairs+1 {
+		if uint(i+15) > uint(len(buf)) {
+			return i, pairs, true
+		}
+		p = (*[15]byte)(buf[i : i+15])
+		if q, n = u.heads[h].match(p); n == 0 {
+			if q, n = u.heads[h].learn(p, -1, k0, v0, base); n == 0 {
+				return i, pairs, true
+			}
+		}
+		if a, m := memoRef(q); m != 0 {
+			if r := a - base; r >= uint64(len(k0)) || k0[r] == vDict || k0[r] == vWide {
+				return i, pairs, true
+			}
+			i += n + m
+			continue
+		}
+		end := i + n + 2 + int(q[1])
+		if q[0] != opShortBinUni || end >= len(buf) || e.nm == len(u.flatMemo) {
+			return i, pairs, true
+		}
+		v := u.b.internBytes(buf[i+n+2 : end])
+		if buf[end] == opMemoize {
+			u.flatMemo[e.nm] = v
+			e.nm++
+			end++
+		}
+		i = end
+	}
+	// frames, by flatValue, as the loop would.
+	if uint(i+15) > uint(len(buf)) {
+		return i, pairs, true
+	}
+	p = (*[15]byte)(buf[i : i+15])
+	if q, n = u.heads[6].match(p); n == 0 {
+		if q, n = u.heads[6].learn(p, kFrames, k0, v0, base); n == 0 {
+			return i, pairs, true
+		}
+	}
+	if i, ok = u.flatValue(buf, i+n, kFrames, e); !ok {
+		return 0, -1, true
+	}
+	return i, pairs + 1, true
+}
+
+// keyRef is a key's memo reference as flatHead last read it: its n bytes
+// (BINGET, 2, or LONG_BINGET, 5) as word under mask. A reference names
+// the same string while no memo slot is stored again (memo.rewrites).
+type keyRef struct {
+	word, mask uint64
+	n          int
+}
+
+// match returns the opcode and argument of the value after the key at p,
+// and the key's length, if the key is h's reference; n is 0 if not.
+func (h *keyRef) match(p *[15]byte) (q *[10]byte, n int) {
+	if binary.LittleEndian.Uint64(p[:8])&h.mask != h.word {
+		return nil, 0
+	}
+	if h.n == 5 {
+		return (*[10]byte)(p[5:15]), 5
+	}
+	return (*[10]byte)(p[2:12]), 2
+}
+
+// learn is match for a key h does not hold: if p's key is a reference to
+// the string want (-1: any key toEvent ignores) in the memo chunk k0, v0
+// from slot base, h becomes it.
+func (h *keyRef) learn(p *[15]byte, want int64, k0 []vkind, v0 []int32, base uint64) (*[10]byte, int) {
+	var idx uint64
+	n := 2
+	switch p[0] {
+	case opBinGet:
+		idx = uint64(p[1])
+	case opLongBinGet:
+		idx, n = uint64(binary.LittleEndian.Uint32(p[1:5])), 5
+	default:
+		return nil, 0
+	}
+	r := idx - base
+	if r >= uint64(len(k0)) || r >= uint64(len(v0)) || k0[r] != vStr {
+		return nil, 0
+	}
+	if key := int64(v0[r]); key != want && (want != -1 || key <= kPoolID) {
+		return nil, 0
+	}
+	mask := uint64(1)<<(8*n) - 1
+	*h = keyRef{word: binary.LittleEndian.Uint64(p[:8]) & mask, mask: mask, n: n}
+	return h.match(p)
+}
