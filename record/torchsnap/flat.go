@@ -257,8 +257,11 @@ func (u *unpickler) flatEvent() bool {
 	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
 	u.pendingList, u.pendingSpan = noList, nil
 	i, head, hasAddr := u.flatHead(buf, n, k0, v0, base, &e)
-	if head < 0 {
-		return false
+	if head < headPairs {
+		if head < 0 {
+			return false
+		}
+		u.headShort++
 	}
 	for pairs := head; ; pairs++ {
 		// The key, a reference to a string in the memo, and q, the

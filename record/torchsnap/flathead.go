@@ -34,11 +34,18 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	if n == 0 {
 		return 0, 0, false
 	}
-	r := a - base
-	if r >= uint64(len(k0)) || r >= uint64(len(v0)) || k0[r] != vStr {
+	var id int64
+	if r := a - base; r < uint64(len(k0)) && r < uint64(len(v0)) {
+		if k0[r] != vStr {
+			return 0, 0, false
+		}
+		id = int64(v0[r])
+	} else if s, ok := u.b.memo.getDense(a); ok && s.k == vStr {
+		id = s.i // first written after the keys' chunk (a seed's frees)
+	} else {
 		return 0, 0, false
 	}
-	kind, ok := u.b.knownKind(int64(v0[r]))
+	kind, ok := u.b.knownKind(id)
 	if !ok || kind == trace.KindOOM {
 		return 0, 0, false
 	}
@@ -53,7 +60,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	p := (*[15]byte)(buf[i : i+15])
 	q, n := u.heads[0].match(p)
 	if n == 0 {
-		if q, n = u.heads[0].learn(p, kAddr, k0, v0, base); n == 0 {
+		if q, n = u.heads[0].learn(p, kAddr, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 1, false
 		}
 	}
@@ -67,7 +74,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	p = (*[15]byte)(buf[i : i+15])
 	if q, n = u.heads[1].match(p); n == 0 {
-		if q, n = u.heads[1].learn(p, kSize, k0, v0, base); n == 0 {
+		if q, n = u.heads[1].learn(p, kSize, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 2, true
 		}
 	}
@@ -84,7 +91,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	p = (*[15]byte)(buf[i : i+15])
 	if q, n = u.heads[2].match(p); n == 0 {
-		if q, n = u.heads[2].learn(p, kStream, k0, v0, base); n == 0 {
+		if q, n = u.heads[2].learn(p, kStream, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 3, true
 		}
 	}
@@ -98,7 +105,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	p = (*[15]byte)(buf[i : i+15])
 	if q, n = u.heads[3].match(p); n == 0 {
-		if q, n = u.heads[3].learn(p, kTimeUs, k0, v0, base); n == 0 {
+		if q, n = u.heads[3].learn(p, kTimeUs, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 4, true
 		}
 	}
@@ -116,7 +123,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 		}
 		p = (*[15]byte)(buf[i : i+15])
 		if q, n = u.heads[h].match(p); n == 0 {
-			if q, n = u.heads[h].learn(p, -1, k0, v0, base); n == 0 {
+			if q, n = u.heads[h].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
 				return i, pairs, true
 			}
 		}
@@ -145,7 +152,10 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	p = (*[15]byte)(buf[i : i+15])
 	if q, n = u.heads[6].match(p); n == 0 {
-		if q, n = u.heads[6].learn(p, kFrames, k0, v0, base); n == 0 {
+		if p[0] == opSetItems { // no frames (a seed's entries)
+			return i, pairs, true
+		}
+		if q, n = u.heads[6].learn(p, kFrames, &u.b.memo, k0, v0, base); n == 0 {
 			return i, pairs, true
 		}
 	}
@@ -154,6 +164,9 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	return i, pairs + 1, true
 }
+
+// headPairs is how many pairs flatHead converts at most.
+const headPairs = 8
 
 // keyRef is a key's memo reference as flatHead last read it: its n bytes
 // (BINGET, 2, or LONG_BINGET, 5) as word under mask. A reference names
@@ -177,8 +190,8 @@ func (h *keyRef) match(p *[15]byte) (q *[10]byte, n int) {
 
 // learn is match for a key h does not hold: if p's key is a reference to
 // the string want (-1: any key toEvent ignores) in the memo chunk k0, v0
-// from slot base, h becomes it.
-func (h *keyRef) learn(p *[15]byte, want int64, k0 []vkind, v0 []int32, base uint64) (*[10]byte, int) {
+// from slot base, or elsewhere in m, h becomes it.
+func (h *keyRef) learn(p *[15]byte, want int64, m *memo, k0 []vkind, v0 []int32, base uint64) (*[10]byte, int) {
 	var idx uint64
 	n := 2
 	switch p[0] {
@@ -189,11 +202,18 @@ func (h *keyRef) learn(p *[15]byte, want int64, k0 []vkind, v0 []int32, base uin
 	default:
 		return nil, 0
 	}
-	r := idx - base
-	if r >= uint64(len(k0)) || r >= uint64(len(v0)) || k0[r] != vStr {
+	var key int64
+	if r := idx - base; r < uint64(len(k0)) && r < uint64(len(v0)) {
+		if k0[r] != vStr {
+			return nil, 0
+		}
+		key = int64(v0[r])
+	} else if k, ok := m.getDense(idx); ok && k.k == vStr {
+		key = k.i // memoized in another chunk (a seed's size, by a segment's block)
+	} else {
 		return nil, 0
 	}
-	if key := int64(v0[r]); key != want && (want != -1 || key <= kPoolID) {
+	if key != want && (want != -1 || key <= kPoolID) {
 		return nil, 0
 	}
 	mask := uint64(1)<<(8*n) - 1

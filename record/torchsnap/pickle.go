@@ -46,6 +46,7 @@ type unpickler struct {
 	// headsEpoch, memo.rewrites+1 when they were learnt (0: never).
 	heads      [7]keyRef
 	headsEpoch uint64
+	headShort  int // flatEvent's entries flatHead did not convert whole (tests)
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
 	// frames).
 	blockRd blockReader
