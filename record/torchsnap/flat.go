@@ -262,6 +262,8 @@ func (u *unpickler) flatEvent() bool {
 			return false
 		}
 		u.headShort++
+	} else if uint(i+15) <= uint(len(buf)) && buf[i] == opSetItems && completes(buf[i+1]) {
+		goto done // as the loop's SETITEMS: addr was read
 	}
 	for pairs := head; ; pairs++ {
 		// The key, a reference to a string in the memo, and q, the
