@@ -79,6 +79,25 @@ func paddedSnapshot(tb testing.TB, pad, entries int, early ...string) []byte {
 	return buf.Bytes()
 }
 
+// decodesAsRef checks that data, a snapshot of entries trace entries on
+// one device (what: its name in failures), decodes as the reference reader
+// decodes it.
+func decodesAsRef(t *testing.T, data []byte, entries int, what string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "snapshot.pickle")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if n := len(got.Devices[0].Events); n != entries {
+		t.Fatalf("%s: %d events, want %d", what, n, entries)
+	}
+	sameSnapshot(t, got, refDecode(t, path))
+}
+
 // TestFlatEventKeysPastFirstChunk: a snapshot whose trace entries' keys are
 // memoized past the memo's first chunk (as in a real program's snapshot
 // whose segments take more than 65,536 slots), some of them in the first
@@ -90,18 +109,7 @@ func TestFlatEventKeysPastFirstChunk(t *testing.T) {
 	const pad, entries = memoChunk + 5000, 3000
 	for _, early := range [][]string{nil, {"size", "stream"}, {"addr", "size", "stream", "frames"}} {
 		data := paddedSnapshot(t, pad, entries, early...)
-		path := filepath.Join(t.TempDir(), "padded.pickle")
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		got, err := Decode(bytes.NewReader(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := len(got.Devices[0].Events); n != entries {
-			t.Fatalf("early %q: %d events, want %d", early, n, entries)
-		}
-		sameSnapshot(t, got, refDecode(t, path))
+		decodesAsRef(t, data, entries, fmt.Sprintf("early %q", early))
 
 		u := newUnpickler(bytes.NewReader(data), newBuilder())
 		if _, err := u.run(); err != nil {

@@ -86,6 +86,20 @@ func (p *pickleWriter) int(n int64) {
 
 func (p *pickleWriter) op(b ...byte) { p.w.Write(b) }
 
+// entryHead writes the pairs a trace entry starts with, in PyTorch's order.
+func (p *pickleWriter) entryHead(action string, addr, size, stream, t int64) {
+	p.str("action")
+	p.str(action)
+	p.str("addr")
+	p.int(addr)
+	p.str("size")
+	p.int(size)
+	p.str("stream")
+	p.int(stream)
+	p.str("time_us")
+	p.int(t)
+}
+
 // dict writes {k: v} for the pairs that fn emits (key then value each).
 func (p *pickleWriter) dict(fn func()) {
 	p.op(opEmptyDict)
@@ -156,16 +170,7 @@ func writeSyntheticSnapshot(w io.Writer, n int) error {
 		batch++
 		t += int64(rng.Intn(50))
 		p.dict(func() {
-			p.str("action")
-			p.str(action)
-			p.str("addr")
-			p.int(addr)
-			p.str("size")
-			p.int(size)
-			p.str("stream")
-			p.int(stream)
-			p.str("time_us")
-			p.int(t)
+			p.entryHead(action, addr, size, stream, t)
 			p.str("compile_context")
 			p.str("N/A")
 			p.str("user_metadata")
