@@ -4,7 +4,9 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestGiveBackAfterStartState: a spilled import whose start state came
@@ -35,5 +37,48 @@ func TestGiveBackAfterStartState(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: gave back after %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestGiveBackReleaseBeside: the release of the executable's pages
+// (textpages.Release) runs beside what follows a give-back, not before it:
+// an import whose release is held until the import has returned still
+// returns, and its stages come in that order. With the release back on the
+// import's path, the import waits for it and the test fails (after a
+// minute: the import is stuck).
+func TestGiveBackReleaseBeside(t *testing.T) {
+	in := "../testdata/snapshots/churn__gc60__seed1.pickle" // one device
+	defer func(min int64) { giveBackMin, giveBackHook, releaseHook = min, nil, nil }(giveBackMin)
+	giveBackMin = 0
+	var mu sync.Mutex
+	var order []string
+	log := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	imported, released := make(chan struct{}), make(chan struct{})
+	giveBackHook = func(stage string) { log("give back after " + stage) }
+	releaseHook = func() {
+		<-imported
+		log("release")
+		close(released)
+	}
+	go func() {
+		if _, err := importOne(context.Background(), in, filepath.Join(t.TempDir(), "out.arrows"), ImportOptions{}); err != nil {
+			t.Error(err)
+		}
+		log("imported")
+		close(imported)
+	}()
+	select {
+	case <-released:
+	case <-time.After(time.Minute):
+		t.Fatal("the import did not return while its release was held: the release is on its path")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"give back after start state", "imported", "release"}; !slices.Equal(order, want) {
+		t.Errorf("stages %q, want %q", order, want)
 	}
 }

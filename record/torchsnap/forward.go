@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -244,9 +245,7 @@ func mergeStart(d *Device, fs []Forward, shareOf func(uint64) int, segEvs []trac
 	// (mergeFind dropped it).
 	var from []liveBlock
 	for i := range fs {
-		for _, x := range starts[i] {
-			from = append(from, x.b)
-		}
+		from = append(from, starts[i]...)
 		starts[i] = nil
 		f := &fs[i]
 		unseenFree = unseenFree || f.unseenFree || f.starts.Len() > 0
@@ -304,31 +303,29 @@ const (
 	endChained
 )
 
-// fwdStart is a start block a share's walk gave, with how.
-type fwdStart struct {
-	b   liveBlock
-	res fwdRes
-}
-
 // mergeFind looks up each live end-state block in its share's table, on
 // several goroutines, each a range of the segments' blocks (the tables are
 // only read), into acts (acts[i] for the i-th of the segments' blocks, in
 // order, live or not); and lists, on a goroutine per share, the addresses
-// that give a start block (resBlock) or may (resChain), in its table's
-// order.
-func mergeFind(d *Device, fs []Forward, shareOf func(uint64) int) (acts []uint8, starts [][]fwdStart) {
+// that give a start block (resBlock) or may (resChain), in the order of
+// its table of them. The lookups take as many goroutines as the shares, or more
+// (findParts): a spilled import's one share (Forward) looked a large end
+// state's blocks up on one core, most of its start state's wall.
+func mergeFind(d *Device, fs []Forward, shareOf func(uint64) int) (acts []uint8, starts [][]liveBlock) {
 	first := make([]int, len(d.Segments)+1) // the index of each segment's first block
 	for j := range d.Segments {
 		first[j+1] = first[j] + len(d.Segments[j].Blocks)
 	}
 	n := first[len(d.Segments)]
-	acts, starts = make([]uint8, n), make([][]fwdStart, len(fs))
+	acts, starts = make([]uint8, n), make([][]liveBlock, len(fs))
+	parts := findParts(n, len(fs))
+	peeked := make([]uint64, parts)
 	var wg sync.WaitGroup
-	for w := range len(fs) {
+	for w := range parts {
 		wg.Go(func() {
-			var peeked uint64
-			defer func() { fs[w].peeked += peeked }()
-			lo, hi := w*n/len(fs), (w+1)*n/len(fs)
+			var sum uint64
+			defer func() { peeked[w] = sum }()
+			lo, hi := w*n/parts, (w+1)*n/parts
 			j, _ := slices.BinarySearch(first, lo+1)
 			for j--; lo < hi; j++ {
 				seg := d.Segments[j].Blocks
@@ -340,7 +337,7 @@ func mergeFind(d *Device, fs []Forward, shareOf func(uint64) int) (acts []uint8,
 						peekAt = min(k+fwdPeek, len(blocks))
 						for _, p := range blocks[k:peekAt] {
 							if p.State.Live() {
-								peeked += fs[shareOf(p.Addr)].addrs.Peek(p.Addr)
+								sum += fs[shareOf(p.Addr)].addrs.Peek(p.Addr)
 							}
 						}
 					}
@@ -356,15 +353,33 @@ func mergeFind(d *Device, fs []Forward, shareOf func(uint64) int) (acts []uint8,
 				}
 			}
 		})
+	}
+	for w := range len(fs) {
 		wg.Go(func() {
-			f := &fs[w]
-			f.addrs.All(func(a uint64, r *fwdAddr) {
-				if r.res == resBlock || r.res == resChain {
-					starts[w] = append(starts[w], fwdStart{b: *f.starts.Ref(a), res: r.res})
-				}
+			// The addresses of f.starts are those whose result is
+			// resBlock or resChain (step): fewer than the table of all.
+			fs[w].starts.All(func(_ uint64, b *liveBlock) {
+				starts[w] = append(starts[w], *b)
 			})
 		})
 	}
 	wg.Wait()
+	for w := range peeked { // kept, so that the peeks are made
+		fs[w%len(fs)].peeked += peeked[w]
+	}
 	return acts, starts
+}
+
+// findPartBlocks is the fewest end-state blocks a lookup goroutine of
+// mergeFind is given beyond the shares' own (a variable for the tests).
+var findPartBlocks = 8192
+
+// findParts is how many goroutines mergeFind looks n blocks up on: one a
+// share, or one a core where the blocks are many enough (none without
+// shares).
+func findParts(n, shares int) int {
+	if shares == 0 {
+		return 0
+	}
+	return max(shares, min(runtime.GOMAXPROCS(0), n/findPartBlocks))
 }

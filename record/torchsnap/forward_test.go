@@ -223,9 +223,19 @@ func TestParallelStart_matchesUndo(t *testing.T) {
 
 // TestMergeFind: the lookups mergeFind splits into ranges of the segments'
 // blocks give each block the act a walk of the blocks in order gives it,
-// whatever the number of shares against the blocks, with empty segments
-// and inactive blocks among them.
+// whatever the number of shares and lookup goroutines (findParts) against
+// the blocks, with empty segments and inactive blocks among them.
 func TestMergeFind(t *testing.T) {
+	for _, per := range []int{findPartBlocks, 3, 1} {
+		t.Run(fmt.Sprintf("%d blocks a part", per), func(t *testing.T) {
+			defer func(n, procs int) { findPartBlocks = n; runtime.GOMAXPROCS(procs) }(findPartBlocks, runtime.GOMAXPROCS(8))
+			findPartBlocks = per
+			testMergeFind(t)
+		})
+	}
+}
+
+func testMergeFind(t *testing.T) {
 	for _, counts := range [][]int{{}, {0}, {1}, {0, 3, 0, 0, 5, 1, 0}, {7, 0, 2}, {40, 1, 0, 13}} {
 		var segs []Segment
 		addr := uint64(0x1000_0000)
