@@ -170,7 +170,8 @@ func widenRecs(dst []cev, recs []srec, seq0 int64, dev int32) {
 // events are packed as they are committed (packq) and c's lie in the
 // base, its workers write them as records into a buffer that the packer
 // gives back for a later chunk (recChunk), and the base's memory of those
-// events is never written: a fresh page for each 46 events cost more
+// events is never written: a fresh page for each 42 events (96 bytes
+// each) cost more
 // than decoding them (page faults, and the kernel's zeroing), and the
 // packer then read them back to pack them.
 func (r *region) reserve(c *chunk) {
