@@ -5,15 +5,17 @@ import (
 	"unsafe"
 )
 
-// Packing: ReadFileMapped's events are written by the regions' workers in
-// their final form (trace.Event, 88 bytes) into the store's mapped base, and
-// once a prefix of them is committed it is rewritten in place as records
-// (srec, 56 bytes: what the spill stores), record i at 56i, below event i at
-// 88i. The pages between the records' end and the first event not yet
-// packed hold neither and go back to the system, so the decode's peak holds
-// 56 bytes a finished event instead of 88. A device whose run lies in the
-// packed prefix reads it through Chunk, widened a chunk at a time, as a
-// spilled one does.
+// Packing: ReadFileMapped's events are kept as records (srec, 56 bytes:
+// what the spill stores) rather than in their final form (trace.Event, 96
+// bytes): in the store's mapping, record i at 56i, below event i at 96i,
+// or in ReadFileMappedIn's scratch file. The regions' workers write their
+// chunks' events as records into buffers of the region (reserve), which
+// the packer stores once committed; events the sequential machine added
+// to the base are rewritten as records once a prefix of them is final,
+// and the pages between the records' end and the first event not yet
+// packed go back to the system. A device whose run lies in the packed
+// prefix reads it through Chunk, widened a chunk at a time, as a spilled
+// one does.
 
 // packTo packs events [s.packed, hi) of the base, which must be final and
 // lie in chunks cut from the base (checked by the caller), and gives back
@@ -171,9 +173,8 @@ func widenRecs(dst []cev, recs []srec, seq0 int64, dev int32) {
 // base, its workers write them as records into a buffer that the packer
 // gives back for a later chunk (recChunk), and the base's memory of those
 // events is never written: a fresh page for each 42 events (96 bytes
-// each) cost more
-// than decoding them (page faults, and the kernel's zeroing), and the
-// packer then read them back to pack them.
+// each) cost more than decoding them (page faults, and the kernel's
+// zeroing), and the packer then read them back to pack them.
 func (r *region) reserve(c *chunk) {
 	c.dst = r.b.events.reserve(int64(c.entries))
 	c.recs = nil

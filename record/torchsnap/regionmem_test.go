@@ -86,7 +86,7 @@ func TestRegionSlots(t *testing.T) {
 
 // Where a region's events are packed as it decodes (ReadFileMapped and
 // ReadFileMappedIn), its workers write them as records into buffers the
-// packer reuses, and none into the store's mapped base: 88 bytes of fresh
+// packer reuses, and none into the store's mapped base: 96 bytes of fresh
 // memory an event, and the packer's read of them, cost more than
 // decoding them (issue 22). Where the scratch file cannot be written, the
 // packer widens the records into the base, and the events are the same.
