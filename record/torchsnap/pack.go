@@ -184,16 +184,48 @@ func (r *region) reserve(c *chunk) {
 }
 
 // recChunk returns a records buffer of n, a used one where one is free
-// and large enough.
+// and large enough. The buffers are mapped outside the Go heap, as the
+// store's base is: on the heap, the few MiB of them in use would raise
+// the collector's goal by several times as much (the decode runs at GOGC
+// 400), and the decode's peak with it. Each is given back by freeRecs, or
+// at the region's end (unmapRecChunks).
 func (r *region) recChunk(n int) []srec {
 	select {
 	case b := <-r.recFree:
 		if cap(b) >= n {
 			return b[:n]
 		}
+		r.unmapRec(b)
 	default:
 	}
-	return make([]srec, n, n+n/4)
+	b := mapRecs(n + n/4)
+	if b == nil {
+		return make([]srec, n, n+n/4)
+	}
+	r.recMu.Lock()
+	r.recMaps[unsafe.SliceData(b)] = b
+	r.recMu.Unlock()
+	return b[:n]
+}
+
+// unmapRec gives buffer b back to the system, if it was mapped.
+func (r *region) unmapRec(b []srec) {
+	r.recMu.Lock()
+	m, ok := r.recMaps[unsafe.SliceData(b)]
+	delete(r.recMaps, unsafe.SliceData(b))
+	r.recMu.Unlock()
+	if ok {
+		unmapRecs(m)
+	}
+}
+
+// unmapRecChunks gives back every mapped records buffer; the walker, the
+// workers and the packer have ended.
+func (r *region) unmapRecChunks() {
+	for _, m := range r.recMaps {
+		unmapRecs(m)
+	}
+	clear(r.recMaps)
 }
 
 // freeRecs gives chunk c's records buffer back, where the packer will not.
@@ -202,6 +234,7 @@ func (r *region) freeRecs(c *chunk) {
 		select {
 		case r.recFree <- c.recs:
 		default:
+			r.unmapRec(c.recs)
 		}
 		c.recs = nil
 	}

@@ -328,7 +328,9 @@ type region struct {
 	packq      chan packJob
 	packDone   chan struct{}
 	recFree    chan []srec // records buffers the packer gave back (recChunk)
-	walkEnd    regionEnd   // set by the walker before it closes order
+	recMu      sync.Mutex
+	recMaps    map[*srec][]srec // the mapped records buffers, by their first record
+	walkEnd    regionEnd        // set by the walker before it closes order
 	walkErr    error
 	csize      int
 	firstEvent int64 // the store's size when the region started
@@ -382,7 +384,7 @@ func newRegion(u *unpickler, start int64) *region {
 	b.events.packAll(false)
 	if b.events.mapped != nil && !b.events.packStop {
 		r.packq, r.packDone = make(chan packJob, 2*workers+4), make(chan struct{})
-		r.recFree = make(chan []srec, 4*workers+16)
+		r.recFree, r.recMaps = make(chan []srec, 4*workers+16), map[*srec][]srec{}
 		go b.events.packer(r.packq, r.packDone)
 	}
 	// The store's current chunk must not move while workers write into
@@ -478,6 +480,7 @@ func (r *region) run() (regionEnd, error) {
 	if r.packq != nil {
 		close(r.packq)
 		<-r.packDone
+		r.unmapRecChunks()
 	}
 	if r.mismatch {
 		r.u.par.serialWalk = true
