@@ -33,3 +33,23 @@ func unmapEvents(m []byte) { syscall.Munmap(m) }
 // discardEvents gives the pages of b, part of a mapping from mapEvents,
 // back to the system; they read as zero after.
 func discardEvents(b []byte) { syscall.Madvise(b, 4 /* MADV_DONTNEED */) }
+
+// mapRecs returns room for n records in anonymous memory of its own, as
+// mapEvents does for events, or nil; unmapRecs gives it back.
+func mapRecs(n int) []srec {
+	size := n * int(recSize)
+	if n <= 0 || size/n != int(recSize) {
+		return nil
+	}
+	m, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil
+	}
+	return unsafe.Slice((*srec)(unsafe.Pointer(unsafe.SliceData(m))), n)
+}
+
+func unmapRecs(r []srec) {
+	if cap(r) > 0 {
+		syscall.Munmap(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(r))), cap(r)*int(recSize)))
+	}
+}

@@ -5,15 +5,17 @@ import (
 	"unsafe"
 )
 
-// Packing: ReadFileMapped's events are written by the regions' workers in
-// their final form (trace.Event, 88 bytes) into the store's mapped base, and
-// once a prefix of them is committed it is rewritten in place as records
-// (srec, 56 bytes: what the spill stores), record i at 56i, below event i at
-// 88i. The pages between the records' end and the first event not yet
-// packed hold neither and go back to the system, so the decode's peak holds
-// 56 bytes a finished event instead of 88. A device whose run lies in the
-// packed prefix reads it through Chunk, widened a chunk at a time, as a
-// spilled one does.
+// Packing: ReadFileMapped's events are kept as records (srec, 56 bytes:
+// what the spill stores) rather than in their final form (trace.Event, 96
+// bytes): in the store's mapping, record i at 56i, below event i at 96i,
+// or in ReadFileMappedIn's scratch file. The regions' workers write their
+// chunks' events as records into buffers of the region (reserve), which
+// the packer stores once committed; events the sequential machine added
+// to the base are rewritten as records once a prefix of them is final,
+// and the pages between the records' end and the first event not yet
+// packed go back to the system. A device whose run lies in the packed
+// prefix reads it through Chunk, widened a chunk at a time, as a spilled
+// one does.
 
 // packTo packs events [s.packed, hi) of the base, which must be final and
 // lie in chunks cut from the base (checked by the caller), and gives back
@@ -100,27 +102,62 @@ func (s *eventStore) baseAt(dst [][]cev, lo int64) bool {
 var regionPacked atomic.Int64
 
 // packJob is a committed chunk's events [lo, hi), final once fixed is
-// closed; ok is false where they do not lie in the base.
+// closed; ok is false where they do not lie in the base. recs, if not nil,
+// holds them as records (the chunk's workers wrote them there, not in the
+// base: recChunk), to be given back to free once written.
 type packJob struct {
 	lo, hi int64
 	ok     bool
 	fixed  <-chan struct{}
+	recs   []srec
+	free   chan []srec
 }
 
 // packer packs the region's committed chunks in order as their stack ids
 // are fixed, while the workers decode the next ones; it stops for good at
-// the first chunk it cannot pack (outside the base, or after a gap).
+// the first chunk it cannot pack (outside the base, or after a gap). A
+// chunk of records it cannot pack is widened into the base, where its
+// events then are as an unpacked chunk's.
 func (s *eventStore) packer(jobs <-chan packJob, done chan<- struct{}) {
 	for j := range jobs {
 		<-j.fixed
-		if s.packStop || !j.ok || j.lo != s.packed {
+		lo := s.packed
+		if s.packStop || !j.ok || j.lo != s.packed || j.recs != nil && !s.packRecs(j.recs, j.lo) {
 			s.packStop = true
-			continue
+			if j.recs != nil {
+				widenRecs(s.base[j.lo:j.hi], j.recs, j.lo, 0)
+			}
+		} else {
+			regionPacked.Add(j.hi - lo)
+			if j.recs == nil {
+				s.packTo(j.hi)
+			}
 		}
-		regionPacked.Add(j.hi - s.packed)
-		s.packTo(j.hi)
+		if j.recs != nil {
+			select {
+			case j.free <- j.recs:
+			default:
+			}
+		}
 	}
 	close(done)
+}
+
+// packRecs stores recs as the records of events [lo, lo+len(recs)), lo
+// being s.packed: in the scratch file, or in the mapping, record i at
+// 56i (event lo's memory and above was never written: recChunk). It
+// reports false where the file could not be written.
+func (s *eventStore) packRecs(recs []srec, lo int64) bool {
+	hi := lo + int64(len(recs))
+	if s.rf != nil {
+		if s.rf.writeRecs(recs, lo) != nil {
+			return false
+		}
+	} else {
+		copy(s.records()[lo:hi], recs)
+	}
+	s.packed = hi
+	return true
 }
 
 // widenRecs widens recs into dst (as many as both hold), with Seq seq0,
@@ -130,3 +167,80 @@ func widenRecs(dst []cev, recs []srec, seq0 int64, dev int32) {
 		recs[j].widen(&dst[j], seq0+int64(j), dev)
 	}
 }
+
+// reserve reserves chunk c's events in the store. Where the region's
+// events are packed as they are committed (packq) and c's lie in the
+// base, its workers write them as records into a buffer that the packer
+// gives back for a later chunk (recChunk), and the base's memory of those
+// events is never written: a fresh page for each 42 events (96 bytes
+// each) cost more than decoding them (page faults, and the kernel's
+// zeroing), and the packer then read them back to pack them.
+func (r *region) reserve(c *chunk) {
+	c.dst = r.b.events.reserve(int64(c.entries))
+	c.recs = nil
+	if r.packq != nil && c.entries > 0 && r.b.events.baseAt(c.dst, c.firstEvent) {
+		c.recs = r.recChunk(c.entries)
+	}
+}
+
+// recChunk returns a records buffer of n, a used one where one is free
+// and large enough. The buffers are mapped outside the Go heap, as the
+// store's base is: on the heap, the few MiB of them in use would raise
+// the collector's goal by several times as much (the decode runs at GOGC
+// 400), and the decode's peak with it. Each is given back by freeRecs, or
+// at the region's end (unmapRecChunks).
+func (r *region) recChunk(n int) []srec {
+	select {
+	case b := <-r.recFree:
+		if cap(b) >= n {
+			return b[:n]
+		}
+		r.unmapRec(b)
+	default:
+	}
+	b := mapRecs(n + n/4)
+	if b == nil {
+		return make([]srec, n, n+n/4)
+	}
+	r.recMu.Lock()
+	r.recMaps[unsafe.SliceData(b)] = b
+	r.recMu.Unlock()
+	return b[:n]
+}
+
+// unmapRec gives buffer b back to the system, if it was mapped.
+func (r *region) unmapRec(b []srec) {
+	r.recMu.Lock()
+	m, ok := r.recMaps[unsafe.SliceData(b)]
+	delete(r.recMaps, unsafe.SliceData(b))
+	r.recMu.Unlock()
+	if ok {
+		unmapRecs(m)
+	}
+}
+
+// unmapRecChunks gives back every mapped records buffer; the walker, the
+// workers and the packer have ended.
+func (r *region) unmapRecChunks() {
+	for _, m := range r.recMaps {
+		unmapRecs(m)
+	}
+	clear(r.recMaps)
+}
+
+// freeRecs gives chunk c's records buffer back, where the packer will not.
+func (r *region) freeRecs(c *chunk) {
+	if c.recs != nil {
+		select {
+		case r.recFree <- c.recs:
+		default:
+			r.unmapRec(c.recs)
+		}
+		c.recs = nil
+	}
+}
+
+// regionBaseBytes counts the bytes of events regions' workers wrote into
+// the event store (for tests): none where their records are packed as
+// they are committed.
+var regionBaseBytes atomic.Int64

@@ -132,6 +132,7 @@ type chunk struct {
 	in         bool // a batch (MARK) is open at the start
 	pending    int  // entries of that batch before the chunk
 	dst        [][]cev
+	recs       []srec // where not nil, the workers write the events here (reserve)
 	done       chan struct{}
 	res        *chunkResult
 
@@ -326,7 +327,10 @@ type region struct {
 	// store's packer has packed them; nil where the events are not packed.
 	packq      chan packJob
 	packDone   chan struct{}
-	walkEnd    regionEnd // set by the walker before it closes order
+	recFree    chan []srec // records buffers the packer gave back (recChunk)
+	recMu      sync.Mutex
+	recMaps    map[*srec][]srec // the mapped records buffers, by their first record
+	walkEnd    regionEnd        // set by the walker before it closes order
 	walkErr    error
 	csize      int
 	firstEvent int64 // the store's size when the region started
@@ -380,6 +384,7 @@ func newRegion(u *unpickler, start int64) *region {
 	b.events.packAll(false)
 	if b.events.mapped != nil && !b.events.packStop {
 		r.packq, r.packDone = make(chan packJob, 2*workers+4), make(chan struct{})
+		r.recFree, r.recMaps = make(chan []srec, 4*workers+16), map[*srec][]srec{}
 		go b.events.packer(r.packq, r.packDone)
 	}
 	// The store's current chunk must not move while workers write into
@@ -475,6 +480,7 @@ func (r *region) run() (regionEnd, error) {
 	if r.packq != nil {
 		close(r.packq)
 		<-r.packDone
+		r.unmapRecChunks()
 	}
 	if r.mismatch {
 		r.u.par.serialWalk = true

@@ -122,15 +122,27 @@ func (r *region) commit(c *chunk) error {
 		done := make(chan struct{})
 		fixed = done
 		r.fixes.Add(1)
-		go func(n int) {
+		go func(n int, recs []srec) {
 			defer r.fixes.Done()
-			fixStacks(c.dst, n, stackMap)
+			if recs != nil {
+				fixRecStacks(recs[:n], stackMap)
+			} else {
+				fixStacks(c.dst, n, stackMap)
+			}
 			close(done)
-		}(res.n)
+		}(res.n, c.recs)
 	}
 	if r.packq != nil && res.n > 0 {
-		r.packq <- packJob{lo: c.firstEvent, hi: c.firstEvent + int64(res.n),
-			ok: b.events.baseAt(c.dst, c.firstEvent), fixed: fixed}
+		j := packJob{lo: c.firstEvent, hi: c.firstEvent + int64(res.n), ok: true, fixed: fixed}
+		if c.recs != nil {
+			j.recs, j.free, c.recs = c.recs[:res.n], r.recFree, nil
+		} else {
+			j.ok = b.events.baseAt(c.dst, c.firstEvent)
+		}
+		r.packq <- j
+	} else if c.recs != nil {
+		// No events to pack (an empty chunk): none were written.
+		r.freeRecs(c)
 	}
 	return nil
 }
@@ -152,6 +164,15 @@ func fixStacks(dst [][]cev, n int, stackMap []trace.StackID) {
 			}
 		}
 		n -= len(seg)
+	}
+}
+
+// fixRecStacks is fixStacks for a chunk's records.
+func fixRecStacks(recs []srec, stackMap []trace.StackID) {
+	for k := range recs {
+		if s := recs[k].Stack; s != trace.NoStack {
+			recs[k].Stack = stackMap[s]
+		}
 	}
 }
 

@@ -2,6 +2,10 @@ package torchsnap
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -76,6 +80,80 @@ func TestRegionSlots(t *testing.T) {
 		}
 		if bounded := waiting <= workers+regionSlack; bounded != c.scratch {
 			t.Errorf("%+v: %d chunks waiting for their commit with %d workers (bound %d)", c, waiting, workers, workers+regionSlack)
+		}
+	}
+}
+
+// Where a region's events are packed as it decodes (ReadFileMapped and
+// ReadFileMappedIn), its workers write them as records into buffers the
+// packer reuses, and none into the store's mapped base: 96 bytes of fresh
+// memory an event, and the packer's read of them, cost more than
+// decoding them (issue 22). Where the scratch file cannot be written, the
+// packer widens the records into the base, and the events are the same.
+func TestRegionRecords(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the events are mapped on Linux only")
+	}
+	path, _ := syntheticFiles(t)
+	want, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withRegions(t, 64<<10, 4)
+	defer func() { commitHook = nil }()
+	for _, c := range []struct {
+		name       string
+		scratch    bool
+		failWrites bool
+	}{{"mapped", false, false}, {"scratch", true, false}, {"scratch, writes fail", true, true}} {
+		commits := 0
+		var rw *os.File
+		commitHook = func(r *region) {
+			if commits++; commits == 1 && c.failWrites {
+				// The same file, read-only: the packer's writes fail (it
+				// has had no job yet), the reads of records packed before
+				// the region do not.
+				rf := r.b.events.rf
+				ro, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", rf.f.Fd()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rw, rf.f = rf.f, ro
+			}
+		}
+		events0, base0, packed0 := regionEvents.Load(), regionBaseBytes.Load(), regionPacked.Load()
+		var got *Snapshot
+		if c.scratch {
+			got, err = ReadFileMappedIn(path, t.TempDir())
+		} else {
+			got, err = ReadFileMapped(path)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		events, base, packed := regionEvents.Load()-events0, regionBaseBytes.Load()-base0, regionPacked.Load()-packed0
+		n := got.Devices[0].Len()
+		if events < n/2 {
+			t.Fatalf("%s: %d of %d events decoded in regions", c.name, events, n)
+		}
+		if base != 0 {
+			t.Errorf("%s: the regions' workers wrote %d bytes of events into the store for %d events (%.1f an event), want none",
+				c.name, base, events, float64(base)/float64(events))
+		}
+		if c.failWrites == (packed >= events/2) {
+			t.Errorf("%s: %d of the regions' %d events packed as they decoded", c.name, packed, events)
+		}
+		if c.failWrites {
+			if d := got.Devices[0]; d.rf != nil || d.Events == nil {
+				t.Fatalf("%s: device 0's events are not in memory", c.name)
+			}
+		}
+		if !reflect.DeepEqual(chunked(t, got.Devices[0]), want.Devices[0].Events) {
+			t.Errorf("%s: device 0's events differ from ReadFile's", c.name)
+		}
+		got.Close()
+		if rw != nil {
+			rw.Close()
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (r *region) walk() {
 		case <-r.cancel:
 			return
 		}
-		c.dst = r.b.events.reserve(int64(entries))
+		r.reserve(c)
 		events += int64(entries)
 		memoBase += uint64(memos)
 		r.jobs <- c
@@ -249,7 +249,7 @@ func (r *region) sequence(c *chunk) {
 	c.dead = false
 	c.buf, c.off, c.end = c.raw[i:], c.start, int(c.stop-c.start)
 	c.firstEvent, c.memoBase = st.event, st.memo
-	c.dst = r.b.events.reserve(int64(c.entries))
+	r.reserve(c)
 	c.next = seqState{off: c.stop, event: st.event + int64(c.entries), memo: st.memo + uint64(c.memos)}
 	if c.ended {
 		r.endWalk(regionEnd{off: c.stop, events: c.next.event - r.firstEvent, in: c.endIn, pending: c.endPending})

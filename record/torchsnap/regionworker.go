@@ -19,6 +19,7 @@ type pworker struct {
 	stackKey map[string]int32
 	extStack map[uint64]int32
 	keyBuf   []byte
+	tmp      cev // an entry's event, where the chunk's are records (chunk.recs)
 	items    [maxFlatItems]value
 	refs     []value
 }
@@ -69,7 +70,7 @@ func (w *pworker) decodeChunk(c *chunk, res *chunkResult) (_ *chunkResult) {
 	}
 	in, pending := c.in, c.pending
 	ev, items := 0, 0
-	dst, dj := c.dst, 0
+	dst, dj, recs := c.dst, 0, c.recs
 	buf := w.buf
 loop:
 	for i := 0; i < len(buf); {
@@ -90,12 +91,17 @@ loop:
 			i++
 			continue
 		}
-		// An entry (the walker saw to it), decoded in its reserved place.
-		for dj == len(dst[0]) {
-			dst, dj = dst[1:], 0
+		// An entry (the walker saw to it), decoded in its reserved place,
+		// or into tmp and packed into its record.
+		out := &w.tmp
+		if recs == nil {
+			for dj == len(dst[0]) {
+				dst, dj = dst[1:], 0
+			}
+			out = &dst[0][dj]
 		}
 		m := w.mark()
-		j, flat, ok := w.entry(i, c.firstEvent+int64(ev), &dst[0][dj])
+		j, flat, ok := w.entry(i, c.firstEvent+int64(ev), out)
 		if !ok {
 			w.undo(m)
 			res.stopped, res.stopOff = true, i
@@ -104,12 +110,18 @@ loop:
 		if !flat {
 			items++
 		}
+		if recs != nil {
+			recs[ev].pack(out)
+		}
 		dj++
 		i = j
 		ev++
 		pending++
 	}
 	res.n, res.in, res.pending = ev, in, pending
+	if recs == nil {
+		regionBaseBytes.Add(int64(ev) * evSize)
+	}
 	if items > 0 {
 		regionItemsEntries.Add(int64(items))
 	}
