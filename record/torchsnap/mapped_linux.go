@@ -13,19 +13,28 @@ import (
 // would otherwise set the heap's goal as if all of it were in use (see
 // ReadFileMapped).
 func mapEvents(n int64) ([]cev, []byte) {
-	size := n * int64(unsafe.Sizeof(cev{}))
-	if n <= 0 || size/n != int64(unsafe.Sizeof(cev{})) || int64(int(size)) != size {
+	evs, m := mapAnon[cev](n)
+	if len(m) >= hugeMapMin {
+		adviseHuge(evs)
+	}
+	return evs, m
+}
+
+// mapAnon returns room for n values of T in a private anonymous mapping,
+// and the mapping; nil where n is not positive, its size overflows, or the
+// system refuses.
+func mapAnon[T any](n int64) ([]T, []byte) {
+	var zero T
+	elem := int64(unsafe.Sizeof(zero))
+	size := n * elem
+	if n <= 0 || size/n != elem || int64(int(size)) != size {
 		return nil, nil
 	}
 	m, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
 		return nil, nil
 	}
-	evs := unsafe.Slice((*cev)(unsafe.Pointer(unsafe.SliceData(m))), n)
-	if size >= hugeMapMin {
-		adviseHuge(evs)
-	}
-	return evs, m
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(m))), n), m
 }
 
 func unmapEvents(m []byte) { syscall.Munmap(m) }
@@ -37,15 +46,8 @@ func discardEvents(b []byte) { syscall.Madvise(b, 4 /* MADV_DONTNEED */) }
 // mapRecs returns room for n records in anonymous memory of its own, as
 // mapEvents does for events, or nil; unmapRecs gives it back.
 func mapRecs(n int) []srec {
-	size := n * int(recSize)
-	if n <= 0 || size/n != int(recSize) {
-		return nil
-	}
-	m, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
-		return nil
-	}
-	return unsafe.Slice((*srec)(unsafe.Pointer(unsafe.SliceData(m))), n)
+	recs, _ := mapAnon[srec](int64(n))
+	return recs
 }
 
 func unmapRecs(r []srec) {
