@@ -29,8 +29,7 @@ var (
 // comes back a page at a time. The collection is the caller's to wait for:
 // the passes after it reuse the garbage's pages rather than take new ones.
 // The release is not: it takes no memory, and the peak comes later, so the
-// passes after it go on beside it (on the GPU host, 0.5-0.6 ms of the start
-// state's critical path).
+// passes after it go on beside it, off the start state's critical path.
 func giveBack(stage string) {
 	if giveBackHook != nil {
 		giveBackHook(stage)
