@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"unsafe"
+
+	"github.com/tracer-dev/tracer/internal/grow"
 )
 
 // TestSlabGrowth: putting n live blocks allocates about twice the final
@@ -68,5 +70,30 @@ func TestSlabChunks(t *testing.T) {
 		if got := s.at(i).addr; got != 512*int64(i) {
 			t.Errorf("block %d has address %d, want %d", i, got, 512*i)
 		}
+	}
+}
+
+// TestReservedInfos: a numbered table reserved for n blocks outside the
+// heap holds their infos there too, beside the blocks: putting n blocks
+// allocates nothing on the heap, where the infos grown a chunk at a time
+// there took 24 bytes a block, each chunk's pages first touched (faulted
+// in) on the analysis's thread.
+func TestReservedInfos(t *testing.T) {
+	const n = 200_000
+	var h grow.OffHeap
+	defer h.Release()
+	bs := blocks{numbered: true, full: true}
+	bs.reserve(n, &h)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		bs.put(block{addr: int64(0x7f0000000000 + 512*i), size: 512}, blockInfo{allocN: int64(i)}, int32(i+1))
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Errorf("%d blocks put into a table reserved for them: %d KiB allocated on the heap, want none", n, got>>10)
+	}
+	if got := bs.info(bs.slab.at(n - 1)).allocN; got != n-1 {
+		t.Errorf("block %d's info has allocN %d", n, got)
 	}
 }
