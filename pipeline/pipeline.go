@@ -388,7 +388,11 @@ func ReplayEach(ctx context.Context, in *Input, settings []Resolved, opts []Opti
 			}
 		}
 	}()
-	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings))
+	fill := 0
+	if reps[0].prep != nil { // a trace file of prepareMin bytes or more
+		fill = readFill(reps[0].prep.size)
+	}
+	src := startReadAhead(ctx, rd, &facts, false, true, report != nil, len(settings), fill)
 	defer src.close()
 	each(len(settings), func(i int) { reps[i].replay(ctx, in, settings[i], opts[i], src.taps[i], report != nil) })
 	src.close()
@@ -665,7 +669,7 @@ func Analyze(ctx context.Context, in *Input, opt analysis.Options) ([]*analysis.
 		return nil, facts, err
 	}
 	defer rd.Close()
-	src := startReadAhead(ctx, rd, &facts, true, false, false, 1)
+	src := startReadAhead(ctx, rd, &facts, true, false, false, 1, 0)
 	defer src.close()
 	opt.Annotations = in.Meta.Annotations
 	if opt.MemoryLimit == 0 {

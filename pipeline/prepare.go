@@ -23,6 +23,7 @@ type modelPrep struct {
 	rp     replay.Replayer
 	done   chan struct{} // closed once Prepare has returned
 	blocks int
+	size   int64 // the trace file's bytes
 	stop   chan struct{}
 	ok     bool          // Prepare made the memory
 	follow chan struct{} // closed once Follow has returned
@@ -74,7 +75,7 @@ func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
 		return nil
 	}
 	p := &modelPrep{done: make(chan struct{}), stop: make(chan struct{}),
-		blocks: int(min(st.Size()/bytesPerBlock, 1<<30))}
+		blocks: int(min(st.Size()/bytesPerBlock, 1<<30)), size: st.Size()}
 	go func() {
 		defer close(p.done)
 		// An error (settings the model refuses) is Run's to meet.

@@ -191,3 +191,53 @@ func TestBatchPoolFill(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFill: a replay of a trace file of prepareMin bytes or more has
+// the reader's pool filled (fillBehind) with a batch for each 4,096
+// events the file holds, at most the pool's room, each without an Emitted
+// and its pages resident before the reader writes them; a smaller file's
+// is not. It fails if the reader makes its batches itself.
+func TestReadFill(t *testing.T) {
+	var asked []int
+	defer func(f func(batchPool, int)) { fillBehind = f }(fillBehind)
+	fillBehind = func(p batchPool, n int) {
+		asked = append(asked, n)
+		p.fillWith(n, false)
+		if n > 0 && len(p.ch) != n {
+			if probe := make([]byte, 1<<16); grow.PagesOf(probe).Populate(0, len(probe)) {
+				t.Errorf("%d batches in the reader's pool, want %d", len(p.ch), n)
+			}
+		}
+		for range len(p.ch) {
+			b := <-p.ch
+			if b.emitted != nil || cap(b.evs) != batchRows {
+				t.Errorf("a reader's batch of %d events with an Emitted %v", cap(b.evs), b.emitted != nil)
+			}
+			p.put(b)
+		}
+	}
+	path := writeLive(t, 8_000) // 16k events, about 1.4 MB
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, set := recorded(t, path)
+	if _, err := Replay(context.Background(), in, set, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := int(st.Size()/(eventBytes*batchRows)) + 1
+	if len(asked) != 1 || asked[0] != want || st.Size() < prepareMin || want > inFlight+2 {
+		t.Errorf("a %d-byte trace file: the reader's pool filled with %v batches, want [%d]", st.Size(), asked, want)
+	}
+	asked = nil
+	in, set = recorded(t, writeLive(t, 2_000))
+	if _, err := Replay(context.Background(), in, set, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 0 {
+		t.Errorf("a trace file below prepareMin: the reader's pool filled with %v batches, want none", asked)
+	}
+	if got := readFill(1 << 30); got != inFlight+2 {
+		t.Errorf("readFill(1 GiB) = %d, want the pool's room, %d", got, inFlight+2)
+	}
+}

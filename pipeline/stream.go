@@ -79,17 +79,46 @@ func (p batchPool) take() *batch {
 // touched (grow.Pages.Populate), for a stage whose thread would otherwise
 // take a page fault a page as it first fills each: the model's, which
 // fills the analysis's batches' Emitted (860 of its 1,000 faults on
-// small.trace were the batches' events it filled itself before). Where
-// the system cannot, it puts none.
-func (p batchPool) fill(n int) {
+// small.trace were the batches' events it filled itself before), or the
+// reader's (readFill). Where the system cannot, it puts none.
+func (p batchPool) fill(n int) { p.fillWith(n, true) }
+
+// fillWith is fill, the batches with an Emitted or without (the reader's
+// have none: the replay fills the analysis's).
+func (p batchPool) fillWith(n int, emitted bool) {
 	for range n {
-		b := &batch{evs: make([]trace.Event, 0, p.rows), emitted: replay.NewEmitted()}
-		if !grow.PagesOf(b.evs).Populate(0, p.rows) || !b.emitted.Populate() {
+		b := &batch{evs: make([]trace.Event, 0, p.rows)}
+		if !grow.PagesOf(b.evs).Populate(0, p.rows) {
 			return
+		}
+		if emitted {
+			if b.emitted = replay.NewEmitted(); !b.emitted.Populate() {
+				return
+			}
 		}
 		p.put(b)
 	}
 }
+
+// readFill is how many batches of the reader's pool a replay of a trace
+// file of size bytes has made and faulted in on a goroutine of their own
+// (batchPool.fillWith) as it starts: about what the stages hold at once
+// (the pool's room), fewer for a file of fewer batches, at eventBytes an
+// event. The reader's thread, the head of the stages, otherwise took a
+// fault a page as it first filled each (small.trace: 760-870 faults, 104
+// a batch of 4,096 events, 14 batches; the 109k-event real10 about as
+// many for its 6-10).
+func readFill(size int64) int {
+	return int(min(int64(inFlight+2), size/(eventBytes*batchRows)+1))
+}
+
+// fillBehind fills the reader's pool with n batches on a goroutine of
+// its own; a variable for the tests.
+var fillBehind = func(p batchPool, n int) { go p.fillWith(n, false) }
+
+// eventBytes is about the bytes of a trace file an event takes (85 on the
+// scale snapshots, stacks included; real10.trace 86).
+const eventBytes = 85
 
 func (p batchPool) put(b *batch) {
 	select {
@@ -146,8 +175,10 @@ type tap struct {
 // served. When number is set, the events carry their blocks' numbers
 // (replay.BlockNumbers, for a replay with replay.Options.Numbered): a
 // goroutine of its own, between the decoding and the taps, finds each
-// free's block by address, so that the replay's need not.
-func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool, taps int) *readAhead {
+// free's block by address, so that the replay's need not. With fill > 0,
+// another goroutine makes that many batches for the reader, their pages
+// faulted in (batchPool.fillWith, readFill).
+func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, onlyValid, number, timed bool, taps, fill int) *readAhead {
 	ra := &readAhead{
 		timed:  timed,
 		pool:   newBatchPool(batchRows),
@@ -160,6 +191,9 @@ func startReadAhead(ctx context.Context, rd *trace.Reader, facts *trace.Facts, o
 		ra.taps = append(ra.taps, &tap{ra: ra, full: make(chan *batch, inFlight), gone: make(chan struct{}), wake: make(chan struct{}, 1)})
 	}
 	ra.tap = ra.taps[0]
+	if fill > 0 {
+		fillBehind(ra.pool, fill)
+	}
 	go ra.run(ctx, rd, facts)
 	return ra
 }

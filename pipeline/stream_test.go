@@ -66,7 +66,7 @@ func TestAnalyzeBehindSlots(t *testing.T) {
 	}
 	defer rd.Close()
 	var facts trace.Facts
-	src := startReadAhead(context.Background(), rd, &facts, false, false, false, 1)
+	src := startReadAhead(context.Background(), rd, &facts, false, false, false, 1, 0)
 	defer src.close()
 	a := startAnalyzeBehind(f, src.tap, false, false)
 	const n = 3*batchRows + 5
@@ -121,7 +121,7 @@ func TestReadAheadTaps(t *testing.T) {
 		}
 		defer rd.Close()
 		var facts trace.Facts
-		ra := startReadAhead(context.Background(), rd, &facts, false, true, false, taps)
+		ra := startReadAhead(context.Background(), rd, &facts, false, true, false, taps, 0)
 		defer ra.close()
 		out := make([][]trace.Event, taps)
 		each(taps, func(i int) {
@@ -220,7 +220,7 @@ func readAll(t *testing.T, in *Input, number bool, mix func(ra *readAhead, k int
 	}
 	defer rd.Close()
 	var facts trace.Facts
-	ra := startReadAhead(context.Background(), rd, &facts, false, number, false, 1)
+	ra := startReadAhead(context.Background(), rd, &facts, false, number, false, 1, 0)
 	defer ra.close()
 	var out []trace.Event
 	for k := 0; ; k++ {
