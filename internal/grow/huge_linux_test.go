@@ -12,11 +12,7 @@ import (
 // TestHugeAdvised checks that, with UseHugePages, Double's new array of 8 MiB lies in a mapping
 // advised for huge pages (smaps' VmFlags "hg").
 func TestHugeAdvised(t *testing.T) {
-	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
-		t.Skip("no transparent huge pages in this kernel")
-	}
-	UseHugePages(true)
-	defer UseHugePages(false)
+	hugeOn(t)
 	big := Double([]uint64(nil), 1<<20) // 8 MiB
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(big[:1])))
 	mid := (p + 4<<20) &^ (hugePage - 1) // a whole huge page inside it
@@ -36,6 +32,16 @@ func TestHugeAdvised(t *testing.T) {
 	if flags := vmFlags(t, q); !strings.Contains(" "+flags+" ", " hg ") {
 		t.Errorf("Make's 6 MiB array at %#x: VmFlags %q, want hg", q, flags)
 	}
+}
+
+// hugeOn skips t where the kernel has no transparent huge pages, and
+// turns UseHugePages on until t ends.
+func hugeOn(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skip("no transparent huge pages in this kernel")
+	}
+	UseHugePages(true)
+	t.Cleanup(func() { UseHugePages(false) })
 }
 
 // vmFlags returns the VmFlags of the mapping that holds addr.

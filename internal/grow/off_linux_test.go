@@ -1,7 +1,6 @@
 package grow
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"unsafe"
@@ -13,11 +12,7 @@ import (
 // that no part of it at either end is faulted in 4 KiB at a time (the
 // mapping as the kernel placed it left up to 2 MiB at each end so).
 func TestMakeOffHugeWhole(t *testing.T) {
-	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
-		t.Skip("no transparent huge pages in this kernel")
-	}
-	UseHugePages(true)
-	defer UseHugePages(false)
+	hugeOn(t)
 	var h OffHeap
 	defer h.Release()
 	for _, c := range []int{5<<20/40 + 3, 9<<20/40 + 1, 4 << 20 / 40 * 3} {
