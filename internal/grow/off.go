@@ -88,7 +88,8 @@ func (h *OffHeap) Release() {
 	h.maps = nil
 }
 
-// Mapped is the bytes of h's arrays.
+// Mapped is the bytes h has mapped for its arrays (MakeOff's 2 MiB more
+// for each it aligns included).
 func (h *OffHeap) Mapped() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
