@@ -28,7 +28,9 @@ type OffHeap struct {
 // panics otherwise. With UseHugePages, the pages from byte hugeFrom on
 // (none if negative) are advised for transparent huge pages as Make's are,
 // the array then starting at a huge page's boundary and its last huge
-// page whole (hugeSpan). Where the system maps no memory so, it is Make's.
+// page whole: a mapping as the kernel places it starts and ends anywhere
+// in a huge page, and the parts of one at its ends would stay in 4 KiB
+// pages. Where the system maps no memory so, it is Make's.
 func MakeOff[E any](h *OffHeap, n, c int, hugeFrom int) []E {
 	var e E
 	size := uintptr(c) * unsafe.Sizeof(e)
@@ -41,7 +43,7 @@ func MakeOff[E any](h *OffHeap, n, c int, hugeFrom int) []E {
 	advise := hugeFrom >= 0 && uintptr(hugeFrom) < size && huge.Load() && size >= HugeMin
 	mapped := size
 	if advise {
-		mapped = hugeSpan(size) + hugePage
+		mapped = alignUp(size) + hugePage
 	}
 	m, ok := mapAnon(mapped)
 	if !ok {
@@ -54,17 +56,10 @@ func MakeOff[E any](h *OffHeap, n, c int, hugeFrom int) []E {
 	if advise {
 		at := uintptr(p)
 		p = unsafe.Add(p, alignUp(at)-at)
-		adviseHuge(uintptr(p)+uintptr(hugeFrom), hugeSpan(size)-uintptr(hugeFrom))
+		adviseHuge(uintptr(p)+uintptr(hugeFrom), alignUp(size)-uintptr(hugeFrom))
 	}
 	return unsafe.Slice((*E)(p), c)[:n]
 }
-
-// hugeSpan is size rounded up to whole huge pages: what MakeOff advises of
-// an array it aligns. A mapping as the kernel places it starts and ends
-// anywhere in a huge page, and the parts of one at its ends stay in 4 KiB
-// pages: the analysis's slab of small.trace's blocks took 904 of its
-// thread's ~950 faults in its first and last 2 MiB.
-func hugeSpan(size uintptr) uintptr { return (size + hugePage - 1) &^ (hugePage - 1) }
 
 // MakeOff's hugeFrom: every page advised for huge pages (a table that its
 // first blocks fill from the start), none (a hashed table, whose few keys
