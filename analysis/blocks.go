@@ -228,8 +228,7 @@ func (t *blocks) rehash(n int) {
 // for n <= 0), so that they are put without a rehash; a numbered table,
 // which has none, makes its slab's chunks for them (slab.reserve, in h if
 // not nil), and its infos' where it keeps them: grown a chunk at a time
-// on the heap, they were most of the analysis's page faults (small.trace:
-// 950 of its thread's, the slab in huge pages beside them taking few).
+// on the heap, they were most of the analysis's page faults.
 func (t *blocks) reserve(n int, h *grow.OffHeap) {
 	if n <= 0 || t.n > 0 {
 		return

@@ -105,9 +105,7 @@ func (p batchPool) fillWith(n int, emitted bool) {
 // (batchPool.fillWith) as it starts: about what the stages hold at once
 // (the pool's room), fewer for a file of fewer batches, at eventBytes an
 // event. The reader's thread, the head of the stages, otherwise took a
-// fault a page as it first filled each (small.trace: 760-870 faults, 104
-// a batch of 4,096 events, 14 batches; the 109k-event real10 about as
-// many for its 6-10).
+// fault a page as it first filled each.
 func readFill(size int64) int {
 	return int(min(int64(inFlight+2), size/(eventBytes*batchRows)+1))
 }
@@ -116,8 +114,8 @@ func readFill(size int64) int {
 // its own; a variable for the tests.
 var fillBehind = func(p batchPool, n int) { go p.fillWith(n, false) }
 
-// eventBytes is about the bytes of a trace file an event takes (85 on the
-// scale snapshots, stacks included; real10.trace 86).
+// eventBytes is about the bytes of a trace file an event takes, stacks
+// included, on real and scale traces.
 const eventBytes = 85
 
 func (p batchPool) put(b *batch) {
