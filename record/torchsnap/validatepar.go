@@ -135,8 +135,15 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 // partsFor allows a quarter more: a spilled import is one whose memory
 // counts. Its chunks are read once for them all (readShared), so the
 // parts cost the cores they run on, not another read of the trace each.
+// A table under bigParts slots gets one part: it stays in the cache of
+// the core that validates, so parts would split no misses, while each
+// part still reads every event and wakes for every chunk, on cores the
+// annotation beside it needs.
 func spillParts(blocks, parts int) int {
 	one := addrmap.Slots(blocks)
+	if one < onePartSlots {
+		return 1
+	}
 	for parts > 1 && parts*addrmap.Slots(partBlocks(blocks, parts)) > max(one, bigParts) {
 		parts--
 	}
@@ -240,6 +247,10 @@ func partSlots(blocks, parts int) int { return parts * addrmap.Slots(partBlocks(
 // bigParts is the least table, in slots (16 bytes each), whose parts
 // partsFor weighs.
 const bigParts = 1 << 16
+
+// onePartSlots is the least table, in slots, that spillParts splits
+// (bigParts; a variable so that tests validate small spills in parts).
+var onePartSlots = bigParts
 
 // afterMerge walks the parts' blocks live after the trace, each sorted by
 // address, as one list sorted by address, without making it (for
