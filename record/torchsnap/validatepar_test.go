@@ -309,3 +309,76 @@ func validatesInParts(t *testing.T, f string, s *Snapshot) int {
 	}
 	return checked
 }
+
+// TestFinalByLookup: where every block the trace leaves live is in the
+// final state, the final check looks the final state's blocks up
+// (finalByLookup) and finds what the walk beside the sorted blocks
+// (finalParts) finds: pending states that differ and blocks the trace
+// freed, in one part and in several; where a block live after the trace
+// is not in the final state, it leaves the check to that walk.
+func TestFinalByLookup(t *testing.T) {
+	const base = 0x7f00_0000_0000
+	defer func(b bool) { noFinalLookup = b }(noFinalLookup)
+	kinds := map[string]bool{}
+	for seed := range uint64(30) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		d := &Device{}
+		live := map[uint64]bool{} // pending, by address, from an empty start
+		for range 2000 {
+			a := base + uint64(r.IntN(4))<<21 + uint64(r.IntN(256))*512
+			k := []trace.Kind{trace.KindAlloc, trace.KindFreeRequested, trace.KindFreeCompleted}[r.IntN(3)]
+			switch k {
+			case trace.KindAlloc:
+				live[a] = false
+			case trace.KindFreeRequested:
+				live[a] = true
+			case trace.KindFreeCompleted:
+				delete(live, a)
+			}
+			d.Events = append(d.Events, trace.Event{Kind: k, Addr: a, Size: 512, Stack: trace.NoStack, Seq: int64(len(d.Events))})
+		}
+		extra := seed%3 == 0 // a block live after the trace left out of the final state
+		left := false
+		for j := range 4 {
+			s := Segment{Addr: base + uint64(j)<<21, TotalSize: 2 << 20}
+			for i := range 256 {
+				a := s.Addr + uint64(i)*512
+				st := Inactive
+				if pending, ok := live[a]; ok {
+					st = ActiveAllocated
+					if pending != (r.IntN(8) == 0) { // some pending states differ
+						st = ActivePendingFree
+					}
+					if extra && !left {
+						st, left = Inactive, true
+					}
+				} else if r.IntN(16) == 0 {
+					st = ActiveAllocated // freed by the trace, or never touched
+				}
+				s.Blocks = append(s.Blocks, Block{Addr: a, Size: 512, State: st})
+			}
+			d.Segments = append(d.Segments, s)
+		}
+		for parts := 1; parts <= 4; parts += 3 {
+			noFinalLookup = true
+			want := problemsText(d.ValidateParts(0, parts, nil))
+			noFinalLookup = false
+			before := finalLookups.Load()
+			got := d.ValidateParts(0, parts, nil)
+			if problemsText(got) != want {
+				t.Fatalf("seed %d, %d parts: looked up:\n%s\nwalked:\n%s", seed, parts, problemsText(got), want)
+			}
+			if looked := finalLookups.Load() > before; looked == extra {
+				t.Errorf("seed %d, %d parts: looked up %v with a block live after the trace outside the final state %v", seed, parts, looked, extra)
+			}
+			for _, p := range got {
+				kinds[p.Kind] = true
+			}
+		}
+	}
+	for _, k := range []string{"block pending state differs from the final state", missingKind, "block live after the trace but not in the final state"} {
+		if !kinds[k] {
+			t.Errorf("no trace made %q", k)
+		}
+	}
+}
