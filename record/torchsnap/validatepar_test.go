@@ -382,3 +382,31 @@ func TestFinalByLookup(t *testing.T) {
 		}
 	}
 }
+
+// TestValidatePopulatesLargeTables: a part whose table of live blocks
+// takes 1 MiB or more has it made resident at once, and a small one not;
+// the problems are those of one pass either way.
+func TestValidatePopulatesLargeTables(t *testing.T) {
+	const base = 0x7f00_0000_0000
+	for _, c := range []struct{ blocks, parts, want int }{{40_000, 1, 1}, {500, 1, 0}, {500, 4, 0}, {300_000, 4, 4}} {
+		if got := partsFor(c.blocks, c.parts); got != c.parts {
+			t.Fatalf("%d blocks: %d parts, not the %d asked", c.blocks, got, c.parts)
+		}
+		d := &Device{}
+		s := Segment{Addr: base, TotalSize: int64(c.blocks) * 512}
+		for i := range c.blocks {
+			a := base + uint64(i)*512
+			d.Events = append(d.Events, trace.Event{Kind: trace.KindAlloc, Addr: a, Size: 512, Stack: trace.NoStack, Seq: int64(i)})
+			s.Blocks = append(s.Blocks, Block{Addr: a, Size: 512, State: ActiveAllocated})
+		}
+		d.Segments = []Segment{s}
+		before := populatedTables.Load()
+		got := problemsText(d.ValidateParts(int64(c.blocks), c.parts, nil))
+		if n := int(populatedTables.Load() - before); n != c.want {
+			t.Errorf("%d blocks in %d parts: %d tables populated, want %d", c.blocks, c.parts, n, c.want)
+		}
+		if want := problemsText(d.Validate()); got != want {
+			t.Errorf("%d blocks in %d parts: problems\n%s\nwant\n%s", c.blocks, c.parts, got, want)
+		}
+	}
+}
