@@ -390,8 +390,8 @@ const numberingAhead = 3
 // which many cores make slow, could leave the replay waiting (on the GPU
 // host the annotation's wall was 1.6x its CPU). A spilled trace (a smaller
 // file, or few cores), whose buffers are most of its memory, has 8 on 8
-// cores or more, where 4 left the replay waiting for the slow wake-ups
-// (each 98 KB more), and 4 on fewer.
+// cores or more, where 4 left the replay waiting for the slow wake-ups,
+// and 4 on fewer.
 func annotationBuffers(spilled bool) int {
 	if spilled {
 		if runtime.GOMAXPROCS(0) >= 8 {

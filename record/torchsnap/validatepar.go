@@ -72,12 +72,11 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 				defer each(p)()
 			}
 			// The start state's blocks of the part (st.live is only read).
-			// A table of 1 MiB or more has its pages made in one call: the
-			// hash spreads the blocks over every page of it, and a fault a
-			// page cost the validation of a 26 MB snapshot a fifth of its
-			// CPU on the GPU host.
-			v.live.Reserve(partBlocks(blocks, parts))
-			if addrmap.Slots(partBlocks(blocks, parts)) >= bigParts {
+			// A table of 1 MiB or more has its pages made in one call, not
+			// a fault a page: the hash spreads the blocks over all of them.
+			reserve := partBlocks(blocks, parts)
+			v.live.Reserve(reserve)
+			if addrmap.Slots(reserve) >= bigParts {
 				v.live.Pages().Populate(0, math.MaxInt)
 				populatedTables.Add(1)
 			}
@@ -166,10 +165,9 @@ var (
 // from the final state, the usual case: it walks the final state's live
 // blocks in address order and looks each up in its part's table, instead
 // of listing and sorting every part's blocks to walk beside them (the
-// validation's longest step after its events, 5-12 ms of a 20 MB
-// snapshot's import on the GPU host). It finds the same problems in the
-// same order: those of pending states, then the final state's blocks
-// missing, each by address. ok is false, and nothing is changed, where a
+// validation's longest step after its events). It finds the same problems
+// in the same order: those of pending states, then the final state's
+// blocks missing, each by address. ok is false, and nothing is changed, where a
 // part holds a block the final state lacks (every block found counts one
 // of the parts' entries) or there are more than lookupFinalMax blocks.
 func (v *validator) finalByLookup(d *Device, vs []*validator, inOrder bool) (ps []Problem, ok bool) {
