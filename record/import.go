@@ -199,16 +199,24 @@ func decodesInMemory(ins []string) bool {
 // openSnapshot decodes the snapshot at in: into a spill, so that the
 // import's memory does not grow with the trace, unless the file is larger
 // than streamMax and the parallel decoder would run (see there). The
-// events spilled go to follow, if not nil, as they are decoded.
+// events go to follow, if not nil, as they are decoded (spilled, or packed
+// in memory).
 func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
 		if st, err := os.Stat(in); err == nil {
 			defer paceDecode(st.Size())()
 		}
+		dir := outfile.ScratchDir(out)
 		if !recordsInScratch {
-			return torchsnap.ReadFileMapped(in)
+			dir = "" // in the mapping
 		}
-		return torchsnap.ReadFileMappedIn(in, outfile.ScratchDir(out))
+		if follow == nil {
+			if dir == "" {
+				return torchsnap.ReadFileMapped(in)
+			}
+			return torchsnap.ReadFileMappedIn(in, dir)
+		}
+		return torchsnap.ReadFileMappedFollowed(in, dir, follow.add)
 	}
 	dir := outfile.ScratchDir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -231,8 +239,8 @@ func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, er
 // snapshot's spill (torchsnap.OpenFollowed) and every pass reads them a
 // chunk at a time — Validate beside the writing; the replay that annotates
 // block sizes, which the writer follows a chunk behind; and, unless the
-// spill's writer followed the trace as it was decoded (importFollow),
-// Reconstruct backwards and a scan for the output's batches and the memory
+// trace was followed as it was decoded (importFollow), the start state
+// from the whole trace and a scan for the output's batches and the memory
 // limit — and the output is written a piece of a batch at a time
 // (trace.StreamWriter).
 func importOne(ctx context.Context, in, out string, opts ImportOptions) (*ImportResult, error) {
@@ -240,7 +248,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		snapHook()
 	}
 	var follow *importFollow
-	if !decodesInMemory([]string{in}) && !noFollow {
+	if !noFollow {
 		follow = &importFollow{}
 	}
 	timer := newStageTimer(in)
@@ -266,6 +274,11 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	defer closeSnap()
 	spilled := snap.Spilled()
 	followed := follow != nil && len(snap.Devices) == 1 && follow.fw.Followed(snap.Devices[0])
+	if follow != nil && !followed {
+		// What it followed (a decode in memory that dropped it) is
+		// garbage: the collection below is to have its tables too.
+		*follow = importFollow{}
+	}
 	st, statErr := os.Stat(in)
 	bigSpill := statErr == nil && st.Size() >= giveBackMin && spilled
 	if bigSpill && !followed {

@@ -30,15 +30,22 @@ func TestImportStreamMatchesInMemory(t *testing.T) {
 	t.Run("spill", func(t *testing.T) { testImportMatches(t) })
 	for _, scratch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("in-memory, records in a scratch file %v", scratch), func(t *testing.T) {
-			defer func(max int64, procs int, scr bool) {
-				streamMax = max
-				runtime.GOMAXPROCS(procs)
-				recordsInScratch = scr
-			}(streamMax, runtime.GOMAXPROCS(4), recordsInScratch)
-			streamMax, recordsInScratch = -1, scratch
+			decodeInMemory(t, scratch)
 			testImportMatches(t)
 		})
 	}
+}
+
+// decodeInMemory has the test's imports decode every file in memory (on 4
+// cores), its packed records in a scratch file if scratch, else in the
+// mapping.
+func decodeInMemory(t *testing.T, scratch bool) {
+	max, procs, scr := streamMax, runtime.GOMAXPROCS(4), recordsInScratch
+	t.Cleanup(func() {
+		streamMax, recordsInScratch = max, scr
+		runtime.GOMAXPROCS(procs)
+	})
+	streamMax, recordsInScratch = -1, scratch
 }
 
 func testImportMatches(t *testing.T) {
@@ -463,13 +470,25 @@ func TestImportGCPercent(t *testing.T) {
 	}
 }
 
-// TestImportFollowed: a spilled import of a one-device snapshot takes its
-// start state from the follower (no pass over the spill before the
-// annotation), and writes the same trace, warnings and result as
-// an import that reads its events back for them (noFollow), for every real
-// snapshot, the wrapped one among them. (torchsnap's TestForward_matchesUndo
-// checks the start state itself on histories cut anywhere.)
+// TestImportFollowed: an import of a one-device snapshot takes its start
+// state from the follower (no pass over the events before the annotation):
+// spilled, and decoded in memory where its events are packed (its records
+// in a scratch file or in the mapping); and it writes the same trace,
+// warnings and result as an import that reads its events back for them
+// (noFollow), for every real snapshot, the wrapped one among them.
+// (torchsnap's TestForward_matchesUndo checks the start state itself on
+// histories cut anywhere.)
 func TestImportFollowed(t *testing.T) {
+	t.Run("spill", func(t *testing.T) { testImportFollowed(t, false) })
+	for _, scratch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in memory, records in a scratch file %v", scratch), func(t *testing.T) {
+			decodeInMemory(t, scratch)
+			testImportFollowed(t, true)
+		})
+	}
+}
+
+func testImportFollowed(t *testing.T, inMemory bool) {
 	ins, err := filepath.Glob("../testdata/snapshots/*.pickle")
 	if err != nil || len(ins) == 0 {
 		t.Fatalf("no snapshots: %v", err)
@@ -477,11 +496,15 @@ func TestImportFollowed(t *testing.T) {
 	followedAny := false
 	for _, in := range ins {
 		t.Run(snapshotName(in), func(t *testing.T) {
-			snap, err := torchsnap.ReadFile(in)
+			dir := t.TempDir()
+			snap, err := openSnapshot(in, filepath.Join(dir, "probe.arrows"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := t.TempDir()
+			// Decoded in memory, a file too small for its events to be
+			// packed (torchsnap's sizeFor) has nothing to follow.
+			followable := len(snap.Devices) == 1 && (!inMemory || snap.Devices[0].Events == nil)
+			snap.Close()
 			var followed []bool
 			followHook = func(f bool) { followed = append(followed, f) }
 			defer func() { followHook, noFollow = nil, false }()
@@ -494,7 +517,7 @@ func TestImportFollowed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := []bool{len(snap.Devices) == 1, false}; !slices.Equal(followed, want) {
+			if want := []bool{followable, false}; !slices.Equal(followed, want) {
 				t.Errorf("start state from the follower: %v, want %v", followed, want)
 			}
 			followedAny = followedAny || followed[0]
@@ -511,5 +534,21 @@ func TestImportFollowed(t *testing.T) {
 	}
 	if !followedAny {
 		t.Error("no import took its start state from the follower")
+	}
+}
+
+// TestImportFollowDropped: follow(nil), the decoder's word that it stopped
+// following (a decode in memory whose follower fell behind), leaves the
+// import's follower holding nothing.
+func TestImportFollowDropped(t *testing.T) {
+	var f importFollow
+	f.add([]trace.Event{{Seq: 0, Kind: trace.KindSegmentAlloc, Addr: 1 << 30, Size: 2 << 20},
+		{Seq: 1, Kind: trace.KindAlloc, Addr: 1 << 30, Size: 512, Stack: trace.NoStack}})
+	if f.reserved.n != 2 || f.reserved.end != 2<<20 || len(f.noStack) != 1 {
+		t.Fatalf("after two events: %+v", f.eventScan)
+	}
+	f.add(nil)
+	if !reflect.DeepEqual(f, importFollow{}) {
+		t.Errorf("after follow(nil): %+v, want nothing held", f)
 	}
 }

@@ -5,18 +5,25 @@ import (
 	"github.com/tracer-dev/tracer/trace"
 )
 
-// importFollow is what an import derives from a spilled trace as it is
-// decoded, on the spill's writer goroutine while the decoder goes on,
-// rather than in passes over the spill once decoding is done: the start
-// state (torchsnap.Forward) and the eventScan. It holds for the snapshot's
-// device if the snapshot has one and its trace is all that was spilled
+// importFollow is what an import derives from a trace as it is decoded,
+// on a goroutine of the decoder's (the spill's writer, or that of a decode
+// in memory that follows its packed events) while decoding goes on, rather
+// than in passes over the events once decoding is done: the start state
+// (torchsnap.Forward) and the eventScan. It holds for the snapshot's
+// device if the snapshot has one and its trace is all that was followed
 // (Forward.Followed); otherwise the passes run as before.
 type importFollow struct {
 	fw torchsnap.Forward
 	eventScan
 }
 
+// add follows evs; nil says the decoder stopped following (a decode in
+// memory whose follower fell behind): what it holds is garbage.
 func (f *importFollow) add(evs []trace.Event) {
+	if evs == nil {
+		*f = importFollow{}
+		return
+	}
 	f.fw.Add(evs)
 	f.eventScan.add(evs)
 }

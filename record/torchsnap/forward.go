@@ -172,9 +172,20 @@ func freedBlock(e *trace.Event, pending bool) liveBlock {
 }
 
 // Followed reports whether f followed exactly d's events, no more and no
-// fewer: a snapshot with one device, whose trace is the spill's only run.
+// fewer: a snapshot with one device, whose trace is the only run of the
+// spill (OpenFollowed) or of the packed store (ReadFileMappedFollowed).
 func (f *Forward) Followed(d *Device) bool {
-	return f != nil && d.sp != nil && d.spLo == 0 && d.spN == f.n && d.sp.flushed == f.n
+	switch {
+	case f == nil:
+		return false
+	case d.sp != nil:
+		return d.spLo == 0 && d.spN == f.n && d.sp.flushed == f.n
+	case d.rf != nil:
+		return d.rfLo == 0 && d.rfN == f.n && d.followN == f.n
+	case d.recs != nil:
+		return d.recsLo == 0 && int64(len(d.recs)) == f.n && d.followN == f.n
+	}
+	return false
 }
 
 // Covers reports whether f followed exactly d's events and kept what it

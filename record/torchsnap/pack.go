@@ -35,6 +35,7 @@ func (s *eventStore) packTo(hi int64) {
 			s.packStop = true
 			return
 		}
+		s.follow.events(s.base[s.packed:hi], s.packed)
 		s.packed = hi
 		if end := (uintptr(hi) * uintptr(evSize)) &^ (g - 1); end > s.discarded {
 			discardEvents(s.mapped[s.discarded:end])
@@ -49,6 +50,7 @@ func (s *eventStore) packTo(hi int64) {
 		r := &recs[i]
 		r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = t, a, sz, st, p, sk, k
 	}
+	s.follow.recs(recs[s.packed:hi], s.packed)
 	s.packed = hi
 	lo := (uintptr(hi)*uintptr(recSize) + g - 1) &^ (g - 1)
 	end := (uintptr(hi) * uintptr(evSize)) &^ (g - 1)
@@ -156,6 +158,7 @@ func (s *eventStore) packRecs(recs []srec, lo int64) bool {
 	} else {
 		copy(s.records()[lo:hi], recs)
 	}
+	s.follow.recs(recs, lo)
 	s.packed = hi
 	return true
 }

@@ -85,6 +85,9 @@ type parSource struct {
 	// (ReadFileMappedIn).
 	offHeap bool
 	scratch string
+	// follow, if not nil, is handed the events as they are packed
+	// (ReadFileMappedFollowed).
+	follow func([]trace.Event)
 }
 
 // Tunables (variables so that tests can make regions of small inputs).

@@ -114,11 +114,17 @@ type Device struct {
 
 	disc *discarder // ReadFileMapped's: see DiscardBefore
 
-	// The packed trace (ReadFileMapped): records of the store's mapping,
-	// or records [rfLo, rfLo+rfN) of its scratch file (ReadFileMappedIn).
+	// The packed trace (ReadFileMapped): records [recsLo, recsLo+len(recs))
+	// of the store's mapping, or records [rfLo, rfLo+rfN) of its scratch
+	// file (ReadFileMappedIn).
 	recs      []srec
+	recsLo    int64
 	rf        *recFile
 	rfLo, rfN int64
+	// followN is how many of the store's events, from the first, a
+	// ReadFileMappedFollowed follower was given, all it was offered; -1
+	// where it was dropped, or there was none.
+	followN int64
 }
 
 // Len returns the number of events in d's trace.
@@ -223,7 +229,7 @@ func (s BlockState) String() string {
 func (s BlockState) Live() bool { return s == ActiveAllocated || s == ActivePendingFree }
 
 // ReadFile decodes the snapshot in the file at path.
-func ReadFile(path string) (*Snapshot, error) { return readFile(path, false, "") }
+func ReadFile(path string) (*Snapshot, error) { return readFile(path, false, "", nil) }
 
 // ReadFileMapped is ReadFile with the events in memory mapped outside the
 // Go heap, given back by Close: after Close the devices' Events are nil,
@@ -234,7 +240,7 @@ func ReadFile(path string) (*Snapshot, error) { return readFile(path, false, "")
 // the file could hold (about twice what a real snapshot has); on the heap,
 // that size would set the collector's goal, and the garbage of decoding
 // would grow with it.
-func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true, "") }
+func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true, "", nil) }
 
 // ReadFileMappedIn is ReadFileMapped that, for a file of up to 64 MiB,
 // keeps the packed events in an unlinked scratch file in dir rather than
@@ -242,9 +248,23 @@ func ReadFileMapped(path string) (*Snapshot, error) { return readFile(path, true
 // the events not yet packed, and Chunk reads the rest back from the file.
 // Where the file cannot be made, it is ReadFileMapped. An importer passes
 // the output's directory, as it does to Open.
-func ReadFileMappedIn(path, dir string) (*Snapshot, error) { return readFile(path, true, dir) }
+func ReadFileMappedIn(path, dir string) (*Snapshot, error) { return readFile(path, true, dir, nil) }
 
-func readFile(path string, offHeap bool, scratch string) (*Snapshot, error) {
+// ReadFileMappedFollowed is ReadFileMappedIn (dir "": ReadFileMapped) that
+// also hands the events it packs to follow, as OpenFollowed hands those it
+// spills: in order, a chunk at a time, as decoding goes on, on another
+// goroutine than the decoder's, with Seq the event's index among all the
+// decoded events and Device unset. Where following would slow the decode
+// (the follower falls behind) or the events cannot all be packed in order,
+// follow is given no more, and is called once with nil, so that it can let
+// go of what it holds; Forward.Followed tells whether it was given exactly
+// a device's events. Every call has returned when ReadFileMappedFollowed
+// does.
+func ReadFileMappedFollowed(path, dir string, follow func([]trace.Event)) (*Snapshot, error) {
+	return readFile(path, true, dir, follow)
+}
+
+func readFile(path string, offHeap bool, scratch string, follow func([]trace.Event)) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %w", err)
@@ -252,7 +272,7 @@ func readFile(path string, offHeap bool, scratch string) (*Snapshot, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err == nil && st.Mode().IsRegular() && st.Size() >= parMinFile {
-		s, err := decodeAt(&parSource{ra: f, size: st.Size(), offHeap: offHeap, scratch: scratch})
+		s, err := decodeAt(&parSource{ra: f, size: st.Size(), offHeap: offHeap, scratch: scratch, follow: follow})
 		if err != errParFallback {
 			if err != nil {
 				return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -263,12 +283,13 @@ func readFile(path string, offHeap bool, scratch string) (*Snapshot, error) {
 			return nil, fmt.Errorf("torchsnap: %w", err)
 		}
 	}
-	return readSequential(f, path, nil, offHeap, scratch)
+	return readSequential(f, path, nil, offHeap, scratch, follow)
 }
 
 // readSequential decodes the file f (at path) with the sequential decoder,
-// into sp when it is not nil; offHeap and scratch are ReadFileMappedIn's.
-func readSequential(f *os.File, path string, sp *spill, offHeap bool, scratch string) (*Snapshot, error) {
+// into sp when it is not nil; offHeap, scratch and follow are
+// ReadFileMappedFollowed's.
+func readSequential(f *os.File, path string, sp *spill, offHeap bool, scratch string, follow func([]trace.Event)) (*Snapshot, error) {
 	var r io.Reader = f
 	var size int64
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
@@ -283,7 +304,7 @@ func readSequential(f *os.File, path string, sp *spill, offHeap bool, scratch st
 			r = ra
 		}
 	}
-	s, err := decodeWith(r, size, sp, offHeap, scratch)
+	s, err := decodeWith(r, size, sp, offHeap, scratch, follow)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -320,7 +341,7 @@ func OpenFollowed(path, spillDir string, follow func([]trace.Event)) (*Snapshot,
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
-	s, err := readSequential(f, path, sp, false, "")
+	s, err := readSequential(f, path, sp, false, "", nil)
 	if err == nil {
 		if err = sp.finish(); err != nil {
 			err = fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -362,16 +383,18 @@ func decode(r io.Reader, size int64) (*Snapshot, error) { return decodeInto(r, s
 
 // decodeInto is decode, with the events written to sp when it is not nil.
 func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
-	return decodeWith(r, size, sp, false, "")
+	return decodeWith(r, size, sp, false, "", nil)
 }
 
 // decodeWith is decodeInto, with the events outside the Go heap when
-// offHeap is set and sp is nil (ReadFileMapped), and their packed records
-// in a scratch file in scratch if not empty (ReadFileMappedIn).
-func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string) (_ *Snapshot, err error) {
+// offHeap is set and sp is nil (ReadFileMapped), their packed records in a
+// scratch file in scratch if not empty (ReadFileMappedIn), and handed to
+// follow as they are packed if it is not nil (ReadFileMappedFollowed).
+func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string, follow func([]trace.Event)) (s *Snapshot, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	b := newBuilder()
 	defer func() {
+		b.finishFollow(s)
 		if err != nil {
 			b.events.release()
 		}
@@ -379,6 +402,7 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string
 	if b.events.sp = sp; sp == nil {
 		b.events.offHeap, b.events.scratch = offHeap, scratch
 		b.events.sizeFor(size)
+		b.startFollow(follow)
 	}
 	b.memo.sizeFor(size)
 	b.lists.sizeFor(size)
@@ -410,19 +434,21 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string
 // large trace lists to regions (parallel.go). It returns errParFallback for
 // anything but a pickle, or when a region fell back: then the caller decodes
 // the file again with decode.
-func decodeAt(src *parSource) (_ *Snapshot, err error) {
+func decodeAt(src *parSource) (s *Snapshot, err error) {
 	var p [1]byte
 	if n, _ := src.ra.ReadAt(p[:], 0); n == 0 || p[0] != opProto {
 		return nil, errParFallback
 	}
 	b := newBuilder()
 	defer func() {
+		b.finishFollow(s)
 		if err != nil {
 			b.events.release()
 		}
 	}()
 	b.events.offHeap, b.events.scratch = src.offHeap, src.scratch
 	b.events.sizeFor(src.size)
+	b.startFollow(src.follow)
 	b.memo.sizeFor(src.size)
 	b.lists.sizeFor(src.size)
 	u := newUnpickler(nil, b)
@@ -662,7 +688,7 @@ func (b *builder) gatherRun(o *listObj, d *Device) ([]trace.Event, error) {
 			if b.events.rf != nil {
 				d.rf, d.rfLo, d.rfN = b.events.rf, o.evLo, o.evN
 			} else {
-				d.recs = b.events.records()[o.evLo : o.evLo+o.evN : o.evLo+o.evN]
+				d.recs, d.recsLo = b.events.records()[o.evLo:o.evLo+o.evN:o.evLo+o.evN], o.evLo
 			}
 			b.events.releaseBelow(o.evLo + o.evN)
 			return nil, nil

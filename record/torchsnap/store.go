@@ -47,6 +47,9 @@ type eventStore struct {
 	// packStop: no more are packed.
 	packed   int64
 	packStop bool
+	// follow, if set (ReadFileMappedFollowed), is handed the events as
+	// they are packed.
+	follow *storeFollow
 
 	// sp, when set (Open), receives the events instead of chunks: nothing
 	// above is used, and chunks below relChunks count as released.
