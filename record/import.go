@@ -157,17 +157,17 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 
 // streamMax is the largest file imported through a spill (torchsnap.Open)
 // where the parallel decoder would otherwise run: on 4 cores or more,
-// larger files are decoded in memory by torchsnap.ReadFileMappedIn, whose
-// regions decode a large trace several times faster than the sequential
-// decoder that a spill is filled by. Up to 64 MiB its packed events go to
-// a scratch file, as a spill's do, and the import's peak is then about 33
-// MiB and 0.55 times the file (the process, the decoder's tables, the
-// annotation's model), within twice the file from about 25 MB on; with a
-// few MiB more of process on some hosts, and a peak that varies by 10%
-// from run to run, files from 32 MiB on. A spill's stays within twice the
-// file from about 20 MB. Everything after decoding reads the events a
-// chunk at a time either way.
-var streamMax int64 = 32 << 20 // a variable for the tests
+// larger files are decoded in memory by torchsnap.ReadFileMappedFollowed,
+// whose regions decode a trace about twice as fast as the sequential
+// decoder that a spill is filled by, and whose follower has the start
+// state ready when decoding ends, as a spill's has. Up to 64 MiB its
+// packed events go to a scratch file, as a spill's do, and the import's
+// peak is then about 33 MiB for a real program's trace (few blocks live
+// at once) and up to about 1.75 times a 25 MiB file whose every
+// allocation stays live: within twice the file from 24 MiB on, where a
+// spill's is within twice the file from about 20 MB. Everything after
+// decoding reads the events a chunk at a time either way.
+var streamMax int64 = 24 << 20 // a variable for the tests
 
 // recordsInScratch: a file decoded in memory keeps its packed events in
 // a scratch file beside the output (torchsnap.ReadFileMappedIn: up to 64

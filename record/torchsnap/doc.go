@@ -76,8 +76,8 @@
 // checks it against Reconstruct on every real snapshot).
 //
 // Regions write into the store in place, so Open never uses them. tracer
-// import opens files up to 32 MiB (and any file on fewer than 4 cores) with
-// Open, and decodes larger ones with ReadFileMappedIn: ReadFile with the
+// import opens files up to 24 MiB (and any file on fewer than 4 cores) with
+// Open, and decodes larger ones with ReadFileMappedFollowed: ReadFile with the
 // events mapped outside the Go heap and given back by Close (or, behind the
 // import's writer and Validate, by Device.DiscardBefore), so that the store,
 // sized for the most entries a file could hold, does not set the collector's
@@ -86,7 +86,9 @@
 // into an unlinked scratch file (recfile.go), the mapping's pages behind
 // them given back, and for a larger one in place, 56 bytes an event at the
 // decode's end instead of 88. A device whose run was packed reads it
-// through Device.Chunk as a spilled one does (Events nil).
+// through Device.Chunk as a spilled one does (Events nil). The packed
+// events go to the caller's follower as they are packed (storefollow.go),
+// as a spill's do, unless it falls behind the regions.
 // testdata/bench/PERFORMANCE.md has the measurements behind these choices.
 //
 // # Wrapped histories

@@ -16,7 +16,11 @@ import (
 // keeping its own table of live blocks and its own copy of the segments,
 // whose events every part replays; the parts' problems are then joined in
 // the order one pass finds them. A spilled trace is read back once for
-// all of its parts (readShared), which are fewer (spillParts).
+// all of its parts (readShared); it, and a trace whose packed records are
+// in a scratch file (a file decoded in memory, up to 64 MiB), get fewer
+// parts (spillParts): on a real program's 38 MB snapshot, 8 parts took
+// 120 ms of CPU where one takes 28, beside an annotation that needs the
+// cores.
 // each, if not nil, is called on each part's goroutine as it starts, with
 // the part's number, and the func it returns as the part ends (to measure
 // the parts).
@@ -28,7 +32,7 @@ func (d *Device) ValidateParts(more int64, parts int, each func(part int) func()
 		return v.list
 	}
 	blocks := len(st.live) + int(max(0, min(more, d.Len())))
-	if d.sp != nil {
+	if d.sp != nil || d.rf != nil {
 		parts = spillParts(blocks, max(1, parts))
 	} else {
 		parts = partsFor(blocks, max(1, parts))
