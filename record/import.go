@@ -107,7 +107,7 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 	}
 	switch {
 	case os.Getenv("GOGC") != "":
-	case decodesInMemory(ins):
+	case decodesInMemory(ins) && !scratchFits(ins):
 		// Decoding a file in memory keeps tables that grow with it (the
 		// pickle memo, the frames lists, the workers' chunks) beside the
 		// events, which lie outside the heap (torchsnap.ReadFileMapped);
@@ -120,7 +120,10 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 		// the default pace the collector would run while decoding, slowing
 		// the decoder with its write barriers and assists, for a peak that
 		// comes later anyway. At 200 it runs only once, when importOne
-		// forces it after decoding.
+		// forces it after decoding. So does a file decoded in memory with
+		// its records in a scratch file, once decoded (paceDecode sets
+		// its decode's pace): its heap is then a spill's, and at 25 the
+		// annotation's first few MB of model met a collection every 2 ms.
 		defer gcpace.SetPercent(gcpace.SetPercent(200))
 	}
 	results := make([]*ImportResult, len(ins))
@@ -185,6 +188,18 @@ var (
 	noFollow   bool
 	followHook func(followed bool)
 )
+
+// scratchFits reports whether every one of ins that openSnapshot decodes
+// in memory keeps its packed records in a scratch file (up to
+// torchsnap.ScratchMax), leaving the heap a spill's once decoded.
+func scratchFits(ins []string) bool {
+	for _, in := range ins {
+		if st, err := os.Stat(in); err == nil && st.Size() > torchsnap.ScratchMax && decodesInMemory([]string{in}) {
+			return false
+		}
+	}
+	return recordsInScratch
+}
 
 // decodesInMemory reports whether openSnapshot decodes any of ins in memory.
 func decodesInMemory(ins []string) bool {

@@ -430,21 +430,25 @@ func TestCountBits(t *testing.T) {
 	}
 }
 
-// An import that decodes a file in memory collects garbage at GOGC=25 while
-// it runs, one through the spill at 200, and each gives the setting back
-// after; with GOGC set in the environment, both leave it alone.
+// An import that decodes a file in memory with its records in the mapping
+// (a file over torchsnap.ScratchMax) collects garbage at GOGC=25 while it
+// runs; one through the spill, or in memory with its records in a scratch
+// file, at 200 (paceDecode sets the decode's own); each gives the setting
+// back after; with GOGC set in the environment, both leave it alone.
 func TestImportGCPercent(t *testing.T) {
 	in := "../testdata/snapshots/mlp_train__default.pickle"
-	defer func(max int64, procs int) {
-		streamMax = max
+	defer func(max int64, procs int, scratch bool) {
+		streamMax, recordsInScratch = max, scratch
 		runtime.GOMAXPROCS(procs)
-	}(streamMax, runtime.GOMAXPROCS(4))
+	}(streamMax, runtime.GOMAXPROCS(4), recordsInScratch)
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	for _, tc := range []struct {
 		max      int64
+		scratch  bool
 		inMemory bool
-	}{{-1, true}, {1 << 40, false}} {
-		streamMax = tc.max
+		want     int
+	}{{-1, false, true, 25}, {-1, true, true, 200}, {1 << 40, true, false, 200}} {
+		streamMax, recordsInScratch = tc.max, tc.scratch
 		if got := decodesInMemory([]string{in}); got != tc.inMemory {
 			t.Fatalf("streamMax %d: decodesInMemory %v, want %v", tc.max, got, tc.inMemory)
 		}
@@ -456,13 +460,10 @@ func TestImportGCPercent(t *testing.T) {
 		snapHook = nil
 		want := 100
 		if os.Getenv("GOGC") == "" {
-			want = 200
-			if tc.inMemory {
-				want = 25
-			}
+			want = tc.want
 		}
 		if during != want {
-			t.Errorf("streamMax %d: GOGC %d during the import, want %d", tc.max, during, want)
+			t.Errorf("streamMax %d, records in a scratch file %v: GOGC %d during the import, want %d", tc.max, tc.scratch, during, want)
 		}
 		if after := debug.SetGCPercent(100); after != 100 {
 			t.Errorf("streamMax %d: GOGC %d after the import, want it restored to 100", tc.max, after)
