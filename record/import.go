@@ -123,7 +123,7 @@ func ImportSnapshots(ctx context.Context, ins []string, opts ImportOptions) ([]*
 		// forces it after decoding. So does a file decoded in memory with
 		// its records in a scratch file, once decoded (paceDecode sets
 		// its decode's pace): its heap is then a spill's, and at 25 the
-		// annotation's first few MB of model met a collection every 2 ms.
+		// annotation's first few MB of model met a collection after each.
 		defer gcpace.SetPercent(gcpace.SetPercent(200))
 	}
 	results := make([]*ImportResult, len(ins))

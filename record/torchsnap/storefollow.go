@@ -10,8 +10,8 @@ import (
 // follower as they are packed (pack.go), in order, on a goroutine of its
 // own: what a spill's writer does for OpenFollowed, so that an import that
 // decodes a file in memory has the start state (Forward) when decoding
-// ends, instead of deriving it from the whole trace after (parallelStart:
-// 14-18 ms of wall on a real 24-38 MB snapshot on the GPU host).
+// ends, instead of deriving it from the whole trace after (parallelStart,
+// on the import's critical path).
 //
 // The packing goes on while the follower works: each packed range is
 // copied, as records, for the follower, and the packer never waits for

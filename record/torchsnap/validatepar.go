@@ -18,9 +18,8 @@ import (
 // the order one pass finds them. A spilled trace is read back once for
 // all of its parts (readShared); it, and a trace whose packed records are
 // in a scratch file (a file decoded in memory, up to 64 MiB), get fewer
-// parts (spillParts): on a real program's 38 MB snapshot, 8 parts took
-// 120 ms of CPU where one takes 28, beside an annotation that needs the
-// cores.
+// parts (spillParts): each part of a small table reads every event, on a
+// core the annotation beside it needs.
 // each, if not nil, is called on each part's goroutine as it starts, with
 // the part's number, and the func it returns as the part ends (to measure
 // the parts).
