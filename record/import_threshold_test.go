@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// On 4 cores or more, a snapshot of 26 MB is decoded in memory, where its
+// On 4 cores or more, a snapshot of 23 MB is decoded in memory, where its
 // import's peak is within twice the file and its decode about twice as
-// fast; one of 23 MB goes through a spill, whose peak is lower, and so
+// fast; one of 21 MB goes through a spill, whose peak is lower, and so
 // does any on fewer cores (issue 22). Only the files' sizes matter: they
 // are sparse.
 func TestDecodesInMemoryThreshold(t *testing.T) {
@@ -28,7 +28,7 @@ func TestDecodesInMemoryThreshold(t *testing.T) {
 		}
 		return p
 	}
-	mid, small := file("mid.pickle", 26e6), file("small.pickle", 23e6)
+	mid, small := file("mid.pickle", 23e6), file("small.pickle", 21e6)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
 	for _, tc := range []struct {
 		procs int

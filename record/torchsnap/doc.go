@@ -76,7 +76,7 @@
 // checks it against Reconstruct on every real snapshot).
 //
 // Regions write into the store in place, so Open never uses them. tracer
-// import opens files up to 24 MiB (and any file on fewer than 4 cores) with
+// import opens files up to 21 MiB (and any file on fewer than 4 cores) with
 // Open, and decodes larger ones with ReadFileMappedFollowed: ReadFile with the
 // events mapped outside the Go heap and given back by Close (or, behind the
 // import's writer and Validate, by Device.DiscardBefore), so that the store,
