@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkOpen decodes through Open, the sequential decoder with its
-// events spilled (what an import of a file up to 32 MiB runs), into a
+// events spilled (what an import of a file up to 21 MiB runs), into a
 // spill in a temporary directory that is dropped after each round. Inputs:
 // the largest snapshot in testdata, a real-shaped one of 110,000 entries
 // (writeRealShaped: 8.3 MB; real10 has 108,990 in 9.6) and
