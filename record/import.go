@@ -225,13 +225,11 @@ func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, er
 		if !recordsInScratch {
 			dir = "" // in the mapping
 		}
-		if follow == nil {
-			if dir == "" {
-				return torchsnap.ReadFileMapped(in)
-			}
-			return torchsnap.ReadFileMappedIn(in, dir)
+		var add func([]trace.Event) // nil: nothing follows
+		if follow != nil {
+			add = follow.add
 		}
-		return torchsnap.ReadFileMappedFollowed(in, dir, follow.add)
+		return torchsnap.ReadFileMappedFollowed(in, dir, add)
 	}
 	dir := outfile.ScratchDir(out)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
