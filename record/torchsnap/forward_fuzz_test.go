@@ -1,7 +1,6 @@
 package torchsnap
 
 import (
-	"runtime"
 	"testing"
 
 	"github.com/tracer-dev/tracer/trace"
@@ -28,23 +27,7 @@ func FuzzForward_matchesUndo(f *testing.F) {
 		if fw.invalid {
 			return // undo decides (Covers)
 		}
-		want := newStartState(d)
-		wantUnseen := want.undo(d.Events)
-		got, gotUnseen := fw.startState(d)
-		sameStart(t, got, want)
-		if gotUnseen != wantUnseen {
-			t.Errorf("unseen free: forward %v, undo %v", gotUnseen, wantUnseen)
-		}
-		defer func(n, procs int) { parallelStartMin = n; runtime.GOMAXPROCS(procs) }(parallelStartMin, runtime.GOMAXPROCS(4))
-		parallelStartMin = 1
-		par, parUnseen, ok := d.parallelStart()
-		if !ok {
-			return
-		}
-		sameStart(t, par, want)
-		if parUnseen != wantUnseen {
-			t.Errorf("unseen free: parallel %v, undo %v", parUnseen, wantUnseen)
-		}
+		sameAsUndo(t, d, &fw)
 	})
 }
 

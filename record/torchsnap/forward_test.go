@@ -127,25 +127,36 @@ func TestForward_contradictions(t *testing.T) {
 			d := &Device{Segments: end, Events: c.evs}
 			var f Forward
 			f.Add(c.evs)
-			got, gotUnseen := f.startState(d)
-			want := newStartState(d)
-			wantUnseen := want.undo(d.Events)
-			sameStart(t, got, want)
-			if gotUnseen != wantUnseen {
-				t.Errorf("unseen free: forward %v, undo %v", gotUnseen, wantUnseen)
-			}
-			defer func(n, procs int) { parallelStartMin = n; runtime.GOMAXPROCS(procs) }(parallelStartMin, runtime.GOMAXPROCS(4))
-			parallelStartMin = 1
-			par, parUnseen, ok := d.parallelStart()
-			if !ok {
+			if !sameAsUndo(t, d, &f) {
 				t.Fatal("parallelStart declined")
-			}
-			sameStart(t, par, want)
-			if parUnseen != wantUnseen {
-				t.Errorf("unseen free: parallel %v, undo %v", parUnseen, wantUnseen)
 			}
 		})
 	}
+}
+
+// sameAsUndo checks that f, which followed d's events, and parallelStart
+// (made to run on d) derive the start state and unseen free that undo
+// derives; it reports whether parallelStart ran.
+func sameAsUndo(t *testing.T, d *Device, f *Forward) bool {
+	t.Helper()
+	want := newStartState(d)
+	wantUnseen := want.undo(d.Events)
+	got, gotUnseen := f.startState(d)
+	sameStart(t, got, want)
+	if gotUnseen != wantUnseen {
+		t.Errorf("unseen free: forward %v, undo %v", gotUnseen, wantUnseen)
+	}
+	defer func(n, procs int) { parallelStartMin = n; runtime.GOMAXPROCS(procs) }(parallelStartMin, runtime.GOMAXPROCS(4))
+	parallelStartMin = 1
+	par, parUnseen, ok := d.parallelStart()
+	if !ok {
+		return false
+	}
+	sameStart(t, par, want)
+	if parUnseen != wantUnseen {
+		t.Errorf("unseen free: parallel %v, undo %v", parUnseen, wantUnseen)
+	}
+	return true
 }
 
 // TestOpenFollowed: a Forward fed by OpenFollowed covers the device of a
