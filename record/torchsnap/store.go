@@ -345,22 +345,36 @@ func (m *memo) put(idx uint64, v value) {
 func (m *memo) putNext(v value, vs []value) {
 	c, off := m.n/memoChunk, m.n%memoChunk
 	end := off + 1 + uint64(len(vs))
-	if off != 0 && end <= memoChunk && c < uint64(len(m.k)) && c < uint64(len(m.v)) &&
-		end <= uint64(cap(m.k[c])) && end <= uint64(cap(m.v[c])) {
-		ks, is := m.k[c][:end], m.v[c][:end]
-		ks[off], is[off] = v.k, int32(v.i)
-		fits := int64(int32(v.i)) == v.i && v.k != vWide
-		for j, w := range vs {
-			ks[off+1+uint64(j)], is[off+1+uint64(j)] = w.k, int32(w.i)
-			fits = fits && int64(int32(w.i)) == w.i && w.k != vWide
-		}
-		if fits {
-			m.k[c], m.v[c] = m.k[c][:end], m.v[c][:end]
-			if c == 0 {
-				m.k0, m.v0 = m.k0[:end], m.v0[:end]
+	if off != 0 && end <= memoChunk && c < uint64(len(m.k)) && c < uint64(len(m.v)) {
+		pk, pv := &m.k[c], &m.v[c]
+		if end <= uint64(cap(*pk)) && end <= uint64(cap(*pv)) {
+			ks, is := (*pk)[:end], (*pv)[:end]
+			ks[off], is[off] = v.k, int32(v.i)
+			// wide is not 0 if a value does not fit its int32, or is
+			// vWide (accumulated without branches on each).
+			wide := v.i ^ int64(int32(v.i))
+			if v.k == vWide {
+				wide = 1
 			}
-			m.n = c*memoChunk + end
-			return
+			for j, w := range vs {
+				ks[off+1+uint64(j)], is[off+1+uint64(j)] = w.k, int32(w.i)
+				wide |= w.i ^ int64(int32(w.i))
+				if w.k == vWide {
+					wide = 1
+				}
+			}
+			if wide == 0 {
+				// One slice a statement, each cut from itself: only
+				// the lengths are stored (no pointer, no write barrier).
+				*pk = (*pk)[:end]
+				*pv = (*pv)[:end]
+				if c == 0 {
+					m.k0 = m.k0[:end]
+					m.v0 = m.v0[:end]
+				}
+				m.n += end - off
+				return
+			}
 		}
 	}
 	m.put(m.n, v)
