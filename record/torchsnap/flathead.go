@@ -138,7 +138,13 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 		if q[0] != opShortBinUni || end >= len(buf) || e.nm == len(u.flatMemo) {
 			return i, pairs, true
 		}
-		v := u.b.internBytes(buf[i+n+2 : end])
+		var v value
+		if binary.LittleEndian.Uint64(q[:8])&u.short.mask == u.short.word {
+			v = u.short.v
+		} else {
+			v = u.b.internBytes(buf[i+n+2 : end])
+			u.short.learn(q, v)
+		}
 		if buf[end] == opMemoize {
 			u.flatMemo[e.nm] = v
 			e.nm++
@@ -219,4 +225,23 @@ func (h *keyRef) learn(p *[15]byte, want int64, m *memo, k0 []vkind, v0 []int32,
 	mask := uint64(1)<<(8*n) - 1
 	*h = keyRef{word: binary.LittleEndian.Uint64(p[:8]) & mask, mask: mask, n: n}
 	return h.match(p)
+}
+
+// shortStr is the short string flatHead interned last (compile_context's
+// "N/A", written anew in every entry): its SHORT_BINUNICODE opcode, length
+// and bytes as word under mask, and v, what internBytes made of it. Bytes
+// that match it are the same string, interned to v for the whole decode:
+// no call, no comparison of the bytes apart.
+type shortStr struct {
+	word, mask uint64
+	v          value
+}
+
+// learn makes q's string, interned as v, h's, if its opcode, length and
+// bytes fit a word.
+func (h *shortStr) learn(q *[10]byte, v value) {
+	if c := uint(q[1]); c <= 6 {
+		mask := uint64(1)<<(8*(c+2)) - 1
+		*h = shortStr{word: binary.LittleEndian.Uint64(q[:8]) & mask, mask: mask, v: v}
+	}
 }

@@ -46,7 +46,8 @@ type unpickler struct {
 	// headsEpoch, memo.rewrites+1 when they were learnt (0: never).
 	heads      [7]keyRef
 	headsEpoch uint64
-	headShort  int // flatEvent's entries flatHead did not convert whole (tests)
+	short      shortStr // flatHead's string interned last (mask 0: none)
+	headShort  int      // flatEvent's entries flatHead did not convert whole (tests)
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
 	// frames).
 	blockRd blockReader
@@ -76,7 +77,7 @@ const (
 )
 
 func newUnpickler(r io.Reader, b *builder) *unpickler {
-	return &unpickler{src: r, buf: make([]byte, readBuf), b: b}
+	return &unpickler{src: r, buf: make([]byte, readBuf), b: b, short: shortStr{word: 1}}
 }
 
 func (u *unpickler) push(v value) { u.stack = append(u.stack, v) }
