@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -21,6 +22,19 @@ import (
 // is (memo.rewrites).
 func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 	start := k
+	// The length of the last span that began with the same 8 bytes: if an
+	// APPENDS ends one that long here, and the cache holds its bytes, it
+	// is that span (a walk over the same bytes would stop there), and
+	// needs no walk.
+	var hint *uint32
+	if k+8 <= len(buf) {
+		hint = &u.spans.hints[hintHash(binary.LittleEndian.Uint64(buf[k:]))]
+		if e := k + int(*hint); *hint != 0 && e+5 <= len(buf) && buf[e] == opAppends && buf[e+1] != opMark {
+			if st, ok := u.spans.get(buf[start:e], u.b.memo.rewrites); ok {
+				return st, e + 1, true
+			}
+		}
+	}
 	for {
 		if k+5 > len(buf) {
 			return 0, 0, false
@@ -32,6 +46,9 @@ func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 				continue
 			}
 			span := buf[start:k]
+			if hint != nil && len(span) <= math.MaxUint32 {
+				*hint = uint32(len(span))
+			}
 			st, ok := u.spans.get(span, u.b.memo.rewrites)
 			if !ok {
 				u.pendingSpan = span
@@ -56,6 +73,9 @@ func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 // buffers, once.
 type spanCache struct {
 	slots []spanSlot
+	// hints: by a hash of a span's first 8 bytes, the length of the last
+	// span walked that began with them (0: none).
+	hints [hintSlots]uint32
 	epoch uint64 // memo.rewrites when the slots were filled
 }
 
@@ -69,16 +89,29 @@ const (
 	spanSlots = 1 << spanBits
 )
 
+const hintSlots = 1 << 10
+
+// spanHash hashes span by its 8-byte words; the bytes past the last whole
+// one, by the 8 that end span (overlapping it), not one by one.
 func spanHash(span []byte) uint64 {
 	h := uint64(len(span)) * 0x9E3779B97F4A7C15
+	if len(span) < 8 {
+		for _, c := range span {
+			h = (h ^ uint64(c)) * 0x9E3779B97F4A7C15
+		}
+		return h >> (64 - spanBits)
+	}
+	last := binary.LittleEndian.Uint64(span[len(span)-8:])
 	for len(span) >= 8 {
 		h = (h ^ binary.LittleEndian.Uint64(span)) * 0x9E3779B97F4A7C15
 		span = span[8:]
 	}
-	for _, c := range span {
-		h = (h ^ uint64(c)) * 0x9E3779B97F4A7C15
-	}
+	h = (h ^ last) * 0x9E3779B97F4A7C15
 	return h >> (64 - spanBits)
+}
+
+func hintHash(w uint64) uint64 {
+	return (w * 0x9E3779B97F4A7C15) >> (64 - 10)
 }
 
 func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
