@@ -172,7 +172,12 @@ func (s *listStore) compactStack(i int64) (trace.StackID, bool) {
 		return 0, false
 	}
 	j := -1 - i
-	if _, ok := s.made[j]; ok || *s.frame(j) == pendingStack {
+	if len(s.made) != 0 { // none made yet: no map call
+		if _, ok := s.made[j]; ok {
+			return 0, false
+		}
+	}
+	if *s.frame(j) == pendingStack {
 		return 0, false
 	}
 	return trace.StackID(*s.frame(j)), true
