@@ -165,6 +165,14 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 			return i, pairs, true
 		}
 	}
+	if q[0] == opEmptyList && q[1] == opMemoize && q[2] != opMark && deriveFrames && e.nm < len(u.flatMemo) {
+		// A new empty list, as flatValue converts it (most entries' frames
+		// that are not a reference), without the call.
+		u.flatMemo[e.nm] = value{vList, u.b.lists.addFrames(int32(trace.NoStack))}
+		e.nm++
+		e.frames, e.ev.Stack = value{k: vNone}, trace.NoStack
+		return i + n + 2, pairs + 1, true
+	}
 	if i, ok = u.flatValue(buf, i+n, kFrames, e); !ok {
 		return 0, -1, true
 	}
