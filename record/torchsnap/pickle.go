@@ -136,6 +136,7 @@ func (u *unpickler) run() (value, error) {
 
 func (u *unpickler) loop() (value, error) {
 	b := u.b
+loop:
 	for first := true; ; first = false {
 		var op byte
 		if u.pos+5 <= u.end {
@@ -202,7 +203,18 @@ func (u *unpickler) loop() (value, error) {
 				}
 			case opEmptyDict:
 				if u.buf[u.pos+1] == opMemoize && u.buf[u.pos+2] == opMark && (u.flatEvent() || u.flatDict()) {
-					continue
+					// The dicts that follow it (a trace list's entries),
+					// without the dispatch above: one it would leave to
+					// the general path leaves this loop there (op is
+					// still EMPTY_DICT), having been tried once.
+					for {
+						if u.pos+5 > u.end || u.buf[u.pos] != opEmptyDict || u.buf[u.pos+1] != opMemoize || u.buf[u.pos+2] != opMark {
+							continue loop
+						}
+						if !u.flatEvent() && !u.flatDict() {
+							break
+						}
+					}
 				}
 			}
 			u.pos++
