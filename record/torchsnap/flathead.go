@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/tracer-dev/tracer/trace"
 )
@@ -196,10 +197,9 @@ func (h *keyRef) match(p *[15]byte) (q *[10]byte, n int) {
 	if binary.LittleEndian.Uint64(p[:8])&h.mask != h.word {
 		return nil, 0
 	}
-	if h.n == 5 {
-		return (*[10]byte)(p[5:15]), 5
-	}
-	return (*[10]byte)(p[2:12]), 2
+	// h.n is 2 or 5 where the mask is not 0 (learn): q lies within p,
+	// without a branch on which.
+	return (*[10]byte)(unsafe.Add(unsafe.Pointer(p), h.n)), h.n
 }
 
 // learn is match for a key h does not hold: if p's key is a reference to
