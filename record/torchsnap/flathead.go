@@ -117,27 +117,27 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	// Up to two keys toEvent ignores (compile_context, user_metadata): a
 	// short string, interned and memoized as flatValue does, or a
 	// reference to what flatItem would accept, skipped as the loop does.
-	pairs := 5
-	for h := 4; h < 6; h, pairs = h+1, pairs+1 {
+	// Written out twice, not as a loop: a loop's registers spill.
+	{ // the first
 		if uint(i+15) > uint(len(buf)) {
-			return i, pairs, true
+			return i, 5, true
 		}
 		p = (*[15]byte)(buf[i : i+15])
-		if q, n = u.heads[h].match(p); n == 0 {
-			if q, n = u.heads[h].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
-				return i, pairs, true
+		if q, n = u.heads[4].match(p); n == 0 {
+			if q, n = u.heads[4].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
+				return i, 5, true
 			}
 		}
 		if a, m := memoRef(q); m != 0 {
 			if r := a - base; r >= uint64(len(k0)) || k0[r] == vDict || k0[r] == vWide {
-				return i, pairs, true
+				return i, 5, true
 			}
 			i += n + m
-			continue
+			goto ignored5
 		}
 		end := i + n + 2 + int(q[1])
 		if q[0] != opShortBinUni || end >= len(buf) || e.nm == len(u.flatMemo) {
-			return i, pairs, true
+			return i, 5, true
 		}
 		var v value
 		if binary.LittleEndian.Uint64(q[:8])&u.short.mask == u.short.word {
@@ -153,6 +153,44 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 		}
 		i = end
 	}
+ignored5:
+	{ // the second
+		if uint(i+15) > uint(len(buf)) {
+			return i, 6, true
+		}
+		p = (*[15]byte)(buf[i : i+15])
+		if q, n = u.heads[5].match(p); n == 0 {
+			if q, n = u.heads[5].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
+				return i, 6, true
+			}
+		}
+		if a, m := memoRef(q); m != 0 {
+			if r := a - base; r >= uint64(len(k0)) || k0[r] == vDict || k0[r] == vWide {
+				return i, 6, true
+			}
+			i += n + m
+			goto ignored6
+		}
+		end := i + n + 2 + int(q[1])
+		if q[0] != opShortBinUni || end >= len(buf) || e.nm == len(u.flatMemo) {
+			return i, 6, true
+		}
+		var v value
+		if binary.LittleEndian.Uint64(q[:8])&u.short.mask == u.short.word {
+			v = u.short.v
+		} else {
+			v = u.b.internBytes(buf[i+n+2 : end])
+			u.short.learn(q, v)
+		}
+		if buf[end] == opMemoize {
+			u.flatMemo[e.nm] = v
+			e.nm++
+			end++
+		}
+		i = end
+	}
+ignored6:
+	pairs := 7
 	// frames, by flatValue, as the loop would.
 	if uint(i+15) > uint(len(buf)) {
 		return i, pairs, true
