@@ -145,8 +145,15 @@ const slabChunks = 8
 // this runs once per trace entry).
 func (s *eventStore) add(e *cev) int64 {
 	e.Seq = s.n
-	if s.sp != nil {
-		s.sp.add(e)
+	if sp := s.sp; sp != nil {
+		if n := len(sp.buf); n+1 < cap(sp.buf) {
+			// spill.add where the buffer has room after e, without
+			// the call (once a trace entry).
+			sp.buf = sp.buf[:n+1]
+			sp.buf[n].pack(e)
+		} else {
+			sp.add(e)
+		}
 		s.n++
 		return s.n - 1
 	}
