@@ -363,8 +363,20 @@ func (m *memo) putNext(v value, vs []value) {
 			if v.k == vWide {
 				wide = 1
 			}
-			for j, w := range vs {
-				ks[off+1+uint64(j)], is[off+1+uint64(j)] = w.k, int32(w.i)
+			rest, o := vs, off
+			for len(rest) >= 2 { // two at a time: a trace entry memoizes one or two
+				w, x := rest[0], rest[1]
+				ks[o+1], is[o+1] = w.k, int32(w.i)
+				ks[o+2], is[o+2] = x.k, int32(x.i)
+				wide |= w.i ^ int64(int32(w.i)) | x.i ^ int64(int32(x.i))
+				if w.k == vWide || x.k == vWide {
+					wide = 1
+				}
+				rest, o = rest[2:], o+2
+			}
+			if len(rest) == 1 {
+				w := rest[0]
+				ks[o+1], is[o+1] = w.k, int32(w.i)
 				wide |= w.i ^ int64(int32(w.i))
 				if w.k == vWide {
 					wide = 1
