@@ -22,15 +22,15 @@ import (
 // is (memo.rewrites).
 func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 	start := k
-	// The length of the last span that began with the same 8 bytes: if an
-	// APPENDS ends one that long here, and the cache holds its bytes, it
-	// is that span (a walk over the same bytes would stop there), and
-	// needs no walk.
-	var hint *uint32
+	// The length and slot of the last span that began with the same 8
+	// bytes: if an APPENDS ends one that long here, and the slot holds its
+	// bytes, it is that span (a walk over the same bytes would stop
+	// there), and needs neither a walk nor a hash.
+	var hint *spanHint
 	if k+8 <= len(buf) {
 		hint = &u.spans.hints[hintHash(binary.LittleEndian.Uint64(buf[k:]))]
-		if e := k + int(*hint); *hint != 0 && e+5 <= len(buf) && buf[e] == opAppends && buf[e+1] != opMark {
-			if st, ok := u.spans.get(buf[start:e], u.b.memo.rewrites); ok {
+		if e := k + int(hint.n); hint.n != 0 && e+5 <= len(buf) && buf[e] == opAppends && buf[e+1] != opMark {
+			if st, ok := u.spans.getAt(buf[start:e], uint64(hint.slot), u.b.memo.rewrites); ok {
 				return st, e + 1, true
 			}
 		}
@@ -46,10 +46,11 @@ func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 				continue
 			}
 			span := buf[start:k]
+			slot := spanHash(span)
 			if hint != nil && len(span) <= math.MaxUint32 {
-				*hint = uint32(len(span))
+				*hint = spanHint{n: uint32(len(span)), slot: uint32(slot)}
 			}
-			st, ok := u.spans.get(span, u.b.memo.rewrites)
+			st, ok := u.spans.getAt(span, slot, u.b.memo.rewrites)
 			if !ok {
 				u.pendingSpan = span
 			}
@@ -73,11 +74,14 @@ func (u *unpickler) knownSpan(buf []byte, k int) (trace.StackID, int, bool) {
 // buffers, once.
 type spanCache struct {
 	slots []spanSlot
-	// hints: by a hash of a span's first 8 bytes, the length of the last
-	// span walked that began with them (0: none).
-	hints [hintSlots]uint32
+	// hints: by a hash of a span's first 8 bytes, the last span walked
+	// that began with them.
+	hints [hintSlots]spanHint
 	epoch uint64 // memo.rewrites when the slots were filled
 }
+
+// spanHint is a span's length (0: none) and slot (spanHash).
+type spanHint struct{ n, slot uint32 }
 
 type spanSlot struct {
 	key []byte
@@ -115,6 +119,11 @@ func hintHash(w uint64) uint64 {
 }
 
 func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
+	return c.getAt(span, spanHash(span), epoch)
+}
+
+// getAt is get for span's slot (its spanHash, under spanSlots).
+func (c *spanCache) getAt(span []byte, slot, epoch uint64) (trace.StackID, bool) {
 	if epoch != c.epoch {
 		for i := range c.slots {
 			c.slots[i].key = c.slots[i].key[:0]
@@ -125,7 +134,7 @@ func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
 	if c.slots == nil {
 		return 0, false
 	}
-	sl := &c.slots[spanHash(span)]
+	sl := &c.slots[slot%spanSlots]
 	if len(sl.key) > 0 && string(span) == string(sl.key) {
 		return sl.st, true
 	}
