@@ -208,7 +208,11 @@ loop:
 					// the general path leaves this loop there (op is
 					// still EMPTY_DICT), having been tried once.
 					for {
-						if u.pos+5 > u.end || u.buf[u.pos] != opEmptyDict || u.buf[u.pos+1] != opMemoize || u.buf[u.pos+2] != opMark {
+						if u.pos+5 > u.end {
+							continue loop
+						}
+						// EMPTY_DICT MEMOIZE MARK, as one word.
+						if p := (*[4]byte)(u.buf[u.pos : u.pos+4]); binary.LittleEndian.Uint32(p[:])&0xffffff != opEmptyDict|opMemoize<<8|opMark<<16 {
 							continue loop
 						}
 						if !u.flatEvent() && !u.flatDict() {
