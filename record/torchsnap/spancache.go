@@ -93,7 +93,11 @@ const (
 	spanSlots = 1 << spanBits
 )
 
-const hintSlots = 1 << 10
+// spanCache.hints has hintSlots entries, indexed by hintHash.
+const (
+	hintBits  = 10
+	hintSlots = 1 << hintBits
+)
 
 // spanHash hashes span by its 8-byte words; the bytes past the last whole
 // one, by the 8 that end span (overlapping it), not one by one.
@@ -114,8 +118,9 @@ func spanHash(span []byte) uint64 {
 	return h >> (64 - spanBits)
 }
 
+// hintHash is the hint slot of a span whose first 8 bytes are w.
 func hintHash(w uint64) uint64 {
-	return (w * 0x9E3779B97F4A7C15) >> (64 - 10)
+	return (w * 0x9E3779B97F4A7C15) >> (64 - hintBits)
 }
 
 func (c *spanCache) get(span []byte, epoch uint64) (trace.StackID, bool) {
