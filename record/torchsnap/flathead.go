@@ -28,10 +28,15 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 		}
 		u.headsEpoch = r
 	}
-	if uint(n0+10) > uint(len(buf)) {
+	if uint(n0+headWindow) > uint(len(buf)) {
+		// Near the end of the buffered bytes: the loop converts it all.
 		return 0, 0, false
 	}
-	a, n := memoRef((*[10]byte)(buf[n0 : n0+10]))
+	// Every pair below starts within headWindow of n0 and is read as 15
+	// bytes from its start, within buf: at, not a slice, with no bounds
+	// check a pair (see headWindow).
+	at := func(i int) *[15]byte { return (*[15]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), i)) }
+	a, n := memoRef((*[10]byte)(at(n0)[:10]))
 	if n == 0 {
 		return 0, 0, false
 	}
@@ -55,10 +60,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	var x int64
 	var m int
 	// addr: LONG1.
-	if uint(i+15) > uint(len(buf)) {
-		return i, 1, false
-	}
-	p := (*[15]byte)(buf[i : i+15])
+	p := at(i)
 	q, n := u.heads[0].match(p)
 	if n == 0 {
 		if q, n = u.heads[0].learn(p, kAddr, &u.b.memo, k0, v0, base); n == 0 {
@@ -70,10 +72,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	e.ev.Addr, i = uint64(x), i+n+m
 	// size: BININT1, BININT2, BININT or LONG1.
-	if uint(i+15) > uint(len(buf)) {
-		return i, 2, true
-	}
-	p = (*[15]byte)(buf[i : i+15])
+	p = at(i)
 	if q, n = u.heads[1].match(p); n == 0 {
 		if q, n = u.heads[1].learn(p, kSize, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 2, true
@@ -87,10 +86,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	e.ev.Size, i = x, i+n+m
 	// stream: BININT1, BININT2 or BININT.
-	if uint(i+15) > uint(len(buf)) {
-		return i, 3, true
-	}
-	p = (*[15]byte)(buf[i : i+15])
+	p = at(i)
 	if q, n = u.heads[2].match(p); n == 0 {
 		if q, n = u.heads[2].learn(p, kStream, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 3, true
@@ -101,10 +97,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 	e.ev.Stream, i = uint64(x), i+n+m
 	// time_us: LONG1.
-	if uint(i+15) > uint(len(buf)) {
-		return i, 4, true
-	}
-	p = (*[15]byte)(buf[i : i+15])
+	p = at(i)
 	if q, n = u.heads[3].match(p); n == 0 {
 		if q, n = u.heads[3].learn(p, kTimeUs, &u.b.memo, k0, v0, base); n == 0 {
 			return i, 4, true
@@ -119,10 +112,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	// reference to what flatItem would accept, skipped as the loop does.
 	// Written out twice, not as a loop: a loop's registers spill.
 	{ // the first
-		if uint(i+15) > uint(len(buf)) {
-			return i, 5, true
-		}
-		p = (*[15]byte)(buf[i : i+15])
+		p = at(i)
 		if q, n = u.heads[4].match(p); n == 0 {
 			if q, n = u.heads[4].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
 				return i, 5, true
@@ -136,7 +126,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 			goto ignored5
 		}
 		end := i + n + 2 + int(q[1])
-		if q[0] != opShortBinUni || end >= len(buf) || e.nm == len(u.flatMemo) {
+		if q[0] != opShortBinUni || q[1] > 7 || e.nm == len(u.flatMemo) { // at most 15 bytes with its key and MEMOIZE
 			return i, 5, true
 		}
 		var v value
@@ -155,10 +145,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	}
 ignored5:
 	{ // the second
-		if uint(i+15) > uint(len(buf)) {
-			return i, 6, true
-		}
-		p = (*[15]byte)(buf[i : i+15])
+		p = at(i)
 		if q, n = u.heads[5].match(p); n == 0 {
 			if q, n = u.heads[5].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
 				return i, 6, true
@@ -172,7 +159,7 @@ ignored5:
 			goto ignored6
 		}
 		end := i + n + 2 + int(q[1])
-		if q[0] != opShortBinUni || end >= len(buf) || e.nm == len(u.flatMemo) {
+		if q[0] != opShortBinUni || q[1] > 7 || e.nm == len(u.flatMemo) { // at most 15 bytes with its key and MEMOIZE
 			return i, 6, true
 		}
 		var v value
@@ -192,10 +179,7 @@ ignored5:
 ignored6:
 	pairs := 7
 	// frames, by flatValue, as the loop would.
-	if uint(i+15) > uint(len(buf)) {
-		return i, pairs, true
-	}
-	p = (*[15]byte)(buf[i : i+15])
+	p = at(i)
 	if q, n = u.heads[6].match(p); n == 0 {
 		if p[0] == opSetItems { // no frames (a seed's entries)
 			return i, pairs, true
@@ -220,6 +204,15 @@ ignored6:
 
 // headPairs is how many pairs flatHead converts at most.
 const headPairs = 8
+
+// headWindow is how many bytes past the action key flatHead needs
+// buffered: the action's value (a reference of at most 5 bytes, read as
+// 10), then 7 pairs, each read as 15 bytes from its start and each at most
+// 15 bytes long (a key reference of up to 5 bytes, and a LONG1 of up to 8
+// bytes, a BININT, a reference, or a string of up to 7 bytes and its
+// MEMOIZE); the last pair's value is read within those 15 bytes or by
+// flatValue, which checks its own bounds.
+const headWindow = 5 + 7*15
 
 // keyRef is a key's memo reference as flatHead last read it: its n bytes
 // (BINGET, 2, or LONG_BINGET, 5) as word under mask. A reference names
