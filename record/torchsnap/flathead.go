@@ -26,6 +26,9 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 		for j := range u.heads {
 			u.heads[j] = keyRef{word: 1} // matches nothing (mask 0)
 		}
+		for j := range u.actions {
+			u.actions[j] = actionRef{keyRef: keyRef{word: 1}}
+		}
 		u.headsEpoch = r
 	}
 	if uint(n0+headWindow) > uint(len(buf)) {
@@ -36,31 +39,23 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	// bytes from its start, within buf: at, not a slice, with no bounds
 	// check a pair (see headWindow).
 	at := func(i int) *[15]byte { return (*[15]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), i)) }
-	a, n := memoRef((*[10]byte)(at(n0)[:10]))
+	// The action: a reference to its string, matched against the one
+	// learnt in its slot of u.actions (by the index's low byte) without
+	// the lookups of the string and its kind.
+	p := at(n0)
+	act := &u.actions[p[1]%uint8(len(u.actions))]
+	_, n := act.match(p)
 	if n == 0 {
-		return 0, 0, false
-	}
-	var id int64
-	if r := a - base; r < uint64(len(k0)) && r < uint64(len(v0)) {
-		if k0[r] != vStr {
+		if n = act.learn(p, u.b, k0, v0, base); n == 0 {
 			return 0, 0, false
 		}
-		id = int64(v0[r])
-	} else if s, ok := u.b.memo.getDense(a); ok && s.k == vStr {
-		id = s.i // first written after the keys' chunk (a seed's frees)
-	} else {
-		return 0, 0, false
 	}
-	kind, ok := u.b.knownKind(id)
-	if !ok || kind == trace.KindOOM {
-		return 0, 0, false
-	}
-	e.ev.Kind = kind
+	e.ev.Kind = act.kind
 	i := n0 + n
 	var x int64
 	var m int
 	// addr: LONG1.
-	p := at(i)
+	p = at(i)
 	q, n := u.heads[0].match(p)
 	if n == 0 {
 		if q, n = u.heads[0].learn(p, kAddr, &u.b.memo, k0, v0, base); n == 0 {
@@ -196,7 +191,8 @@ ignored6:
 		e.frames, e.ev.Stack = value{k: vNone}, trace.NoStack
 		return i + n + 2, pairs + 1, true
 	}
-	if i, ok = u.flatValue(buf, i+n, kFrames, e); !ok {
+	i, ok := u.flatValue(buf, i+n, kFrames, e)
+	if !ok {
 		return 0, -1, true
 	}
 	return i, pairs + 1, true
@@ -264,6 +260,42 @@ func (h *keyRef) learn(p *[15]byte, want int64, m *memo, k0 []vkind, v0 []int32,
 	mask := uint64(1)<<(8*n) - 1
 	*h = keyRef{word: binary.LittleEndian.Uint64(p[:8]) & mask, mask: mask, n: n}
 	return h.match(p)
+}
+
+// actionRef is an action's memo reference (keyRef), and the kind of event
+// its string is, as flatHead last read it.
+type actionRef struct {
+	keyRef
+	kind trace.Kind
+}
+
+// learn makes p's action, if it is a reference to a string (in the memo
+// chunk k0, v0 from slot base, or elsewhere in b's memo) of a kind b
+// knows, other than an oom, h's, and returns the reference's length; 0 if
+// not (the loop then reads the action).
+func (h *actionRef) learn(p *[15]byte, b *builder, k0 []vkind, v0 []int32, base uint64) int {
+	a, n := memoRef((*[10]byte)(p[:10]))
+	if n == 0 {
+		return 0
+	}
+	var id int64
+	if r := a - base; r < uint64(len(k0)) && r < uint64(len(v0)) {
+		if k0[r] != vStr {
+			return 0
+		}
+		id = int64(v0[r])
+	} else if s, ok := b.memo.getDense(a); ok && s.k == vStr {
+		id = s.i // first written after the keys' chunk (a seed's frees)
+	} else {
+		return 0
+	}
+	kind, ok := b.knownKind(id)
+	if !ok || kind == trace.KindOOM {
+		return 0
+	}
+	mask := uint64(1)<<(8*n) - 1
+	*h = actionRef{keyRef{word: binary.LittleEndian.Uint64(p[:8]) & mask, mask: mask, n: n}, kind}
+	return n
 }
 
 // shortStr is the short string flatHead interned last (compile_context's

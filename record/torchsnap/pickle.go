@@ -44,7 +44,10 @@ type unpickler struct {
 	// heads: flatHead's key references (addr, size, stream, time_us, two
 	// keys toEvent ignores, frames), and
 	// headsEpoch, memo.rewrites+1 when they were learnt (0: never).
-	heads      [7]keyRef
+	heads [7]keyRef
+	// actions: the actions' references and kinds, each in the slot of its
+	// index's low byte (valid while heads are).
+	actions    [16]actionRef
 	headsEpoch uint64
 	short      shortStr // flatHead's string interned last (mask 0: none)
 	headShort  int      // flatEvent's entries flatHead did not convert whole (tests)
