@@ -254,7 +254,8 @@ func (u *unpickler) flatEvent() bool {
 	if a := first - base; a >= uint64(n0) || k0[a] != vStr || v0[a] != kAction {
 		return false
 	}
-	e := flatEntry{ev: cev{Stack: trace.NoStack}, frames: value{k: vMark}}
+	var e flatEntry // zeroed, not copied from a composite literal
+	e.ev.Stack, e.frames.k = trace.NoStack, vMark
 	u.pendingList, u.pendingSpan = noList, nil
 	i, head, hasAddr := u.flatHead(buf, n, k0, v0, base, &e)
 	if head < headPairs {
