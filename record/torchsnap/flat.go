@@ -228,11 +228,29 @@ func (u *unpickler) flatItem(buf []byte, i int, memoized *[maxFlatItems]value, n
 func (u *unpickler) flatEvent() bool {
 	b := u.b
 	buf := u.buf[u.pos+3 : u.end : u.end] // past EMPTY_DICT MEMOIZE MARK
-	// The first key is "action", as convert expects of a trace entry.
+	// Zeroed, not copied from a composite literal.
+	var e flatEntry
+	e.ev.Stack, e.frames.k = trace.NoStack, vMark
+	u.pendingList, u.pendingSpan = noList, nil
+	// The loop's memo chunk, set only where the loop runs.
+	var k0 []vkind
+	var v0 []int32
+	var first, c, base uint64
+	var n, n0 int
+	i, head, hasAddr := u.flatHead(buf, &e)
+	if head == headPairs {
+		if uint(i+15) <= uint(len(buf)) && buf[i] == opSetItems && completes(buf[i+1]) {
+			goto done // as the loop's SETITEMS: addr was read
+		}
+	} else if head < 0 {
+		return false
+	}
+	// The rest by the loop: the first key is "action", as convert expects
+	// of a trace entry (flatHead, if it converted any pair, matched it).
 	if len(buf) < 10 {
 		return false
 	}
-	first, n := memoRef((*[10]byte)(buf[:10]))
+	first, n = memoRef((*[10]byte)(buf[:10]))
 	if n == 0 {
 		return false
 	}
@@ -244,27 +262,18 @@ func (u *unpickler) flatEvent() bool {
 	// stays valid. Its kinds and ints are cut to one length, so that a
 	// lookup checks its index once; an index is made relative to the chunk
 	// (one below it wraps past n0).
-	c := first / memoChunk
+	c = first / memoChunk
 	if c >= uint64(len(b.memo.k)) || c >= uint64(len(b.memo.v)) {
 		return false
 	}
-	k0, v0, base := b.memo.k[c], b.memo.v[c], c*memoChunk
-	n0 := min(len(k0), len(v0))
+	k0, v0, base = b.memo.k[c], b.memo.v[c], c*memoChunk
+	n0 = min(len(k0), len(v0))
 	k0, v0 = k0[:n0], v0[:n0]
 	if a := first - base; a >= uint64(n0) || k0[a] != vStr || v0[a] != kAction {
 		return false
 	}
-	var e flatEntry // zeroed, not copied from a composite literal
-	e.ev.Stack, e.frames.k = trace.NoStack, vMark
-	u.pendingList, u.pendingSpan = noList, nil
-	i, head, hasAddr := u.flatHead(buf, n, k0, v0, base, &e)
 	if head < headPairs {
-		if head < 0 {
-			return false
-		}
 		u.headShort++
-	} else if uint(i+15) <= uint(len(buf)) && buf[i] == opSetItems && completes(buf[i+1]) {
-		goto done // as the loop's SETITEMS: addr was read
 	}
 	for pairs := head; ; pairs++ {
 		// The key, a reference to a string in the memo, and q, the

@@ -8,18 +8,20 @@ import (
 )
 
 // flatHead converts, for flatEvent, the pairs PyTorch writes first in every
-// trace entry, in this order: action (whose key flatEvent has checked, n0
-// bytes of buf), addr, size, stream and time_us, each value in the form
-// flatEvent's loop converts itself. It returns the offset past the pairs it
-// converted, how many (-1: the entry is not one flatEvent converts), and
-// whether one was addr. It stops at the first pair
+// trace entry, in this order: action, addr, size, stream and time_us, each
+// value in the form flatEvent's loop converts itself, then two keys toEvent
+// ignores and frames. It returns the offset past the pairs it converted,
+// how many (0: none, not even the action's key checked; -1: the entry is
+// not one flatEvent converts), and whether one was addr. The action's key
+// is matched as the others are: flatEvent looks up the keys' memo chunk
+// only for an entry flatHead does not convert whole. It stops at the first pair
 // that is not the one expected, or is in another form, leaving it and the
 // rest to the loop, which converts them as it would have from the first:
 // nothing here changes anything but e and the key references it learns
 // (u.heads). Each key is matched by the bytes of its memo reference, as the
 // entry before wrote it, in straight-line code: without the loop's
 // dispatch on the key's opcode, its memo lookup and the dispatch on the key.
-func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base uint64, e *flatEntry) (int, int, bool) {
+func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 	if r := u.b.memo.rewrites + 1; u.headsEpoch != r {
 		// A memo slot was stored again: a reference may name another
 		// string now (headsEpoch 0: none learnt yet).
@@ -31,22 +33,29 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 		}
 		u.headsEpoch = r
 	}
-	if uint(n0+headWindow) > uint(len(buf)) {
+	if uint(5+headWindow) > uint(len(buf)) {
 		// Near the end of the buffered bytes: the loop converts it all.
 		return 0, 0, false
 	}
-	// Every pair below starts within headWindow of n0 and is read as 15
-	// bytes from its start, within buf: at, not a slice, with no bounds
-	// check a pair (see headWindow).
+	// Every pair below starts within headWindow of the action's key (at
+	// most 5 bytes) and is read as 15 bytes from its start, within buf:
+	// at, not a slice, with no bounds check a pair (see headWindow).
 	at := func(i int) *[15]byte { return (*[15]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), i)) }
+	p := at(0)
+	_, n0 := u.heads[headAction].match(p)
+	if n0 == 0 {
+		if _, n0 = u.heads[headAction].learn(p, kAction, &u.b.memo); n0 == 0 {
+			return 0, 0, false // flatEvent checks the key
+		}
+	}
 	// The action: a reference to its string, matched against the one
 	// learnt in its slot of u.actions (by the index's low byte) without
 	// the lookups of the string and its kind.
-	p := at(n0)
+	p = at(n0)
 	act := &u.actions[p[1]%uint8(len(u.actions))]
 	_, n := act.match(p)
 	if n == 0 {
-		if n = act.learn(p, u.b, k0, v0, base); n == 0 {
+		if n = act.learn(p, u.b); n == 0 {
 			return 0, 0, false
 		}
 	}
@@ -58,7 +67,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	p = at(i)
 	q, n := u.heads[0].match(p)
 	if n == 0 {
-		if q, n = u.heads[0].learn(p, kAddr, &u.b.memo, k0, v0, base); n == 0 {
+		if q, n = u.heads[0].learn(p, kAddr, &u.b.memo); n == 0 {
 			return i, 1, false
 		}
 	}
@@ -69,7 +78,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	// size: BININT1, BININT2, BININT or LONG1.
 	p = at(i)
 	if q, n = u.heads[1].match(p); n == 0 {
-		if q, n = u.heads[1].learn(p, kSize, &u.b.memo, k0, v0, base); n == 0 {
+		if q, n = u.heads[1].learn(p, kSize, &u.b.memo); n == 0 {
 			return i, 2, true
 		}
 	}
@@ -83,7 +92,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	// stream: BININT1, BININT2 or BININT.
 	p = at(i)
 	if q, n = u.heads[2].match(p); n == 0 {
-		if q, n = u.heads[2].learn(p, kStream, &u.b.memo, k0, v0, base); n == 0 {
+		if q, n = u.heads[2].learn(p, kStream, &u.b.memo); n == 0 {
 			return i, 3, true
 		}
 	}
@@ -94,7 +103,7 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	// time_us: LONG1.
 	p = at(i)
 	if q, n = u.heads[3].match(p); n == 0 {
-		if q, n = u.heads[3].learn(p, kTimeUs, &u.b.memo, k0, v0, base); n == 0 {
+		if q, n = u.heads[3].learn(p, kTimeUs, &u.b.memo); n == 0 {
 			return i, 4, true
 		}
 	}
@@ -109,12 +118,15 @@ func (u *unpickler) flatHead(buf []byte, n0 int, k0 []vkind, v0 []int32, base ui
 	{ // the first
 		p = at(i)
 		if q, n = u.heads[4].match(p); n == 0 {
-			if q, n = u.heads[4].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
+			if q, n = u.heads[4].learn(p, -1, &u.b.memo); n == 0 {
 				return i, 5, true
 			}
 		}
 		if a, m := memoRef(q); m != 0 {
-			if r := a - base; r >= uint64(len(k0)) || k0[r] == vDict || k0[r] == vWide {
+			// Looked up in the memo's first chunk, as the loop looks it
+			// up in the keys' (the same chunk but in a file whose keys
+			// are past it, where the loop reads the rest).
+			if k0 := u.b.memo.k0; a >= uint64(len(k0)) || k0[a] == vDict || k0[a] == vWide {
 				return i, 5, true
 			}
 			i += n + m
@@ -142,12 +154,15 @@ ignored5:
 	{ // the second
 		p = at(i)
 		if q, n = u.heads[5].match(p); n == 0 {
-			if q, n = u.heads[5].learn(p, -1, &u.b.memo, k0, v0, base); n == 0 {
+			if q, n = u.heads[5].learn(p, -1, &u.b.memo); n == 0 {
 				return i, 6, true
 			}
 		}
 		if a, m := memoRef(q); m != 0 {
-			if r := a - base; r >= uint64(len(k0)) || k0[r] == vDict || k0[r] == vWide {
+			// Looked up in the memo's first chunk, as the loop looks it
+			// up in the keys' (the same chunk but in a file whose keys
+			// are past it, where the loop reads the rest).
+			if k0 := u.b.memo.k0; a >= uint64(len(k0)) || k0[a] == vDict || k0[a] == vWide {
 				return i, 6, true
 			}
 			i += n + m
@@ -179,7 +194,7 @@ ignored6:
 		if p[0] == opSetItems { // no frames (a seed's entries)
 			return i, pairs, true
 		}
-		if q, n = u.heads[6].learn(p, kFrames, &u.b.memo, k0, v0, base); n == 0 {
+		if q, n = u.heads[6].learn(p, kFrames, &u.b.memo); n == 0 {
 			return i, pairs, true
 		}
 	}
@@ -198,8 +213,12 @@ ignored6:
 	return i, pairs + 1, true
 }
 
-// headPairs is how many pairs flatHead converts at most.
-const headPairs = 8
+// headPairs is how many pairs flatHead converts at most; headAction is
+// the action key's reference in unpickler.heads, after the others'.
+const (
+	headPairs  = 8
+	headAction = 7
+)
 
 // headWindow is how many bytes past the action key flatHead needs
 // buffered: the action's value (a reference of at most 5 bytes, read as
@@ -230,9 +249,8 @@ func (h *keyRef) match(p *[15]byte) (q *[10]byte, n int) {
 }
 
 // learn is match for a key h does not hold: if p's key is a reference to
-// the string want (-1: any key toEvent ignores) in the memo chunk k0, v0
-// from slot base, or elsewhere in m, h becomes it.
-func (h *keyRef) learn(p *[15]byte, want int64, m *memo, k0 []vkind, v0 []int32, base uint64) (*[10]byte, int) {
+// the string want (-1: any key toEvent ignores) in m, h becomes it.
+func (h *keyRef) learn(p *[15]byte, want int64, m *memo) (*[10]byte, int) {
 	var idx uint64
 	n := 2
 	switch p[0] {
@@ -243,18 +261,11 @@ func (h *keyRef) learn(p *[15]byte, want int64, m *memo, k0 []vkind, v0 []int32,
 	default:
 		return nil, 0
 	}
-	var key int64
-	if r := idx - base; r < uint64(len(k0)) && r < uint64(len(v0)) {
-		if k0[r] != vStr {
-			return nil, 0
-		}
-		key = int64(v0[r])
-	} else if k, ok := m.getDense(idx); ok && k.k == vStr {
-		key = k.i // memoized in another chunk (a seed's size, by a segment's block)
-	} else {
+	k, ok := m.getDense(idx)
+	if !ok || k.k != vStr {
 		return nil, 0
 	}
-	if key != want && (want != -1 || key <= kPoolID) {
+	if key := k.i; key != want && (want != -1 || key <= kPoolID) {
 		return nil, 0
 	}
 	mask := uint64(1)<<(8*n) - 1
@@ -269,27 +280,19 @@ type actionRef struct {
 	kind trace.Kind
 }
 
-// learn makes p's action, if it is a reference to a string (in the memo
-// chunk k0, v0 from slot base, or elsewhere in b's memo) of a kind b
-// knows, other than an oom, h's, and returns the reference's length; 0 if
-// not (the loop then reads the action).
-func (h *actionRef) learn(p *[15]byte, b *builder, k0 []vkind, v0 []int32, base uint64) int {
+// learn makes p's action, if it is a reference to a string in b's memo of
+// a kind b knows, other than an oom, h's, and returns the reference's
+// length; 0 if not (the loop then reads the action).
+func (h *actionRef) learn(p *[15]byte, b *builder) int {
 	a, n := memoRef((*[10]byte)(p[:10]))
 	if n == 0 {
 		return 0
 	}
-	var id int64
-	if r := a - base; r < uint64(len(k0)) && r < uint64(len(v0)) {
-		if k0[r] != vStr {
-			return 0
-		}
-		id = int64(v0[r])
-	} else if s, ok := b.memo.getDense(a); ok && s.k == vStr {
-		id = s.i // first written after the keys' chunk (a seed's frees)
-	} else {
+	s, ok := b.memo.getDense(a)
+	if !ok || s.k != vStr {
 		return 0
 	}
-	kind, ok := b.knownKind(id)
+	kind, ok := b.knownKind(s.i)
 	if !ok || kind == trace.KindOOM {
 		return 0
 	}

@@ -42,9 +42,9 @@ type unpickler struct {
 	spans       spanCache
 	pendingSpan []byte
 	// heads: flatHead's key references (addr, size, stream, time_us, two
-	// keys toEvent ignores, frames), and
+	// keys toEvent ignores, frames, then action), and
 	// headsEpoch, memo.rewrites+1 when they were learnt (0: never).
-	heads [7]keyRef
+	heads [headPairs]keyRef
 	// actions: the actions' references and kinds, each in the slot of its
 	// index's low byte (valid while heads are).
 	actions    [16]actionRef
