@@ -141,19 +141,28 @@ func (s *eventStore) fromBase(c int64) bool {
 // chunks are released.
 const slabChunks = 8
 
-// add appends *e, setting its Seq (a pointer: an event is 88 bytes, and
-// this runs once per trace entry).
+// add appends *e, setting its Seq where it is stored whole (a pointer: an
+// event is 88 bytes, and this runs once per trace entry). Where the spill
+// takes it and its buffer has room after it, it is packed there, in code
+// small enough to be inlined (spill.add without the call, and no frame for
+// the rest, which addMore does).
 func (s *eventStore) add(e *cev) int64 {
+	if sp := s.sp; sp != nil && len(sp.buf)+1 < cap(sp.buf) {
+		n := len(sp.buf)
+		sp.buf = sp.buf[:n+1]
+		sp.buf[n].pack(e)
+		s.n++
+		return s.n - 1
+	}
+	return s.addMore(e)
+}
+
+// addMore is add for an event the spill's buffer has no room after, or
+// with no spill.
+func (s *eventStore) addMore(e *cev) int64 {
 	e.Seq = s.n
 	if sp := s.sp; sp != nil {
-		if n := len(sp.buf); n+1 < cap(sp.buf) {
-			// spill.add where the buffer has room after e, without
-			// the call (once a trace entry).
-			sp.buf = sp.buf[:n+1]
-			sp.buf[n].pack(e)
-		} else {
-			sp.add(e)
-		}
+		sp.add(e)
 		s.n++
 		return s.n - 1
 	}
