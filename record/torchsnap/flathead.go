@@ -114,7 +114,8 @@ func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 	// Up to two keys toEvent ignores (compile_context, user_metadata): a
 	// short string, interned and memoized as flatValue does, or a
 	// reference to what flatItem would accept, skipped as the loop does.
-	// Written out twice, not as a loop: a loop's registers spill.
+	// Written out twice: as a loop its registers spill, and a method for
+	// one pair is not inlined; either costs more than the repeated lines.
 	{ // the first
 		p = at(i)
 		if q, n = u.heads[4].match(p); n == 0 {
