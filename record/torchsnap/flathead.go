@@ -31,6 +31,7 @@ func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 		for j := range u.actions {
 			u.actions[j] = actionRef{keyRef: keyRef{word: 1}}
 		}
+		u.tail = headTail{}
 		u.headsEpoch = r
 	}
 	if uint(5+headWindow) > uint(len(buf)) {
@@ -62,7 +63,7 @@ func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 	e.ev.Kind = act.kind
 	i := n0 + n
 	var x int64
-	var m int
+	var m, i5 int
 	// addr: LONG1.
 	p = at(i)
 	q, n := u.heads[0].match(p)
@@ -111,6 +112,20 @@ func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 		return i, 4, true
 	}
 	e.ev.TimeUs, i = x, i+n+m
+	// The bytes up to frames' value, if the same as an entry's before
+	// (u.tail): the same pairs, which memoize the same values.
+	if t := &u.tail; t.n != 0 {
+		r := (*[32]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(buf)), i))
+		le := binary.LittleEndian
+		if (le.Uint64(r[0:8])^t.w[0])&t.m[0]|(le.Uint64(r[8:16])^t.w[1])&t.m[1]|
+			(le.Uint64(r[16:24])^t.w[2])&t.m[2]|(le.Uint64(r[24:32])^t.w[3])&t.m[3] == 0 {
+			u.flatMemo[0], u.flatMemo[1], e.nm = t.v[0], t.v[1], t.nm
+			i += t.n
+			q, n = (*[10]byte)(unsafe.Pointer(at(i))), 0
+			goto frames
+		}
+	}
+	i5 = i
 	// Up to two keys toEvent ignores (compile_context, user_metadata): a
 	// short string, interned and memoized as flatValue does, or a
 	// reference to what flatItem would accept, skipped as the loop does.
@@ -188,30 +203,31 @@ ignored5:
 		i = end
 	}
 ignored6:
-	pairs := 7
 	// frames, by flatValue, as the loop would.
 	p = at(i)
 	if q, n = u.heads[6].match(p); n == 0 {
 		if p[0] == opSetItems { // no frames (a seed's entries)
-			return i, pairs, true
+			return i, 7, true
 		}
 		if q, n = u.heads[6].learn(p, kFrames, &u.b.memo); n == 0 {
-			return i, pairs, true
+			return i, 7, true
 		}
 	}
+	u.tail.learn(buf[i5:], i+n-i5, &u.flatMemo, e.nm)
+frames:
 	if q[0] == opEmptyList && q[1] == opMemoize && q[2] != opMark && deriveFrames && e.nm < len(u.flatMemo) {
 		// A new empty list, as flatValue converts it (most entries' frames
 		// that are not a reference), without the call.
 		u.flatMemo[e.nm] = value{vList, u.b.lists.addFrames(int32(trace.NoStack))}
 		e.nm++
 		e.frames, e.ev.Stack = value{k: vNone}, trace.NoStack
-		return i + n + 2, pairs + 1, true
+		return i + n + 2, 8, true
 	}
 	i, ok := u.flatValue(buf, i+n, kFrames, e)
 	if !ok {
 		return 0, -1, true
 	}
-	return i, pairs + 1, true
+	return i, 8, true
 }
 
 // headPairs is how many pairs flatHead converts at most; headAction is
@@ -319,4 +335,37 @@ func (h *shortStr) learn(q *[10]byte, v value) {
 		mask := uint64(1)<<(8*(c+2)) - 1
 		*h = shortStr{word: binary.LittleEndian.Uint64(q[:8]) & mask, mask: mask, v: v}
 	}
+}
+
+// headTail is the bytes of a trace entry from its key after time_us to its
+// frames' value (compile_context's and user_metadata's pairs, and frames'
+// key), as flatHead last converted them pair by pair: n of them (0: none
+// learnt; at most 32) as four words under masks, and the values those
+// pairs memoized (nm, at most 2: each a short string). The same bytes are
+// the same pairs, converted the same way while the key references hold
+// (headsEpoch): a reference's slot is not stored again, a string's bytes
+// intern to the same value.
+type headTail struct {
+	w, m [4]uint64
+	n    int
+	v    [2]value
+	nm   int
+}
+
+// learn makes b[:n], whose pairs memoized memo[:nm], h's, if n is at most
+// 32 and b holds 32 bytes.
+func (h *headTail) learn(b []byte, n int, memo *[maxFlatItems]value, nm int) {
+	if n <= 0 || n > 32 || len(b) < 32 || nm > 2 {
+		h.n = 0
+		return
+	}
+	for j := range h.w {
+		c := min(max(n-8*j, 0), 8)
+		h.m[j] = uint64(1)<<(8*c) - 1
+		if c == 8 {
+			h.m[j] = ^uint64(0)
+		}
+		h.w[j] = binary.LittleEndian.Uint64(b[8*j:]) & h.m[j]
+	}
+	h.n, h.v, h.nm = n, [2]value{memo[0], memo[1]}, nm
 }

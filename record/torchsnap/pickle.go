@@ -50,6 +50,7 @@ type unpickler struct {
 	actions    [16]actionRef
 	headsEpoch uint64
 	short      shortStr // flatHead's string interned last (mask 0: none)
+	tail       headTail // flatHead's pairs after time_us, as last read (valid while heads are)
 	headShort  int      // flatEvent's entries flatHead did not convert whole (tests)
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
 	// frames).
