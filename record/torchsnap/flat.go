@@ -400,7 +400,9 @@ done:
 	u.pos += 3 + i + 1
 	// What flatDict leaves for a converted dict.
 	conv := value{vEvent, b.events.add(&e.ev)}
-	b.memo.putNext(conv, u.flatMemo[:e.nm])
+	if !b.memo.putFits(conv, u.flatMemo[:e.nm]) {
+		b.memo.putEach(conv, u.flatMemo[:e.nm])
+	}
 	u.stack = append(u.stack, conv)
 	return true
 }

@@ -272,6 +272,10 @@ type memo struct {
 	// spanCache, which refers to frames alone, holds while it does not
 	// change.
 	rewrites uint64
+	// lk and lv are the last chunk's slices in k and v (nil: none), for
+	// putFits, whose slots go there: set whenever k and v grow.
+	lk *[]vkind
+	lv *[]int32
 	// made, while blockAhead's workers run, has chunks after the first
 	// made and faulted in on another core (blockAhead.prepare).
 	made <-chan memoPair
@@ -335,11 +339,20 @@ func (m *memo) put(idx uint64, v value) {
 			}
 			m.k = append(m.k, p.k)
 			m.v = append(m.v, p.v)
+			m.lk, m.lv = &m.k[len(m.k)-1], &m.v[len(m.v)-1]
 		}
 		c := idx / memoChunk
 		k, i := m.slot(idx, v)
 		m.k[c] = append(m.k[c], k)
 		m.v[c] = append(m.v[c], i)
+		// Grown by append (the first chunk): no room past memoChunk
+		// slots, which putFits would fill.
+		if cap(m.k[c]) > memoChunk {
+			m.k[c] = m.k[c][:len(m.k[c]):memoChunk]
+		}
+		if cap(m.v[c]) > memoChunk {
+			m.v[c] = m.v[c][:len(m.v[c]):memoChunk]
+		}
 		if c == 0 {
 			m.k0, m.v0 = m.k[0], m.v[0]
 		}
@@ -352,40 +365,33 @@ func (m *memo) put(idx uint64, v value) {
 	}
 }
 
-// putNext stores v, then each of vs, in the next slots, as put(m.n, v) for
-// each in turn would: flatEvent's slots (a trace entry's, and those
-// memoized in it), in one call. Where they fit the current chunk's spare
-// capacity, and its int32s, they are written there and only the chunk's
-// lengths then stored (wide, which holds only slots below n, needs no
-// change).
-func (m *memo) putNext(v value, vs []value) {
-	c, off := m.n/memoChunk, m.n%memoChunk
-	end := off + 1 + uint64(len(vs))
-	if off != 0 && end <= memoChunk && c < uint64(len(m.k)) && c < uint64(len(m.v)) {
-		pk, pv := &m.k[c], &m.v[c]
-		if end <= uint64(cap(*pk)) && end <= uint64(cap(*pv)) {
-			ks, is := (*pk)[:end], (*pv)[:end]
-			ks[off], is[off] = v.k, int32(v.i)
+// putFits stores v, then each of vs, in the next slots, as put(m.n, v) for
+// each in turn would, if they fit the last chunk's spare capacity (lk, lv)
+// and its int32s: flatEvent's slots (a trace entry's, and those memoized in
+// it). They are written there and only the chunk's lengths then stored
+// (wide, which holds only slots below n, needs no change). It returns
+// false, having stored nothing, where they do not fit; putEach then stores
+// them, in a call of its own, so that this one calls nothing (no frame, no
+// registers saved around a call).
+func (m *memo) putFits(v value, vs []value) bool {
+	if pk, pv := m.lk, m.lv; pk != nil {
+		off := len(*pk)
+		end := off + 1 + len(vs)
+		if end <= cap(*pk) && end <= cap(*pv) {
+			// Within the capacity just checked: written through
+			// pointers, without a slice's bounds or a check each.
+			kp := unsafe.Add(unsafe.Pointer(unsafe.SliceData(*pk)), off)
+			ip := unsafe.Add(unsafe.Pointer(unsafe.SliceData(*pv)), 4*off)
+			*(*vkind)(kp), *(*int32)(ip) = v.k, int32(v.i)
 			// wide is not 0 if a value does not fit its int32, or is
 			// vWide (accumulated without branches on each).
 			wide := v.i ^ int64(int32(v.i))
 			if v.k == vWide {
 				wide = 1
 			}
-			rest, o := vs, off
-			for len(rest) >= 2 { // two at a time: a trace entry memoizes one or two
-				w, x := rest[0], rest[1]
-				ks[o+1], is[o+1] = w.k, int32(w.i)
-				ks[o+2], is[o+2] = x.k, int32(x.i)
-				wide |= w.i ^ int64(int32(w.i)) | x.i ^ int64(int32(x.i))
-				if w.k == vWide || x.k == vWide {
-					wide = 1
-				}
-				rest, o = rest[2:], o+2
-			}
-			if len(rest) == 1 {
-				w := rest[0]
-				ks[o+1], is[o+1] = w.k, int32(w.i)
+			for j := range vs {
+				w := &vs[j]
+				*(*vkind)(unsafe.Add(kp, 1+j)), *(*int32)(unsafe.Add(ip, 4+4*j)) = w.k, int32(w.i)
 				wide |= w.i ^ int64(int32(w.i))
 				if w.k == vWide {
 					wide = 1
@@ -396,15 +402,22 @@ func (m *memo) putNext(v value, vs []value) {
 				// the lengths are stored (no pointer, no write barrier).
 				*pk = (*pk)[:end]
 				*pv = (*pv)[:end]
-				if c == 0 {
+				if m.n < memoChunk {
 					m.k0 = m.k0[:end]
 					m.v0 = m.v0[:end]
 				}
-				m.n += end - off
-				return
+				m.n += uint64(end - off)
+				return true
 			}
 		}
 	}
+	return false
+}
+
+// putEach stores v, then each of vs, in the next slots, one at a time.
+//
+//go:noinline
+func (m *memo) putEach(v value, vs []value) {
 	m.put(m.n, v)
 	for _, w := range vs {
 		m.put(m.n, w)

@@ -133,3 +133,42 @@ func TestPutRun(t *testing.T) {
 		}
 	}
 }
+
+// TestPutFits: slots stored by putFits (or putEach where they do not fit),
+// across chunks, in a first chunk grown by append, and with values too wide
+// for a slot, leave the memo as put of each slot in turn does.
+func TestPutFits(t *testing.T) {
+	for _, size := range []int64{1 << 10, 1 << 20, 1 << 24} {
+		var want, got memo
+		want.sizeFor(size)
+		got.sizeFor(size)
+		rng := rand.New(rand.NewSource(size))
+		for want.n < 3*memoChunk+100 {
+			vs := make([]value, 1+rng.Intn(4))
+			for i := range vs {
+				vs[i] = value{vkind(1 + rng.Intn(int(vList))), int64(rng.Intn(1 << 20))}
+				if rng.Intn(500) == 0 {
+					vs[i].i = 1 << 40
+				}
+				want.put(want.n, vs[i])
+			}
+			if !got.putFits(vs[0], vs[1:]) {
+				got.putEach(vs[0], vs[1:])
+			}
+			for c := range got.k {
+				if cap(got.k[c]) > memoChunk || len(got.k[c]) != len(got.v[c]) {
+					t.Fatalf("chunk %d: %d slots, room for %d", c, len(got.k[c]), cap(got.k[c]))
+				}
+			}
+		}
+		if got.n != want.n || len(got.k) != len(want.k) || len(got.wide) != len(want.wide) || len(got.k0) != len(want.k0) {
+			t.Fatalf("n %d, %d chunks, %d wide, first chunk %d; want %d, %d, %d, %d", got.n, len(got.k), len(got.wide), len(got.k0), want.n, len(want.k), len(want.wide), len(want.k0))
+		}
+		for i := range want.n {
+			w, _ := want.get(i)
+			if g, _ := got.get(i); g != w {
+				t.Fatalf("slot %d: %+v, want %+v", i, g, w)
+			}
+		}
+	}
+}
