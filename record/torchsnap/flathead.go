@@ -18,9 +18,12 @@ import (
 // that is not the one expected, or is in another form, leaving it and the
 // rest to the loop, which converts them as it would have from the first:
 // nothing here changes anything but e and the key references it learns
-// (u.heads). Each key is matched by the bytes of its memo reference, as the
-// entry before wrote it, in straight-line code: without the loop's
-// dispatch on the key's opcode, its memo lookup and the dispatch on the key.
+// (u.heads, u.forms, u.tail). Each key is matched by the bytes of its memo
+// reference, as the entry before wrote it, in straight-line code: without
+// the loop's dispatch on the key's opcode, its memo lookup and the
+// dispatch on the key. The integers' pairs are matched with their value's
+// opcode too (pairForm), and the pairs after time_us up to frames' value
+// as the bytes they had (headTail).
 func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 	if r := u.b.memo.rewrites + 1; u.headsEpoch != r {
 		// A memo slot was stored again: a reference may name another
@@ -32,6 +35,9 @@ func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 			u.actions[j] = actionRef{keyRef: keyRef{word: 1}}
 		}
 		u.tail = headTail{}
+		for j := range u.forms {
+			u.forms[j] = pairForm{word: 1} // matches nothing (mask 0)
+		}
 		u.headsEpoch = r
 	}
 	if uint(5+headWindow) > uint(len(buf)) {
@@ -64,54 +70,38 @@ func (u *unpickler) flatHead(buf []byte, e *flatEntry) (int, int, bool) {
 	i := n0 + n
 	var x int64
 	var m, i5 int
-	// addr: LONG1.
-	p = at(i)
-	q, n := u.heads[0].match(p)
-	if n == 0 {
-		if q, n = u.heads[0].learn(p, kAddr, &u.b.memo); n == 0 {
+	var q *[10]byte
+	// addr (LONG1), size (BININT1, BININT2, BININT or LONG1), stream
+	// (BININT1, BININT2 or BININT), time_us (LONG1): each as the form its
+	// pair had before (u.forms), else by pairSlow.
+	if x, m = u.forms[0].read(at(i)); m == 0 {
+		if x, m = u.pairSlow(at(i), 0); m == 0 {
 			return i, 1, false
 		}
 	}
-	if x, m = long1At(q); m == 0 {
-		return i, 1, false
-	}
-	e.ev.Addr, i = uint64(x), i+n+m
-	// size: BININT1, BININT2, BININT or LONG1.
-	p = at(i)
-	if q, n = u.heads[1].match(p); n == 0 {
-		if q, n = u.heads[1].learn(p, kSize, &u.b.memo); n == 0 {
-			return i, 2, true
+	e.ev.Addr, i = uint64(x), i+m
+	if x, m = u.forms[1].read(at(i)); m == 0 {
+		// Size's value takes two forms or more in turn (BININT and
+		// BININT2): the one before last is tried next.
+		if x, m = u.forms[4].read(at(i)); m == 0 {
+			if x, m = u.pairSlow(at(i), 1); m == 0 {
+				return i, 2, true
+			}
 		}
 	}
-	if x, m = binIntAt(q); m == 0 {
-		x, m = long1At(q)
-	}
-	if m == 0 {
-		return i, 2, true
-	}
-	e.ev.Size, i = x, i+n+m
-	// stream: BININT1, BININT2 or BININT.
-	p = at(i)
-	if q, n = u.heads[2].match(p); n == 0 {
-		if q, n = u.heads[2].learn(p, kStream, &u.b.memo); n == 0 {
+	e.ev.Size, i = x, i+m
+	if x, m = u.forms[2].read(at(i)); m == 0 {
+		if x, m = u.pairSlow(at(i), 2); m == 0 {
 			return i, 3, true
 		}
 	}
-	if x, m = binIntAt(q); m == 0 {
-		return i, 3, true
-	}
-	e.ev.Stream, i = uint64(x), i+n+m
-	// time_us: LONG1.
-	p = at(i)
-	if q, n = u.heads[3].match(p); n == 0 {
-		if q, n = u.heads[3].learn(p, kTimeUs, &u.b.memo); n == 0 {
+	e.ev.Stream, i = uint64(x), i+m
+	if x, m = u.forms[3].read(at(i)); m == 0 {
+		if x, m = u.pairSlow(at(i), 3); m == 0 {
 			return i, 4, true
 		}
 	}
-	if x, m = long1At(q); m == 0 {
-		return i, 4, true
-	}
-	e.ev.TimeUs, i = x, i+n+m
+	e.ev.TimeUs, i = x, i+m
 	// The bytes up to frames' value, if the same as an entry's before
 	// (u.tail): the same pairs, which memoize the same values.
 	if t := &u.tail; t.n != 0 {
@@ -334,6 +324,81 @@ func (h *shortStr) learn(q *[10]byte, v value) {
 	if c := uint(q[1]); c <= 6 {
 		mask := uint64(1)<<(8*(c+2)) - 1
 		*h = shortStr{word: binary.LittleEndian.Uint64(q[:8]) & mask, mask: mask, v: v}
+	}
+}
+
+// pairSlow reads the pair at p, heads[j]'s (addr, size, stream or
+// time_us), whose form is not forms[j]: its key is matched (or learnt) and
+// its value read in any form flatHead converts, which forms[j] becomes. It
+// returns the value and the pair's length; 0 if it is not such a pair.
+func (u *unpickler) pairSlow(p *[15]byte, j int) (int64, int) {
+	h := &u.heads[j&3]
+	q, n := h.match(p)
+	if n == 0 {
+		if q, n = h.learn(p, [4]int64{kAddr, kSize, kStream, kTimeUs}[j&3], &u.b.memo); n == 0 {
+			return 0, 0
+		}
+	}
+	var x int64
+	m := 0
+	if j != 0 && j != 3 {
+		x, m = binIntAt(q)
+	}
+	if m == 0 && j != 2 {
+		x, m = long1At(q)
+	}
+	if m == 0 {
+		return 0, 0
+	}
+	if j == 1 {
+		u.forms[4] = u.forms[1]
+	}
+	u.forms[j&3].learn(p, n, m)
+	return x, n + m
+}
+
+// pairForm is the form of a pair as flatHead last read it: its key's
+// reference and its value's opcode (and LONG1's length) as word under mask
+// (word 1, mask 0: none; the zero value would match any pair), the pair's
+// length n, and where its value lies: voff bytes from the pair's start,
+// the bits of vmask, its sign bit sign (0: not signed). A pair that starts
+// with the same bytes is the same key with a value of the same length,
+// read without a dispatch on its opcode.
+type pairForm struct {
+	word, mask  uint64
+	voff, n     int
+	vmask, sign uint64
+}
+
+// read returns the value of the pair at p and the pair's length, if p
+// starts with f's bytes; 0 if not.
+func (f *pairForm) read(p *[15]byte) (int64, int) {
+	if binary.LittleEndian.Uint64(p[:8])&f.mask != f.word {
+		return 0, 0
+	}
+	// voff is at most 7 (a key of 5 bytes, LONG1 and its length): the
+	// 8 bytes read lie within p.
+	w := binary.LittleEndian.Uint64((*[15]byte)(unsafe.Add(unsafe.Pointer(p), f.voff&7))[:8])
+	return int64((w&f.vmask)^f.sign) - int64(f.sign), f.n
+}
+
+// learn makes the pair at p, a key of n bytes and a value (BININT1,
+// BININT2, BININT or LONG1 of up to 8 bytes) of m, f's.
+func (f *pairForm) learn(p *[15]byte, n, m int) {
+	voff, c, signed := n+1, m-1, true
+	switch p[n] {
+	case opLong1:
+		voff, c = n+2, m-2
+	case opBinInt1, opBinInt2:
+		signed = false
+	}
+	*f = pairForm{mask: uint64(1)<<(8*voff) - 1, voff: voff, n: n + m, vmask: ^uint64(0)}
+	f.word = binary.LittleEndian.Uint64(p[:8]) & f.mask
+	if c < 8 {
+		f.vmask = uint64(1)<<(8*c) - 1
+	}
+	if signed && c > 0 {
+		f.sign = uint64(1) << (8*c - 1)
 	}
 }
 

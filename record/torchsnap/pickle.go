@@ -49,9 +49,10 @@ type unpickler struct {
 	// index's low byte (valid while heads are).
 	actions    [16]actionRef
 	headsEpoch uint64
-	short      shortStr // flatHead's string interned last (mask 0: none)
-	tail       headTail // flatHead's pairs after time_us, as last read (valid while heads are)
-	headShort  int      // flatEvent's entries flatHead did not convert whole (tests)
+	short      shortStr    // flatHead's string interned last (mask 0: none)
+	tail       headTail    // flatHead's pairs after time_us, as last read (valid while heads are)
+	forms      [5]pairForm // the forms of addr's, size's, stream's and time_us's pairs, and size's before (valid while heads are)
+	headShort  int         // flatEvent's entries flatHead did not convert whole (tests)
 	// flatBlocks' reader (and its scratch: a batch's blocks and their
 	// frames).
 	blockRd blockReader
