@@ -163,6 +163,9 @@ type Allocator struct {
 	// briefOOMs says an OOM's error skips the private pools' free bytes
 	// (BriefOOMs).
 	briefOOMs bool
+	// noBlockStats says the mallocs' and frees' common cases leave the
+	// block statistics alone (SkipBlockStats).
+	noBlockStats bool
 }
 
 // ErrOOM is wrapped by the error Malloc returns when PyTorch would raise
@@ -268,6 +271,15 @@ func (a *Allocator) SetMemoryLimit(bytes int64) { a.limit = bytes }
 // recording's may run out of memory at every request past the limit, with
 // thousands of CUDA graphs' pools cached. Reset turns it off.
 func (a *Allocator) BriefOOMs(on bool) { a.briefOOMs = on }
+
+// SkipBlockStats spares the common cases of MallocHandle and FreeHandle
+// their updates of the block statistics (allocations, active, requested,
+// inactive split and oversize allocations, counts and bytes), a seventh of
+// their work, for a caller that reads none: a replay that only annotates
+// a recording's block sizes. Stats, FreeCached and the figures of an OOM's
+// full message are then meaningless; nothing the allocator decides reads
+// them. Reset turns it off.
+func (a *Allocator) SkipBlockStats(on bool) { a.noBlockStats = on }
 
 // MemoryLimit returns the limit in bytes, 0 if none.
 func (a *Allocator) MemoryLimit() int64 { return a.limit }

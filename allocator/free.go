@@ -44,10 +44,12 @@ func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
 	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
 	b.allocated = false
-	a.stats.Allocation.down(st, 1)
-	a.stats.AllocatedBytes.down(st, b.size)
-	if b.size >= a.conf.MaxSplitSize {
-		a.stats.OversizeAllocations.dec(1)
+	if !a.noBlockStats {
+		a.stats.Allocation.down(st, 1)
+		a.stats.AllocatedBytes.down(st, b.size)
+		if b.size >= a.conf.MaxSplitSize {
+			a.stats.OversizeAllocations.dec(1)
+		}
 	}
 	a.freeBlockIn(id, -1, pool, st, ActFreeCompleted)
 	return nil
@@ -427,27 +429,29 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 		}
 		b = &a.blocks[id]
 	}
-	if b.isSplit() {
-		netCount++
-		netBytes += b.size
-	}
-	if b.exp == 0 {
-		if netCount > 0 {
-			a.stats.InactiveSplit.inc(st, netCount)
-		} else if netCount < 0 {
-			a.stats.InactiveSplit.dec(st, -netCount)
+	if !a.noBlockStats {
+		if b.isSplit() {
+			netCount++
+			netBytes += b.size
 		}
-		if netBytes > 0 {
-			a.stats.InactiveSplitBytes.inc(st, netBytes)
-		} else if netBytes < 0 {
-			a.stats.InactiveSplitBytes.dec(st, -netBytes)
+		if b.exp == 0 {
+			if netCount > 0 {
+				a.stats.InactiveSplit.inc(st, netCount)
+			} else if netCount < 0 {
+				a.stats.InactiveSplit.dec(st, -netCount)
+			}
+			if netBytes > 0 {
+				a.stats.InactiveSplitBytes.inc(st, netBytes)
+			} else if netBytes < 0 {
+				a.stats.InactiveSplitBytes.dec(st, -netBytes)
+			}
 		}
+		if a.activeApart {
+			a.stats.Active.down(st, 1)
+			a.stats.ActiveBytes.down(st, origSize)
+		}
+		a.stats.RequestedBytes.down(st, req)
 	}
-	if a.activeApart {
-		a.stats.Active.down(st, 1)
-		a.stats.ActiveBytes.down(st, origSize)
-	}
-	a.stats.RequestedBytes.down(st, req)
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
 	if delPrev.id|delNext.id == 0 {

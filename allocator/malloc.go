@@ -179,13 +179,15 @@ func (a *Allocator) MallocHandle(size int64, stream uint64) (uint64, Handle, err
 		b.allocated = true
 		b.requested = size
 	}
-	a.stats.Allocation.up(st, 1)
-	a.stats.AllocatedBytes.up(st, b.size)
-	if a.activeApart {
-		a.stats.Active.up(st, 1)
-		a.stats.ActiveBytes.up(st, b.size)
+	if !a.noBlockStats {
+		a.stats.Allocation.up(st, 1)
+		a.stats.AllocatedBytes.up(st, b.size)
+		if a.activeApart {
+			a.stats.Active.up(st, 1)
+			a.stats.ActiveBytes.up(st, b.size)
+		}
+		a.stats.RequestedBytes.up(st, size)
 	}
-	a.stats.RequestedBytes.up(st, size)
 	addr := b.addr
 	switch {
 	case rid == h.id: // the smallest entry of its class

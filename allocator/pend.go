@@ -159,11 +159,13 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 		st = 0
 	}
 	rb := &a.blocks[rid]
-	if rb.isSplit() {
-		a.stats.InactiveSplitBytes.dec(st, rs)
-	} else {
-		a.stats.InactiveSplit.inc(st, 1)
-		a.stats.InactiveSplitBytes.inc(st, rem)
+	if !a.noBlockStats {
+		if rb.isSplit() {
+			a.stats.InactiveSplitBytes.dec(st, rs)
+		} else {
+			a.stats.InactiveSplit.inc(st, 1)
+			a.stats.InactiveSplitBytes.inc(st, rem)
+		}
 	}
 	b := &a.blocks[id]
 	b.addr, b.size, b.stream, b.requested, b.gcBase = ba, rs, rb.stream, size, 0
@@ -177,13 +179,15 @@ func (a *Allocator) splitPend(size, rs int64, small bool, p *blockPool, sb *stre
 	rb.size = rem
 	rb.gcBase = p.gcClock
 	pe.size, pe.addr = rem, ba+uint64(rs)
-	a.stats.Allocation.up(st, 1)
-	a.stats.AllocatedBytes.up(st, rs)
-	if a.activeApart {
-		a.stats.Active.up(st, 1)
-		a.stats.ActiveBytes.up(st, rs)
+	if !a.noBlockStats {
+		a.stats.Allocation.up(st, 1)
+		a.stats.AllocatedBytes.up(st, rs)
+		if a.activeApart {
+			a.stats.Active.up(st, 1)
+			a.stats.ActiveBytes.up(st, rs)
+		}
+		a.stats.RequestedBytes.up(st, size)
 	}
-	a.stats.RequestedBytes.up(st, size)
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
 	}
@@ -230,13 +234,15 @@ func (a *Allocator) splitTail(size, rs int64, small bool, p *blockPool) (uint64,
 	rb.size = rem
 	rb.gcBase = p.gcClock
 	pe.size, pe.addr = rem, ba+uint64(rs)
-	a.stats.Allocation.up(st, 1)
-	a.stats.AllocatedBytes.up(st, rs)
-	if a.activeApart {
-		a.stats.Active.up(st, 1)
-		a.stats.ActiveBytes.up(st, rs)
+	if !a.noBlockStats {
+		a.stats.Allocation.up(st, 1)
+		a.stats.AllocatedBytes.up(st, rs)
+		if a.activeApart {
+			a.stats.Active.up(st, 1)
+			a.stats.ActiveBytes.up(st, rs)
+		}
+		a.stats.RequestedBytes.up(st, size)
 	}
-	a.stats.RequestedBytes.up(st, size)
 	if a.indexed || a.observed {
 		a.allocNoted(id, size, p)
 	}

@@ -100,7 +100,7 @@ func (a *Allocator) Reset(conf Conf, dev Device) error {
 	a.pendAt = a.pendAt[:0]
 	a.pendDead, a.done = 0, 0
 	a.activeApart = false
-	a.briefOOMs = false
+	a.briefOOMs, a.noBlockStats = false, false
 
 	a.conf, a.dev = conf, dev
 	a.roundMask = conf.MinBlockSize - 1

@@ -69,9 +69,9 @@ func annotateFlipped(conf allocator.Conf, inferPools bool, limit, total int64, i
 	// The recording's segment addresses, and no comparison beyond the
 	// allocs' addresses, which the annotation checks: the comparison of
 	// every event would have the allocator report them all, which this
-	// replay does not need.
+	// replay does not need; nor does it need the statistics.
 	_, err := run(context.Background(), s, replay.Options{Conf: conf, MemoryLimit: limit, TotalMemory: total, Recorded: true,
-		SkipCompare: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true,
+		SkipCompare: true, SkipStats: true, Annotate: true, Numbered: true, InferPools: inferPools, PoolFlips: flips, PoolAliases: aliases, NamedPools: named, Left: s.leave, EmptyCacheRows: true,
 		Blocks: blocks, Refs: nums.Refs(blocks)}, nil)
 	s.finish()
 	if err != nil {

@@ -150,6 +150,7 @@ func (r *deviceReplay) init(d int32, opts *Options, obs Observer, sim *allocator
 		a.SetMemoryLimit(opts.MemoryLimit)
 	}
 	a.BriefOOMs(true) // a replay counts its OOMs and prints no message
+	a.SkipBlockStats(opts.SkipStats)
 	if n := opts.Blocks; n > 0 {
 		a.Reserve(arenaFor(n))
 		r.live.reserve(max(n, opts.Refs))
@@ -601,8 +602,12 @@ func (r *deviceReplay) clearPlan() {
 }
 
 func (r *deviceReplay) oom(ev *trace.Event, recorded bool) {
+	var cached int64
+	if !r.opts.SkipStats {
+		cached = r.a.FreeCached()
+	}
 	r.res.OOMs = append(r.res.OOMs, OOM{Seq: ev.Seq, Size: ev.Size, Stream: ev.Stream, Stack: ev.Stack,
-		FreeCached: r.a.FreeCached(), Recorded: recorded})
+		FreeCached: cached, Recorded: recorded})
 }
 
 // settleReclaim attributes buffered recorded segment_free/segment_unmap

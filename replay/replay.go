@@ -188,6 +188,11 @@ type Options struct {
 	// event, and the bytes the run released (tracer import writes a
 	// KindEmptyCache row there).
 	EmptyCacheFound func(first *trace.Event, released int64)
+	// SkipStats leaves the allocator's statistics out, for a caller that
+	// reads none (tracer import's annotation): the allocator spares their
+	// updates (allocator.Allocator.SkipBlockStats), DeviceResult.Stats
+	// is zero and OOM.FreeCached 0. It changes nothing else.
+	SkipStats bool
 	// Blocks, if set, is about the most blocks live at once on a device
 	// (tracer import counts them as it scans the recording): the model's
 	// block arena and the replay's table of numbered blocks are made for
@@ -348,7 +353,9 @@ func (x *runner) replay(ctx context.Context, src Source, opts Options, obs Obser
 			return nil, fmt.Errorf("replay: device %d: end of trace: %w", r.device, err)
 		}
 		r.endHandoff(true, true)
-		r.res.Stats = r.a.Stats()
+		if !x.opts.SkipStats {
+			r.res.Stats = r.a.Stats()
+		}
 		res.Devices = append(res.Devices, r.res)
 	}
 	return res, nil
