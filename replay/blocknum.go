@@ -43,7 +43,7 @@ type deviceNumbers struct {
 func (n *BlockNumbers) Number(evs []trace.Event) {
 	d := n.last
 	peekAt := 0
-	for i := range evs {
+	for i := 0; i < len(evs); i++ {
 		if i >= peekAt && d != nil {
 			// As the replay does (runner.batch): the next events' slots
 			// in one loop, so that their cache misses overlap.
@@ -60,6 +60,12 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 		if d == nil || d.device != ev.Device {
 			d = n.device(ev.Device)
 		}
+		if next := completion(evs, i); next != nil {
+			n.looked += 2
+			d.numberPair(ev, next)
+			i++
+			continue
+		}
 		n.looked++
 		d.number(ev)
 	}
@@ -71,16 +77,25 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 func (n *BlockNumbers) numberOwn(evs []trace.Event, own []int32) {
 	d := n.last
 	peekAt := 0
-	for k, i := range own {
+	for k := 0; k < len(own); k++ {
 		if k >= peekAt && d != nil {
 			peekAt = min(k+peekAhead, len(own))
 			for _, j := range own[k:peekAt] {
 				n.peeked += d.at.Peek(evs[j].Addr)
 			}
 		}
+		i := own[k]
 		ev := &evs[i]
 		if d == nil || d.device != ev.Device {
 			d = n.device(ev.Device)
+		}
+		// The free_completed of a synchronous free has the same address,
+		// so the same part: the next of own.
+		if next := completion(evs, int(i)); next != nil && k+1 < len(own) && own[k+1] == i+1 {
+			n.looked += 2
+			d.numberPair(ev, next)
+			k++
+			continue
 		}
 		n.looked++
 		d.number(ev)
@@ -110,6 +125,17 @@ func (d *deviceNumbers) number(ev *trace.Event) {
 			ev.Ref = num
 			d.free = append(d.free, num)
 		}
+	}
+}
+
+// numberPair numbers a free_requested req and its free_completed done,
+// right behind it (a synchronous free), as number does one after the
+// other, with one lookup of their address.
+func (d *deviceNumbers) numberPair(req, done *trace.Event) {
+	num, ok := d.at.Take(req.Addr)
+	req.Ref, done.Ref = num, num
+	if ok {
+		d.free = append(d.free, num)
 	}
 }
 

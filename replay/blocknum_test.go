@@ -327,3 +327,44 @@ func TestPartNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberPairs: Number's synchronous frees, numbered with one lookup
+// (numberPair), get the numbers number gives event by event, in one part
+// and in three, in batches of any size.
+func TestNumberPairs(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		evs := oddStream(seed, 30000)
+		for parts := 1; parts <= 3; parts += 2 {
+			want := slices.Clone(evs)
+			numberOneByOne(want, parts)
+			got := slices.Clone(evs)
+			numberInParts(got, parts, 7+int(seed))
+			for i := range got {
+				if got[i].Ref != want[i].Ref {
+					t.Fatalf("seed %d, %d parts: event %d (%s) numbered %d, event by event %d", seed, parts, i, got[i].Kind, got[i].Ref, want[i].Ref)
+				}
+			}
+		}
+	}
+}
+
+// numberOneByOne numbers evs as PartNumbers in parts parts does, one
+// event at a time (deviceNumbers.number alone).
+func numberOneByOne(evs []trace.Event, parts int) {
+	nums := make([]BlockNumbers, parts)
+	for p := range nums {
+		nums[p] = BlockNumbers{part: int32(p), parts: int32(parts)}
+	}
+	for i := range evs {
+		ev := &evs[i]
+		if !numbered(ev.Kind) {
+			ev.Ref = 0
+			continue
+		}
+		p := 0
+		if parts > 1 {
+			p = int(partOf(ev.Addr, int32(parts)))
+		}
+		nums[p].device(ev.Device).number(ev)
+	}
+}
