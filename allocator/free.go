@@ -55,6 +55,32 @@ func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
 	return nil
 }
 
+// FreeSized is FreeHandle of the block that AllocatedSize has just found
+// h names (true), before anything else changes the allocator: without
+// FreeHandle's look at h, for the replay that annotates the size of each
+// block it frees. It is FreeHandle's common case written out again, not
+// shared: a call FreeHandle made to it would cost every other replay's
+// frees.
+func (a *Allocator) FreeSized(h Handle) {
+	id := blockID(h)
+	b := &a.blocks[id]
+	if b.used || a.observed {
+		a.free(id, -1)
+		return
+	}
+	pool := a.pools[b.pool]
+	st := a.statTypes(pool)
+	b.allocated = false
+	if !a.noBlockStats {
+		a.stats.Allocation.down(st, 1)
+		a.stats.AllocatedBytes.down(st, b.size)
+		if b.size >= a.conf.MaxSplitSize {
+			a.stats.OversizeAllocations.dec(1)
+		}
+	}
+	a.freeBlockIn(id, -1, pool, st, ActFreeCompleted)
+}
+
 // FreeHandlePending is FreeHandle, then Pending(addr): it also reports
 // whether the block freed waits for the events of other streams that used
 // it. Where FreeHandle needs no address lookup, neither does it.

@@ -11,16 +11,19 @@ import (
 // those events (MarkEventsDoneHandle) without the allocator ever building
 // its address index, and gets the answers, events and statistics that the
 // same calls by address give; MallocSize and AllocatedSize give the sizes
-// BlockSize gives, and AllocatedSize none once the block is freed.
+// BlockSize gives, and AllocatedSize none once the block is freed. A
+// third allocator, unobserved, frees by FreeSized after AllocatedSize and
+// keeps the same statistics.
 func TestHandleCallsKeepNoIndex(t *testing.T) {
 	a, _ := New(DefaultConf(), NewSimDevice(1<<40))
 	ha, _ := New(DefaultConf(), NewSimDevice(1<<40))
+	sa, _ := New(DefaultConf(), NewSimDevice(1<<40))
 	var evA, evH []Event
 	a.SetObserver(ObserverFunc(func(e *Event) { evA = append(evA, *e) }))
 	ha.SetObserver(ObserverFunc(func(e *Event) { evH = append(evH, *e) }))
 	type buf struct {
-		addr uint64
-		h    Handle
+		addr  uint64
+		h, sh Handle // ha's, sa's
 	}
 	var live, pending []buf
 	waited := 0
@@ -31,13 +34,14 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 			size := int64(512 << rng.IntN(14))
 			addr, err := a.Malloc(size, 0)
 			haddr, h, herr := ha.MallocHandle(size, 0)
-			if err != nil || herr != nil || addr != haddr {
-				t.Fatalf("step %d: malloc %#x %v, by handle %#x %v", step, addr, err, haddr, herr)
+			saddr, sh, serr := sa.MallocHandle(size, 0)
+			if err != nil || herr != nil || serr != nil || addr != haddr || addr != saddr {
+				t.Fatalf("step %d: malloc %#x %v, by handle %#x %v and %#x %v", step, addr, err, haddr, herr, saddr, serr)
 			}
 			if want, _ := a.BlockSize(addr); ha.MallocSize(h) != want {
 				t.Fatalf("step %d: MallocSize %d, BlockSize %d", step, ha.MallocSize(h), want)
 			}
-			live = append(live, buf{addr, h})
+			live = append(live, buf{addr, h, sh})
 		case op < 9:
 			i := rng.IntN(len(live))
 			b := live[i]
@@ -50,6 +54,9 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 				if err := ha.RecordStreamHandle(b.addr, b.h, 7); err != nil {
 					t.Fatal(err)
 				}
+				if err := sa.RecordStreamHandle(b.addr, b.sh, 7); err != nil {
+					t.Fatal(err)
+				}
 			}
 			want, _ := a.BlockSize(b.addr)
 			if got, ok := ha.AllocatedSize(b.addr, b.h); !ok || got != want {
@@ -58,6 +65,10 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 			if err := a.Free(b.addr); err != nil {
 				t.Fatal(err)
 			}
+			if got, ok := sa.AllocatedSize(b.addr, b.sh); !ok || got != want {
+				t.Fatalf("step %d: AllocatedSize %d %v, BlockSize %d", step, got, ok, want)
+			}
+			sa.FreeSized(b.sh)
 			p, err := ha.FreeHandlePending(b.addr, b.h)
 			if got, ok := ha.AllocatedSize(b.addr, b.h); ok {
 				t.Fatalf("step %d: AllocatedSize %d of a freed block", step, got)
@@ -76,10 +87,11 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 			for _, b := range pending {
 				a.MarkEventsDone(b.addr)
 				ha.MarkEventsDoneHandle(b.addr, b.h)
+				sa.MarkEventsDoneHandle(b.addr, b.sh)
 			}
 			pending = pending[:0]
 		}
-		if len(evA) != len(evH) || a.Stats() != ha.Stats() {
+		if len(evA) != len(evH) || a.Stats() != ha.Stats() || a.Stats() != sa.Stats() {
 			t.Fatalf("step %d: by address and by handle differ: %d and %d events", step, len(evA), len(evH))
 		}
 		for i := range evA {

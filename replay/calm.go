@@ -150,9 +150,12 @@ func (r *deviceReplay) bareAnnotated(evs []trace.Event, i, end int) (int, error)
 			}
 		}
 		size, sized := r.a.AllocatedSize(b.addr, b.h)
-		if !sized {
-			size, _ = r.a.HandleSize(b.addr, b.h)
+		if sized {
+			ev.BlockSize, next.BlockSize = size, size
+			r.a.FreeSized(b.h)
+			continue
 		}
+		size, _ = r.a.HandleSize(b.addr, b.h)
 		ev.BlockSize, next.BlockSize = size, size
 		if err := r.a.FreeHandle(b.addr, b.h); err != nil {
 			r.res.Events += int64(i + 1 - start)
