@@ -85,6 +85,7 @@ func history(t testing.TB, fam int, ops []byte, sink bool) (*Allocator, *SimDevi
 	if !slices.Equal(runs[0], runs[1]) {
 		t.Fatalf("the history's events differ after a Reset:\n%v\n%v", runs[0], runs[1])
 	}
+	a.SkipBlockStats(sink) // as an annotating replay's, for Reset to turn off
 	return a, dev
 }
 
