@@ -413,7 +413,6 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 			a.emitSlow(act, b.addr, b.requested, b.stream, pool, b.size)
 		}
 	}
-	origSize, req := b.size, b.requested
 	if a.indexed {
 		a.active.DeleteAt(b.addr, slot)
 		b = &a.blocks[id]
@@ -456,6 +455,8 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 		b = &a.blocks[id]
 	}
 	if !a.noBlockStats {
+		// The block's size before the merges, which took -netBytes.
+		origSize := b.size + netBytes
 		if b.isSplit() {
 			netCount++
 			netBytes += b.size
@@ -476,7 +477,7 @@ func (a *Allocator) freeBlockIn(id blockID, slot int, pool *blockPool, st statTy
 			a.stats.Active.down(st, 1)
 			a.stats.ActiveBytes.down(st, origSize)
 		}
-		a.stats.RequestedBytes.down(st, req)
+		a.stats.RequestedBytes.down(st, b.requested)
 	}
 	b.gcBase = pool.gcClock
 	ins := freeKey{stream: b.stream, size: b.size, addr: b.addr, id: id}
