@@ -18,7 +18,7 @@ bin=$(realpath "$1") tr=$(realpath "$2") events=$3 conf=${4:-}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 for n in 1 3; do
-	(cd replay && TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf GOMAXPROCS=1 \
+	(cd replay && GODEBUG=cpu.rdtscp=off TRACER_REPLAY_TRACE=$tr TRACER_REPLAY_CONF=$conf GOMAXPROCS=1 \
 		valgrind --tool=cachegrind --cache-sim=$sim --cachegrind-out-file="$dir/cg.$n" \
 		"$bin" -test.run '^$' -test.bench 'BenchmarkReplay/trace-reuse' -test.benchtime ${n}x -test.cpu 1 \
 		>"$dir/log.$n" 2>&1)

@@ -25,12 +25,13 @@
 #     expandable_segments:True (target: 10x faster than PyTorch);
 #   - `tracer import` against pickle.load on every snapshot in
 #     testdata/snapshots and the two above (target: 0.2x), with its peak
-#     RSS against the file's size (target: 2x).
+#     RSS against the file's size (target: 2x), in alternating rounds
+#     (testdata/bench/import_ratio.py).
 # It writes $OUT/scale-targets.md (OUT defaults to /tmp/scale-targets) and
 # stops starting steps past BUDGET_S seconds (default 420: under 8
 # minutes). BASE_REPLAY_TEST names an older build's replay.test, whose
 # model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts (0: leave that snapshot out); LARGE_RUNS (default 1) is how many
-# runs the import and pickle.load get on files over 50 MB; EXTRA names more
+# rounds the import and pickle.load get on files over 50 MB; EXTRA names more
 # snapshots to measure as the scale ones; CONFS (default "recorded
 # expandable_segments:True") the settings replayed; ONLY_SCALE=1 leaves out the
 # repository's snapshots (for a run at other sizes); without torch or CUDA it measures
@@ -127,10 +128,10 @@ fi
 	echo
 	echo "## tracer import against pickle.load"
 	echo
-	echo "Least of 3 runs ($LARGE_RUNS for files over 50 MB): the wall time of the tracer import process and its peak RSS (maxrss.c); pickle.load's own time in a Python process (without Python's start). Targets: import ≤ 0.2× pickle.load, peak RSS ≤ 2× the file."
+	echo "Rounds of one tracer import process and then one pickle.load of the same file (testdata/bench/import_ratio.py: 5 rounds, $LARGE_RUNS for files over 50 MB), so that both sample the host at the same moments: the least import (whole process, exec to exit) and its peak RSS (maxrss.c), the least pickle.load (its own time, without Python's start), their ratio and the median of the rounds' own ratios. Targets: import ≤ 0.2× pickle.load, peak RSS ≤ 2× the file."
 	echo
-	echo "| snapshot | MB | events | import s | pickle.load s | import / pickle.load | import peak MiB | peak / file |"
-	echo "|---|---|---|---|---|---|---|---|"
+	echo "| snapshot | MB | events | import s | pickle.load s | import / pickle.load | the rounds' median ratio | import peak MiB | peak / file |"
+	echo "|---|---|---|---|---|---|---|---|---|"
 } >>"$md"
 declare -A events
 others=(testdata/snapshots/*.pickle)
@@ -138,25 +139,16 @@ others=(testdata/snapshots/*.pickle)
 for f in "${snaps[@]}" "${others[@]}"; do
 	name=$(basename "$f" .pickle)
 	bytes=$(stat -c %s "$f")
-	runs=3
+	runs=5
 	((bytes > 50000000)) && runs=$LARGE_RUNS
-	# One run outside the measure gives the event count (and warms the cache).
 	line=$(within 300 "$TRACER" import "$f" -o "$work/$name.arrows" 2>&1) || { log "import $f failed: $line"; continue; }
 	events[$name]=$(grep -o '[0-9]* events' <<<"$line" | head -1 | cut -d' ' -f1)
-	read -r is im <<<"$(measure $runs "$TRACER" import "$f" -o "$work/$name.arrows")"
-	ps=$(within 300 python3 -c 'import pickle, sys, time
-best = None
-for _ in range(int(sys.argv[2])):
-    with open(sys.argv[1], "rb") as f:
-        t = time.perf_counter()
-        pickle.load(f)
-        t = time.perf_counter() - t
-    best = t if best is None else min(best, t)
-print("%.4f" % best)' "$f" $runs 2>/dev/null) || ps=-
-	awk -v n="$name" -v b="$bytes" -v e="${events[$name]:-?}" -v is="$is" -v im="$im" -v ps="$ps" 'BEGIN {
-		r = (is != "-" && ps != "-" && ps > 0) ? sprintf("%.3f", is / ps) : "-"
-		q = (im != "-") ? sprintf("%.2f", im * 1048576 / b) : "-"
-		printf "| %s | %.1f | %s | %s | %s | %s | %s | %s |\n", n, b / 1e6, e, is, ps, r, im, q }' >>"$md"
+	ratio=$(within 600 python3 testdata/bench/import_ratio.py "$TRACER" $runs "$f")
+	[ $(wc -w <<<"$ratio") = 8 ] || { log "import against pickle.load of $f failed: $ratio"; continue; }
+	read -r _ is ps r rm im _ _ <<<"$ratio"
+	awk -v n="$name" -v b="$bytes" -v e="${events[$name]:-?}" -v is="$is" -v ps="$ps" -v r="$r" -v rm="$rm" -v im="$im" 'BEGIN {
+		q = sprintf("%.2f", im * 1048576 / b)
+		printf "| %s | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", n, b / 1e6, e, is, ps, r, rm, im, q }' >>"$md"
 	# One more of a large file with TRACER_STAGES=1: each stage of the
 	# import (below the table).
 	((bytes > 50000000)) && TRACER_STAGES=1 within 300 "$TRACER" import "$f" -o "$work/$name.arrows" 2>"$work/$name.stages" >/dev/null
