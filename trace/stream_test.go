@@ -142,3 +142,52 @@ func TestStreamWriterWriteError(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStreamWriter writes a trace as the import of a small snapshot
+// does: the null counts announced, the stacks added, then the events in
+// chunks of 1024 through WriteEventsThen. The events are those of the
+// trace at $TRACER_BENCH_TRACE, or of the embedded sample.
+func BenchmarkStreamWriter(b *testing.B) {
+	var rd *trace.Reader
+	var err error
+	if path := os.Getenv("TRACER_BENCH_TRACE"); path != "" {
+		rd, err = trace.Open(path)
+	} else {
+		rd, err = trace.NewReader(bytes.NewReader(sampleTrace(b)), "sample")
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var evs []trace.Event
+	for rd.Next() {
+		evs = append(evs, *rd.Event())
+	}
+	stacks, m := rd.Stacks(), rd.Meta()
+	rd.Close()
+	nulls := make([]int, (len(evs)+trace.DefaultBatchRows-1)/trace.DefaultBatchRows)
+	for i, ev := range evs {
+		if ev.Stack == trace.NoStack {
+			nulls[i/trace.DefaultBatchRows]++
+		}
+	}
+	out := filepath.Join(b.TempDir(), "out.arrows")
+	b.SetBytes(int64(len(evs)))
+	b.ReportAllocs()
+	for b.Loop() {
+		sw, err := trace.CreateStream(out, m, int64(len(evs)), nulls)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range stacks {
+			sw.AddStack(st)
+		}
+		for lo := 0; lo < len(evs); lo += 1024 {
+			if err := sw.WriteEventsThen(evs[lo:min(len(evs), lo+1024)], nil, func() {}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := sw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
