@@ -24,7 +24,7 @@ import (
 // written as soon as it starts, and the body's space is reserved behind
 // it; events then go, a piece of streamPiece rows at a time, straight to
 // their place in each column with positioned writes (pwrite). What a batch
-// costs in memory is two pieces (about 280 KiB each) instead of the batch
+// costs in memory is two pieces (about 170 KiB each) instead of the batch
 // (about 100 bytes a row, 6.5 MB at DefaultBatchRows): a goroutine of the
 // writer's own writes one piece while the caller fills the other, since
 // the writes (the kernel filling page-cache pages) cost more than laying
@@ -49,8 +49,8 @@ type StreamWriter struct {
 	rows, done int   // rows in it, and rows written
 	body       int64 // file offset of its body
 	off        [numCols][2]int64
-	piece      *columns // rows [pieceLo, pieceLo+piece.n) of the batch: one of pieces
-	pieces     [2]columns
+	piece      *piece // rows [pieceLo, pieceLo+piece.n) of the batch: one of pieces
+	pieces     [2]*piece
 	jobs       chan *pieceJob // pieces to write, to writePieces
 	back       chan pieceBack // pieces written (or not, after an error), from writePieces
 	pieceLo    int
@@ -67,8 +67,9 @@ type StreamWriter struct {
 var zeroBlock [8 * DefaultBatchRows]byte
 
 // streamPiece is the rows a StreamWriter lays out before writing them: a
-// multiple of 8, so that pieces start on bitmap bytes. 2048 rows take 280
-// KiB; larger pieces cost memory for no gain in time.
+// power of 2 (piece.add indexes its arrays modulo it) and so a multiple
+// of 8, so that pieces start on bitmap bytes. 2048 rows take 170 KiB;
+// larger pieces cost memory for no gain in time.
 const streamPiece = 2048
 
 // CreateStream writes a trace of total events to path, as Create would (a
@@ -86,8 +87,9 @@ func CreateStream(path string, meta Meta, total int64, nulls []int) (*StreamWrit
 	f := dest.File()
 	s := &StreamWriter{dest: dest, finalPath: path, total: total, nulls: nulls, batch: -1,
 		pf: &payloadFile{f: f}, jobs: make(chan *pieceJob, 1), back: make(chan pieceBack, 2)}
-	s.piece = &s.pieces[0]
-	s.back <- pieceBack{p: &s.pieces[1]}
+	s.pieces = [2]*piece{new(piece), new(piece)}
+	s.piece = s.pieces[0]
+	s.back <- pieceBack{p: s.pieces[1]}
 	go writePieces(f, s.jobs, s.back)
 	s.w = &Writer{}
 	s.w.init(nil, meta, WriterOptions{})
@@ -120,8 +122,8 @@ func (s *StreamWriter) WriteEventsThen(evs []Event, stackMap []StackID, copied f
 			}
 		}
 		k := min(len(evs), s.rows-s.done, streamPiece-s.piece.n)
-		if _, err := s.piece.addEvents(evs[:k], stackMap, w.nextSeq, w.stacks.first); err != nil {
-			w.err = err
+		if j := s.piece.add(evs[:k], stackMap, w.nextSeq, w.stacks.first); j < k {
+			w.err = rowError(&evs[j], stackMap, w.nextSeq+int64(j), w.stacks.len())
 			break
 		}
 		w.nextSeq += int64(k)
@@ -227,7 +229,7 @@ func (s *StreamWriter) shape(n, nulls int) arrow.Record {
 
 // pieceJob is a piece and where its buffers go in the file.
 type pieceJob struct {
-	p  *columns
+	p  *piece
 	n  int
 	to [numCols + 2]pieceWrite
 }
@@ -240,7 +242,7 @@ type pieceWrite struct {
 // pieceBack is a piece handed back by writePieces, and the first write
 // error so far.
 type pieceBack struct {
-	p   *columns
+	p   *piece
 	err error
 }
 
@@ -275,28 +277,29 @@ func (s *StreamWriter) flushPiece() error {
 			j.n++
 		}
 	}
-	put(idxSeq, 1, arrow.Int64Traits.CastToBytes(p.seq), r0*8)
-	put(idxTimeUs, 1, arrow.Int64Traits.CastToBytes(p.timeUs), r0*8)
-	put(idxDevice, 1, arrow.Int32Traits.CastToBytes(p.device), r0*4)
-	put(idxAction, 1, arrow.Int8Traits.CastToBytes(p.action), r0)
-	put(idxAddr, 1, arrow.Uint64Traits.CastToBytes(p.addr), r0*8)
-	put(idxSize, 1, arrow.Int64Traits.CastToBytes(p.size), r0*8)
-	put(idxStream, 1, arrow.Uint64Traits.CastToBytes(p.stream), r0*8)
-	put(idxPoolA, 1, arrow.Uint64Traits.CastToBytes(p.poolA), r0*8)
-	put(idxPoolB, 1, arrow.Uint64Traits.CastToBytes(p.poolB), r0*8)
+	n, nb := p.n, (p.n+7)/8
+	put(idxSeq, 1, arrow.Int64Traits.CastToBytes(p.seq[:n]), r0*8)
+	put(idxTimeUs, 1, arrow.Int64Traits.CastToBytes(p.timeUs[:n]), r0*8)
+	put(idxDevice, 1, arrow.Int32Traits.CastToBytes(p.device[:n]), r0*4)
+	put(idxAction, 1, arrow.Int8Traits.CastToBytes(p.action[:n]), r0)
+	put(idxAddr, 1, arrow.Uint64Traits.CastToBytes(p.addr[:n]), r0*8)
+	put(idxSize, 1, arrow.Int64Traits.CastToBytes(p.size[:n]), r0*8)
+	put(idxStream, 1, arrow.Uint64Traits.CastToBytes(p.stream[:n]), r0*8)
+	put(idxPoolA, 1, arrow.Uint64Traits.CastToBytes(p.poolA[:n]), r0*8)
+	put(idxPoolB, 1, arrow.Uint64Traits.CastToBytes(p.poolB[:n]), r0*8)
 	if s.nulls[s.batch] > 0 {
-		put(idxStack, 0, p.stackValid, r0/8)
+		put(idxStack, 0, p.valid[:nb], r0/8)
 	}
-	put(idxStack, 1, arrow.Int32Traits.CastToBytes(p.stack), r0*4)
+	put(idxStack, 1, arrow.Int32Traits.CastToBytes(p.stack[:n]), r0*4)
 	if s.nulls[s.batch] > 0 {
-		put(idxFrame, 0, p.stackValid, r0/8)
+		put(idxFrame, 0, p.valid[:nb], r0/8)
 	}
-	put(idxFrame, 1, arrow.Int32Traits.CastToBytes(p.frame), r0*4)
-	put(idxBlock, 1, arrow.Int64Traits.CastToBytes(p.block), r0*8)
-	put(idxReconstructed, 1, p.recon, r0/8)
-	put(idxPending, 1, p.pending, r0/8)
-	put(idxDeviceUsed, 1, arrow.Int64Traits.CastToBytes(p.used), r0*8)
-	s.pieceNulls += p.stackNulls
+	put(idxFrame, 1, arrow.Int32Traits.CastToBytes(p.frame[:n]), r0*4)
+	put(idxBlock, 1, arrow.Int64Traits.CastToBytes(p.block[:n]), r0*8)
+	put(idxReconstructed, 1, p.recon[:nb], r0/8)
+	put(idxPending, 1, p.pending[:nb], r0/8)
+	put(idxDeviceUsed, 1, arrow.Int64Traits.CastToBytes(p.used[:n]), r0*8)
+	s.pieceNulls += p.nulls
 	s.pieceLo += p.n
 	s.jobs <- j
 	b := <-s.back
