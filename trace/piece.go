@@ -25,23 +25,26 @@ func (p *piece) reset() {
 
 // add lays out evs as rows p.n... of p, which has room for them, as
 // columns.add would (the same bytes): seqs from seq0, stack ids mapped
-// through stackMap (nil: as they are), first the innermost frame of each
-// of the writer's stacks (stackTable.first). It stops before the first
-// event Write would refuse and returns its index in evs, len(evs) if none.
-func (p *piece) add(evs []Event, stackMap []StackID, seq0 int64, first []int32) int {
-	nstacks := len(first)
+// through stackMap (nil: as they are), frameOf the frame column's value
+// for stack id+1 (0 for NoStack, then stackTable.first: see
+// StreamWriter.frames). It stops before the first event Write would
+// refuse and returns its index in evs, len(evs) if none.
+func (p *piece) add(evs []Event, stackMap []StackID, seq0 int64, frameOf []int32) int {
 	n0 := p.n
-	for j := range evs {
+	j := 0
+	for ; j < len(evs); j++ {
 		ev := &evs[j]
 		id := ev.Stack
 		if id != NoStack && stackMap != nil {
-			if id < 0 || int(id) >= len(stackMap) {
-				return p.stop(j)
+			k := int(id)
+			if uint(k) >= uint(len(stackMap)) {
+				break
 			}
-			id = stackMap[id]
+			id = stackMap[k]
 		}
-		if !ev.Kind.Valid() || id != NoStack && (id < 0 || int(id) >= nstacks) {
-			return p.stop(j)
+		f := int(id) + 1 // one test for id in [NoStack, stacks)
+		if !ev.Kind.Valid() || uint(f) >= uint(len(frameOf)) {
+			break
 		}
 		i := (n0 + j) & (streamPiece - 1)
 		p.seq[i] = seq0 + int64(j)
@@ -55,28 +58,29 @@ func (p *piece) add(evs []Event, stackMap []StackID, seq0 int64, first []int32) 
 		p.poolB[i] = ev.Pool.B
 		p.block[i] = ev.BlockSize
 		p.used[i] = ev.DeviceUsed
-		bit := byte(1) << (i & 7)
+		p.frame[i] = frameOf[f]
 		if id == NoStack {
 			p.stack[i] = 0
-			p.frame[i] = 0
 			p.nulls++
 		} else {
 			p.stack[i] = int32(id)
-			p.frame[i] = first[id]
-			p.valid[i>>3] |= bit
+			p.valid[i>>3] |= 1 << (i & 7)
 		}
-		if ev.Flags&FlagReconstructed != 0 {
-			p.recon[i>>3] |= bit
-		}
-		if ev.Flags&FlagPending != 0 {
-			p.pending[i>>3] |= bit
+		if ev.Flags != 0 { // rare: reconstructed events
+			p.setFlags(i, ev.Flags)
 		}
 	}
-	return p.stop(len(evs))
-}
-
-// stop ends an add that laid out j rows.
-func (p *piece) stop(j int) int {
 	p.n += j
 	return j
+}
+
+// setFlags sets row i's bits of the flag bitmaps.
+func (p *piece) setFlags(i int, fl Flags) {
+	i &= streamPiece - 1
+	if fl&FlagReconstructed != 0 {
+		p.recon[i>>3] |= 1 << (i & 7)
+	}
+	if fl&FlagPending != 0 {
+		p.pending[i>>3] |= 1 << (i & 7)
+	}
 }

@@ -54,7 +54,8 @@ type StreamWriter struct {
 	jobs       chan *pieceJob // pieces to write, to writePieces
 	back       chan pieceBack // pieces written (or not, after an error), from writePieces
 	pieceLo    int
-	pieceNulls int // events without a stack written in the batch so far
+	pieceNulls int     // events without a stack written in the batch so far
+	frameOf    []int32 // see frames
 	closed     bool
 }
 
@@ -122,7 +123,7 @@ func (s *StreamWriter) WriteEventsThen(evs []Event, stackMap []StackID, copied f
 			}
 		}
 		k := min(len(evs), s.rows-s.done, streamPiece-s.piece.n)
-		if j := s.piece.add(evs[:k], stackMap, w.nextSeq, w.stacks.first); j < k {
+		if j := s.piece.add(evs[:k], stackMap, w.nextSeq, s.frames()); j < k {
 			w.err = rowError(&evs[j], stackMap, w.nextSeq+int64(j), w.stacks.len())
 			break
 		}
@@ -141,6 +142,20 @@ func (s *StreamWriter) WriteEventsThen(evs []Event, stackMap []StackID, copied f
 		copied()
 	}
 	return w.err
+}
+
+// frames returns the frame column's value for each stack id plus one: 0
+// for NoStack, then the innermost frame of each stack added
+// (stackTable.first), which only grows, keeping its values.
+func (s *StreamWriter) frames() []int32 {
+	first := s.w.stacks.first
+	if len(s.frameOf) != len(first)+1 {
+		if s.frameOf == nil {
+			s.frameOf = []int32{0}
+		}
+		s.frameOf = append(s.frameOf, first[len(s.frameOf)-1:]...)
+	}
+	return s.frameOf
 }
 
 // startBatch writes the next batch's dictionary deltas and header, and
