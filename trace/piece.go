@@ -24,33 +24,26 @@ func (p *piece) reset() {
 }
 
 // add lays out evs as rows p.n... of p, which has room for them, as
-// columns.add would (the same bytes): seqs from seq0, stack ids mapped
-// through stackMap (nil: as they are), frameOf the frame column's value
-// for stack id+1 (0 for NoStack, then stackTable.first: see
-// StreamWriter.frames). It stops before the first event Write would
-// refuse and returns its index in evs, len(evs) if none.
-func (p *piece) add(evs []Event, stackMap []StackID, seq0 int64, frameOf []int32) int {
+// columns.add would (the same bytes), seqs from seq0; frameOf is the
+// frame column's value for stack id+1 (0 for NoStack, then
+// stackTable.first: see StreamWriter.frames). It stops before the first
+// event Write would refuse and returns its index in evs, len(evs) if none.
+func (p *piece) add(evs []Event, seq0 int64, frameOf []int32) int {
 	n0 := p.n
 	j := 0
 	for ; j < len(evs); j++ {
 		ev := &evs[j]
 		id := ev.Stack
-		if id != NoStack && stackMap != nil {
-			k := int(id)
-			if uint(k) >= uint(len(stackMap)) {
-				break
-			}
-			id = stackMap[k]
-		}
-		f := int(id) + 1 // one test for id in [NoStack, stacks)
-		if !ev.Kind.Valid() || uint(f) >= uint(len(frameOf)) {
+		a := ev.Kind - 1                                      // the action column's value
+		f := int(id) + 1                                      // one test for id in [NoStack, stacks)
+		if a >= numKinds-1 || uint(f) >= uint(len(frameOf)) { // as !Kind.Valid()
 			break
 		}
 		i := (n0 + j) & (streamPiece - 1)
 		p.seq[i] = seq0 + int64(j)
 		p.timeUs[i] = ev.TimeUs
 		p.device[i] = ev.Device
-		p.action[i] = int8(ev.Kind - 1)
+		p.action[i] = int8(a)
 		p.addr[i] = ev.Addr
 		p.size[i] = ev.Size
 		p.stream[i] = ev.Stream
@@ -59,11 +52,11 @@ func (p *piece) add(evs []Event, stackMap []StackID, seq0 int64, frameOf []int32
 		p.block[i] = ev.BlockSize
 		p.used[i] = ev.DeviceUsed
 		p.frame[i] = frameOf[f]
-		if id == NoStack {
+		if f == 0 { // NoStack
 			p.stack[i] = 0
 			p.nulls++
 		} else {
-			p.stack[i] = int32(id)
+			p.stack[i] = int32(f - 1)
 			p.valid[i>>3] |= 1 << (i & 7)
 		}
 		if ev.Flags != 0 { // rare: reconstructed events
@@ -72,6 +65,34 @@ func (p *piece) add(evs []Event, stackMap []StackID, seq0 int64, frameOf []int32
 	}
 	p.n += j
 	return j
+}
+
+// addMapped is add with evs' stack ids mapped through stackMap (NoStack
+// stays NoStack): it hands add copies of evs, a few at a time, with their
+// ids mapped, which keeps the mapping out of add's loop (an import's
+// stack ids are the writer's but for rare snapshots).
+func (p *piece) addMapped(evs []Event, stackMap []StackID, seq0 int64, frameOf []int32) int {
+	var buf [64]Event
+	done := 0
+	for done < len(evs) {
+		part := evs[done:min(len(evs), done+len(buf))]
+		k := 0
+		for ; k < len(part); k++ {
+			buf[k] = part[k]
+			if id := part[k].Stack; id != NoStack {
+				if uint(int(id)) >= uint(len(stackMap)) {
+					break // refused: add stops before it
+				}
+				buf[k].Stack = stackMap[id]
+			}
+		}
+		j := p.add(buf[:k], seq0+int64(done), frameOf)
+		done += j
+		if j < len(part) {
+			break
+		}
+	}
+	return done
 }
 
 // setFlags sets row i's bits of the flag bitmaps.

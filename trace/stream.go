@@ -123,7 +123,13 @@ func (s *StreamWriter) WriteEventsThen(evs []Event, stackMap []StackID, copied f
 			}
 		}
 		k := min(len(evs), s.rows-s.done, streamPiece-s.piece.n)
-		if j := s.piece.add(evs[:k], stackMap, w.nextSeq, s.frames()); j < k {
+		var j int
+		if stackMap == nil {
+			j = s.piece.add(evs[:k], w.nextSeq, s.frames())
+		} else {
+			j = s.piece.addMapped(evs[:k], stackMap, w.nextSeq, s.frames())
+		}
+		if j < k {
 			w.err = rowError(&evs[j], stackMap, w.nextSeq+int64(j), w.stacks.len())
 			break
 		}

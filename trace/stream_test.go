@@ -2,6 +2,7 @@ package trace_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,6 +78,97 @@ func TestStreamWriter(t *testing.T) {
 			if !bytes.Equal(a, b) {
 				t.Errorf("%d events, noStacks %d: %d bytes differ from Create's %d", n, noStacks, len(b), len(a))
 			}
+		}
+	}
+}
+
+// A StreamWriter maps stack ids through a stack map as a Writer does, with
+// the same bytes written, and refuses an event whose id is not in the map
+// or maps to no stack added, or whose kind is invalid, with Write's error.
+func TestStreamWriterMapped(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.arrows")
+	const n = 5000
+	stackMap := []trace.StackID{1, 2, 0, 77} // 77: no such stack
+	extra := trace.Stack{{Name: "extra", File: "x.py", Line: 1}}
+	// Through a Writer: sample's stacks, then extra.
+	create := func(evs []trace.Event) ([]byte, error) {
+		w, err := trace.Create(out, meta(), trace.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample(w, 0)
+		w.AddStack(extra)
+		if err := w.WriteEvents(evs, stackMap); err != nil {
+			w.Abort()
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		return os.ReadFile(out)
+	}
+	// Through a StreamWriter, the same stacks, the events in calls of
+	// uneven sizes.
+	stream := func(evs []trace.Event) ([]byte, error) {
+		nulls := []int{0}
+		for _, ev := range evs {
+			if ev.Stack == trace.NoStack {
+				nulls[0]++
+			}
+		}
+		sw, err := trace.CreateStream(out, meta(), n, nulls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range []trace.Stack{
+			{{Name: "forward", File: "model.py", Line: 12}, {Name: "<module>", File: "train.py", Line: 3}},
+			{{Name: "step", File: "adam.py", Line: 90}},
+			{{Name: "odd\tname", File: "we\nird.py", Line: 7}},
+			extra,
+		} {
+			sw.AddStack(st)
+		}
+		for lo := 0; lo < n; {
+			hi := min(n, lo+1+lo%300)
+			if err := sw.WriteEvents(evs[lo:hi], stackMap); err != nil {
+				sw.Abort()
+				return nil, err
+			}
+			lo = hi
+		}
+		if err := sw.Close(); err != nil {
+			return nil, err
+		}
+		return os.ReadFile(out)
+	}
+	w := trace.NewWriter(io.Discard, meta(), trace.WriterOptions{})
+	evs := sample(w, n)
+	want, err := create(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := stream(evs)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%d bytes (%v), want Create's %d", len(got), err, len(want))
+	}
+	for _, bad := range []int{0, 63, 64, 2100, n - 1} {
+		for _, how := range []string{"kind", "unmapped", "no stack"} {
+			ev := evs[bad]
+			switch how {
+			case "kind":
+				evs[bad].Kind = 0
+			case "unmapped":
+				evs[bad].Stack = 4
+			case "no stack":
+				evs[bad].Stack = 3
+			}
+			_, want := create(evs)
+			_, err := stream(evs)
+			if err == nil || want == nil || err.Error() != want.Error() {
+				t.Errorf("bad %s at %d: %v, want %v", how, bad, err, want)
+			}
+			evs[bad] = ev
 		}
 	}
 }
