@@ -29,9 +29,8 @@ func (p *piece) reset() {
 // stackTable.first: see StreamWriter.frames). It stops before the first
 // event Write would refuse and returns its index in evs, len(evs) if none.
 func (p *piece) add(evs []Event, seq0 int64, frameOf []int32) int {
-	n0 := p.n
-	j := 0
-	for ; j < len(evs); j++ {
+	j, row := 0, p.n
+	for ; j < len(evs); j, row = j+1, row+1 {
 		ev := &evs[j]
 		id := ev.Stack
 		a := ev.Kind - 1                                      // the action column's value
@@ -39,7 +38,7 @@ func (p *piece) add(evs []Event, seq0 int64, frameOf []int32) int {
 		if a >= numKinds-1 || uint(f) >= uint(len(frameOf)) { // as !Kind.Valid()
 			break
 		}
-		i := (n0 + j) & (streamPiece - 1)
+		i := row & (streamPiece - 1)
 		p.seq[i] = seq0 + int64(j)
 		p.timeUs[i] = ev.TimeUs
 		p.device[i] = ev.Device
@@ -95,7 +94,10 @@ func (p *piece) addMapped(evs []Event, stackMap []StackID, seq0 int64, frameOf [
 	return done
 }
 
-// setFlags sets row i's bits of the flag bitmaps.
+// setFlags sets row i's bits of the flag bitmaps. It is not inlined:
+// add's loop then keeps no value for it.
+//
+//go:noinline
 func (p *piece) setFlags(i int, fl Flags) {
 	i &= streamPiece - 1
 	if fl&FlagReconstructed != 0 {
