@@ -49,3 +49,6 @@ func BufferAt(meta []byte, i int) int64 {
 	_, start, _ := b.vector(rb, 2, 16)
 	return int64(binary.LittleEndian.Uint64(b[start+16*i:]))
 }
+
+// AppendFrame is appendFrame, which the stack table formats frames with.
+var AppendFrame = appendFrame

@@ -26,6 +26,7 @@ type stackTable struct {
 	first   []int32
 	emptyID int32 // the empty frame's id; -1 until an empty stack is added
 	key     []byte
+	text    []byte // a frame's text, as add formats it
 
 	mem                  memory.Allocator
 	frameDict, stackDict arrow.Array // as last built; nil when stale
@@ -52,12 +53,22 @@ func (t *stackTable) frameID(text string) int32 {
 	return id
 }
 
+// frameIDOf is frameID of text held in bytes: a string is made only for a
+// new frame.
+func (t *stackTable) frameIDOf(text []byte) int32 {
+	if id, ok := t.frameIDs[string(text)]; ok {
+		return id
+	}
+	return t.frameID(string(text))
+}
+
 // add interns s (see Writer.AddStack).
 func (t *stackTable) add(s Stack) StackID {
 	key := t.key[:0]
 	n0 := len(t.vals)
 	for _, f := range s {
-		id := t.frameID(FormatFrame(f))
+		t.text = appendFrame(t.text[:0], f)
+		id := t.frameIDOf(t.text)
 		t.vals = append(t.vals, id)
 		key = append(key, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
 	}
@@ -118,6 +129,26 @@ func FormatFrame(f Frame) string {
 	var b strings.Builder
 	writeFrame(&b, f)
 	return b.String()
+}
+
+// appendFrame appends f to b as FormatFrame renders it.
+func appendFrame(b []byte, f Frame) []byte {
+	b = appendClean(b, f.Name)
+	b = append(b, '\t')
+	b = appendClean(b, f.File)
+	b = append(b, '\t')
+	if f.Line < 0 {
+		return append(b, '?')
+	}
+	return strconv.AppendInt(b, int64(f.Line), 10)
+}
+
+// appendClean appends s to b as clean returns it.
+func appendClean(b []byte, s string) []byte {
+	if strings.IndexByte(s, '\t') < 0 && strings.IndexByte(s, '\n') < 0 {
+		return append(b, s...)
+	}
+	return append(b, clean(s)...)
 }
 
 func writeFrame(b *strings.Builder, f Frame) {

@@ -139,3 +139,15 @@ func TestReader_versions(t *testing.T) {
 		}
 	}
 }
+
+// The stack table's frame text (appendFrame) is FormatFrame's.
+func TestAppendFrame(t *testing.T) {
+	for _, f := range []trace.Frame{
+		{}, {Name: "forward", File: "model.py", Line: 12}, {Name: "a\tb\nc", File: "\n", Line: trace.UnknownLine},
+		{Name: "x", File: "y.py", Line: 1<<31 - 1}, {Name: "é", File: "\t", Line: -5},
+	} {
+		if got, want := string(trace.AppendFrame([]byte("prefix"), f)), "prefix"+trace.FormatFrame(f); got != want {
+			t.Errorf("%+v: %q, want %q", f, got, want)
+		}
+	}
+}
