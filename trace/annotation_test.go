@@ -118,6 +118,29 @@ func TestMeta_manyAnnotations(t *testing.T) {
 	t.Logf("metadata of %d bytes", buf.Len())
 }
 
+// The writer's annotations are json.Marshal's, by hand or not.
+func TestEncodeAnnotations(t *testing.T) {
+	as := []trace.Annotation{
+		{Name: "forward", Stage: trace.AnnotationStart, Device: 0, TimeUs: 1795280309912757},
+		{Name: "ProfilerStep#12", Stage: trace.AnnotationEnd, Device: -7, TimeUs: -1 << 63},
+		{Name: "", Stage: "", Device: 1<<31 - 1, TimeUs: 1<<63 - 1},
+	}
+	for _, odd := range []string{`"`, `\\`, "<", ">", "&", "\x1f", "\x7f", "µ", "\u2028", "\xff", "a b~"} {
+		as = append(as, trace.Annotation{Name: "x" + odd + "y", Stage: trace.AnnotationStart})
+	}
+	for i := range as {
+		for _, in := range [][]trace.Annotation{nil, {}, as[:1], as[:3], as[i : i+1], as[:i+1]} {
+			want, err := json.Marshal(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := trace.EncodeAnnotations(in); got != string(want) {
+				t.Errorf("%+v: %s, want %s", in, got, want)
+			}
+		}
+	}
+}
+
 // The fast reader of tracer.annotations reads what the writer writes as
 // encoding/json does, and leaves anything else (escapes, spacing, key
 // order, a device beyond int32) to it.

@@ -52,3 +52,6 @@ func BufferAt(meta []byte, i int) int64 {
 
 // AppendFrame is appendFrame, which the stack table formats frames with.
 var AppendFrame = appendFrame
+
+// EncodeAnnotations is encodeAnnotations.
+var EncodeAnnotations = encodeAnnotations
