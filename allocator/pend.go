@@ -89,15 +89,18 @@ func (s *sizeSet) deletePend(k freeKey) bool {
 }
 
 // pendOf returns the pending member that is block x or y (non-zero ids
-// of blocks a free merges), or nil.
+// of blocks a free merges), or nil. The three members are tested one by
+// one, in order, without a loop: most frees that merge call it.
 func (s *sizeSet) pendOf(x, y blockID) *freeKey {
-	if s.pend[0].id|s.pend[1].id|s.pend[2].id == 0 {
-		return nil
+	p := &s.pend
+	if id := p[0].id; id != 0 && (id == x || id == y) {
+		return &p[0]
 	}
-	for j := range s.pend {
-		if id := s.pend[j].id; id != 0 && (id == x || id == y) {
-			return &s.pend[j]
-		}
+	if id := p[1].id; id != 0 && (id == x || id == y) {
+		return &p[1]
+	}
+	if id := p[2].id; id != 0 && (id == x || id == y) {
+		return &p[2]
 	}
 	return nil
 }
