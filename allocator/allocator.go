@@ -420,13 +420,22 @@ type Handle int32
 // else 0. An active block is the only one at its address, so it is then the
 // block an address lookup of addr would find.
 func (a *Allocator) handleAt(addr uint64, h Handle) blockID {
-	if h <= 0 || int(h) >= len(a.blocks) {
-		return 0
-	}
-	if b := &a.blocks[h]; b.allocated && b.addr == addr {
+	if a.handleBlock(addr, h) != nil {
 		return blockID(h)
 	}
 	return 0
+}
+
+// handleBlock is handleAt returning the block itself (nil for none), for
+// a caller that reads it: no second bounds check of the arena.
+func (a *Allocator) handleBlock(addr uint64, h Handle) *block {
+	if h <= 0 || int(h) >= len(a.blocks) {
+		return nil
+	}
+	if b := &a.blocks[h]; b.allocated && b.addr == addr {
+		return b
+	}
+	return nil
 }
 
 // activeAt is handleAt for an allocated or pending-free block.
@@ -461,8 +470,8 @@ func (a *Allocator) MallocSize(h Handle) int64 { return a.blocks[h].size }
 // size of the allocated block at addr that h names; false if h names none
 // (HandleSize then answers).
 func (a *Allocator) AllocatedSize(addr uint64, h Handle) (int64, bool) {
-	if id := a.handleAt(addr, h); id != 0 {
-		return a.blocks[id].size, true
+	if b := a.handleBlock(addr, h); b != nil {
+		return b.size, true
 	}
 	return 0, false
 }

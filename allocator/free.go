@@ -32,11 +32,11 @@ func (a *Allocator) Free(addr uint64) error {
 // Its common case, a block that no other stream used freed with no
 // observer, is free's, written out: freeBlockIn is then its only call.
 func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
-	id := a.handleAt(addr, h)
-	if id == 0 {
+	b := a.handleBlock(addr, h)
+	if b == nil {
 		return a.Free(addr)
 	}
-	b := &a.blocks[id]
+	id := blockID(h)
 	if b.used || a.observed {
 		a.free(id, -1)
 		return nil
