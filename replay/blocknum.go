@@ -48,9 +48,7 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 			// As the replay does (runner.batch): the next events' slots
 			// in one loop, so that their cache misses overlap.
 			peekAt = min(i+peekAhead, len(evs))
-			for j := i; j < peekAt; j++ {
-				n.peeked += d.at.Peek(evs[j].Addr)
-			}
+			n.peeked += peekAll(&d.at, evs[i:peekAt])
 		}
 		ev := &evs[i]
 		if !numbered(ev.Kind) {
@@ -70,6 +68,22 @@ func (n *BlockNumbers) Number(evs []trace.Event) {
 		d.number(ev)
 	}
 	n.last = d
+}
+
+// peekAll peeks at the slots of evs' addresses (addrmap.Map.Peek), but
+// not a free_completed's: nearly every one completes the free_requested
+// before it, whose lookup numbers both (numberPair). It is kept out of
+// line: inlined in Number, its loop is one of spills and reloads.
+//
+//go:noinline
+func peekAll(m *addrmap.Map[int32], evs []trace.Event) uint64 {
+	var sum uint64
+	for i := range evs {
+		if evs[i].Kind != trace.KindFreeCompleted {
+			sum += m.Peek(evs[i].Addr)
+		}
+	}
+	return sum
 }
 
 // numberOwn is Number for a part (PartNumbers): it numbers the events of
