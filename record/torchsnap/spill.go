@@ -60,14 +60,17 @@ func (r *srec) pack(e *cev) {
 	r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind = e.TimeUs, e.Addr, e.Size, e.Stream, e.Pool, e.Stack, e.Kind
 }
 
-// widen sets *e to the event r holds, with Seq seq and Device dev. It
-// reads all of *r before it writes *e, field by field (a composite
-// literal is built on the stack and copied: twice the time): e may
-// overlap r where it ends (readAt).
+// widen sets *e to the event r holds, with Seq seq and Device dev, field
+// by field (a composite literal is built on the stack and copied: twice
+// the time). e may overlap r (readAt widens in place), but only from
+// evSize-recSize bytes into e on (tailRecords): widen writes e's fields
+// below that (Seq to Size) before it reads the rest of r, so that fewer
+// of r's fields are held at once (all eight, a caller's loop spills).
 func (r *srec) widen(e *cev, seq int64, dev int32) {
-	t, a, sz, st, p, sk, k := r.TimeUs, r.Addr, r.Size, r.Stream, r.Pool, r.Stack, r.Kind
-	e.Seq, e.TimeUs, e.Device, e.Kind, e.Addr, e.Size, e.Stream = seq, t, dev, k, a, sz, st
-	e.Pool, e.Stack, e.Flags, e.BlockSize, e.DeviceUsed, e.Ref = p, sk, 0, 0, 0, 0
+	t, a, sz, k := r.TimeUs, r.Addr, r.Size, r.Kind
+	e.Seq, e.TimeUs, e.Device, e.Kind, e.Addr, e.Size = seq, t, dev, k, a, sz
+	st, p, sk := r.Stream, r.Pool, r.Stack
+	e.Stream, e.Pool, e.Stack, e.Flags, e.BlockSize, e.DeviceUsed, e.Ref = st, p, sk, 0, 0, 0, 0
 }
 
 type spillWrite struct {
@@ -235,3 +238,7 @@ func (s *spill) close() {
 // a multiple of 8 bytes (records stay aligned in an event buffer).
 var _ [evSize - recSize - 1]struct{}
 var _ [-(recSize % 8)]struct{}
+
+// widen writes an event's fields up to Size before it has read all of its
+// record: they lie below the record's start in an event buffer.
+var _ [evSize - recSize - int64(unsafe.Offsetof(cev{}.Size)) - 8]struct{}
