@@ -55,18 +55,23 @@ func (a *Allocator) FreeHandle(addr uint64, h Handle) error {
 	return nil
 }
 
-// FreeSized is FreeHandle of the block that AllocatedSize has just found
-// h names (true), before anything else changes the allocator: without
-// FreeHandle's look at h, for the replay that annotates the size of each
-// block it frees. It is FreeHandle's common case written out again, not
-// shared: a call FreeHandle made to it would cost every other replay's
-// frees.
-func (a *Allocator) FreeSized(h Handle) {
-	id := blockID(h)
-	b := &a.blocks[id]
+// FreeAllocated is FreeHandle of the allocated block at addr that h
+// names, returning its size (before the free merges it), for the replay
+// that annotates the size of each block it frees: the look at h and the
+// size in the call that frees it. It reports false, having changed
+// nothing, where h names no allocated block at addr (HandleSize and
+// FreeHandle then answer). It is FreeHandle's common case written out
+// again, not shared: a call FreeHandle made to it would cost every other
+// replay's frees.
+func (a *Allocator) FreeAllocated(addr uint64, h Handle) (int64, bool) {
+	b := a.handleBlock(addr, h)
+	if b == nil {
+		return 0, false
+	}
+	id, size := blockID(h), b.size
 	if b.used || a.observed {
 		a.free(id, -1)
-		return
+		return size, true
 	}
 	pool := a.pools[b.pool]
 	st := a.statTypes(pool)
@@ -79,6 +84,7 @@ func (a *Allocator) FreeSized(h Handle) {
 		}
 	}
 	a.freeBlockIn(id, -1, pool, st, ActFreeCompleted)
+	return size, true
 }
 
 // FreeHandlePending is FreeHandle, then Pending(addr): it also reports

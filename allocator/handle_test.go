@@ -12,8 +12,8 @@ import (
 // its address index, and gets the answers, events and statistics that the
 // same calls by address give; MallocSize and AllocatedSize give the sizes
 // BlockSize gives, and AllocatedSize none once the block is freed. A
-// third allocator, unobserved, frees by FreeSized after AllocatedSize and
-// keeps the same statistics.
+// third allocator, unobserved, frees by FreeAllocated, which gives the
+// size too, and keeps the same statistics.
 func TestHandleCallsKeepNoIndex(t *testing.T) {
 	a, _ := New(DefaultConf(), NewSimDevice(1<<40))
 	ha, _ := New(DefaultConf(), NewSimDevice(1<<40))
@@ -65,10 +65,9 @@ func TestHandleCallsKeepNoIndex(t *testing.T) {
 			if err := a.Free(b.addr); err != nil {
 				t.Fatal(err)
 			}
-			if got, ok := sa.AllocatedSize(b.addr, b.sh); !ok || got != want {
-				t.Fatalf("step %d: AllocatedSize %d %v, BlockSize %d", step, got, ok, want)
+			if got, ok := sa.FreeAllocated(b.addr, b.sh); !ok || got != want {
+				t.Fatalf("step %d: FreeAllocated %d %v, BlockSize %d", step, got, ok, want)
 			}
-			sa.FreeSized(b.sh)
 			p, err := ha.FreeHandlePending(b.addr, b.h)
 			if got, ok := ha.AllocatedSize(b.addr, b.h); ok {
 				t.Fatalf("step %d: AllocatedSize %d of a freed block", step, got)

@@ -149,13 +149,11 @@ func (r *deviceReplay) bareAnnotated(evs []trace.Event, i, end int) (int, error)
 				continue
 			}
 		}
-		size, sized := r.a.AllocatedSize(b.addr, b.h)
-		if sized {
+		if size, ok := r.a.FreeAllocated(b.addr, b.h); ok {
 			ev.BlockSize, next.BlockSize = size, size
-			r.a.FreeSized(b.h)
 			continue
 		}
-		size, _ = r.a.HandleSize(b.addr, b.h)
+		size, _ := r.a.HandleSize(b.addr, b.h)
 		ev.BlockSize, next.BlockSize = size, size
 		if err := r.a.FreeHandle(b.addr, b.h); err != nil {
 			r.res.Events += int64(i + 1 - start)
