@@ -13,6 +13,14 @@ import (
 // A StreamWriter writes the bytes a Writer from Create writes for the same
 // events, whatever the number of batches, their null counts and the calls'
 // sizes, the events' memory reused once WriteEventsThen has copied them.
+// streamStacks are the stacks the StreamWriter tests add: one of two
+// frames, one of one, and one whose frame holds a tab and a newline.
+var streamStacks = []trace.Stack{
+	{{Name: "forward", File: "model.py", Line: 12}, {Name: "<module>", File: "train.py", Line: 3}},
+	{{Name: "step", File: "adam.py", Line: 90}},
+	{{Name: "odd\tname", File: "we\nird.py", Line: 7}},
+}
+
 func TestStreamWriter(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []int{0, 1, 7, 4097, trace.DefaultBatchRows, trace.DefaultBatchRows + 1, 2*trace.DefaultBatchRows + 4100} {
@@ -48,11 +56,7 @@ func TestStreamWriter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, st := range []trace.Stack{
-				{{Name: "forward", File: "model.py", Line: 12}, {Name: "<module>", File: "train.py", Line: 3}},
-				{{Name: "step", File: "adam.py", Line: 90}},
-				{{Name: "odd\tname", File: "we\nird.py", Line: 7}},
-			} {
+			for _, st := range streamStacks {
 				sw.AddStack(st)
 			}
 			// Through WriteEventsThen, whose copied clears the events
@@ -121,12 +125,7 @@ func TestStreamWriterMapped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, st := range []trace.Stack{
-			{{Name: "forward", File: "model.py", Line: 12}, {Name: "<module>", File: "train.py", Line: 3}},
-			{{Name: "step", File: "adam.py", Line: 90}},
-			{{Name: "odd\tname", File: "we\nird.py", Line: 7}},
-			extra,
-		} {
+		for _, st := range append(streamStacks[:len(streamStacks):len(streamStacks)], extra) {
 			sw.AddStack(st)
 		}
 		for lo := 0; lo < n; {
