@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tracer import against pickle.load, round by round (issue 22's import target).
 
-    python3 testdata/bench/import_ratio.py TRACER ROUNDS SNAPSHOT.pickle...
+    python3 testdata/bench/import_ratio.py [--bench RECORD_TEST] TRACER ROUNDS SNAPSHOT.pickle...
 
 For each snapshot, each round runs one `TRACER import` process (its wall
 time and peak RSS as testdata/bench/maxrss.c reports them: a child Python
@@ -19,6 +19,17 @@ Prints a line per snapshot: the least import and least pickle.load
 median and highest peak RSS (MiB) and the file's size (bytes):
 
     NAME least_import_s least_pickle_s least_ratio median_round_ratio peak_median_mib peak_max_mib bytes
+
+With --bench (a test binary of the record package, `go test -c -o
+record.test ./record`), each round also times the import in a process's
+own time, as pickle.load is timed: BenchmarkImport of the file (5
+imports after one, run from record/ beside testdata/), and pickle.load
+as a whole Python process (`python3 -c`, exec to exit, as the import
+process is timed). The line then goes on with the least benchmark import
+and its ratio to the least pickle.load, and the least whole Python
+process and the whole import's ratio to it:
+
+    ... bench_import_s bench_ratio python_process_s process_ratio
 """
 import gc
 import os
@@ -51,6 +62,27 @@ def run_import(maxrss, tracer, path, out):
     return float(line[0]), float(line[2]), int(line[4].removeprefix("rc="))
 
 
+def run_bench(record_test, path):
+    """BenchmarkImport of path in record_test's process: seconds an import."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    cwd = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "record")
+    r = subprocess.run([record_test, "-test.run", "^$", "-test.bench", f"BenchmarkImport$/^{name}$",
+                        "-test.benchtime", "5x"], cwd=cwd, capture_output=True, text=True,
+                       env={**os.environ, "TRACER_IMPORT_BENCH": os.path.abspath(path)})
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if f and f[0].startswith("BenchmarkImport/") and "ns/op" in f:
+            return float(f[f.index("ns/op") - 1]) / 1e9
+    sys.exit(f"import_ratio: no BenchmarkImport line for {path}:\n{r.stdout}{r.stderr}")
+
+
+def python_process(path):
+    """pickle.load as a whole Python process, exec to exit: seconds."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import pickle, sys; pickle.load(open(sys.argv[1], 'rb'))", path], check=True)
+    return time.perf_counter() - t
+
+
 def load(path):
     gc.collect()
     with open(path, "rb") as f:
@@ -60,9 +92,13 @@ def load(path):
 
 
 def main():
-    if len(sys.argv) < 4:
+    args = sys.argv[1:]
+    record_test = None
+    if args[:1] == ["--bench"] and len(args) > 1:
+        record_test, args = os.path.abspath(args[1]), args[2:]
+    if len(args) < 3:
         sys.exit(__doc__.strip().split("\n\n")[1])
-    tracer, rounds, paths = os.path.abspath(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    tracer, rounds, paths = os.path.abspath(args[0]), int(args[1]), args[2:]
     with tempfile.TemporaryDirectory() as work:
         maxrss = build_maxrss(work)
         out = os.path.join(work, "out.trace")
@@ -71,7 +107,7 @@ def main():
             if run_import(maxrss, tracer, path, out)[2] != 0:
                 print(f"{name} import failed", flush=True)
                 continue
-            imports, loads, peaks = [], [], []
+            imports, loads, peaks, benches, pythons = [], [], [], [], []
             for _ in range(rounds):
                 wall, peak, code = run_import(maxrss, tracer, path, out)
                 if code != 0:
@@ -79,13 +115,20 @@ def main():
                 imports.append(wall)
                 peaks.append(peak)
                 loads.append(load(path))
+                if record_test:
+                    benches.append(run_bench(record_test, path))
+                    pythons.append(python_process(path))
             if not imports:
                 print(f"{name} import failed", flush=True)
                 continue
             ratios = [i / p for i, p in zip(imports, loads)]
-            print(f"{name} {min(imports):.4f} {min(loads):.4f} {min(imports) / min(loads):.3f} "
-                  f"{statistics.median(ratios):.3f} {statistics.median(peaks):.2f} {max(peaks):.2f} "
-                  f"{os.path.getsize(path)}", flush=True)
+            line = (f"{name} {min(imports):.4f} {min(loads):.4f} {min(imports) / min(loads):.3f} "
+                    f"{statistics.median(ratios):.3f} {statistics.median(peaks):.2f} {max(peaks):.2f} "
+                    f"{os.path.getsize(path)}")
+            if benches:
+                line += (f" {min(benches):.5f} {min(benches) / min(loads):.3f}"
+                         f" {min(pythons):.4f} {min(imports) / min(pythons):.3f}")
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

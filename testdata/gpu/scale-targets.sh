@@ -4,6 +4,7 @@
 #
 #   go build -o .dev/bin/tracer ./cmd/tracer
 #   go test -c -o .dev/bin/replay.test ./replay     # optional: the model alone
+#   go test -c -o .dev/bin/record.test ./record     # optional: the import in-process
 #
 # then there, from the repository root: testdata/gpu/scale-targets.sh
 # It records the many-small-tensor snapshot (~800k entries) and the seed
@@ -42,6 +43,7 @@ root=$(pwd)
 OUT=${OUT:-/tmp/scale-targets}
 TRACER=${TRACER:-$root/.dev/bin/tracer}
 REPLAY_TEST=${REPLAY_TEST:-$root/.dev/bin/replay.test}
+RECORD_TEST=${RECORD_TEST:-$root/.dev/bin/record.test}
 BASE_REPLAY_TEST=${BASE_REPLAY_TEST:-}
 BUDGET_S=${BUDGET_S:-420}
 SMALL_N=${SMALL_N:-450000}
@@ -130,9 +132,19 @@ fi
 	echo
 	echo "Rounds of one tracer import process and then one pickle.load of the same file (testdata/bench/import_ratio.py: 5 rounds, $LARGE_RUNS for files over 50 MB), so that both sample the host at the same moments: the least import (whole process, exec to exit) and its peak RSS (maxrss.c), the least pickle.load (its own time, without Python's start), their ratio and the median of the rounds' own ratios. Targets: import ≤ 0.2× pickle.load, peak RSS ≤ 2× the file."
 	echo
-	echo "| snapshot | MB | events | import s | pickle.load s | import / pickle.load | the rounds' median ratio | import peak MiB | peak / file |"
-	echo "|---|---|---|---|---|---|---|---|---|"
+	if [ -x "$RECORD_TEST" ]; then
+		echo
+		echo "Each round also times the import as pickle.load is timed and pickle.load as the import is timed (import_ratio.py --bench): BenchmarkImport of the file in a test process (in-process: least s an import, its ratio to the least pickle.load), and pickle.load as a whole Python process (python3 -c, exec to exit: least s, the whole import's ratio to it)."
+		echo
+		echo "| snapshot | MB | events | import s | pickle.load s | import / pickle.load | the rounds' median ratio | import peak MiB | peak / file | in-process import s | in-process / pickle.load | Python process s | import process / Python process |"
+		echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	else
+		echo "| snapshot | MB | events | import s | pickle.load s | import / pickle.load | the rounds' median ratio | import peak MiB | peak / file |"
+		echo "|---|---|---|---|---|---|---|---|---|"
+	fi
 } >>"$md"
+bench=()
+[ -x "$RECORD_TEST" ] && bench=(--bench "$RECORD_TEST")
 declare -A events
 others=(testdata/snapshots/*.pickle)
 [ -n "${ONLY_SCALE:-}" ] && others=()
@@ -143,12 +155,14 @@ for f in "${snaps[@]}" "${others[@]}"; do
 	((bytes > 50000000)) && runs=$LARGE_RUNS
 	line=$(within 300 "$TRACER" import "$f" -o "$work/$name.arrows" 2>&1) || { log "import $f failed: $line"; continue; }
 	events[$name]=$(grep -o '[0-9]* events' <<<"$line" | head -1 | cut -d' ' -f1)
-	ratio=$(within 600 python3 testdata/bench/import_ratio.py "$TRACER" $runs "$f")
-	[ $(wc -w <<<"$ratio") = 8 ] || { log "import against pickle.load of $f failed: $ratio"; continue; }
-	read -r _ is ps r rm im _ _ <<<"$ratio"
-	awk -v n="$name" -v b="$bytes" -v e="${events[$name]:-?}" -v is="$is" -v ps="$ps" -v r="$r" -v rm="$rm" -v im="$im" 'BEGIN {
+	ratio=$(within 600 python3 testdata/bench/import_ratio.py "${bench[@]}" "$TRACER" $runs "$f")
+	words=8
+	[ ${#bench[@]} -gt 0 ] && words=12
+	[ $(wc -w <<<"$ratio") = $words ] || { log "import against pickle.load of $f failed: $ratio"; continue; }
+	read -r _ is ps r rm im _ _ bs br py pr <<<"$ratio"
+	awk -v n="$name" -v b="$bytes" -v e="${events[$name]:-?}" -v is="$is" -v ps="$ps" -v r="$r" -v rm="$rm" -v im="$im" -v more="${bs:+ $bs | $br | $py | $pr |}" 'BEGIN {
 		q = sprintf("%.2f", im * 1048576 / b)
-		printf "| %s | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", n, b / 1e6, e, is, ps, r, rm, im, q }' >>"$md"
+		printf "| %s | %.1f | %s | %s | %s | %s | %s | %s | %s |%s\n", n, b / 1e6, e, is, ps, r, rm, im, q, more }' >>"$md"
 	# One more of a large file with TRACER_STAGES=1: each stage of the
 	# import (below the table).
 	((bytes > 50000000)) && TRACER_STAGES=1 within 300 "$TRACER" import "$f" -o "$work/$name.arrows" 2>"$work/$name.stages" >/dev/null
