@@ -15,8 +15,8 @@ type nodeSupply struct {
 	// ready after it, on the allocator's goroutine only.
 	cur  nodeSlab
 	more *nodeSlab
-	// ready is the next slabsAhead slabs, made by NodesAhead; nil once
-	// taken.
+	// ready is the next slabs, made by NodesAhead (slabsAhead of them, or
+	// fewer for a small replay); nil once taken.
 	ready atomic.Pointer[nodeSlab]
 }
 
@@ -84,14 +84,26 @@ func (ns *nodeSupply) next() bool {
 // slabsAhead of them). It is safe to call while a is in use (the only
 // method of a that is); what a replays and reports is the same with and
 // without it.
-func (a *Allocator) NodesAhead() {
+func (a *Allocator) NodesAhead() { a.NodesAheadFor(0) }
+
+// NodesAheadFor is NodesAhead for a replay of at most blocks live blocks
+// (0: not known): it makes no more leaves than the trees of that many free
+// blocks hold at a quarter full (aheadLeaves), so that a small replay
+// neither allocates nor faults in slabs it will not reach. A tree that
+// outgrows them takes the next ones made, or nodes allocated one by one,
+// as without slabs: the sizes change only where the memory lies.
+func (a *Allocator) NodesAheadFor(blocks int) {
 	ns := &a.pages.nodes
 	if ns.ready.Load() != nil {
 		return
 	}
+	leaves := aheadLeaves(blocks)
 	var first *nodeSlab
-	for range slabsAhead {
-		s := &nodeSlab{leaves: make([]kLeaf, slabLeaves), inners: make([]kInner, slabInners), next: first}
+	for leaves > 0 {
+		nl := min(leaves, slabLeaves)
+		leaves -= nl
+		ni := (nl*slabInners + slabLeaves - 1) / slabLeaves
+		s := &nodeSlab{leaves: make([]kLeaf, nl), inners: make([]kInner, ni), next: first}
 		// Fault the pages in: one write to each leaf (2 KiB apart) and inner node.
 		for i := range s.leaves {
 			s.leaves[i].n = 0
@@ -102,4 +114,16 @@ func (a *Allocator) NodesAhead() {
 		first = s
 	}
 	ns.ready.Store(first)
+}
+
+// aheadLeaves is how many leaves NodesAheadFor makes for blocks live
+// blocks: slabsAhead slabs' (the most, and what an unknown count gets),
+// or fewer where blocks free blocks, each tree's leaves a quarter full
+// (minFill keys) at least, fill fewer; one at least.
+func aheadLeaves(blocks int) int {
+	most := slabsAhead * slabLeaves
+	if blocks <= 0 || blocks >= most*minFill {
+		return most
+	}
+	return max(1, (blocks+minFill-1)/minFill)
 }

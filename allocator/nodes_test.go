@@ -87,3 +87,62 @@ func mallocMany(t *testing.T, n int) (*Allocator, []uint64) {
 	}
 	return a, addrs
 }
+
+// TestAheadLeaves: NodesAheadFor makes slabsAhead full slabs for an
+// unknown or large number of blocks, as NodesAhead always did, and a
+// leaf per minFill blocks for fewer; a tree that outgrows them takes
+// nodes allocated one by one, and the run ends as a plain one does.
+func TestAheadLeaves(t *testing.T) {
+	most := slabsAhead * slabLeaves
+	for _, c := range []struct{ blocks, want int }{
+		{0, most}, {-1, most}, {1, 1}, {minFill, 1}, {minFill + 1, 2}, {60, 4},
+		{most*minFill - 1, most}, {most * minFill, most}, {1 << 30, most},
+	} {
+		if got := aheadLeaves(c.blocks); got != c.want {
+			t.Errorf("aheadLeaves(%d) = %d, want %d", c.blocks, got, c.want)
+		}
+	}
+	slabs := func(blocks int) (n, leaves, inners int) {
+		a, _ := mallocMany(t, 1)
+		if blocks == 0 {
+			a.NodesAhead()
+		} else {
+			a.NodesAheadFor(blocks)
+		}
+		for s := a.pages.nodes.ready.Load(); s != nil; s = s.next {
+			n, leaves, inners = n+1, leaves+len(s.leaves), inners+len(s.inners)
+		}
+		return
+	}
+	if n, l, i := slabs(0); n != slabsAhead || l != most || i != slabsAhead*slabInners {
+		t.Errorf("NodesAhead made %d slabs of %d leaves and %d inner nodes, want %d, %d, %d", n, l, i, slabsAhead, most, slabsAhead*slabInners)
+	}
+	if n, l, i := slabs(1 << 20); n != slabsAhead || l != most || i != slabsAhead*slabInners {
+		t.Errorf("NodesAheadFor(1<<20) made %d slabs of %d leaves and %d inner nodes, want %d, %d, %d", n, l, i, slabsAhead, most, slabsAhead*slabInners)
+	}
+	if n, l, i := slabs(60); n != 1 || l != 4 || i != 1 {
+		t.Errorf("NodesAheadFor(60) made %d slabs of %d leaves and %d inner nodes, want 1, 4, 1", n, l, i)
+	}
+	if _, l, _ := slabs(slabLeaves*minFill + 1); l != slabLeaves+1 {
+		t.Errorf("NodesAheadFor(%d) made %d leaves, want %d", slabLeaves*minFill+1, l, slabLeaves+1)
+	}
+
+	const n = 20_000 // a tree of far more leaves than NodesAheadFor(60) makes
+	run := func(ahead bool) *Allocator {
+		a, addrs := mallocMany(t, n)
+		if ahead {
+			a.NodesAheadFor(60)
+		}
+		for i := 0; i < n; i += 2 {
+			mustFree(t, a, addrs[i])
+		}
+		if err := a.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	plain, a := run(false), run(true)
+	if !reflect.DeepEqual(a.Stats(), plain.Stats()) || !reflect.DeepEqual(a.Segments(), plain.Segments()) {
+		t.Error("a run past the few nodes made ahead ends in other statistics or segments than a plain one's")
+	}
+}

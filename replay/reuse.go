@@ -141,12 +141,12 @@ func (rp *Replayer) prepare(opts Options, h *grow.OffHeap) error {
 }
 
 // NodesAhead makes the next nodes of the free sets' trees of the model
-// Prepare made (allocator.Allocator.NodesAhead), unless some are waiting;
-// another goroutine calls it now and then while the Run goes on. Without
-// a Prepare it does nothing.
+// Prepare made, for its Options.Blocks (allocator.Allocator.NodesAheadFor),
+// unless some are waiting; another goroutine calls it now and then while
+// the Run goes on. Without a Prepare it does nothing.
 func (rp *Replayer) NodesAhead() {
 	if rp.nodes != nil {
-		rp.nodes.NodesAhead()
+		rp.nodes.NodesAheadFor(rp.blocks)
 	}
 }
 
