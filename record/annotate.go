@@ -402,6 +402,18 @@ func annotationBuffers(spilled bool) int {
 	return 34
 }
 
+// annotationChunks is how many chunk buffers the annotation of a device of
+// n events makes, of inFlight at most (annotationBuffers), and how many
+// events each holds: readChunks reads the n events torchsnap.ChunkSize at
+// a time, one buffer a chunk, so a device of fewer chunks than inFlight
+// has a buffer a chunk, and one of less than a chunk buffers of n events;
+// any other has inFlight buffers of a chunk. (The buffers the writer hands
+// back are those, or larger ones withRows made.)
+func annotationChunks(inFlight int, n int64) (bufs, size int) {
+	chunks := (max(n, 0) + torchsnap.ChunkSize - 1) / torchsnap.ChunkSize
+	return int(max(1, min(int64(inFlight), chunks))), int(min(max(n, 0), torchsnap.ChunkSize))
+}
+
 // finish hands on the chunk in hand and every chunk the replay did not
 // reach, unannotated from the first disagreement on.
 func (s *annSource) finish() {

@@ -459,7 +459,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 			}
 		}
 		ini := initial[i] // the import lets go of initial[i] once written (below)
-		return startAnnotation(&timer, spilled, func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
+		return startAnnotation(&timer, spilled, snap.Devices[i].Len(), func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error) {
 			evs := ini
 			ini = nil
 			return annotateFlipped(conf, inferPools, meta.MemoryLimit, annotationTotal(meta, evs, recorded[i]), evs, snap.Devices[i], rows[i], flips[i], recorded[i].blocksPeak, p, privs[i], full, free, lastRead)
@@ -574,13 +574,14 @@ type annotation struct {
 	err        error
 }
 
-// startAnnotation runs annotate, a device's annotation, on a goroutine of
-// its own, with its chunk buffers.
-func startAnnotation(timer *stageTimer, spilled bool, annotate func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error)) *annotation {
+// startAnnotation runs annotate, the annotation of a device of n events,
+// on a goroutine of its own, with its chunk buffers (annotationChunks).
+func startAnnotation(timer *stageTimer, spilled bool, n int64, annotate func(full chan<- []trace.Event, free <-chan []trace.Event) (*Divergence, error)) *annotation {
 	inFlight := annotationBuffers(spilled)
 	a := &annotation{full: make(chan []trace.Event, inFlight), free: make(chan []trace.Event, inFlight)}
-	for range inFlight {
-		a.free <- make([]trace.Event, torchsnap.ChunkSize)
+	bufs, size := annotationChunks(inFlight, n)
+	for range bufs {
+		a.free <- make([]trace.Event, size)
 	}
 	go func() {
 		stage := timer.beside("annotate")
