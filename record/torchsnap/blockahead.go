@@ -336,7 +336,7 @@ func (u *unpickler) takeAhead(list value) bool {
 		return false
 	}
 	bt := p.batches[k]
-	if u.end-u.pos < bt.n && (bt.n > len(u.buf) || u.fill(bt.n) != nil || u.end-u.pos < bt.n) {
+	if u.end-u.pos < bt.n && (bt.n > readBuf || u.fill(bt.n) != nil || u.end-u.pos < bt.n) {
 		return false
 	}
 	start := int(bt.off - p.off)

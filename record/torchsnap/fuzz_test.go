@@ -56,7 +56,7 @@ func FuzzDecode(f *testing.F) {
 // followed the spill, where it covers the device) and the problems.
 func checkSpilled(t *testing.T, data []byte, mem *Snapshot) {
 	var fw Forward
-	sp, err := newSpill("", fw.Add)
+	sp, err := newSpill("", fw.Add, int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,9 +81,32 @@ const (
 	readChunk = 1 << 20
 )
 
-func newUnpickler(r io.Reader, b *builder) *unpickler {
-	return &unpickler{src: r, buf: make([]byte, readBuf), b: b, short: shortStr{word: 1}}
+func newUnpickler(r io.Reader, b *builder) *unpickler { return newUnpicklerSized(r, b, 0) }
+
+// newUnpicklerSized is newUnpickler for an input of size bytes (0 if
+// unknown), whose buffer is readBufFor(size, readBuf) bytes: a small
+// file's whole, and a byte more, as readBuf's would hold it. Its limits
+// are readBuf's whatever the buffer (fill makes it readBuf long where
+// more is needed: a length past the input's end, which then fails as
+// it did).
+func newUnpicklerSized(r io.Reader, b *builder, size int64) *unpickler {
+	return &unpickler{src: r, buf: make([]byte, readBufFor(size, readBuf)), b: b, short: shortStr{word: 1}}
 }
+
+// readBufFor is the length of a read buffer of most bytes for an input of
+// size bytes (0 if unknown): most, or for a smaller input one byte more
+// than it holds (minReadBuf at least), so that it reads the input whole
+// in reads of the same lengths, and is never full of it, as the larger
+// buffer would be.
+func readBufFor(size int64, most int) int {
+	if size <= 0 || size >= int64(most) {
+		return most
+	}
+	return int(min(int64(most), max(size+1, minReadBuf)))
+}
+
+// minReadBuf is the shortest read buffer readBufFor makes.
+const minReadBuf = 4 << 10
 
 func (u *unpickler) push(v value) { u.stack = append(u.stack, v) }
 

@@ -7,8 +7,15 @@ import (
 	"io"
 )
 
-// fill makes at least need bytes (≤ len(u.buf)) available at u.pos.
+// fill makes at least need bytes (≤ readBuf) available at u.pos, first
+// making the buffer readBuf long if need is more than it holds
+// (newUnpicklerSized).
 func (u *unpickler) fill(need int) error {
+	if need > len(u.buf) {
+		buf := make([]byte, readBuf)
+		copy(buf, u.buf[:u.end])
+		u.buf = buf
+	}
 	if u.pos > 0 {
 		n := copy(u.buf, u.buf[u.pos:u.end])
 		u.off += int64(u.pos)
@@ -114,7 +121,7 @@ func (u *unpickler) read(n uint64) ([]byte, error) {
 		u.pos += int(n)
 		return p, nil
 	}
-	if n <= uint64(len(u.buf)) {
+	if n <= readBuf {
 		if err := u.fill(int(n)); err != nil {
 			return nil, err
 		}
@@ -146,7 +153,7 @@ func (u *unpickler) read(n uint64) ([]byte, error) {
 func (u *unpickler) readLine() (string, error) {
 	for i := u.pos; ; i++ {
 		if i == u.end {
-			if u.end-u.pos == len(u.buf) {
+			if u.end-u.pos == readBuf {
 				return "", errors.New("text opcode argument too long")
 			}
 			have := u.end - u.pos

@@ -170,12 +170,14 @@ func (d *Device) Chunk(lo, hi int64, buf []trace.Event) ([]trace.Event, error) {
 }
 
 // chunkBuf returns a buffer for Chunk: ChunkSize events for a spilled
-// trace, none for one in memory, whose chunks are views.
+// trace (d.Len() if fewer: its callers read no range longer than
+// min(ChunkSize, d.Len())), none for one in memory, whose chunks are
+// views.
 func (d *Device) chunkBuf() []trace.Event {
 	if d.sp == nil && d.recs == nil && d.rf == nil {
 		return nil
 	}
-	return make([]trace.Event, ChunkSize)
+	return make([]trace.Event, min(ChunkSize, d.Len()))
 }
 
 // ChunkSize is the number of events the passes over a spilled trace read at
@@ -337,7 +339,11 @@ func OpenFollowed(path, spillDir string, follow func([]trace.Event)) (*Snapshot,
 		return nil, fmt.Errorf("torchsnap: %w", err)
 	}
 	defer f.Close()
-	sp, err := newSpill(spillDir, follow)
+	var size int64 // sizes the spill's buffers
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	sp, err := newSpill(spillDir, follow, size)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -391,7 +397,7 @@ func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
 // scratch file in scratch if not empty (ReadFileMappedIn), and handed to
 // follow as they are packed if it is not nil (ReadFileMappedFollowed).
 func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string, follow func([]trace.Event)) (s *Snapshot, err error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, readBufFor(size, 64<<10))
 	b := newBuilder()
 	defer func() {
 		b.finishFollow(s)
@@ -413,7 +419,7 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string
 	}
 	switch first {
 	case opProto:
-		top, err = newUnpickler(br, b).run()
+		top, err = newUnpicklerSized(br, b, size).run()
 	case '{', '[':
 		top, err = decodeJSON(br, b)
 	case '(', '}', ']', ')', 'c', 'd', 'l', 'I', 'N':

@@ -27,11 +27,15 @@ type spill struct {
 
 	// The writer takes buffers from work and hands each back on free once
 	// written; done receives its first error when work is closed. Of the
-	// spillBuffers buffers, buf is the decoder's, and the others are on
-	// free or being written. work is nil once the writer has stopped.
+	// made buffers (spillBuffers at most, of recs records each: made as
+	// the decoder finds none free), buf is the decoder's, and the others
+	// are on free or being written. work is nil once the writer has
+	// stopped.
 	work chan spillWrite
 	free chan []srec
 	done chan error
+	made int
+	recs int
 
 	// follow, if set, receives the events of each buffer once it is
 	// written, on the writer's goroutine, widened into wide (OpenFollowed).
@@ -78,10 +82,11 @@ type spillWrite struct {
 	at  int64 // first event's index
 }
 
-// spillBuffers is how many buffers a spill fills and writes in turn. The
-// writer keeps up with the decoder on average, but not chunk by chunk (the
-// kernel's page-cache allocation, the follower of OpenFollowed, the
-// collector), so the decoder gets more than two buffers to fill ahead.
+// spillBuffers is how many buffers a spill fills and writes in turn, at
+// most (it makes them as it needs them: flush). The writer keeps up with
+// the decoder on average, but not chunk by chunk (the kernel's page-cache
+// allocation, the follower of OpenFollowed, the collector), so the
+// decoder gets more than two buffers to fill ahead.
 const spillBuffers = 4
 
 // spillChunk is how many events a spill buffers before writing them (56
@@ -95,20 +100,42 @@ const (
 	evSize  = int64(unsafe.Sizeof(cev{}))
 )
 
-// newSpill creates a spill in dir (os.TempDir() when empty), whose writer
-// hands the events it writes to follow, if not nil.
-func newSpill(dir string, follow func([]trace.Event)) (*spill, error) {
+// spillEntryBytes is fewer bytes of pickle than a trace entry of a
+// snapshot takes (a dict of six keys or more, each key a two-byte memo
+// reference, and their values), and spillMin the fewest records a spill
+// buffers at once.
+const (
+	spillEntryBytes = 32
+	spillMin        = 64
+)
+
+// spillRecs is how many records a spill of a file of size bytes (0 if
+// unknown) buffers before writing them: spillChunk, or for a file too
+// small to hold that many trace entries (spillEntryBytes each), as many
+// as it can hold. It bounds no count: a spill whose buffer is full writes
+// it and takes the next, so that a file of more entries (one that shares
+// them, say) only writes more often.
+func spillRecs(size int64) int {
+	if size <= 0 {
+		return spillChunk
+	}
+	return int(min(spillChunk, max(spillMin, size/spillEntryBytes)))
+}
+
+// newSpill creates a spill in dir (os.TempDir() when empty) for the
+// events of a file of size bytes (0 if unknown), which sizes its buffers
+// (spillRecs), whose writer hands the events it writes to follow, if not
+// nil.
+func newSpill(dir string, follow func([]trace.Event), size int64) (*spill, error) {
 	f, err := createRecordFile(dir, ".tracer-spill-*", "spill file")
 	if err != nil {
 		return nil, err
 	}
-	s := &spill{recordFile: f, buf: make([]srec, 0, spillChunk), work: make(chan spillWrite, spillBuffers),
-		free: make(chan []srec, spillBuffers), done: make(chan error, 1), follow: follow}
+	recs := spillRecs(size)
+	s := &spill{recordFile: f, buf: make([]srec, 0, recs), work: make(chan spillWrite, spillBuffers),
+		free: make(chan []srec, spillBuffers), done: make(chan error, 1), made: 1, recs: recs, follow: follow}
 	if follow != nil {
-		s.wide = make([]cev, spillChunk)
-	}
-	for range spillBuffers - 1 {
-		s.free <- make([]srec, 0, spillChunk)
+		s.wide = make([]cev, recs)
 	}
 	go s.writer(s.work, s.free, s.done)
 	return s, nil
@@ -151,24 +178,45 @@ func (s *spill) add(e *cev) {
 	}
 }
 
-// flush hands the buffered events to the writer and takes another buffer.
+// flush hands the buffered events to the writer and takes another buffer:
+// a free one, or a new one while fewer than spillBuffers are made (a
+// spill of fewer chunks than that makes no more than it fills).
 func (s *spill) flush() {
-	if len(s.buf) == 0 || s.work == nil {
+	if !s.hand() {
 		return
 	}
-	s.work <- spillWrite{s.buf, s.flushed}
-	s.flushed += int64(len(s.buf))
+	if s.made < spillBuffers {
+		select {
+		case s.buf = <-s.free:
+		default:
+			s.buf = make([]srec, 0, s.recs)
+			s.made++
+		}
+		return
+	}
 	s.buf = <-s.free
 }
 
+// hand hands the buffered events, if any, to the writer, and reports
+// whether it did.
+func (s *spill) hand() bool {
+	if len(s.buf) == 0 || s.work == nil {
+		return false
+	}
+	s.work <- spillWrite{s.buf, s.flushed}
+	s.flushed += int64(len(s.buf))
+	return true
+}
+
 // wait returns once everything handed to the writer is written: when every
-// buffer but the decoder's is back.
+// buffer made but the decoder's is back.
 func (s *spill) wait() {
 	var back [spillBuffers - 1][]srec
-	for i := range back {
+	n := s.made - 1
+	for i := range n {
 		back[i] = <-s.free
 	}
-	for _, b := range back {
+	for _, b := range back[:n] {
 		s.free <- b
 	}
 }
@@ -179,7 +227,7 @@ func (s *spill) finish() error {
 	if s.work == nil {
 		return s.err
 	}
-	s.flush()
+	s.hand() // the last buffer: no other taken
 	close(s.work)
 	s.work = nil
 	s.err = <-s.done
