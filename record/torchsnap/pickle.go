@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/tracer-dev/tracer/internal/grow"
 )
 
 // errNotSnapshot prefixes errors about files that are valid input of some
@@ -81,16 +83,17 @@ const (
 	readChunk = 1 << 20
 )
 
-func newUnpickler(r io.Reader, b *builder) *unpickler { return newUnpicklerSized(r, b, 0) }
+func newUnpickler(r io.Reader, b *builder) *unpickler { return newUnpicklerSized(r, b, 0, nil) }
 
 // newUnpicklerSized is newUnpickler for an input of size bytes (0 if
 // unknown), whose buffer is readBufFor(size, readBuf) bytes: a small
 // file's whole, and a byte more, as readBuf's would hold it. Its limits
 // are readBuf's whatever the buffer (fill makes it readBuf long where
 // more is needed: a length past the input's end, which then fails as
-// it did).
-func newUnpicklerSized(r io.Reader, b *builder, size int64) *unpickler {
-	return &unpickler{src: r, buf: make([]byte, readBufFor(size, readBuf)), b: b, short: shortStr{word: 1}}
+// it did). The buffer is made in off when it is not nil.
+func newUnpicklerSized(r io.Reader, b *builder, size int64, off *grow.OffHeap) *unpickler {
+	n := readBufFor(size, readBuf)
+	return &unpickler{src: r, buf: makeOff[byte](off, n, n), b: b, short: shortStr{word: 1}}
 }
 
 // readBufFor is the length of a read buffer of most bytes for an input of

@@ -1,6 +1,10 @@
 package torchsnap
 
-import "io"
+import (
+	"io"
+
+	"github.com/tracer-dev/tracer/internal/grow"
+)
 
 // Files of readAheadMin bytes or more are read ahead, in readAheadBlocks
 // blocks of readAheadBlock bytes, by a goroutine of their own: the read
@@ -31,14 +35,15 @@ type block struct {
 	err error
 }
 
-func newReadAhead(r io.Reader) *readAhead { return newReadAheadSized(r, readAheadBlock) }
+func newReadAhead(r io.Reader) *readAhead { return newReadAheadSized(r, readAheadBlock, nil) }
 
-// newReadAheadSized reads ahead in readAheadBlocks blocks of size bytes.
-func newReadAheadSized(r io.Reader, size int) *readAhead {
+// newReadAheadSized reads ahead in readAheadBlocks blocks of size bytes,
+// made in off when it is not nil (to be released once close returns).
+func newReadAheadSized(r io.Reader, size int, off *grow.OffHeap) *readAhead {
 	ra := &readAhead{full: make(chan block, readAheadBlocks), free: make(chan []byte, readAheadBlocks),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for range readAheadBlocks {
-		ra.free <- make([]byte, size)
+		ra.free <- makeOff[byte](off, size, size)
 	}
 	go func() {
 		defer close(ra.done)

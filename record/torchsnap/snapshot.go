@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -285,13 +286,14 @@ func readFile(path string, offHeap bool, scratch string, follow func([]trace.Eve
 			return nil, fmt.Errorf("torchsnap: %w", err)
 		}
 	}
-	return readSequential(f, path, nil, offHeap, scratch, follow)
+	return readSequential(f, path, nil, nil, offHeap, scratch, follow)
 }
 
 // readSequential decodes the file f (at path) with the sequential decoder,
-// into sp when it is not nil; offHeap, scratch and follow are
+// into sp when it is not nil, making what the decode alone uses in off
+// when it is not nil (decodeWith); offHeap, scratch and follow are
 // ReadFileMappedFollowed's.
-func readSequential(f *os.File, path string, sp *spill, offHeap bool, scratch string, follow func([]trace.Event)) (*Snapshot, error) {
+func readSequential(f *os.File, path string, sp *spill, off *grow.OffHeap, offHeap bool, scratch string, follow func([]trace.Event)) (*Snapshot, error) {
 	var r io.Reader = f
 	var size int64
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
@@ -301,12 +303,12 @@ func readSequential(f *os.File, path string, sp *spill, offHeap bool, scratch st
 			if sp != nil {
 				block = spillReadAhead
 			}
-			ra := newReadAheadSized(f, block)
+			ra := newReadAheadSized(f, block, off)
 			defer ra.close()
 			r = ra
 		}
 	}
-	s, err := decodeWith(r, size, sp, offHeap, scratch, follow)
+	s, err := decodeWith(r, size, sp, off, offHeap, scratch, follow)
 	if err != nil {
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
@@ -343,11 +345,19 @@ func OpenFollowed(path, spillDir string, follow func([]trace.Event)) (*Snapshot,
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	sp, err := newSpill(spillDir, follow, size)
+	// What only the decode uses (the pickle memo, the read buffers, the
+	// spill's record buffers) is made outside the Go heap and unmapped as
+	// soon as it is done: its pages go back to the system at once, with
+	// no collection to find them first.
+	// It is released where the spill's writer and the read-ahead have
+	// stopped (not on a panic, which leaves it mapped).
+	off := new(grow.OffHeap)
+	sp, err := newSpillOff(spillDir, follow, size, off)
 	if err != nil {
+		off.Release()
 		return nil, fmt.Errorf("torchsnap: %s: %w", path, err)
 	}
-	s, err := readSequential(f, path, sp, false, "", nil)
+	s, err := readSequential(f, path, sp, off, false, "", nil)
 	if err == nil {
 		if err = sp.finish(); err != nil {
 			err = fmt.Errorf("torchsnap: %s: %w", path, err)
@@ -355,8 +365,10 @@ func OpenFollowed(path, spillDir string, follow func([]trace.Event)) (*Snapshot,
 	}
 	if err != nil {
 		sp.close()
+		off.Release()
 		return nil, err
 	}
+	off.Release()
 	s.spill = sp
 	return s, nil
 }
@@ -389,16 +401,19 @@ func decode(r io.Reader, size int64) (*Snapshot, error) { return decodeInto(r, s
 
 // decodeInto is decode, with the events written to sp when it is not nil.
 func decodeInto(r io.Reader, size int64, sp *spill) (*Snapshot, error) {
-	return decodeWith(r, size, sp, false, "", nil)
+	return decodeWith(r, size, sp, nil, false, "", nil)
 }
 
 // decodeWith is decodeInto, with the events outside the Go heap when
 // offHeap is set and sp is nil (ReadFileMapped), their packed records in a
 // scratch file in scratch if not empty (ReadFileMappedIn), and handed to
 // follow as they are packed if it is not nil (ReadFileMappedFollowed).
-func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string, follow func([]trace.Event)) (s *Snapshot, err error) {
+// The pickle memo and the unpickler's buffer are made in off when it is
+// not nil; nothing refers to them once decodeWith returns.
+func decodeWith(r io.Reader, size int64, sp *spill, off *grow.OffHeap, offHeap bool, scratch string, follow func([]trace.Event)) (s *Snapshot, err error) {
 	br := bufio.NewReaderSize(r, readBufFor(size, 64<<10))
 	b := newBuilder()
+	b.memo.off, b.lists.off = off, off
 	defer func() {
 		b.finishFollow(s)
 		if err != nil {
@@ -419,7 +434,7 @@ func decodeWith(r io.Reader, size int64, sp *spill, offHeap bool, scratch string
 	}
 	switch first {
 	case opProto:
-		top, err = newUnpicklerSized(br, b, size).run()
+		top, err = newUnpicklerSized(br, b, size, off).run()
 	case '{', '[':
 		top, err = decodeJSON(br, b)
 	case '(', '}', ']', ')', 'c', 'd', 'l', 'I', 'N':

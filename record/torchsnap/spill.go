@@ -4,6 +4,7 @@ import (
 	"errors"
 	"unsafe"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -41,6 +42,10 @@ type spill struct {
 	// written, on the writer's goroutine, widened into wide (OpenFollowed).
 	follow func([]trace.Event)
 	wide   []cev
+
+	// off, if not nil, holds the buffers (newSpillOff): its owner
+	// releases it once finish has returned, when none is used again.
+	off *grow.OffHeap
 }
 
 // srec is a spilled event: the fields decoding sets (trace.Event's Seq is
@@ -127,15 +132,21 @@ func spillRecs(size int64) int {
 // (spillRecs), whose writer hands the events it writes to follow, if not
 // nil.
 func newSpill(dir string, follow func([]trace.Event), size int64) (*spill, error) {
+	return newSpillOff(dir, follow, size, nil)
+}
+
+// newSpillOff is newSpill with its buffers, dead once finish returns,
+// made in off (decodeOff) when it is not nil.
+func newSpillOff(dir string, follow func([]trace.Event), size int64, off *grow.OffHeap) (*spill, error) {
 	f, err := createRecordFile(dir, ".tracer-spill-*", "spill file")
 	if err != nil {
 		return nil, err
 	}
 	recs := spillRecs(size)
-	s := &spill{recordFile: f, buf: make([]srec, 0, recs), work: make(chan spillWrite, spillBuffers),
-		free: make(chan []srec, spillBuffers), done: make(chan error, 1), made: 1, recs: recs, follow: follow}
+	s := &spill{recordFile: f, buf: makeOff[srec](off, 0, recs), work: make(chan spillWrite, spillBuffers),
+		free: make(chan []srec, spillBuffers), done: make(chan error, 1), made: 1, recs: recs, follow: follow, off: off}
 	if follow != nil {
-		s.wide = make([]cev, recs)
+		s.wide = makeOff[cev](off, recs, recs)
 	}
 	go s.writer(s.work, s.free, s.done)
 	return s, nil
@@ -189,7 +200,7 @@ func (s *spill) flush() {
 		select {
 		case s.buf = <-s.free:
 		default:
-			s.buf = make([]srec, 0, s.recs)
+			s.buf = makeOff[srec](s.off, 0, s.recs)
 			s.made++
 		}
 		return
@@ -231,7 +242,7 @@ func (s *spill) finish() error {
 	close(s.work)
 	s.work = nil
 	s.err = <-s.done
-	s.buf, s.free = nil, nil
+	s.buf, s.free, s.wide = nil, nil, nil
 	return s.err
 }
 
@@ -290,3 +301,12 @@ var _ [-(recSize % 8)]struct{}
 // widen writes an event's fields up to Size before it has read all of its
 // record: they lie below the record's start in an event buffer.
 var _ [evSize - recSize - int64(unsafe.Offsetof(cev{}.Size)) - 8]struct{}
+
+// makeOff is make([]E, n, c), made in off (grow.MakeOff, in pages of
+// 4 KiB) when it is not nil.
+func makeOff[E any](off *grow.OffHeap, n, c int) []E {
+	if off == nil {
+		return make([]E, n, c)
+	}
+	return grow.MakeOff[E](off, n, c, grow.NoHuge)
+}

@@ -3,6 +3,7 @@ package torchsnap
 import (
 	"unsafe"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -279,6 +280,8 @@ type memo struct {
 	// made, while blockAhead's workers run, has chunks after the first
 	// made and faulted in on another core (blockAhead.prepare).
 	made <-chan memoPair
+	// off, if not nil, is where put makes the chunks (decodeWith's).
+	off *grow.OffHeap
 }
 
 // memoPair is a memo chunk's kinds and ints, empty, with room for
@@ -335,7 +338,7 @@ func (m *memo) put(idx uint64, v value) {
 				if len(m.k) == 0 {
 					n = max(m.first, 1024)
 				}
-				p = memoPair{make([]vkind, 0, n), make([]int32, 0, n)}
+				p = memoPair{makeOff[vkind](m.off, 0, n), makeOff[int32](m.off, 0, n)}
 			}
 			m.k = append(m.k, p.k)
 			m.v = append(m.v, p.v)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -110,6 +111,9 @@ type listStore struct {
 	// madeFrames, while blockAhead's workers run, has chunks of frames
 	// made and faulted in on another core (blockAhead.prepare).
 	madeFrames <-chan []int32
+	// off, if not nil, is where addFrames makes the frames chunks
+	// (decodeWith's): the snapshot refers to none of them.
+	off *grow.OffHeap
 }
 
 const (
@@ -141,7 +145,7 @@ func (s *listStore) addFrames(stack int32) int64 {
 		if c == nil {
 			// The first chunk grows by append from its size (sizeFor): a
 			// small file makes few lists.
-			c = make([]int32, 0, min(framesChunk, max(1024, int64(s.first), s.nFrames)))
+			c = makeOff[int32](s.off, 0, int(min(framesChunk, max(1024, int64(s.first), s.nFrames))))
 		}
 		s.frames = append(s.frames, c)
 	}
