@@ -13,6 +13,7 @@ import (
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/internal/gcpace"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/internal/outfile"
 	"github.com/tracer-dev/tracer/record/torchsnap"
 	"github.com/tracer-dev/tracer/replay"
@@ -216,7 +217,11 @@ func decodesInMemory(ins []string) bool {
 // than streamMax and the parallel decoder would run (see there). The
 // events go to follow, if not nil, as they are decoded (spilled, or packed
 // in memory).
-func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, error) {
+//
+// A spilled decode's follower makes its tables of addresses in fwOff, if
+// not nil (Forward.TablesIn), for the caller to release once the start
+// state is derived: the collector then neither counts nor has to find them.
+func openSnapshot(in, out string, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
 	if decodesInMemory([]string{in}) {
 		if st, err := os.Stat(in); err == nil {
 			defer paceDecode(st.Size())()
@@ -243,6 +248,7 @@ func openSnapshot(in, out string, follow *importFollow) (*torchsnap.Snapshot, er
 	if follow == nil {
 		return torchsnap.Open(in, dir)
 	}
+	follow.fw.TablesIn(fwOff)
 	return torchsnap.OpenFollowed(in, dir, follow.add)
 }
 
@@ -266,7 +272,12 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	timer := newStageTimer(in)
 	stage := timer.aloneOnThread("decode")
-	snap, err := openSnapshot(in, out, follow)
+	// The follower's tables, outside the Go heap where it follows a
+	// spill; every call of the follower has returned when openSnapshot
+	// does, and nothing reads them once the start state is derived.
+	fwOff := new(grow.OffHeap)
+	defer fwOff.Release()
+	snap, err := openSnapshot(in, out, follow, fwOff)
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +302,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		// What it followed (a decode in memory that dropped it) is
 		// garbage: the collection below is to have its tables too.
 		*follow = importFollow{}
+		fwOff.Release()
 	}
 	st, statErr := os.Stat(in)
 	bigSpill := statErr == nil && st.Size() >= giveBackMin && spilled
@@ -344,6 +356,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	}
 	if follow != nil {
 		follow.fw = torchsnap.Forward{} // its tables gave the start state: the collector's before the replay's
+		fwOff.Release()
 	}
 	sc := <-scanned
 	if err != nil {

@@ -33,6 +33,9 @@ type Map[V any] struct {
 	// the map grows past lateSlots (0: none asked).
 	later int
 	off   *grow.OffHeap
+	// in, if not nil, is where every table is made (TablesIn), each
+	// unmapped once the next has taken its keys.
+	in *grow.OffHeap
 }
 
 type slot[V any] struct {
@@ -300,6 +303,12 @@ func (m *Map[V]) ReserveOff(n int, h *grow.OffHeap) {
 	}
 }
 
+// TablesIn has m make its tables in h (grow.MakeOff) from now on, and
+// unmap each as it grows out of it: the collector neither counts them nor
+// has to find them, and h.Release gives the last back at once. h must
+// outlive every use of m.
+func (m *Map[V]) TablesIn(h *grow.OffHeap) { m.in = h }
+
 // lateSlots is the table ReserveOff's map grows to by doubling before its
 // table for n: 1 MiB of 16-byte slots.
 const lateSlots = bigSlots
@@ -368,6 +377,10 @@ func (m *Map[V]) resize(size int) { m.resizeIn(size, nil) }
 // resizeIn is resize with the table made in h, if not nil.
 func (m *Map[V]) resizeIn(size int, h *grow.OffHeap) {
 	old := m.slots
+	if h == nil && m.in != nil {
+		h = m.in
+		defer grow.FreeOff(h, old) // after the rehash: h's, if made there
+	}
 	if h != nil {
 		m.slots = grow.MakeOff[slot[V]](h, size, size, grow.AllHuge)
 	} else {

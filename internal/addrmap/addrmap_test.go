@@ -331,3 +331,27 @@ func TestResizeFaultsOnce(t *testing.T) {
 		t.Errorf("growing into %d pages took %d faults, want about one a page", pages, faults)
 	}
 }
+
+// TablesIn: a map grown through several tables made in an OffHeap holds
+// every key, and the OffHeap holds its last table alone.
+func TestTablesIn(t *testing.T) {
+	var h grow.OffHeap
+	var m Map[uint64]
+	m.TablesIn(&h)
+	const n = 100000
+	for k := uint64(1); k <= n; k++ {
+		m.Put(k*8, k)
+	}
+	for k := uint64(1); k <= n; k++ {
+		if v, ok := m.Get(k * 8); !ok || v != k {
+			t.Fatalf("Get(%d) = %d, %v; want %d", k*8, v, ok, k)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		table := int64(len(m.slots)) * int64(unsafe.Sizeof(m.slots[0]))
+		if got := h.Mapped(); got < table || got > table+4<<20 {
+			t.Errorf("%d bytes mapped for a table of %d", got, table)
+		}
+	}
+	h.Release()
+}

@@ -83,6 +83,25 @@ func (h *OffHeap) Release() {
 	h.maps = nil
 }
 
+// FreeOff unmaps the array of s, which MakeOff made in h (not Make's),
+// before Release: s and every slice of its array must not be used after.
+// An s made elsewhere is left alone.
+func FreeOff[E any](h *OffHeap, s []E) {
+	if h == nil || cap(s) == 0 {
+		return
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, m := range h.maps {
+		if at := uintptr(unsafe.Pointer(unsafe.SliceData(m))); p >= at && p < at+uintptr(len(m)) {
+			unmap(m)
+			h.maps = append(h.maps[:i], h.maps[i+1:]...)
+			return
+		}
+	}
+}
+
 // Mapped is the bytes h has mapped for its arrays (MakeOff's 2 MiB more
 // for each it aligns included).
 func (h *OffHeap) Mapped() int64 {

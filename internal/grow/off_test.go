@@ -61,3 +61,26 @@ func TestMakeOffPointers(t *testing.T) {
 		p *int
 	}](&h, 0, 1000, NoHuge)
 }
+
+// FreeOff unmaps the one array it is given, before Release, and leaves an
+// array made elsewhere alone.
+func TestFreeOff(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("MakeOff maps nothing here")
+	}
+	var h OffHeap
+	a := MakeOff[uint32](&h, 1000, 1000, NoHuge)
+	b := MakeOff[uint32](&h, 5000, 5000, NoHuge)
+	b[4999] = 7
+	both := h.Mapped()
+	FreeOff(&h, a[10:])
+	if got := h.Mapped(); got != both-4000 {
+		t.Errorf("%d bytes mapped after freeing a 4000-byte array, want %d", got, both-4000)
+	}
+	FreeOff(&h, make([]uint32, 10))
+	FreeOff[uint32](&h, nil)
+	if got := h.Mapped(); got != both-4000 || b[4999] != 7 {
+		t.Errorf("%d bytes mapped (want %d), b[4999] = %d (want 7), after freeing arrays not made there", got, both-4000, b[4999])
+	}
+	h.Release()
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tracer-dev/tracer/internal/addrmap"
+	"github.com/tracer-dev/tracer/internal/grow"
 	"github.com/tracer-dev/tracer/trace"
 )
 
@@ -64,6 +65,13 @@ const (
 	resBlock               // starts holds the start block
 	resChain               // only free_requested so far: starts holds the last one's block
 )
+
+// TablesIn has f make its tables of addresses in h (addrmap's TablesIn),
+// before the first Add: h must outlive f's use, startState's included.
+func (f *Forward) TablesIn(h *grow.OffHeap) {
+	f.addrs.TablesIn(h)
+	f.starts.TablesIn(h)
+}
 
 // Add follows evs, the next events of the trace.
 func (f *Forward) Add(evs []trace.Event) {
