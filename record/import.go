@@ -307,9 +307,10 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	st, statErr := os.Stat(in)
 	bigSpill := statErr == nil && st.Size() >= giveBackMin && spilled
 	if bigSpill && !followed {
-		// Decoding's garbage (the pickle memo above all: a slot or two per
-		// trace entry) is the largest part of the heap the import has had
-		// so far; hand it back now, or it stays resident beside the
+		// Decoding's garbage on the heap (the decoder's tables: the pickle
+		// memo, the frames lists and the buffers were outside it, and are
+		// unmapped already) is the largest part of the heap the import has
+		// had so far; hand it back now, or it stays resident beside the
 		// buffers of the passes below, which read the spill back. A
 		// collection of what is left is cheap.
 		giveBack("decode")
@@ -369,7 +370,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	recorded := sc.recorded
 	if !spilled || bigSpill && followed {
 		// The decoder's garbage and the start state's tables (a followed
-		// spill's too: one collection for both), before the annotation's
+		// spill's made theirs outside the heap, released above: what is
+		// left is the decoder's heap garbage), before the annotation's
 		// model and numbering and validation's tables are made: what the
 		// model does not reach of them stays unfaulted.
 		giveBack("start state")
