@@ -30,11 +30,17 @@ var (
 // the passes after it reuse the garbage's pages rather than take new ones.
 // The release is not: it takes no memory, and the peak comes later, so the
 // passes after it go on beside it, off the start state's critical path.
-func giveBack(stage string) {
+//
+// collect false skips the collection: a spilled import's decoder and
+// follower make their large tables outside the heap and unmap them
+// themselves, so the collection would find little, on the critical path.
+func giveBack(stage string, collect bool) {
 	if giveBackHook != nil {
 		giveBackHook(stage)
 	}
-	debug.FreeOSMemory()
+	if collect {
+		debug.FreeOSMemory()
+	}
 	hook := releaseHook
 	go func() {
 		if hook != nil {
