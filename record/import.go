@@ -213,16 +213,16 @@ func decodesInMemory(ins []string) bool {
 }
 
 // openSnapshot decodes the snapshot at in: into a spill, so that the
-// import's memory does not grow with the trace, unless the file is larger
-// than streamMax and the parallel decoder would run (see there). The
-// events go to follow, if not nil, as they are decoded (spilled, or packed
-// in memory).
+// import's memory does not grow with the trace, unless inMemory
+// (decodesInMemory: the file is larger than streamMax and the parallel
+// decoder would run; see there). The events go to follow, if not nil, as
+// they are decoded (spilled, or packed in memory).
 //
 // A spilled decode's follower makes its tables of addresses in fwOff, if
 // not nil (Forward.TablesIn), for the caller to release once the start
 // state is derived: the collector then neither counts nor has to find them.
-func openSnapshot(in, out string, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
-	if decodesInMemory([]string{in}) {
+func openSnapshot(in, out string, inMemory bool, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
+	if inMemory {
 		if st, err := os.Stat(in); err == nil {
 			defer paceDecode(st.Size())()
 		}
@@ -280,8 +280,8 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// A sequential decode into a spill makes its large tables outside
 	// the heap (torchsnap.OpenFollowed), so the give-backs below need no
 	// collection; a decode in memory makes them on it.
-	offHeapDecode := !decodesInMemory([]string{in})
-	snap, err := openSnapshot(in, out, follow, fwOff)
+	inMemory := decodesInMemory([]string{in})
+	snap, err := openSnapshot(in, out, inMemory, follow, fwOff)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		// frames lists, the buffers) were outside the heap and are
 		// unmapped already, so it needs no collection, whose ~2 ms would
 		// be the critical path's, only the text pages' release (giveBack).
-		giveBack("decode", !offHeapDecode)
+		giveBack("decode", inMemory)
 	}
 	conf, err := allocator.ParseConf(snap.Settings.AllocConf)
 	if err != nil {
@@ -378,7 +378,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		// sequential decode made its large ones outside the heap, unmapped
 		// above: it skips the collection (giveBack) and its ~2 ms, for
 		// the same peak on the GPU host.
-		giveBack("start state", !offHeapDecode)
+		giveBack("start state", inMemory)
 	}
 	// The first device's annotation's memory is made now that its size is
 	// known, on a goroutine of its own (prepareAnnotation), beside what

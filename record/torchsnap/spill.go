@@ -302,11 +302,8 @@ var _ [-(recSize % 8)]struct{}
 // record: they lie below the record's start in an event buffer.
 var _ [evSize - recSize - int64(unsafe.Offsetof(cev{}.Size)) - 8]struct{}
 
-// makeOff is make([]E, n, c), made in off (grow.MakeOff, in pages of
-// 4 KiB) when it is not nil.
+// makeOff is make([]E, n, c), made in off when it is not nil: the
+// decode's buffers and tables, in pages of 4 KiB (grow.MakeOff).
 func makeOff[E any](off *grow.OffHeap, n, c int) []E {
-	if off == nil {
-		return make([]E, n, c)
-	}
 	return grow.MakeOff[E](off, n, c, grow.NoHuge)
 }
