@@ -123,6 +123,14 @@ func TestPutRun(t *testing.T) {
 		}
 		got.putRun(ks, vs)
 	}
+	sameMemo(t, &got, &want)
+}
+
+// sameMemo fails t unless got holds what want does: as many slots, in as
+// many chunks, as many of them wide, the first chunk as long, and each
+// slot's value.
+func sameMemo(t *testing.T, got, want *memo) {
+	t.Helper()
 	if got.n != want.n || len(got.k) != len(want.k) || len(got.wide) != len(want.wide) || len(got.k0) != len(want.k0) {
 		t.Fatalf("n %d, %d chunks, %d wide, first chunk %d; want %d, %d, %d, %d", got.n, len(got.k), len(got.wide), len(got.k0), want.n, len(want.k), len(want.wide), len(want.k0))
 	}
@@ -161,14 +169,6 @@ func TestPutFits(t *testing.T) {
 				}
 			}
 		}
-		if got.n != want.n || len(got.k) != len(want.k) || len(got.wide) != len(want.wide) || len(got.k0) != len(want.k0) {
-			t.Fatalf("n %d, %d chunks, %d wide, first chunk %d; want %d, %d, %d, %d", got.n, len(got.k), len(got.wide), len(got.k0), want.n, len(want.k), len(want.wide), len(want.k0))
-		}
-		for i := range want.n {
-			w, _ := want.get(i)
-			if g, _ := got.get(i); g != w {
-				t.Fatalf("slot %d: %+v, want %+v", i, g, w)
-			}
-		}
+		sameMemo(t, &got, &want)
 	}
 }
