@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/tracer-dev/tracer/allocator"
 	"github.com/tracer-dev/tracer/trace"
@@ -109,22 +110,33 @@ func (r *deviceReplay) expectEv(ev *trace.Event) {
 	}
 }
 
+// expectCopies counts the recorded events keepExpected copied, for the
+// tests that bound its work.
+var expectCopies atomic.Int64
+
 // keepExpected compares the hand-off's events so far (checkPending) and
-// copies the recorded events still expected, if any, before the source
-// reuses the memory they lie in (its batch, or heldBuf, which keepHeld
-// rewrites): Run calls it where it calls keepHeld, before it. The copies
-// are made afresh each time (the ones kept before may be among them);
-// nearly always none is left.
+// copies the recorded events still expected that are not copies yet,
+// before the source reuses the memory they lie in (its batch, or heldBuf,
+// which keepHeld rewrites): Run calls it where it calls keepHeld, before
+// it. Nearly always none is left. Where many stay expected for long (a
+// model that lags the recording, blocks pending on other streams), each
+// is copied once, not once a batch, and the consumed head of expect is
+// dropped once it is half the list: the work is amortised O(1) an event.
 func (r *deviceReplay) keepExpected() {
 	r.checkPending()
-	rest := r.expect[r.expectHead:]
-	if len(rest) == 0 {
-		return
+	from := max(r.expectHead, r.expectKeptTo)
+	if fresh := r.expect[from:]; len(fresh) != 0 {
+		expectCopies.Add(int64(len(fresh)))
+		kept := make([]trace.Event, len(fresh))
+		for i, w := range fresh {
+			kept[i] = *w
+			fresh[i] = &kept[i]
+		}
 	}
-	kept := make([]trace.Event, len(rest))
-	for i, w := range rest {
-		kept[i] = *w
-		rest[i] = &kept[i]
+	r.expectKeptTo = len(r.expect)
+	if h := r.expectHead; h != 0 && h >= len(r.expect)-h {
+		n := copy(r.expect, r.expect[h:])
+		clear(r.expect[n:])
+		r.expect, r.expectHead, r.expectKeptTo = r.expect[:n], 0, n
 	}
-	r.expectKept = kept
 }

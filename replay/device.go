@@ -83,11 +83,12 @@ type deviceReplay struct {
 	quietOOM trace.Event
 
 	// expect holds recorded events the allocator has yet to emit
-	// (Recorded mode): in the source's batch (or heldBuf) until the batch
-	// ends, then in expectKept (keepExpected).
-	expect     []*trace.Event
-	expectHead int
-	expectKept []trace.Event
+	// (Recorded mode), from expectHead on: in the source's batch (or
+	// heldBuf) until the batch ends, then in copies of their own
+	// (keepExpected); those before expectKeptTo are such copies already.
+	expect       []*trace.Event
+	expectHead   int
+	expectKeptTo int
 
 	pools   poolRoute               // private pools (pools.go)
 	private []allocator.SegmentInfo // Options.PrivateSegments of private pools

@@ -362,6 +362,6 @@ func matches(w *trace.Event, kind trace.Kind, addr uint64, size int64, stream ui
 func (r *deviceReplay) popExpected(n int) {
 	r.expectHead += n
 	if r.expectHead == len(r.expect) {
-		r.expect, r.expectHead = r.expect[:0], 0
+		r.expect, r.expectHead, r.expectKeptTo = r.expect[:0], 0, 0
 	}
 }
