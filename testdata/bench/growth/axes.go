@@ -42,6 +42,7 @@ var axes = []axis{
 	{name: "snapshot-private-pools", base: 8000, snapshot: privatePools},
 	{name: "snapshot-wrapped-history", base: 4000, snapshot: wrapped},
 	{name: "snapshot-segment-churn", base: 4000, snapshot: snapChurn},
+	{name: "snapshot-cross-stream", base: 40000, snapshot: snapCrossStream},
 }
 
 // oneSize: 2n blocks of one size, every other one freed in ascending

@@ -133,3 +133,29 @@ func snapChurn(n int) string {
 	}
 	return s.String()
 }
+
+// snapCrossStream: n 512-byte blocks allocated (4,096 to a 2 MiB
+// segment), all freed while another stream uses them (free_requested),
+// then all completed at once (a synchronize): n frees pending together,
+// which the import's annotation replays as recorded.
+func snapCrossStream(n int) string {
+	var s snap
+	const per = 2 * mib / 512
+	at := func(i int) uint64 { return snapBase + uint64(i/per)*2*mib + uint64(i%per)*512 }
+	for i := range n {
+		if i%per == 0 {
+			s.event("segment_alloc", at(i), 2*mib)
+		}
+		s.event("alloc", at(i), 512)
+	}
+	for i := range n {
+		s.event("free_requested", at(i), 512)
+	}
+	for i := range n {
+		s.event("free_completed", at(i), 512)
+	}
+	for i := 0; i < n; i += per {
+		s.segment(at(i), 2*mib, [2]uint64{}, []block{{at(i), 2 * mib, false}})
+	}
+	return s.String()
+}
