@@ -70,12 +70,11 @@ func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
 	if opt.Replayer != nil || opt.NewDevice != nil || in.Path == "" {
 		return nil
 	}
-	st, err := os.Stat(in.Path)
-	if err != nil || st.Size() < prepareMin {
+	blocks, size := in.blocksGuess()
+	if blocks == 0 {
 		return nil
 	}
-	p := &modelPrep{done: make(chan struct{}), stop: make(chan struct{}),
-		blocks: int(min(st.Size()/bytesPerBlock, 1<<30)), size: st.Size()}
+	p := &modelPrep{done: make(chan struct{}), stop: make(chan struct{}), blocks: blocks, size: size}
 	go func() {
 		defer close(p.done)
 		// An error (settings the model refuses) is Run's to meet.
@@ -85,6 +84,29 @@ func prepareModel(in *Input, s Resolved, opt Options) *modelPrep {
 		}
 	}()
 	return p
+}
+
+// BlocksGuess is about the most blocks live at once that in's trace file
+// could hold, for a replay's Options.Blocks (tracer tune's): its model's
+// block arena is then made once, not doubled to its size, each doubling
+// copying every block. 0 for the built-in sample, a file under prepareMin
+// or one that cannot be read. A guess too large is address space the
+// replay never touches.
+func (in *Input) BlocksGuess() int {
+	n, _ := in.blocksGuess()
+	return n
+}
+
+// blocksGuess is BlocksGuess and the file's size.
+func (in *Input) blocksGuess() (blocks int, size int64) {
+	if in.Path == "" {
+		return 0, 0
+	}
+	st, err := os.Stat(in.Path)
+	if err != nil || st.Size() < prepareMin {
+		return 0, 0
+	}
+	return int(min(st.Size()/bytesPerBlock, 1<<30)), st.Size()
 }
 
 // replayer waits for the memory and returns the Replayer that holds it,

@@ -241,3 +241,30 @@ func TestReadFill(t *testing.T) {
 		t.Errorf("readFill(1 GiB) = %d, want the pool's room, %d", got, inFlight+2)
 	}
 }
+
+// TestBlocksGuess: a trace file of prepareMin bytes or more is guessed to
+// hold a block live for each bytesPerBlock of it (tune's Options.Blocks);
+// a smaller file, one that is gone, and the built-in sample get no guess.
+func TestBlocksGuess(t *testing.T) {
+	dir := t.TempDir()
+	big, small := filepath.Join(dir, "big.arrows"), filepath.Join(dir, "small.arrows")
+	if err := os.WriteFile(big, make([]byte, prepareMin+5*bytesPerBlock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(small, make([]byte, prepareMin-1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in   *Input
+		want int
+	}{
+		{&Input{Path: big}, int(prepareMin/bytesPerBlock) + 5},
+		{&Input{Path: small}, 0},
+		{&Input{Path: filepath.Join(dir, "gone.arrows")}, 0},
+		{&Input{Sample: true}, 0},
+	} {
+		if got := c.in.BlocksGuess(); got != c.want {
+			t.Errorf("BlocksGuess of %q (sample %v) = %d, want %d", c.in.Path, c.in.Sample, got, c.want)
+		}
+	}
+}

@@ -157,6 +157,7 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 	for len(e.replayers) < len(jobs) {
 		e.replayers = append(e.replayers, new(replay.Replayer))
 	}
+	blocks := e.in.BlocksGuess()
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -174,7 +175,8 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 			defer wg.Done()
 			src := b.consumers[i]
 			defer src.drain()
-			res, err := e.replayers[i].Run(ctx, src, replay.Options{
+			rp := e.replayers[i]
+			opts := replay.Options{
 				Conf:             j.set.Conf,
 				TotalMemory:      j.set.Total,
 				MemoryLimit:      j.set.Limit,
@@ -182,7 +184,16 @@ func (e *evaluator) pass(ctx context.Context, jobs []job) ([]Outcome, error) {
 				SkipCompare:      true,
 				EmptyCacheRows:   e.in.Meta.EmptyCacheRows,
 				InferEmptyCaches: j.set.InferEmptyCaches,
-			}, nil)
+				Blocks:           blocks,
+			}
+			// The model's arena made once for the file's guess, outside
+			// the heap: not doubled (each doubling copies every block),
+			// and a guess above the trace costs address space only. A
+			// setting the model refuses is Run's error to report.
+			if blocks > 0 && rp.PrepareOffHeap(opts) == nil {
+				defer rp.Release()
+			}
+			res, err := rp.Run(ctx, src, opts, nil)
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {

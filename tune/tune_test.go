@@ -363,3 +363,38 @@ func TestSearch_recordedValue(t *testing.T) {
 		t.Errorf("recorded %q (a point: %v)", rep.Recorded.Conf, rep.Recorded.inPts)
 	}
 }
+
+// A pass over a trace file past the size whose models are made ahead
+// (pipeline.Input.BlocksGuess: outside the heap, for the file's guess of
+// blocks) replays every setting as a replay of its own would, in a
+// second pass on the same replayers too.
+func TestEvaluate_preparedSameAsReplay(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "churn.arrows")
+	src := "alloc b 512 count=6000\nfree b from=1 step=2\nalloc c 3000 count=3000\nalloc d 3MiB count=40\nfree b\nfree c\nfree d\n"
+	if err := record.RecordWorkloadSim(context.Background(), "churn.workload", []byte(src), out); err != nil {
+		t.Fatal(err)
+	}
+	in, err := pipeline.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.BlocksGuess() == 0 {
+		t.Fatal("the trace is too small for its models to be made ahead: the test tests nothing")
+	}
+	sets := []Setting{{Conf: ""}, {Conf: "expandable_segments:True"}, {Conf: "max_split_size_mb:20"}, {Conf: "", Limit: 40 << 20}}
+	for pass := range 2 {
+		got, err := Evaluate(context.Background(), in, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range sets {
+			want := replayOne(t, in, s.Conf, s.Limit)
+			if !got[i].sameAs(&want) || got[i].OOMs != want.OOMs || !reflect.DeepEqual(got[i].OOMSeqs, want.OOMSeqs) {
+				t.Errorf("pass %d, %q limit %d: pass %+v, replay %+v", pass, s.Conf, s.Limit, got[i].Outcome, want)
+			}
+		}
+		if got[len(got)-1].OOMs == 0 {
+			t.Error("40 MiB: no OOM; the test wants a setting that fails")
+		}
+	}
+}

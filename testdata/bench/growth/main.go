@@ -6,8 +6,8 @@
 //
 // It builds tracer once, writes each axis's input (a workload, or a JSON
 // snapshot) into a temporary folder, records or imports it into a trace,
-// and times record or import, replay, analyze, plot (peak and segments) and
-// info on it. See usage for what the table reports.
+// and times record or import, replay, analyze, plot (peak and segments),
+// info, diff (of the trace with itself), export and tune on it. See usage for what the table reports.
 package main
 
 import (
@@ -194,6 +194,9 @@ func main() {
 				return []string{"plot", base + "-segments.png", tr, "--kind", "segments"}
 			}},
 			{"info", func(_, tr string) []string { return []string{"info", tr} }},
+			{"diff", func(_, tr string) []string { return []string{"diff", tr, tr} }},
+			{"export", func(base, tr string) []string { return []string{"export", tr, "-o", base + ".parquet"} }},
+			{"tune", func(_, tr string) []string { return []string{"tune", tr} }},
 		}
 		for _, c := range cmds {
 			if onlyCmds.MatchString(c.name) {
