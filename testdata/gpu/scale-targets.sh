@@ -31,7 +31,7 @@
 # It writes $OUT/scale-targets.md (OUT defaults to /tmp/scale-targets) and
 # stops starting steps past BUDGET_S seconds (default 420: under 8
 # minutes). BASE_REPLAY_TEST names an older build's replay.test, whose
-# model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts (0: leave that snapshot out); LARGE_RUNS (default 1) is how many
+# model alone is measured beside this one's. SMALL_N and SEED_N change the tensor counts (0: leave that snapshot out); REAL_MB (e.g. "10 25") adds real training snapshots of about those sizes (testdata/bench/real_snapshot.py: about 15 s each to make, a minute each to measure); LARGE_RUNS (default 1) is how many
 # rounds the import and pickle.load get on files over 50 MB; EXTRA names more
 # snapshots to measure as the scale ones; CONFS (default "recorded
 # expandable_segments:True") the settings replayed; ONLY_SCALE=1 leaves out the
@@ -121,6 +121,17 @@ if [ $torch = 1 ]; then
 			snaps+=("$work/$kind.pickle")
 		else
 			echo "- the $kind snapshot could not be made in time (scale_snapshots.py $kind, $n tensors)" >>"$md"
+		fi
+	done
+	# Real programs (REAL_MB="10 25": transformer training snapshots of
+	# about those sizes, testdata/bench/real_snapshot.py), whose few live
+	# blocks PyTorch's allocator serves fastest.
+	for mb in ${REAL_MB:-}; do
+		log "recording a real ${mb} MB snapshot"
+		if within 120 python3 testdata/bench/real_snapshot.py "$work/real$mb.pickle" "$mb" >&2; then
+			snaps+=("$work/real$mb.pickle")
+		else
+			echo "- the real $mb MB snapshot could not be made in time (real_snapshot.py)" >>"$md"
 		fi
 	done
 fi
