@@ -195,7 +195,7 @@ var (
 // torchsnap.ScratchMax), leaving the heap a spill's once decoded.
 func scratchFits(ins []string) bool {
 	for _, in := range ins {
-		if st, err := os.Stat(in); err == nil && st.Size() > torchsnap.ScratchMax && decodesInMemory([]string{in}) {
+		if size := fileSize(in); size > torchsnap.ScratchMax && sizeInMemory(size) {
 			return false
 		}
 	}
@@ -205,27 +205,39 @@ func scratchFits(ins []string) bool {
 // decodesInMemory reports whether openSnapshot decodes any of ins in memory.
 func decodesInMemory(ins []string) bool {
 	for _, in := range ins {
-		if st, err := os.Stat(in); err == nil && st.Size() > streamMax && runtime.GOMAXPROCS(0) >= 4 {
+		if sizeInMemory(fileSize(in)) {
 			return true
 		}
 	}
 	return false
 }
 
+// sizeInMemory reports whether openSnapshot decodes a snapshot of size
+// bytes (-1: unknown) in memory: past streamMax, where the parallel
+// decoder runs.
+func sizeInMemory(size int64) bool { return size > streamMax && runtime.GOMAXPROCS(0) >= 4 }
+
+// fileSize is the size of the file at path, -1 if it cannot be stat'ed.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return st.Size()
+}
+
 // openSnapshot decodes the snapshot at in: into a spill, so that the
 // import's memory does not grow with the trace, unless inMemory
-// (decodesInMemory: the file is larger than streamMax and the parallel
-// decoder would run; see there). The events go to follow, if not nil, as
+// (sizeInMemory of its size bytes, -1 if unknown: the file is larger than
+// streamMax and the parallel decoder would run; see there). The events go to follow, if not nil, as
 // they are decoded (spilled, or packed in memory).
 //
 // A spilled decode's follower makes its tables of addresses in fwOff, if
 // not nil (Forward.TablesIn), for the caller to release once the start
 // state is derived: the collector then neither counts nor has to find them.
-func openSnapshot(in, out string, inMemory bool, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
+func openSnapshot(in, out string, size int64, inMemory bool, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
 	if inMemory {
-		if st, err := os.Stat(in); err == nil {
-			defer paceDecode(st.Size())()
-		}
+		defer paceDecode(size)()
 		dir := outfile.ScratchDir(out)
 		if !recordsInScratch {
 			dir = "" // in the mapping
@@ -280,15 +292,14 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// A sequential decode into a spill makes its large tables outside
 	// the heap (torchsnap.OpenFollowed), so the give-backs below need no
 	// collection; a decode in memory makes them on it.
-	inMemory := decodesInMemory([]string{in})
-	snap, err := openSnapshot(in, out, inMemory, follow, fwOff)
+	size := fileSize(in) // -1 if it cannot be stat'ed: openSnapshot says why
+	inMemory := sizeInMemory(size)
+	snap, err := openSnapshot(in, out, size, inMemory, follow, fwOff)
 	if err != nil {
 		return nil, err
 	}
-	if decoded := stage.end(); timer.on != nil {
-		if st, err := os.Stat(in); err == nil {
-			timer.decodeParts(stage, decoded, snap.Regions, snap.Ahead, st.Size())
-		}
+	if decoded := stage.end(); timer.on != nil && size >= 0 {
+		timer.decodeParts(stage, decoded, snap.Regions, snap.Ahead, size)
 	}
 	stage = timer.alone("start state")
 	if err := ctx.Err(); err != nil {
@@ -308,8 +319,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 		*follow = importFollow{}
 		fwOff.Release()
 	}
-	st, statErr := os.Stat(in)
-	bigSpill := statErr == nil && st.Size() >= giveBackMin && spilled
+	bigSpill := size >= giveBackMin && spilled
 	if bigSpill && !followed {
 		// Decoding's garbage, before the passes below read the spill
 		// back: a sequential decode's large tables (the pickle memo, the

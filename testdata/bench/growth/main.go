@@ -7,7 +7,8 @@
 // It builds tracer once, writes each axis's input (a workload, or a JSON
 // snapshot) into a temporary folder, records or imports it into a trace,
 // and times record or import, replay, analyze, plot (peak and segments),
-// info, diff (of the trace with itself), export and tune on it. See usage for what the table reports.
+// info, diff (of the trace with itself), export and tune on it. See usage
+// for what the table reports.
 package main
 
 import (
