@@ -68,12 +68,14 @@ func (a *Allocator) Restore(segs []SegmentInfo) error {
 	a.stats.Allocation, a.stats.Segment, a.stats.Active = want.Allocation, want.Segment, want.Active
 	a.stats.InactiveSplit, a.stats.AllocatedBytes, a.stats.ReservedBytes = want.InactiveSplit, want.AllocatedBytes, want.ReservedBytes
 	a.stats.ActiveBytes, a.stats.InactiveSplitBytes, a.stats.RequestedBytes = want.ActiveBytes, want.InactiveSplitBytes, want.RequestedBytes
-	a.activeApart = true
 	for _, arr := range a.stats.arrays() {
 		for i := range arr.s {
 			arr.s[i].Peak = arr.s[i].Current
 		}
 	}
+	// Active and ActiveBytes stay shared with Allocation and
+	// AllocatedBytes (activeStats) unless a restored block is pending.
+	a.activeApart = a.stats.Active != a.stats.Allocation || a.stats.ActiveBytes != a.stats.AllocatedBytes
 	return nil
 }
 

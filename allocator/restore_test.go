@@ -284,3 +284,45 @@ func TestRestoreMemoryPerBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreSharesActive checks that a restored state with no pending
+// block keeps Active and ActiveBytes shared with Allocation and
+// AllocatedBytes (activeApart false: a malloc and a free then update three
+// statistics, not five), that one pending block separates them, and that
+// the statistics agree with the blocks either way.
+func TestRestoreSharesActive(t *testing.T) {
+	base := uint64(1) << 40
+	for _, pending := range []bool{false, true} {
+		state := ActiveAllocated
+		if pending {
+			state = ActivePendingFree
+		}
+		a, err := New(DefaultConf(), NewSimDevice(gib))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Restore([]SegmentInfo{{Addr: base, Size: 20 * mib, Blocks: []BlockInfo{
+			{Addr: base, Size: 2 * mib, Requested: 2 * mib, State: ActiveAllocated},
+			{Addr: base + 4*mib, Size: 3 * mib, Requested: 3 * mib, State: state},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		if a.activeApart != pending {
+			t.Errorf("pending %v: activeApart = %v after Restore", pending, a.activeApart)
+		}
+		addr, err := a.Malloc(5*mib, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Free(addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.CheckInvariants(); err != nil {
+			t.Errorf("pending %v: %v", pending, err)
+		}
+		s := a.Stats()
+		if want := int64(2*mib + 5*mib + 3*mib); s.ActiveBytes[0].Peak != want {
+			t.Errorf("pending %v: active_bytes peak %d, want %d", pending, s.ActiveBytes[0].Peak, want)
+		}
+	}
+}
