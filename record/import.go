@@ -226,17 +226,17 @@ func fileSize(path string) int64 {
 	return st.Size()
 }
 
-// openSnapshot decodes the snapshot at in: into a spill, so that the
-// import's memory does not grow with the trace, unless inMemory
-// (sizeInMemory of its size bytes, -1 if unknown: the file is larger than
-// streamMax and the parallel decoder would run; see there). The events go to follow, if not nil, as
-// they are decoded (spilled, or packed in memory).
+// openSnapshot decodes the snapshot at in, of size bytes (-1: unknown):
+// into a spill, so that the import's memory does not grow with the trace,
+// unless sizeInMemory(size), where the parallel decoder runs (see
+// streamMax). The events go to follow, if not nil, as they are decoded
+// (spilled, or packed in memory).
 //
 // A spilled decode's follower makes its tables of addresses in fwOff, if
 // not nil (Forward.TablesIn), for the caller to release once the start
 // state is derived: the collector then neither counts nor has to find them.
-func openSnapshot(in, out string, size int64, inMemory bool, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
-	if inMemory {
+func openSnapshot(in, out string, size int64, follow *importFollow, fwOff *grow.OffHeap) (*torchsnap.Snapshot, error) {
+	if sizeInMemory(size) {
 		defer paceDecode(size)()
 		dir := outfile.ScratchDir(out)
 		if !recordsInScratch {
@@ -294,7 +294,7 @@ func importOne(ctx context.Context, in, out string, opts ImportOptions) (*Import
 	// collection; a decode in memory makes them on it.
 	size := fileSize(in) // -1 if it cannot be stat'ed: openSnapshot says why
 	inMemory := sizeInMemory(size)
-	snap, err := openSnapshot(in, out, size, inMemory, follow, fwOff)
+	snap, err := openSnapshot(in, out, size, follow, fwOff)
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func testImportMatches(t *testing.T) {
 		}
 		// Decoded in memory with a scratch file, a snapshot too small to
 		// have its events mapped is not spilled.
-		if snap, err := openSnapshot(in, dir, fileSize(in), decodesInMemory([]string{in}), nil, nil); err != nil || (streamMax >= 0 || !recordsInScratch) && snap.Spilled() != (streamMax >= 0) {
+		if snap, err := openSnapshot(in, dir, fileSize(in), nil, nil); err != nil || (streamMax >= 0 || !recordsInScratch) && snap.Spilled() != (streamMax >= 0) {
 			t.Fatalf("%s: openSnapshot: spilled %v, error %v", in, snap != nil && snap.Spilled(), err)
 		} else {
 			if snap.Spilled() {
@@ -498,7 +498,7 @@ func testImportFollowed(t *testing.T, inMemory bool) {
 	for _, in := range ins {
 		t.Run(snapshotName(in), func(t *testing.T) {
 			dir := t.TempDir()
-			snap, err := openSnapshot(in, filepath.Join(dir, "probe.arrows"), fileSize(in), decodesInMemory([]string{in}), nil, nil)
+			snap, err := openSnapshot(in, filepath.Join(dir, "probe.arrows"), fileSize(in), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
